@@ -1,0 +1,93 @@
+"""Immutable settings for loading models and for one generation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from app.errors import InvalidSettingError
+
+DraftMode = Literal["plain", "draft", "ngram"]
+
+# Largest draft length accepted anywhere: verification batches stay small (γ + 1 rows) and the
+# cost model's sweep stops here too.
+MAX_GAMMA = 32
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingConfig:
+    """The transform applied identically to target and draft logits before sampling.
+
+    temperature <= 0 means greedy (argmax). top_k = 0, top_p = 1, min_p = 0 and
+    repeat_penalty = 1 each switch their step off.
+    """
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+    def validate(self) -> None:
+        if self.top_k < 0:
+            raise InvalidSettingError(f"top-k must be 0 (off) or positive, got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise InvalidSettingError(f"top-p must be in (0, 1], got {self.top_p}")
+        if not 0.0 <= self.min_p < 1.0:
+            raise InvalidSettingError(f"min-p must be in [0, 1), got {self.min_p}")
+        if self.repeat_penalty <= 0.0:
+            raise InvalidSettingError(f"repeat penalty must be positive, got {self.repeat_penalty}")
+        if self.repeat_last_n < 0:
+            raise InvalidSettingError(f"repeat-last-n must be >= 0, got {self.repeat_last_n}")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    """How one GGUF file is loaded into llama.cpp."""
+
+    path: str
+    n_ctx: int = 4096
+    # -1 offloads every layer; 0 keeps the model on the CPU (also what a CPU-only build does).
+    n_gpu_layers: int = -1
+    n_threads: int | None = None
+    n_threads_batch: int | None = None
+    n_batch: int = 512
+
+    def validate(self) -> None:
+        if self.n_ctx < 16:
+            raise InvalidSettingError(f"context size must be at least 16 tokens, got {self.n_ctx}")
+        if self.n_gpu_layers < -1:
+            raise InvalidSettingError(
+                f"GPU layers must be -1 (all), 0 (none) or a count, got {self.n_gpu_layers}"
+            )
+        if self.n_batch < MAX_GAMMA + 1:
+            raise InvalidSettingError(f"batch size must be at least {MAX_GAMMA + 1}")
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationConfig:
+    """One reply's settings. `gamma` is the draft length; `adaptive` lets the engine pick it."""
+
+    max_tokens: int = 256
+    gamma: int = 5
+    adaptive: bool = False
+    p_min: float = 0.0
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+
+    def validate(self) -> None:
+        if self.max_tokens < 1:
+            raise InvalidSettingError(f"max tokens must be at least 1, got {self.max_tokens}")
+        if not 1 <= self.gamma <= MAX_GAMMA:
+            raise InvalidSettingError(
+                f"gamma (draft length) must be between 1 and {MAX_GAMMA}, got {self.gamma}; "
+                "use --no-spec to turn speculation off"
+            )
+        if not 0.0 <= self.p_min < 1.0:
+            raise InvalidSettingError(f"p-min must be in [0, 1), got {self.p_min}")
+        self.sampling.validate()

@@ -1,0 +1,22 @@
+"""Live commands from the user to a running generation, read by the engine between rounds.
+
+The window's worker thread owns the engine while the UI thread flips these flags; plain
+attribute writes are atomic under the GIL, and the engine only reads them at round boundaries,
+so no lock is needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class GenerationControl:
+    stop_requested: bool = False
+    # False makes the next round a plain target step even if a drafter is loaded.
+    speculative: bool = True
+    # None keeps the generation's configured gamma; a number overrides it from the next round.
+    gamma: int | None = None
+
+    def stop(self) -> None:
+        self.stop_requested = True

@@ -1,0 +1,52 @@
+"""Typed errors. Every user-facing failure is a SpecChatError whose str() is one readable line.
+
+The CLI prints `error: <str(exc)>` and the window shows the same sentence, so messages name the
+file or setting at fault and what to do, never a Python repr.
+"""
+
+from __future__ import annotations
+
+
+class SpecChatError(Exception):
+    """Base class for errors caused by user input or the user's files, not by bugs."""
+
+
+class ModelLoadError(SpecChatError):
+    """A model file is missing, unreadable, not a GGUF, truncated, or llama.cpp refused it."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot load model {path!s}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class DraftIncompatibleError(SpecChatError):
+    """The draft cannot speculate for the target (different vocabulary or special tokens)."""
+
+    def __init__(self, draft: str, target: str, reason: str) -> None:
+        super().__init__(f"draft {draft} is not compatible with target {target}: {reason}")
+        self.reason = reason
+
+
+class ContextOverflowError(SpecChatError):
+    """The prompt does not fit in the context window."""
+
+    def __init__(self, n_tokens: int, n_ctx: int) -> None:
+        super().__init__(
+            f"prompt is {n_tokens} tokens but the context holds {n_ctx}; "
+            "shorten the prompt or raise --n-ctx"
+        )
+        self.n_tokens = n_tokens
+        self.n_ctx = n_ctx
+
+
+class InvalidSettingError(SpecChatError):
+    """A setting is out of range or contradicts another one."""
+
+
+class DownloadError(SpecChatError):
+    """A Hub download failed: not found, network, checksum mismatch, or no disk space."""
+
+
+class Cancelled(SpecChatError):  # noqa: N818 - reads as an outcome, like asyncio.CancelledError
+    """The user stopped a long operation; not shown as an error."""

@@ -1,0 +1,31 @@
+"""The finished reply: text, ids, why it stopped, and its stats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.config import DraftMode
+from app.events import FinishReason, RoundRecord
+from app.metrics import GenerationStats
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationResult:
+    text: str
+    token_ids: list[int]
+    finish_reason: FinishReason
+    mode: DraftMode
+    stats: GenerationStats
+    rounds: tuple[RoundRecord, ...]
+    # Tokens the target accepted from the draft, by reply index, for highlighting.
+    draft_token_mask: tuple[bool, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "token_ids": self.token_ids,
+            "finish_reason": self.finish_reason,
+            "mode": self.mode,
+            "stats": self.stats.to_dict(),
+        }

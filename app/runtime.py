@@ -1,0 +1,167 @@
+"""The engine's front door for the CLI, the benchmark and the window's worker thread.
+
+Owns at most one target and one drafter, frees the old model before loading a new one (two
+copies of a large target would not fit in VRAM), vets a draft against the target before paying
+for its load, and turns chat messages into prompt ids with the target's own template.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from app.chat_template import ChatMessage, render_chat
+from app.config import DraftMode, GenerationConfig, ModelConfig
+from app.control import GenerationControl
+from app.drafters import Drafter, ModelDrafter, PromptLookupDrafter
+from app.engine import Clock, SpeculativeEngine
+from app.errors import DraftIncompatibleError, InvalidSettingError
+from app.events import Event
+from app.llama_model import LlamaModel, LoadProgress, ModelFacts
+
+NGRAM = "ngram"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryUsage:
+    """Bytes held by each model, so the draft's own cost in memory is visible."""
+
+    target_weights: int
+    target_kv: int
+    draft_weights: int
+    draft_kv: int
+    target_gpu_layers: int
+    draft_gpu_layers: int
+
+    @property
+    def total(self) -> int:
+        return self.target_weights + self.target_kv + self.draft_weights + self.draft_kv
+
+
+class Runtime:
+    def __init__(self, *, clock: Clock = time.perf_counter) -> None:
+        self._clock = clock
+        self.target: LlamaModel | None = None
+        self.drafter: Drafter | None = None
+        self.engine: SpeculativeEngine | None = None
+        self._target_facts: ModelFacts | None = None
+        self._draft_facts: ModelFacts | None = None
+
+    # -- loading ------------------------------------------------------------------------------
+
+    def load_target(self, config: ModelConfig, progress: LoadProgress | None = None) -> ModelFacts:
+        self.unload()
+        self.target = LlamaModel(config, progress=progress)
+        self._target_facts = self.target.facts()
+        self.engine = SpeculativeEngine(self.target, clock=self._clock)
+        return self._target_facts
+
+    def load_draft(self, config: ModelConfig, progress: LoadProgress | None = None) -> ModelFacts:
+        """Load a draft model for the current target; refuses an incompatible one in words."""
+        target = self._require_target()
+        check_draft_file(Path(config.path), target.path)
+        self.clear_draft()
+        # The draft never needs more context than the target; a smaller one saves KV memory.
+        draft_config = replace(config, n_ctx=min(config.n_ctx, target.n_ctx))
+        model = LlamaModel(draft_config, progress=progress)
+        self._draft_facts = model.facts()
+        self._set_drafter(ModelDrafter(model, target.n_vocab, clock=self._clock))
+        return self._draft_facts
+
+    def use_prompt_lookup(self) -> None:
+        self._require_target()
+        self.clear_draft()
+        self._set_drafter(PromptLookupDrafter(clock=self._clock))
+
+    def clear_draft(self) -> None:
+        if self.drafter is not None:
+            self.drafter.close()
+        self.drafter = None
+        self._draft_facts = None
+        if self.engine is not None:
+            self.engine.set_drafter(None)
+
+    def unload(self) -> None:
+        self.clear_draft()
+        if self.target is not None:
+            self.target.close()
+        self.target = None
+        self.engine = None
+        self._target_facts = None
+
+    def _set_drafter(self, drafter: Drafter) -> None:
+        self.drafter = drafter
+        assert self.engine is not None
+        self.engine.set_drafter(drafter)
+
+    def _require_target(self) -> LlamaModel:
+        if self.target is None:
+            raise InvalidSettingError("no target model is loaded")
+        return self.target
+
+    # -- prompts ------------------------------------------------------------------------------
+
+    def chat_prompt(self, messages: Sequence[ChatMessage]) -> list[int]:
+        target = self._require_target()
+        bos_text = target.token_text(target.bos_id) if target.bos_id >= 0 else ""
+        eos_text = target.token_text(target.eos_id) if target.eos_id >= 0 else ""
+        text = render_chat(
+            target.meta("tokenizer.chat_template"),
+            messages,
+            bos_token=bos_text,
+            eos_token=eos_text,
+        )
+        # A template that writes the BOS text itself must not get a second BOS from the
+        # tokenizer (llama-cpp-python's "duplicate leading BOS" trap).
+        add_special = not (bos_text and text.startswith(bos_text))
+        return target.tokenize(text, add_special=add_special, parse_special=True)
+
+    def text_prompt(self, text: str) -> list[int]:
+        return self._require_target().tokenize(text, add_special=True, parse_special=False)
+
+    # -- generating ---------------------------------------------------------------------------
+
+    @property
+    def mode(self) -> DraftMode:
+        return self.drafter.mode if self.drafter is not None else "plain"
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        config: GenerationConfig,
+        control: GenerationControl | None = None,
+        *,
+        speculative: bool = True,
+    ) -> Iterator[Event]:
+        if self.engine is None:
+            raise InvalidSettingError("no target model is loaded")
+        return self.engine.generate(prompt_ids, config, control, speculative=speculative)
+
+    def memory(self) -> MemoryUsage:
+        t, d = self._target_facts, self._draft_facts
+        return MemoryUsage(
+            target_weights=t.weights_bytes if t else 0,
+            target_kv=t.kv_cache_bytes if t else 0,
+            draft_weights=d.weights_bytes if d else 0,
+            draft_kv=d.kv_cache_bytes if d else 0,
+            target_gpu_layers=t.n_gpu_layers if t else 0,
+            draft_gpu_layers=d.n_gpu_layers if d else 0,
+        )
+
+    def close(self) -> None:
+        self.unload()
+
+
+def check_draft_file(draft: Path, target: Path) -> None:
+    """Raise DraftIncompatibleError unless llama.cpp's vocabulary rules accept the pair.
+
+    Reads only the two GGUF headers, so a wrong draft is refused before its weights load.
+    """
+    from models.compat import check_compatibility  # noqa: PLC0415 - keeps start-up light
+    from models.inspect import inspect_gguf  # noqa: PLC0415
+
+    verdict = check_compatibility(inspect_gguf(target), inspect_gguf(draft))
+    if not verdict.compatible:
+        raise DraftIncompatibleError(draft.name, target.name, verdict.reason)

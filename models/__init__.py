@@ -1,0 +1,1 @@
+"""Model management: finding, inspecting, vetting, deriving and downloading GGUF files. No Qt."""

@@ -1,0 +1,81 @@
+"""The sampling transform shared by target and draft."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.config import SamplingConfig
+from app.errors import InvalidSettingError
+from app.sampling import distribution, greedy_token, penalized_logits, sample, top_probability
+
+LOGITS = np.array([2.0, 1.0, 0.5, -1.0, 3.0], dtype=np.float32)
+
+
+def test_greedy_is_argmax_and_penalty_can_change_it() -> None:
+    plain = SamplingConfig()
+    assert greedy_token(LOGITS, [], plain) == 4
+    penalized = SamplingConfig(repeat_penalty=2.0)
+    # Token 4 was just said: 3.0 / 2 = 1.5 < 2.0, so token 0 wins.
+    assert greedy_token(LOGITS, [4], penalized) == 0
+
+
+def test_penalty_grows_negative_logits_and_shrinks_positive() -> None:
+    out = penalized_logits(LOGITS, [3, 4], SamplingConfig(repeat_penalty=2.0))
+    assert out[3] == pytest.approx(-2.0)
+    assert out[4] == pytest.approx(1.5)
+    assert out[0] == pytest.approx(2.0)
+
+
+def test_top_k_keeps_k_most_likely() -> None:
+    probs = distribution(LOGITS, [], SamplingConfig(temperature=1.0, top_k=2))
+    assert set(np.flatnonzero(probs)) == {0, 4}
+    assert probs.sum() == pytest.approx(1.0)
+
+
+def test_top_p_keeps_smallest_nucleus() -> None:
+    full = distribution(LOGITS, [], SamplingConfig(temperature=1.0))
+    nucleus = distribution(LOGITS, [], SamplingConfig(temperature=1.0, top_p=0.7))
+    kept = np.flatnonzero(nucleus)
+    order = np.argsort(-full)
+    # The two most likely tokens hold ~0.86 of the mass; the top one alone ~0.61 < 0.7.
+    assert set(kept) == set(order[:2])
+
+
+def test_min_p_drops_tokens_far_below_the_best() -> None:
+    probs = distribution(LOGITS, [], SamplingConfig(temperature=1.0, min_p=0.2))
+    full = distribution(LOGITS, [], SamplingConfig(temperature=1.0))
+    assert set(np.flatnonzero(probs)) == set(np.flatnonzero(full >= 0.2 * full.max()))
+
+
+def test_temperature_sharpens_and_flattens() -> None:
+    cold = distribution(LOGITS, [], SamplingConfig(temperature=0.5))
+    hot = distribution(LOGITS, [], SamplingConfig(temperature=2.0))
+    assert cold.max() > hot.max()
+
+
+def test_sample_follows_probabilities() -> None:
+    rng = np.random.default_rng(0)
+    probs = np.array([0.1, 0.0, 0.6, 0.3])
+    draws = np.bincount([sample(probs, rng) for _ in range(20_000)], minlength=4) / 20_000
+    np.testing.assert_allclose(draws, probs, atol=0.015)
+    assert draws[1] == 0.0
+
+
+def test_top_probability_is_softmax_max() -> None:
+    expected = np.exp(3.0) / np.exp(LOGITS.astype(np.float64)).sum()
+    assert top_probability(LOGITS) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        SamplingConfig(top_k=-1),
+        SamplingConfig(top_p=0.0),
+        SamplingConfig(min_p=1.0),
+        SamplingConfig(repeat_penalty=0.0),
+    ],
+)
+def test_impossible_settings_are_refused(config: SamplingConfig) -> None:
+    with pytest.raises(InvalidSettingError):
+        config.validate()

