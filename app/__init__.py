@@ -1,1 +1,1 @@
-"""SpecChat engine: speculative decoding over llama.cpp, metrics, cost model, CLI. Never imports Qt."""
+"""SpecChat engine: speculative decoding on llama.cpp, metrics, cost model, CLI. No Qt."""

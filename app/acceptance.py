@@ -23,7 +23,8 @@ def residual(p: FloatArray, q: FloatArray | None, x: int) -> FloatArray:
         # Only reachable through rounding when p == q, where rejection has probability ~0;
         # falling back to p keeps the output distribution p.
         return p
-    return r / mass
+    normalised: FloatArray = r / mass
+    return normalised
 
 
 def acceptance_probability(p: FloatArray, q: FloatArray | None, x: int) -> float:
@@ -50,7 +51,8 @@ def output_distribution(p: FloatArray, q: FloatArray) -> FloatArray:
     mass = r.sum()
     if mass <= 0.0:
         return kept
-    return kept + rejected_mass * r / mass
+    out: FloatArray = kept + rejected_mass * r / mass
+    return out
 
 
 def natural_acceptance(p: FloatArray, q: FloatArray) -> float:

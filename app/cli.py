@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, cast
 
 from app.config import MAX_GAMMA, GenerationConfig, ModelConfig, SamplingConfig
 from app.errors import InvalidSettingError, SpecChatError
@@ -76,7 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Offline chat with local GGUF models, sped up by speculative decoding. "
         "Run with no command to open the window.",
     )
-    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+    # Sub-parsers are _Parser too, so their flag errors are one `error:` line as well.
+    commands = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", parser_class=_Parser),
+    )
 
     gen = commands.add_parser("generate", help="generate one reply headless")
     add_model_arguments(gen)

@@ -62,11 +62,11 @@ class NoticeEvent:
     message: str
 
 
-
 @dataclass(frozen=True, slots=True)
 class FinishEvent:
     """The last event of every generation, carrying the whole reply and its stats."""
 
     result: GenerationResult
+
 
 Event = TokenEvent | RoundEvent | NoticeEvent | FinishEvent

@@ -10,6 +10,7 @@ That one primitive is prefill, plain decoding, draft steps, verification and rol
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -62,10 +63,16 @@ def ensure_backend() -> None:
 
 
 def _last_llama_error() -> str:
+    # llama.cpp logs the specific cause ("error loading model: tensor ... data is not within
+    # the file bounds ...") before the generic "failed to load model"; prefer the cause.
+    for line in reversed(_recent_log_lines):
+        marker = "error loading model:"
+        if marker in line:
+            return line.split(marker, 1)[1].strip()
     for line in reversed(_recent_log_lines):
         lowered = line.lower()
         if "error" in lowered or "failed" in lowered or "invalid" in lowered:
-            return line.split(":", 1)[-1].strip() if ": " in line else line
+            return line.split(": ", 1)[-1].strip()
     return "llama.cpp refused the file"
 
 
@@ -223,7 +230,9 @@ class LlamaModel:
 
     # -- text <-> tokens ----------------------------------------------------------------------
 
-    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = False) -> list[int]:
+    def tokenize(
+        self, text: str, *, add_special: bool = True, parse_special: bool = False
+    ) -> list[int]:
         data = text.encode("utf-8")
         capacity = len(data) + 16
         while True:
@@ -235,20 +244,23 @@ class LlamaModel:
                 return list(out[:n])
             capacity = -n
 
-    def token_bytes(self, token: int) -> bytes:
-        piece = self._piece_cache.get(token)
+    def token_bytes(self, token: int, *, special: bool = False) -> bytes:
+        """The bytes a token stands for; special tokens render as "" unless special=True."""
+        key = -1 - token if special else token
+        piece = self._piece_cache.get(key)
         if piece is None:
             buf = ctypes.create_string_buffer(64)
-            n = self._lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
-            if n < 0:
+            n = self._lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+            if n < 0:  # pieces can exceed any fixed buffer (llama-cpp-python's own bug, P10)
                 buf = ctypes.create_string_buffer(-n)
-                n = self._lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
+                n = self._lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
             piece = buf.raw[:n]
-            self._piece_cache[token] = piece
+            self._piece_cache[key] = piece
         return piece
 
-    def detokenize(self, tokens: Sequence[int]) -> str:
-        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", "replace")
+    def detokenize(self, tokens: Sequence[int], *, special: bool = False) -> str:
+        pieces = (self.token_bytes(t, special=special) for t in tokens)
+        return b"".join(pieces).decode("utf-8", "replace")
 
     def is_eog(self, token: int) -> bool:
         return token in self._eog_ids
@@ -379,7 +391,6 @@ class LlamaModel:
         self.close()
 
     def __del__(self) -> None:  # backstop only; owners call close() explicitly
-        try:
+        # At interpreter shutdown ctypes may already be gone; nothing useful can be done then.
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:  # noqa: BLE001, S110 - interpreter shutdown may have unloaded ctypes
-            pass

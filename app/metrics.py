@@ -19,7 +19,9 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "rounds": "target verification passes",
     "accepted_per_round": "accepted / rounds",
     "tokens_per_round": "generated tokens / rounds (accepted per round + 1)",
-    "per_position_acceptance": "for draft position i: rounds that accepted i / rounds that drafted i",
+    "per_position_acceptance": (
+        "for draft position i: rounds that accepted i / rounds that drafted i"
+    ),
     "tokens_per_second": "generated tokens / generation wall time (prompt processing excluded)",
     "ttft_s": "time from request to first generated token",
     "draft_s": "wall time spent drafting",

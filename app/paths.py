@@ -1,4 +1,4 @@
-"""Where SpecChat keeps its data. SPECCHAT_DATA_DIR overrides the platform default (tests use it)."""
+"""Where SpecChat keeps its data. SPECCHAT_DATA_DIR overrides the platform default (tests)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ APP_NAME = "specchat"
 
 def data_dir() -> Path:
     override = os.environ.get("SPECCHAT_DATA_DIR")
-    path = Path(override) if override else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+    path = (
+        Path(override) if override else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+    )
     path.mkdir(parents=True, exist_ok=True)
     return path
 

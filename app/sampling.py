@@ -69,7 +69,7 @@ def distribution(
         if config.min_p > 0.0:
             keep &= probs >= config.min_p * probs.max()
     scaled = np.where(keep, z / config.temperature, -np.inf)
-    out = np.exp(scaled - scaled.max())
+    out: FloatArray = np.exp(scaled - scaled.max())
     out /= out.sum()
     return out
 
@@ -95,4 +95,4 @@ def sample(probs: FloatArray, rng: np.random.Generator) -> int:
     cumulative = np.cumsum(probs)
     u = rng.random() * cumulative[-1]
     index = int(np.searchsorted(cumulative, u, side="right"))
-    return min(index, probs.shape[0] - 1)
+    return min(index, int(probs.shape[0]) - 1)

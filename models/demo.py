@@ -65,20 +65,22 @@ def ensure_demo_models(
 ) -> DemoModels:
     """Derive missing demo files (well under a second each) and return all their paths.
 
-    progress(done, total, message) is called before each file, and once at the end.
+    progress(done, total, message) is called before each file it builds, and once after them.
     """
     source = bundled_model_path()
     folder = folder or demo_models_dir()
     paths: dict[str, Path] = {}
     total = len(DERIVED_TYPES)
+    built = False
     for done, type_name in enumerate(DERIVED_TYPES):
         dst = folder / demo_file_name(type_name)
         if not dst.is_file():
             if progress:
                 progress(done, total, f"making demo {type_name} model")
             quantize_gguf(source, dst, type_name)
+            built = True
         paths[type_name] = dst
-    if progress:
+    if progress and built:
         progress(total, total, "demo models ready")
     return DemoModels(
         q4_1=source, f32=paths["F32"], q8_0=paths["Q8_0"], q4_0=paths["Q4_0"], q2_k=paths["Q2_K"]

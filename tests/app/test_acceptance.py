@@ -40,8 +40,14 @@ def test_seed_toy_pair_matches_the_worked_example() -> None:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.integers(min_value=2, max_value=12).flatmap(lambda n: st.tuples(_distributions(n), _distributions(n))))
-def test_output_distribution_equals_target_for_any_pair(pair: tuple[np.ndarray, np.ndarray]) -> None:
+@given(
+    st.integers(min_value=2, max_value=12).flatmap(
+        lambda n: st.tuples(_distributions(n), _distributions(n))
+    )
+)
+def test_output_distribution_equals_target_for_any_pair(
+    pair: tuple[np.ndarray, np.ndarray],
+) -> None:
     p, q = pair
     np.testing.assert_allclose(output_distribution(p, q), p, atol=1e-9)
 

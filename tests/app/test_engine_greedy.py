@@ -38,9 +38,7 @@ PROMPTS: dict[str, list[ChatMessage] | str] = {
     "summary": [
         {"role": "user", "content": f"Summarise this passage in two sentences:\n\n{LONG_PASSAGE}"}
     ],
-    "vietnamese": [
-        {"role": "user", "content": "Hãy giới thiệu ngắn gọn về thành phố Hà Nội."}
-    ],
+    "vietnamese": [{"role": "user", "content": "Hãy giới thiệu ngắn gọn về thành phố Hà Nội."}],
     "polish": [{"role": "user", "content": "Opisz krótko, jak zrobić pierogi."}],
     "system-prompt": [
         {"role": "system", "content": "You are a pirate. Answer like one."},

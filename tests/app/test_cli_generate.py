@@ -1,0 +1,209 @@
+"""`specchat generate` end to end in a subprocess: the JSON contract and user errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def specchat(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def assert_user_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_generate_json_contract(demo_models: Any) -> None:
+    proc = specchat(
+        "generate",
+        "--target",
+        str(demo_models.f32),
+        "--draft",
+        str(demo_models.q4_1),
+        "--gamma",
+        "4",
+        "--max-tokens",
+        "24",
+        "--chat",
+        "--prompt",
+        "Say hello.",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out) == {"text", "token_ids", "finish_reason", "mode", "stats"}
+    assert out["mode"] == "draft"
+    assert out["finish_reason"] in {"stop", "length"}
+    assert len(out["token_ids"]) == out["stats"]["generated_tokens"] > 0
+    for name in (
+        "drafted",
+        "accepted",
+        "acceptance_rate",
+        "rounds",
+        "accepted_per_round",
+        "tokens_per_round",
+        "per_position_acceptance",
+        "tokens_per_second",
+        "ttft_s",
+        "draft_s",
+        "verify_s",
+        "c_draft",
+        "c_verify",
+        "prompt_tokens",
+        "generated_tokens",
+        "gamma",
+    ):
+        assert name in out["stats"], name
+    assert out["stats"]["gamma"] == 4
+
+
+def test_plain_and_ngram_modes_agree_in_text(demo_models: Any, tmp_path: Path) -> None:
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Repeat after me: the quick brown fox jumps over the lazy dog.", "utf-8")
+    common = [
+        "--target",
+        str(demo_models.f32),
+        "--max-tokens",
+        "32",
+        "--chat",
+        "--prompt-file",
+        str(prompt),
+        "--json",
+    ]
+    plain = json.loads(specchat("generate", *common, "--no-spec").stdout)
+    ngram = json.loads(specchat("generate", *common, "--draft", "ngram").stdout)
+    assert plain["mode"] == "plain" and ngram["mode"] == "ngram"
+    assert plain["stats"]["acceptance_rate"] is None
+    assert plain["token_ids"] == ngram["token_ids"]
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory: pytest.TempPathFactory, demo_models: Any) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("bad-models")
+    empty = folder / "empty.gguf"
+    empty.write_bytes(b"")
+    random_bytes = folder / "random.gguf"
+    random_bytes.write_bytes(os.urandom(4096))
+    truncated = folder / "truncated.gguf"
+    truncated.write_bytes(Path(demo_models.q4_1).read_bytes()[: 3 * 1024 * 1024])
+    text = folder / "notes.gguf"
+    text.write_text("these are not weights\n", "utf-8")
+    return {
+        "missing": folder / "nope.gguf",
+        "directory": folder,
+        "empty": empty,
+        "random": random_bytes,
+        "truncated": truncated,
+        "text": text,
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("missing", "no such file"),
+        ("directory", "is a directory"),
+        ("empty", "empty"),
+        ("random", "not a GGUF"),
+        ("truncated", "cannot load model"),
+        ("text", "not a GGUF"),
+    ],
+)
+def test_bad_target_files_give_one_error_line(
+    bad_files: dict[str, Path], kind: str, expected: str
+) -> None:
+    proc = specchat("generate", "--target", str(bad_files[kind]), "--prompt", "hi")
+    assert_user_error(proc, expected)
+
+
+def test_bad_draft_file_gives_one_error_line(demo_models: Any, bad_files: dict[str, Path]) -> None:
+    proc = specchat(
+        "generate",
+        "--target",
+        str(demo_models.f32),
+        "--draft",
+        str(bad_files["truncated"]),
+        "--prompt",
+        "hi",
+    )
+    assert_user_error(proc, "truncated.gguf")
+
+
+def test_draft_of_another_vocabulary_is_refused_with_reason(
+    demo_models: Any, gemma_model: Path
+) -> None:
+    proc = specchat(
+        "generate",
+        "--target",
+        str(demo_models.f32),
+        "--draft",
+        str(gemma_model),
+        "--prompt",
+        "hi",
+    )
+    assert_user_error(proc, "not compatible", "vocab")
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--gamma", "0"], "gamma"),
+        (["--gamma", "33"], "gamma"),
+        (["--gamma", "many"], "gamma"),
+        (["--top-p", "0"], "top-p"),
+        (["--max-tokens", "0"], "max tokens"),
+    ],
+)
+def test_impossible_settings_fail_before_loading(
+    demo_models: Any, flags: list[str], expected: str
+) -> None:
+    proc = specchat(
+        "generate",
+        "--target",
+        str(demo_models.f32),
+        "--draft",
+        str(demo_models.q4_1),
+        *flags,
+        "--prompt",
+        "hi",
+    )
+    assert_user_error(proc, expected)
+
+
+def test_prompt_longer_than_context(demo_models: Any) -> None:
+    proc = specchat(
+        "generate",
+        "--target",
+        str(demo_models.f32),
+        "--n-ctx",
+        "256",
+        "--prompt",
+        "lorem ipsum " * 400,
+    )
+    assert_user_error(proc, "context holds 256")
+
+
+def test_missing_prompt_file(demo_models: Any, tmp_path: Path) -> None:
+    proc = specchat(
+        "generate", "--target", str(demo_models.f32), "--prompt-file", str(tmp_path / "no.txt")
+    )
+    assert_user_error(proc, "does not exist")

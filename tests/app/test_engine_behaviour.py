@@ -1,0 +1,176 @@
+"""Engine behaviour beyond exactness: stopping, the context limit, live toggling, cache reuse,
+chat templates and memory accounting, on the real demo models."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from app.config import GenerationConfig, ModelConfig, SamplingConfig
+from app.control import GenerationControl
+from app.drafters import ModelDrafter
+from app.engine import SpeculativeEngine
+from app.errors import ContextOverflowError, InvalidSettingError
+from app.events import FinishEvent, TokenEvent
+from app.llama_model import LlamaModel
+from app.runtime import Runtime
+from tests.helpers.engine import run_to_end
+
+QUESTION = [{"role": "user", "content": "Explain what a binary search tree is."}]
+
+
+@pytest.fixture(scope="module")
+def runtime(demo_models: Any) -> Iterator[Runtime]:
+    rt = Runtime()
+    rt.load_target(ModelConfig(str(demo_models.f32), n_ctx=1024))
+    rt.load_draft(ModelConfig(str(demo_models.q4_1), n_ctx=1024))
+    yield rt
+    rt.close()
+
+
+def _engine(rt: Runtime) -> SpeculativeEngine:
+    assert rt.engine is not None
+    return rt.engine
+
+
+def test_chat_prompt_uses_the_models_own_template(runtime: Runtime) -> None:
+    ids = runtime.chat_prompt([{"role": "user", "content": "Hello"}])
+    assert runtime.target is not None
+    text = runtime.target.detokenize(ids, special=True)
+    # SmolLM2's template is ChatML with a default system message; the markers must be single
+    # special tokens, not spelled-out text.
+    assert "<|im_start|>user\nHello<|im_end|>" in text
+    assert text.rstrip().endswith("<|im_start|>assistant")
+    im_start = runtime.target.tokenize("<|im_start|>", add_special=False, parse_special=True)
+    assert len(im_start) == 1
+    assert ids.count(im_start[0]) == 3
+
+
+def test_stop_between_rounds_keeps_partial_reply(runtime: Runtime) -> None:
+    control = GenerationControl()
+    prompt = runtime.chat_prompt(QUESTION)
+    seen: list[TokenEvent] = []
+    result = None
+    for event in _engine(runtime).generate(prompt, GenerationConfig(max_tokens=200), control):
+        if isinstance(event, TokenEvent):
+            seen.append(event)
+            if len(seen) >= 10:
+                control.stop()
+        elif isinstance(event, FinishEvent):
+            result = event.result
+    assert result is not None
+    assert result.finish_reason == "cancelled"
+    # Stop takes effect at the next round boundary: at most one round (gamma + 1) more.
+    assert 10 <= len(result.token_ids) <= 10 + 5 + 1
+    assert result.text == "".join(e.text for e in seen)
+
+
+def test_toggling_speculation_mid_reply_keeps_output_and_switches_mode(runtime: Runtime) -> None:
+    prompt = runtime.chat_prompt(QUESTION)
+    config = GenerationConfig(max_tokens=96, gamma=4)
+    plain, _ = run_to_end(_engine(runtime), prompt, config, speculative=False)
+    control = GenerationControl()
+    result = None
+    for event in _engine(runtime).generate(prompt, config, control):
+        if isinstance(event, TokenEvent) and event.index == 40:
+            control.speculative = False
+        elif isinstance(event, FinishEvent):
+            result = event.result
+    assert result is not None
+    assert result.token_ids == plain.token_ids
+    modes = [r.mode for r in result.rounds]
+    assert "draft" in modes
+    # After the toggle, every round is a plain step.
+    switched = next(
+        i
+        for i, r in enumerate(result.rounds)
+        if sum(x.emitted for x in result.rounds[: i + 1]) > 41
+    )
+    assert all(r.mode == "plain" and r.drafted == 0 for r in result.rounds[switched + 1 :])
+
+
+def test_context_limit_ends_reply_without_crash(demo_models: Any) -> None:
+    rt = Runtime()
+    try:
+        rt.load_target(ModelConfig(str(demo_models.f32), n_ctx=64))
+        rt.load_draft(ModelConfig(str(demo_models.q4_1), n_ctx=64))
+        prompt = rt.text_prompt("The alphabet, letter by letter: A, B, C, D, E, F,")
+        config = GenerationConfig(max_tokens=500, gamma=6)
+        spec, _ = run_to_end(_engine(rt), prompt, config)
+        plain, _ = run_to_end(_engine(rt), prompt, config, speculative=False)
+        assert rt.target is not None
+        # llama.cpp rounds tiny contexts up (to 256 cells); the engine must use the real size.
+        n_ctx = rt.target.n_ctx
+        assert spec.finish_reason == plain.finish_reason == "context"
+        # The last token is emitted but never needs a cache cell, hence + 1.
+        assert len(prompt) + len(spec.token_ids) == n_ctx + 1
+        assert spec.token_ids == plain.token_ids
+        too_long = rt.text_prompt("word " * (n_ctx + 10))
+        with pytest.raises(ContextOverflowError, match=f"context holds {n_ctx}"):
+            run_to_end(_engine(rt), too_long, config)
+    finally:
+        rt.close()
+
+
+def test_cache_reuse_across_turns_matches_a_fresh_cache(demo_models: Any, runtime: Runtime) -> None:
+    """The second turn reuses the first turn's KV prefix; a fresh model must agree exactly."""
+    first = runtime.chat_prompt(QUESTION)
+    reply, _ = run_to_end(_engine(runtime), first, GenerationConfig(max_tokens=24))
+    assert runtime.target is not None
+    follow_up = runtime.chat_prompt(
+        [
+            *QUESTION,
+            {"role": "assistant", "content": reply.text},
+            {"role": "user", "content": "Now give an example in Python."},
+        ]
+    )
+    warm, _ = run_to_end(_engine(runtime), follow_up, GenerationConfig(max_tokens=48))
+
+    fresh_target = LlamaModel(ModelConfig(str(demo_models.f32), n_ctx=1024))
+    fresh_draft = LlamaModel(ModelConfig(str(demo_models.q4_1), n_ctx=1024))
+    try:
+        fresh = SpeculativeEngine(fresh_target, ModelDrafter(fresh_draft, fresh_target.n_vocab))
+        cold, _ = run_to_end(fresh, follow_up, GenerationConfig(max_tokens=48))
+    finally:
+        fresh_target.close()
+        fresh_draft.close()
+    assert warm.token_ids == cold.token_ids
+
+
+def test_same_seed_gives_same_sampled_reply(runtime: Runtime) -> None:
+    prompt = runtime.chat_prompt(QUESTION)
+    config = GenerationConfig(
+        max_tokens=32, sampling=SamplingConfig(temperature=0.8, top_p=0.95, seed=7)
+    )
+    a, _ = run_to_end(_engine(runtime), prompt, config)
+    b, _ = run_to_end(_engine(runtime), prompt, config)
+    assert a.token_ids == b.token_ids
+    assert a.stats.drafted > 0
+
+
+def test_memory_report_counts_the_draft_separately(runtime: Runtime) -> None:
+    usage = runtime.memory()
+    assert usage.target_weights > 500_000_000  # F32 SmolLM2-135M
+    assert 50_000_000 < usage.draft_weights < 120_000_000  # Q4_1
+    # 30 layers x 1024 cells x 3 KV heads x 64 dims x (K + V) x 2 bytes.
+    assert usage.target_kv == 30 * 1024 * 3 * 64 * 2 * 2
+    assert usage.total == (
+        usage.target_weights + usage.target_kv + usage.draft_weights + usage.draft_kv
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (GenerationConfig(gamma=0), "gamma"),
+        (GenerationConfig(gamma=33), "gamma"),
+        (GenerationConfig(max_tokens=0), "max tokens"),
+    ],
+)
+def test_impossible_generation_settings_are_refused(
+    runtime: Runtime, config: GenerationConfig, message: str
+) -> None:
+    with pytest.raises(InvalidSettingError, match=message):
+        next(iter(_engine(runtime).generate([1, 2, 3], config)))
