@@ -1,0 +1,314 @@
+"""`specchat models ...`: list, inspect, pull and derive GGUF models from the command line.
+
+    specchat models list [--dir DIR ...] [--json]
+    specchat models inspect PATH [--json]
+    specchat models pull REPO [--file PATTERN] [--revision REV] [--dest DIR] [--endpoint URL]
+    specchat models make-draft TARGET --type Q4_0 [--out PATH] [--force] [--json]
+    specchat models catalog [--json]
+
+Handlers return an exit code; user errors are raised as SpecChatError subclasses, which
+`app.cli.main` prints as one `error: ...` line (exit status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from app.errors import DraftIncompatibleError, InvalidSettingError
+from app.paths import models_dir
+from models.catalog import CATALOG
+
+if TYPE_CHECKING:
+    from models.discovery import ModelEntry
+    from models.hub import DownloadProgress
+    from models.inspect import GGUFInfo
+
+# The heavy modules (gguf, huggingface_hub) load inside the handlers: `register` runs on every
+# `specchat` invocation, including `specchat generate`.
+
+__all__ = ["register"]
+
+_PROGRESS_INTERVAL_S = 0.5
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `models` and its subcommands to the top-level parser's subcommands."""
+    parser = commands.add_parser(
+        "models",
+        help="find, inspect, download and derive GGUF models",
+        description="Find, inspect, download and derive GGUF models.",
+    )
+    parser.set_defaults(handler=lambda _args: _usage(parser))
+    sub = parser.add_subparsers(dest="models_command", metavar="COMMAND")
+
+    p_list = sub.add_parser("list", help="every GGUF file found, broken ones with their reason")
+    p_list.add_argument(
+        "--dir",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="DIR",
+        help="also search these folders (repeatable)",
+    )
+    p_list.add_argument("--json", action="store_true", help="print JSON")
+    p_list.set_defaults(handler=run_list)
+
+    p_inspect = sub.add_parser("inspect", help="what a GGUF file holds (header only)")
+    p_inspect.add_argument("path", type=Path)
+    p_inspect.add_argument("--json", action="store_true", help="print JSON")
+    p_inspect.set_defaults(handler=run_inspect)
+
+    p_pull = sub.add_parser("pull", help="download a GGUF file from the Hugging Face Hub")
+    p_pull.add_argument("repo", help="repository id, e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF")
+    p_pull.add_argument("--file", default=None, metavar="PATTERN", help="file name, glob or part")
+    p_pull.add_argument("--revision", default="main")
+    p_pull.add_argument("--dest", type=Path, default=None, help="folder (default: models folder)")
+    p_pull.add_argument("--endpoint", default=None, help="Hub URL (default: $HF_ENDPOINT)")
+    p_pull.set_defaults(handler=run_pull)
+
+    p_draft = sub.add_parser("make-draft", help="re-quantize a target into a draft")
+    p_draft.add_argument("target", type=Path)
+    p_draft.add_argument("--type", required=True, dest="type_name", help="e.g. Q4_0, Q8_0, Q2_K")
+    p_draft.add_argument("--out", type=Path, default=None, help="output file")
+    p_draft.add_argument("--force", action="store_true", help="replace an existing output file")
+    p_draft.add_argument("--json", action="store_true", help="print JSON")
+    p_draft.set_defaults(handler=run_make_draft)
+
+    p_catalog = sub.add_parser("catalog", help="known target/draft pairs on the Hub")
+    p_catalog.add_argument("--json", action="store_true", help="print JSON")
+    p_catalog.set_defaults(handler=run_catalog)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
+        print("  ".join(cells).rstrip(), file=out)
+
+
+def _params(n: int) -> str:
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= div:
+            return f"{n / div:.1f}{unit}" if n < div * 10 else f"{n / div:.0f}{unit}"
+    return str(n)
+
+
+def _bytes(n: float | None) -> str:
+    from models.memory import format_bytes  # noqa: PLC0415 - gguf loads only when needed
+
+    return format_bytes(n)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from models.discovery import discover_models  # noqa: PLC0415
+
+    entries = discover_models(args.dir)
+    if args.json:
+        print(json.dumps([e.to_dict() for e in entries], indent=2))
+        return 0
+    if not entries:
+        print(f"no GGUF files found (models folder: {models_dir()})")
+        return 0
+    rows = [["NAME", "ARCH", "QUANT", "PARAMS", "SIZE", "VOCAB", "SOURCE", "PATH / PROBLEM"]]
+    for entry in entries:
+        rows.append(_list_row(entry))
+    _table(rows, sys.stdout)
+    broken = sum(1 for e in entries if not e.ok)
+    print(f"\n{len(entries)} files, {broken} unusable")
+    return 0
+
+
+def _list_row(entry: ModelEntry) -> list[str]:
+    source = entry.source + (" (ro)" if entry.read_only else "")
+    info = entry.info
+    if info is None:
+        return [entry.path.name, "-", "-", "-", "-", "-", source, f"{entry.path}: {entry.error}"]
+    return [
+        info.name if len(info.name) <= 32 else info.name[:31] + "…",
+        info.architecture,
+        info.quantization,
+        _params(info.parameter_count),
+        _bytes(info.total_size_bytes),
+        f"{info.vocab_type or '-'}/{info.vocab_size}",
+        source,
+        str(entry.path),
+    ]
+
+
+def _info_lines(info: GGUFInfo) -> list[tuple[str, str]]:
+    def opt(value: object) -> str:
+        return "-" if value is None else str(value)
+
+    vocab = f"{info.vocab_type or '-'} ({info.tokenizer_pre or '-'}), {info.vocab_size} tokens"
+    size = _bytes(info.size_bytes)
+    if info.shard_count > 1:
+        total = _bytes(info.total_size_bytes)
+        size += f" (first of {info.shard_count} parts; {total} total)"
+    return [
+        ("path", str(info.path)),
+        ("name", info.name),
+        ("kind", info.kind),
+        ("architecture", info.architecture),
+        ("parameters", f"{_params(info.parameter_count)} ({info.parameter_count:,})"),
+        ("quantization", info.quantization),
+        ("size", size),
+        ("context length", opt(info.context_length)),
+        ("layers", opt(info.n_layers)),
+        ("embedding", opt(info.n_embd)),
+        ("heads / kv heads", f"{opt(info.n_head)} / {opt(info.n_head_kv)}"),
+        ("vocabulary", vocab),
+        ("BOS", f"id {opt(info.bos_token_id)}, {'added' if info.add_bos else 'not added'}"),
+        ("EOS", f"id {opt(info.eos_token_id)}, {'added' if info.add_eos else 'not added'}"),
+        ("chat template", "yes" if info.has_chat_template else "no"),
+        ("tokenizer", info.tokenizer_fingerprint[:16]),
+        ("GGUF version", str(info.gguf_version)),
+    ]
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    from models.inspect import inspect_gguf  # noqa: PLC0415
+
+    info = inspect_gguf(args.path)  # ModelLoadError -> "error: cannot load model ...: reason"
+    if args.json:
+        print(json.dumps(info.to_dict(include_template=True), indent=2))
+        return 0
+    _table([[f"{k}:", v] for k, v in _info_lines(info)], sys.stdout)
+    return 0
+
+
+class _ProgressPrinter:
+    """One line per file on stderr, redrawn in place on a terminal, throttled elsewhere."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.last = 0.0
+        self.current = ""
+
+    def __call__(self, p: DownloadProgress) -> None:
+        now = time.monotonic()
+        final = p.phase == "done"
+        if not final and p.filename == self.current and now - self.last < _PROGRESS_INTERVAL_S:
+            return
+        self.current = p.filename
+        self.last = now
+        total = _bytes(p.total) if p.total else "?"
+        pct = f" {p.fraction:.0%}" if p.fraction is not None else ""
+        verb = {"checking": "checking", "done": "done"}.get(p.phase, "downloading")
+        line = f"{verb} {p.filename}: {_bytes(p.downloaded)} / {total}{pct}"
+        if p.resumed_from and p.phase != "checking":
+            line += f" (resumed at {_bytes(p.resumed_from)})"
+        if self.tty:
+            print("\r\x1b[2K" + line, end="\n" if final else "", file=self.out, flush=True)
+        else:
+            print(line, file=self.out, flush=True)
+
+
+def run_pull(args: argparse.Namespace) -> int:
+    from models.hub import pull  # noqa: PLC0415
+
+    paths = pull(
+        args.repo,
+        args.file,
+        revision=args.revision,
+        dest_dir=args.dest,
+        endpoint=args.endpoint,
+        progress=_ProgressPrinter(sys.stderr),
+    )
+    for path in paths:
+        print(path)
+    return 0
+
+
+_QUANT_SUFFIX = re.compile(
+    r"[._-](f32|f16|bf16|q\d(_[01k])?(_[sml])?|iq\d_\w+)$",
+    re.IGNORECASE,
+)
+
+
+def default_draft_path(target: Path, type_name: str) -> Path:
+    """<models_dir>/<target name without its quantization>.<TYPE>.gguf"""
+    stem = _QUANT_SUFFIX.sub("", target.stem)
+    return models_dir() / f"{stem}.{type_name.upper()}.gguf"
+
+
+def run_make_draft(args: argparse.Namespace) -> int:
+    from models.compat import check_compatibility  # noqa: PLC0415
+    from models.inspect import inspect_gguf  # noqa: PLC0415
+    from models.quantize import FTYPES, quantize_gguf  # noqa: PLC0415 - loads llama.cpp
+
+    type_name = args.type_name.upper()
+    if type_name not in FTYPES:
+        raise InvalidSettingError(
+            f"unknown quantization type {args.type_name!r}; choose one of {', '.join(FTYPES)}"
+        )
+    target_info = inspect_gguf(args.target)
+    out: Path = args.out if args.out is not None else default_draft_path(args.target, type_name)
+    if out.suffix.lower() != ".gguf":
+        raise InvalidSettingError(f"--out must end in .gguf: {out}")
+    if out.exists():
+        if out.resolve() == args.target.resolve():
+            raise InvalidSettingError("--out is the target itself; choose another file")
+        if not args.force:
+            raise InvalidSettingError(f"{out} already exists; pass --force to replace it")
+    print(f"quantizing {args.target.name} to {type_name} ...", file=sys.stderr, flush=True)
+    quantize_gguf(args.target, out, type_name)
+    draft_info = inspect_gguf(out)
+    verdict = check_compatibility(target_info, draft_info)
+    if not verdict.compatible:
+        raise DraftIncompatibleError(out.name, args.target.name, verdict.reason)
+    ratio = draft_info.size_bytes / max(target_info.size_bytes, 1)
+    if args.json:
+        result: dict[str, Any] = {
+            "path": str(out),
+            "type": type_name,
+            "size_bytes": draft_info.size_bytes,
+            "size_ratio": ratio,
+            "compatible": verdict.compatible,
+            "reason": verdict.reason,
+        }
+        print(json.dumps(result, indent=2))
+        return 0
+    print(out)
+    note = "" if ratio < 1 else " (not smaller than the target: it will not speed anything up)"
+    print(
+        f"{type_name} draft, {_bytes(draft_info.size_bytes)}, {ratio:.0%} of the target; "
+        f"{verdict.reason} with {args.target.name}{note}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def run_catalog(args: argparse.Namespace) -> int:
+    if args.json:
+        data = [
+            {
+                "key": p.key,
+                "title": p.title,
+                "target": {"repo": p.target.repo_id, "file": p.target.file_pattern},
+                "draft": {"repo": p.draft.repo_id, "file": p.draft.file_pattern},
+                "note": p.note,
+                "verified_offline": p.verified_offline,
+            }
+            for p in CATALOG
+        ]
+        print(json.dumps(data, indent=2))
+        return 0
+    for pair in CATALOG:
+        print(f"{pair.title}  [{pair.key}]")
+        for role, m in (("target", pair.target), ("draft", pair.draft)):
+            print(f"  {role}: specchat models pull {m.repo_id} --file '{m.file_pattern}'")
+        print(f"  {pair.note}; not verified offline" if not pair.verified_offline else "")
+    return 0

@@ -1,0 +1,263 @@
+"""Find GGUF files: the app's models folder, folders the user added, the Hugging Face cache and
+LM Studio's folders.
+
+`discover_models()` never raises for what it finds on disk: a broken file is listed with the
+reason it cannot be used, an unreadable folder is skipped. Half-finished downloads are never
+listed (hidden files and folders, `*.incomplete`, `*.part`, anything not ending in `.gguf`), and a
+model split into `-00001-of-0000N.gguf` parts is listed once, by its first part.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.errors import ModelLoadError
+from app.paths import models_dir
+from models.inspect import GGUFInfo, inspect_gguf, shard_info
+
+__all__ = [
+    "SOURCE_APP",
+    "SOURCE_FOLDER",
+    "SOURCE_HF_CACHE",
+    "SOURCE_LMSTUDIO",
+    "ModelEntry",
+    "SearchRoot",
+    "default_roots",
+    "discover_models",
+    "hf_cache_dir",
+    "lmstudio_dirs",
+]
+
+SOURCE_APP = "app"  # models_dir(): ours, writable
+SOURCE_FOLDER = "folder"  # a folder the user added
+SOURCE_HF_CACHE = "hf-cache"  # the Hugging Face hub cache
+SOURCE_LMSTUDIO = "lmstudio"
+
+_PARTIAL_SUFFIXES = (".incomplete", ".part", ".partial", ".tmp", ".download", ".crdownload")
+
+
+@dataclass(frozen=True)
+class SearchRoot:
+    path: Path
+    source: str
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One GGUF file found on disk: its metadata, or why it cannot be used."""
+
+    path: Path
+    source: str
+    read_only: bool  # True outside the app's own folder: SpecChat never deletes or rewrites it
+    info: GGUFInfo | None
+    error: str | None  # the reason in words when info is None
+    repo_id: str | None = None  # Hub repo (HF cache) or publisher/model (LM Studio), when known
+
+    @property
+    def ok(self) -> bool:
+        return self.info is not None
+
+    @property
+    def is_model(self) -> bool:
+        return self.info is not None and self.info.is_model
+
+    @property
+    def display_name(self) -> str:
+        return self.path.name
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "path": str(self.path),
+            "source": self.source,
+            "read_only": self.read_only,
+            "repo_id": self.repo_id,
+            "ok": self.ok,
+            "error": self.error,
+            "info": self.info.to_dict() if self.info is not None else None,
+        }
+
+
+def hf_cache_dir() -> Path:
+    """The hub cache folder, read from the environment now (not at import time)."""
+    explicit = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    hf_home = os.environ.get("HF_HOME")
+    if hf_home:
+        return Path(hf_home).expanduser() / "hub"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "huggingface" / "hub"
+
+
+def lmstudio_dirs() -> list[Path]:
+    home = Path.home()
+    return [home / ".lmstudio" / "models", home / ".cache" / "lm-studio" / "models"]
+
+
+def default_roots(extra_dirs: Iterable[str | os.PathLike[str]] = ()) -> list[SearchRoot]:
+    roots = [SearchRoot(models_dir(), SOURCE_APP, False)]
+    roots += [SearchRoot(Path(d).expanduser(), SOURCE_FOLDER, True) for d in extra_dirs]
+    roots += [SearchRoot(d, SOURCE_LMSTUDIO, True) for d in lmstudio_dirs()]
+    return roots
+
+
+def _is_candidate(name: str) -> bool:
+    lower = name.lower()
+    return (
+        lower.endswith(".gguf")
+        and not name.startswith(".")
+        and not lower.endswith(_PARTIAL_SUFFIXES)
+    )
+
+
+def _walk_gguf(root: Path) -> Iterator[Path]:
+    """GGUF files under root, skipping hidden folders; unreadable folders are passed over."""
+    if root.is_file():
+        if _is_candidate(root.name):
+            yield root
+        return
+    for dirpath, dirnames, filenames in os.walk(root, onerror=lambda _err: None):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if _is_candidate(name):
+                yield Path(dirpath) / name
+
+
+def _first_parts(paths: Sequence[Path]) -> list[tuple[Path, str | None]]:
+    """Collapse split models to their first part; a set without its first part gets a reason."""
+    out: list[tuple[Path, str | None]] = []
+    groups: dict[tuple[Path, str, int], list[tuple[int, Path]]] = {}
+    for path in paths:
+        shard = shard_info(path)
+        if shard is None:
+            out.append((path, None))
+            continue
+        part, count = shard
+        stem = path.name[: -len("-00001-of-00002.gguf")]
+        groups.setdefault((path.parent, stem, count), []).append((part, path))
+    for (_parent, _stem, count), members in groups.items():
+        members.sort()
+        first_part, first_path = members[0]
+        if first_part == 1:
+            out.append((first_path, None))
+        else:
+            out.append((first_path, f"part 1 of {count} is missing"))
+    return out
+
+
+def _entry(
+    path: Path, source: str, read_only: bool, error: str | None, repo_id: str | None
+) -> ModelEntry:
+    if error is not None:
+        return ModelEntry(path, source, read_only, None, error, repo_id)
+    try:
+        info = inspect_gguf(path)
+    except ModelLoadError as exc:
+        return ModelEntry(path, source, read_only, None, exc.reason, repo_id)
+    except Exception as exc:  # a scan lists what it cannot read, never crashes
+        return ModelEntry(path, source, read_only, None, f"unreadable ({exc})", repo_id)
+    return ModelEntry(path, source, read_only, info, None, repo_id)
+
+
+def _lmstudio_repo(root: Path, path: Path) -> str | None:
+    try:
+        rel = path.relative_to(root).parts
+    except ValueError:
+        return None
+    return f"{rel[0]}/{rel[1]}" if len(rel) >= 3 else None  # publisher/model/file.gguf
+
+
+def _scan_root(root: SearchRoot) -> list[ModelEntry]:
+    try:
+        if not root.path.exists():
+            return []
+        files = list(_walk_gguf(root.path))
+    except OSError:
+        return []
+    entries = []
+    for path, error in _first_parts(files):
+        repo = _lmstudio_repo(root.path, path) if root.source == SOURCE_LMSTUDIO else None
+        entries.append(_entry(path, root.source, root.read_only, error, repo))
+    return entries
+
+
+def _scan_hf_cache(cache_dir: Path) -> list[ModelEntry]:
+    try:
+        from huggingface_hub import scan_cache_dir  # noqa: PLC0415 - slow import, only when used
+
+        if not cache_dir.is_dir():
+            return []
+        info = scan_cache_dir(cache_dir)
+    except Exception:  # a missing or odd cache is simply "nothing there"
+        return []
+    found: list[tuple[Path, str]] = []
+    seen_blobs: set[Path] = set()
+    for repo in sorted(info.repos, key=lambda r: r.repo_id):
+        if repo.repo_type != "model":
+            continue
+        revisions = sorted(repo.revisions, key=lambda r: r.last_modified, reverse=True)
+        for revision in revisions:
+            for cached in sorted(revision.files, key=lambda f: f.file_name):
+                if not _is_candidate(cached.file_name) or cached.blob_path in seen_blobs:
+                    continue
+                seen_blobs.add(cached.blob_path)
+                found.append((cached.file_path, repo.repo_id))
+    repo_of = dict(found)
+    entries = []
+    for path, error in _first_parts([p for p, _ in found]):
+        entries.append(_entry(path, SOURCE_HF_CACHE, True, error, repo_of.get(path)))
+    return entries
+
+
+def _key(path: Path) -> str:
+    try:
+        return str(path.resolve())
+    except (OSError, RuntimeError):
+        return str(path.absolute())
+
+
+def discover_models(
+    extra_dirs: Iterable[str | os.PathLike[str]] = (),
+    *,
+    include_app: bool = True,
+    include_hf_cache: bool = True,
+    include_lmstudio: bool = True,
+    hf_cache: str | os.PathLike[str] | None = None,
+    lmstudio: Sequence[str | os.PathLike[str]] | None = None,
+) -> list[ModelEntry]:
+    """Every GGUF found, broken ones included with their reason. Never raises for disk content.
+
+    Order: the app's folder, user folders (in the order given), the Hugging Face cache, LM
+    Studio. A file reachable from two places is listed once, under the first.
+    """
+    roots: list[SearchRoot] = []
+    if include_app:
+        roots.append(SearchRoot(models_dir(), SOURCE_APP, False))
+    roots += [SearchRoot(Path(d).expanduser(), SOURCE_FOLDER, True) for d in extra_dirs]
+    lm_roots: list[SearchRoot] = []
+    if include_lmstudio:
+        dirs = lmstudio_dirs() if lmstudio is None else [Path(d).expanduser() for d in lmstudio]
+        lm_roots = [SearchRoot(d, SOURCE_LMSTUDIO, True) for d in dirs]
+
+    entries: list[ModelEntry] = []
+    for root in roots:
+        entries += _scan_root(root)
+    if include_hf_cache:
+        entries += _scan_hf_cache(Path(hf_cache).expanduser() if hf_cache else hf_cache_dir())
+    for root in lm_roots:
+        entries += _scan_root(root)
+
+    unique: list[ModelEntry] = []
+    seen: set[str] = set()
+    for entry in entries:
+        key = _key(entry.path)
+        if key in seen:
+            continue
+        seen.add(key)
+        unique.append(entry)
+    return unique
