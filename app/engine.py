@@ -99,6 +99,7 @@ class SpeculativeEngine:
         reply: list[int] = []
         from_draft: list[bool] = []
         rounds: list[RoundRecord] = []
+        notices: list[str] = []
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         ttft: float | None = None
         finish: FinishReason = "length"
@@ -158,6 +159,7 @@ class SpeculativeEngine:
                 controller.observe(record)  # type: ignore[attr-defined]
                 notice = controller.take_notice()  # type: ignore[attr-defined]
                 if notice:
+                    notices.append(notice)
                     yield NoticeEvent(notice)
             yield RoundEvent(record)
             if stop:
@@ -187,6 +189,7 @@ class SpeculativeEngine:
                 stats=stats,
                 rounds=tuple(rounds),
                 draft_token_mask=tuple(from_draft),
+                notices=tuple(notices),
             )
         )
 

@@ -20,12 +20,17 @@ class GenerationResult:
     rounds: tuple[RoundRecord, ...]
     # Tokens the target accepted from the draft, by reply index, for highlighting.
     draft_token_mask: tuple[bool, ...]
+    # One-line messages raised during the reply, e.g. adaptive speculation pausing itself.
+    notices: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "text": self.text,
             "token_ids": self.token_ids,
             "finish_reason": self.finish_reason,
             "mode": self.mode,
             "stats": self.stats.to_dict(),
         }
+        if self.notices:
+            out["notices"] = list(self.notices)
+        return out
