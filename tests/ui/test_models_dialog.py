@@ -1,0 +1,353 @@
+"""The Models dialog on real files: the demo family, a Gemma file of another vocabulary, broken
+files, a real quantization and real downloads from the local fake Hub (tests/helpers/fake_hub)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtWidgets import QTableWidget, QTableWidgetItem
+from pytestqt.qtbot import QtBot
+
+from app.paths import models_dir
+from tests.helpers.fake_hub import FakeFile, FakeHub
+from tests.helpers.model_files import write_broken_files, write_tiny_gguf
+from ui.models_dialog import RED, ModelsDialog
+
+REPO = "acme/Tiny-GGUF"
+WAIT_MS = 30_000
+
+DialogFactory = Callable[..., ModelsDialog]
+
+
+def _item(table: QTableWidget, row: int, column: int) -> QTableWidgetItem:
+    item = table.item(row, column)
+    assert item is not None, (row, column)
+    return item
+
+
+def _headers(table: QTableWidget) -> list[str]:
+    items = [table.horizontalHeaderItem(c) for c in range(table.columnCount())]
+    return [item.text() if item is not None else "" for item in items]
+
+
+def _column(table: QTableWidget, title: str) -> int:
+    return _headers(table).index(title)
+
+
+def _rows(table: QTableWidget) -> dict[str, dict[str, str]]:
+    """Row cells by the first column's text, keyed by column title."""
+    headers = _headers(table)
+    out: dict[str, dict[str, str]] = {}
+    for row in range(table.rowCount()):
+        cells = {h: _item(table, row, c).text() for c, h in enumerate(headers)}
+        out[cells[headers[0]]] = cells
+    return out
+
+
+def _row_of(table: QTableWidget, name: str) -> int:
+    return next(r for r in range(table.rowCount()) if _item(table, r, 0).text() == name)
+
+
+def _details(dialog: ModelsDialog) -> dict[str, str]:
+    table = dialog.details_table
+    return {_item(table, r, 0).text(): _item(table, r, 1).text() for r in range(table.rowCount())}
+
+
+@pytest.fixture()
+def library(tmp_path: Path, demo_models: Any, gemma_model: Path) -> Path:
+    """A user folder: three demo files and Gemma (links to the cached files), and broken files."""
+    folder = tmp_path / "library"
+    folder.mkdir()
+    for source in (demo_models.f32, demo_models.q4_1, demo_models.q8_0, gemma_model):
+        (folder / source.name).symlink_to(source)
+    broken = write_broken_files(folder / "broken")
+    for name in ("notes.gguf", "cut-data.gguf", "future.gguf"):
+        broken[name][0].unlink()  # empty, random bytes and a cut header are enough here
+    return folder
+
+
+@pytest.fixture()
+def make_dialog(qtbot: QtBot, tmp_path: Path) -> Iterator[DialogFactory]:
+    """Dialogs that see only the given folders and the test's own models folder."""
+    made: list[ModelsDialog] = []
+
+    def make(**kwargs: Any) -> ModelsDialog:
+        kwargs.setdefault("hf_cache", tmp_path / "no-hf-cache")
+        kwargs.setdefault("lmstudio_dirs", [])
+        dialog = ModelsDialog(**kwargs)
+        qtbot.addWidget(dialog)
+        made.append(dialog)
+        dialog.show()
+        qtbot.waitUntil(lambda: not dialog.busy, timeout=WAIT_MS)
+        return dialog
+
+    yield make
+    for dialog in made:
+        dialog.shutdown()
+
+
+def _select(qtbot: QtBot, dialog: ModelsDialog, name: str) -> None:
+    dialog.models_table.selectRow(_row_of(dialog.models_table, name))
+    qtbot.waitUntil(lambda: not dialog.busy and dialog.details_table.rowCount() > 0)
+
+
+def test_lists_models_and_broken_files_with_reasons(
+    qtbot: QtBot, make_dialog: DialogFactory, library: Path, demo_models: Any, gemma_model: Path
+) -> None:
+    dialog = make_dialog(extra_dirs=[library])
+    assert dialog.objectName() == "modelsDialog"
+    rows = _rows(dialog.models_table)
+    assert set(rows) == {
+        demo_models.f32.name,
+        demo_models.q4_1.name,
+        demo_models.q8_0.name,
+        gemma_model.name,
+        "empty.gguf",
+        "random.gguf",
+        "cut-header.gguf",
+    }
+    f32 = rows[demo_models.f32.name]
+    assert f32["Source"] == "folder (read-only)"
+    assert (f32["Architecture"], f32["Quantization"], f32["Params"]) == ("llama", "F32", "135M")
+    assert f32["Vocab"] == "gpt2/49152" and f32["Status"] == "ok"
+    assert rows[gemma_model.name]["Architecture"] == "gemma3"
+    assert rows["empty.gguf"]["Status"] == "file is empty"
+    assert rows["random.gguf"]["Status"] == "not a GGUF file (bad magic)"
+    assert rows["cut-header.gguf"]["Status"].startswith("file is truncated")
+    status = _column(dialog.models_table, "Status")
+    bad = _item(dialog.models_table, _row_of(dialog.models_table, "empty.gguf"), status)
+    assert bad.foreground().color() == RED
+    assert dialog.scan_label.text() == "7 files, 3 unusable"
+
+    # A broken file selected shows its reason and offers nothing to make.
+    _select(qtbot, dialog, "random.gguf")
+    assert _details(dialog)["status"] == "not a GGUF file (bad magic)"
+    assert dialog.drafts_table.rowCount() == 0
+    assert not dialog.make_draft_button.isEnabled()
+
+
+def test_target_shows_ranked_drafts_refusals_and_memory(
+    qtbot: QtBot, make_dialog: DialogFactory, library: Path, demo_models: Any, gemma_model: Path
+) -> None:
+    dialog = make_dialog(extra_dirs=[library], n_ctx=2048, n_gpu_layers=0)
+    _select(qtbot, dialog, demo_models.f32.name)
+    details = _details(dialog)
+    assert details["quantization"] == "F32" and details["chat template"] == "present"
+    assert details["vocabulary"].startswith("gpt2") and details["context length"] == "8192"
+    assert "At 2048 tokens of context, GPU layers 0" in dialog.memory_label.text()
+    assert "of RAM" in dialog.memory_label.text()
+
+    drafts = _rows(dialog.drafts_table)
+    names = list(drafts)
+    # Usable drafts first, smallest first: Q4_1 before Q8_0; refused files after them.
+    assert names[:2] == [demo_models.q4_1.name, demo_models.q8_0.name]
+    assert drafts[demo_models.q4_1.name]["Verdict"].startswith("compatible, ")
+    assert drafts[demo_models.q4_1.name]["Quantization"] == "Q4_1"
+    assert drafts[gemma_model.name]["Verdict"] == "vocabulary type differs (gpt2 vs llama)"
+    assert drafts["empty.gguf"]["Verdict"] == "unreadable: file is empty"
+    assert demo_models.f32.name not in drafts  # never its own draft
+    verdict = _column(dialog.drafts_table, "Verdict")
+    refused = _item(dialog.drafts_table, _row_of(dialog.drafts_table, gemma_model.name), verdict)
+    assert refused.foreground().color() == RED
+    assert dialog.drafts_title.text().startswith(f"Drafts for {demo_models.f32.name}: 2 usable")
+
+    # The window's settings change the estimate.
+    dialog.set_memory_settings(512, -1)
+    qtbot.waitUntil(
+        lambda: "At 512 tokens of context, GPU layers all" in dialog.memory_label.text()
+    )
+
+
+def test_make_draft_quantizes_in_the_background_and_lists_the_result(
+    qtbot: QtBot, make_dialog: DialogFactory, library: Path, demo_models: Any, tmp_path: Path
+) -> None:
+    drafts_dir = tmp_path / "drafts"
+    dialog = make_dialog(extra_dirs=[library], drafts_dir=drafts_dir)
+    _select(qtbot, dialog, demo_models.q8_0.name)
+    dialog.draft_type_combo.setCurrentText("Q4_0")
+    made = "SmolLM2-135M-Instruct.Q4_0.gguf"
+    assert made not in _rows(dialog.models_table)
+
+    changed: list[list[Path]] = []
+    dialog.foldersChanged.connect(changed.append)
+    with qtbot.waitSignal(dialog.modelsChanged, timeout=WAIT_MS):
+        dialog.make_draft_button.click()
+        # The click returned at once: the work is on a pool thread, a busy bar shows it.
+        assert dialog.quantize_busy.isVisibleTo(dialog) and not dialog.make_draft_button.isEnabled()
+        assert dialog.local_status_label.text().startswith("Quantizing ")
+    qtbot.waitUntil(lambda: made in _rows(dialog.models_table), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not dialog.busy and dialog.drafts_table.rowCount() > 0)
+
+    assert (drafts_dir / made).is_file()
+    assert [p.name for p in drafts_dir.iterdir()] == [made]  # no partial file left
+    status = dialog.local_status_label.text()
+    assert status.startswith(f"Made {made} (Q4_0, ") and "compatible with" in status
+    assert changed == [[library, drafts_dir]]  # its folder is searched from now on
+    assert _rows(dialog.models_table)[made]["Quantization"] == "Q4_0"
+    # The source is selected again and its draft list judges the new file.
+    assert dialog.selected_path() == library / demo_models.q8_0.name
+    assert _rows(dialog.drafts_table)[made]["Verdict"].startswith("compatible, ")
+    assert not dialog.quantize_busy.isVisibleTo(dialog) and dialog.make_draft_button.isEnabled()
+
+    # Making the same draft again says so in one sentence instead of overwriting it.
+    dialog.make_draft("Q4_0")
+    qtbot.waitUntil(lambda: not dialog.busy, timeout=WAIT_MS)
+    assert dialog.local_status_label.text() == (
+        f"{made} already exists in {drafts_dir}; it is in the list already."
+    )
+
+
+def test_add_file_searches_its_folder_and_reopening_rescans(
+    qtbot: QtBot, make_dialog: DialogFactory, tmp_path: Path
+) -> None:
+    folder = tmp_path / "elsewhere"
+    first = write_tiny_gguf(folder / "first.gguf")
+    dialog = make_dialog()
+    assert dialog.models_table.rowCount() == 0 and not dialog.folder_list.isVisibleTo(dialog)
+
+    folders: list[list[Path]] = []
+    dialog.foldersChanged.connect(folders.append)
+    with qtbot.waitSignal(dialog.modelsChanged):
+        dialog.add_file(first)
+    assert folders == [[folder]]
+    qtbot.waitUntil(lambda: dialog.selected_path() == first, timeout=WAIT_MS)
+    assert dialog.extra_dirs == [folder] and dialog.folder_list.count() == 1
+    assert _rows(dialog.models_table)["first.gguf"]["Source"] == "folder (read-only)"
+
+    # Closed and opened again, the dialog sees a file that arrived meanwhile.
+    dialog.reject()
+    write_tiny_gguf(folder / "second.gguf")
+    dialog.show()
+    qtbot.waitUntil(lambda: "second.gguf" in _rows(dialog.models_table), timeout=WAIT_MS)
+    assert dialog.selected_path() == first  # the selection survives a rescan
+
+    dialog.remove_folder(folder)
+    assert folders == [[folder], []]
+    qtbot.waitUntil(lambda: dialog.models_table.rowCount() == 0, timeout=WAIT_MS)
+    assert dialog.selected_path() is None and dialog.details_table.rowCount() == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Downloads from the local fake Hub
+
+
+@pytest.fixture(scope="module")
+def payload(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A real tiny GGUF of about 2.4 MB: several reads long, listed as a model once it lands."""
+    path = tmp_path_factory.mktemp("payload") / "tiny.gguf"
+    return write_tiny_gguf(path, tensor_elements=300_000).read_bytes()
+
+
+@pytest.fixture()
+def hub(payload: bytes, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    with FakeHub() as server:
+        server.add_repo(
+            REPO,
+            {
+                "tiny-q4_0.gguf": FakeFile(payload),
+                "sub/big-Q2_K-00001-of-00002.gguf": FakeFile(payload[:1000]),
+                "sub/big-Q2_K-00002-of-00002.gguf": FakeFile(payload[1000:]),
+                "README.md": FakeFile(b"# tiny\n", lfs=False),
+            },
+        )
+        # As a user points SpecChat at a mirror: the Hub client reads it when it runs.
+        monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+        yield server
+
+
+def _list_repo(qtbot: QtBot, dialog: ModelsDialog, repo: str) -> None:
+    dialog.tabs.setCurrentIndex(1)
+    dialog.repo_edit.setText(repo)
+    dialog.list_files_button.click()
+    qtbot.waitUntil(lambda: not dialog.busy, timeout=WAIT_MS)
+
+
+def _remote_names(dialog: ModelsDialog) -> list[str]:
+    items = [dialog.remote_list.item(i) for i in range(dialog.remote_list.count())]
+    return [item.text() for item in items if item is not None]
+
+
+@pytest.mark.network
+def test_download_from_the_hub_shows_progress_and_lists_the_file(
+    qtbot: QtBot, make_dialog: DialogFactory, hub: FakeHub, payload: bytes
+) -> None:
+    dialog = make_dialog()
+    assert dialog.models_table.rowCount() == 0
+    _list_repo(qtbot, dialog, REPO)
+    assert _remote_names(dialog) == [
+        "sub/big-Q2_K-00001-of-00002.gguf (2.3 MiB in 2 parts)",
+        "tiny-q4_0.gguf (2.3 MiB)",
+    ]
+    assert dialog.progress_label.text() == f"{REPO}: 2 GGUF files"
+
+    seen: list[tuple[int, str]] = []
+    dialog.progress_bar.valueChanged.connect(
+        lambda value: seen.append((value, dialog.progress_label.text()))
+    )
+    dialog.remote_list.setCurrentRow(1)
+    with qtbot.waitSignal(dialog.modelsChanged, timeout=WAIT_MS):
+        dialog.download_button.click()
+        assert dialog.cancel_button.isEnabled() and not dialog.download_button.isEnabled()
+    qtbot.waitUntil(lambda: "tiny-q4_0.gguf" in _rows(dialog.models_table), timeout=WAIT_MS)
+
+    landed = models_dir() / "acme" / "Tiny-GGUF" / "tiny-q4_0.gguf"
+    assert landed.read_bytes() == payload
+    assert dialog.progress_bar.value() == dialog.progress_bar.maximum()
+    assert dialog.progress_label.text() == (
+        f"Downloaded tiny-q4_0.gguf (2.3 MiB) to {landed.parent}."
+    )
+    # Progress went through "bytes done / total" before the end.
+    assert any(" / 2.3 MiB" in text for _value, text in seen), seen
+    assert dialog.download_error_label.text() == ""
+    row = _rows(dialog.models_table)["tiny-q4_0.gguf"]
+    assert row["Source"] == "app" and row["Status"].startswith("ok")
+    assert dialog.selected_path() == landed
+    assert not dialog.cancel_button.isEnabled() and dialog.download_button.isEnabled()
+
+
+@pytest.mark.network
+def test_cancelled_download_lists_nothing(
+    qtbot: QtBot, make_dialog: DialogFactory, hub: FakeHub
+) -> None:
+    dialog = make_dialog()
+    _list_repo(qtbot, dialog, REPO)
+    dialog.remote_list.setCurrentRow(1)
+    changed: list[bool] = []
+    dialog.modelsChanged.connect(lambda: changed.append(True))
+    dialog.download_button.click()
+    dialog.cancel_button.click()
+    qtbot.waitUntil(lambda: not dialog.busy, timeout=WAIT_MS)
+
+    assert dialog.progress_label.text() == "Download cancelled; starting it again resumes it."
+    assert dialog.download_error_label.text() == ""  # a cancel is not an error
+    assert changed == []
+    dialog.refresh()
+    qtbot.waitUntil(lambda: not dialog.busy, timeout=WAIT_MS)
+    assert dialog.models_table.rowCount() == 0
+    # Whatever arrived before the cancel stays hidden, for a later resume.
+    folder = models_dir() / "acme" / "Tiny-GGUF"
+    leftovers = [p.name for p in folder.rglob("*")] if folder.exists() else []
+    assert all(name.startswith(".") and name.endswith(".incomplete") for name in leftovers)
+    assert dialog.download_button.isEnabled() and not dialog.cancel_button.isEnabled()
+
+
+@pytest.mark.network
+def test_hub_errors_read_as_one_sentence(
+    qtbot: QtBot, make_dialog: DialogFactory, hub: FakeHub
+) -> None:
+    dialog = make_dialog()
+    _list_repo(qtbot, dialog, "acme/Nothing-Here")
+    message = dialog.download_error_label.text()
+    assert message.startswith("Repository acme/Nothing-Here not found on 127.0.0.1:")
+    assert message.endswith(".") and "\n" not in message
+    assert _remote_names(dialog) == []
+
+    # A catalog pair points at the real Hub's repositories; the fake one has none of them.
+    dialog.catalog_table.selectRow(0)
+    dialog.catalog_buttons["draft"].click()
+    qtbot.waitUntil(lambda: not dialog.busy, timeout=WAIT_MS)
+    assert dialog.download_error_label.text().startswith("Repository Qwen/Qwen2.5-0.5B-Instruct")
+    assert dialog.models_table.rowCount() == 0
