@@ -91,6 +91,9 @@ class SpeculativeEngine:
         rng = np.random.default_rng(config.sampling.seed)
         mode: DraftMode = self.mode if speculative else "plain"
         controller = self._gamma_controller(config) if mode != "plain" else None
+        # The reply's mode is what actually ran: a reply whose every round had speculation
+        # switched off (GenerationControl.speculative) is plain even with a drafter loaded.
+        speculated = False
 
         tokens = list(prompt_ids)
         self.target.feed(tokens[:-1], 0)
@@ -115,6 +118,7 @@ class SpeculativeEngine:
             if room < 0:
                 finish = "context"
                 break
+            speculated = speculated or (mode != "plain" and control.speculative)
             gamma = self._round_gamma(config, control, controller, mode)
             # Never draft past the token budget or the context: the bonus token needs a row.
             gamma = max(0, min(gamma, remaining - 1, room))
@@ -174,7 +178,7 @@ class SpeculativeEngine:
             rounds,
             prompt_tokens=len(prompt_ids),
             generated_tokens=len(reply),
-            gamma=config.gamma if mode != "plain" else 0,
+            gamma=config.gamma if speculated else 0,
             prompt_s=t_generation - t_request,
             generation_s=t_end - t_generation,
             ttft_s=ttft,
@@ -185,7 +189,7 @@ class SpeculativeEngine:
                 text=self.target.detokenize(reply),
                 token_ids=reply,
                 finish_reason=finish,
-                mode=mode,
+                mode=mode if speculated else "plain",
                 stats=stats,
                 rounds=tuple(rounds),
                 draft_token_mask=tuple(from_draft),

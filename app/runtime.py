@@ -58,10 +58,22 @@ class Runtime:
         self.engine = SpeculativeEngine(self.target, clock=self._clock)
         return self._target_facts
 
-    def load_draft(self, config: ModelConfig, progress: LoadProgress | None = None) -> ModelFacts:
-        """Load a draft model for the current target; refuses an incompatible one in words."""
+    def load_draft(
+        self,
+        config: ModelConfig,
+        progress: LoadProgress | None = None,
+        *,
+        vetted: bool = False,
+    ) -> ModelFacts:
+        """Load a draft model for the current target; refuses an incompatible one in words.
+
+        vetted=True skips the header check for callers that already ran check_draft_file
+        elsewhere (the window vets drafts in a helper process so the parse never holds the
+        GIL of the thread that feeds the event loop).
+        """
         target = self._require_target()
-        check_draft_file(Path(config.path), target.path)
+        if not vetted:
+            check_draft_file(Path(config.path), target.path)
         self.clear_draft()
         # The draft never needs more context than the target; a smaller one saves KV memory.
         draft_config = replace(config, n_ctx=min(config.n_ctx, target.n_ctx))

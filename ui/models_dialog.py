@@ -16,7 +16,6 @@ stores them again when `foldersChanged` fires; `modelsChanged` tells it to refre
 """
 
 # Qt signal names are camelCase, like Qt's own (foldersChanged beside clicked, finished).
-# ruff: noqa: N815
 
 from __future__ import annotations
 

@@ -1,0 +1,115 @@
+"""The conversation store: schema, WAL, round trips, atomic writes, export."""
+
+from __future__ import annotations
+
+import sqlite3
+from itertools import count
+from pathlib import Path
+
+import pytest
+
+from app.store import SCHEMA_VERSION, ConversationStore, StoreError
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ConversationStore:
+    ticks = count(1000)
+    return ConversationStore(tmp_path / "chats.sqlite3", clock=lambda: float(next(ticks)))
+
+
+def test_database_uses_wal_and_records_its_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    ConversationStore(path).close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+
+
+def test_conversations_are_listed_most_recent_first(store: ConversationStore) -> None:
+    first = store.create_conversation("first")
+    second = store.create_conversation("second")
+    assert [c.title for c in store.conversations()] == ["second", "first"]
+    store.add_message(first, "user", "hello again")
+    listed = store.conversations()
+    assert [c.id for c in listed] == [first, second]
+    assert listed[0].message_count == 1
+
+
+def test_messages_round_trip_with_stats_and_segments(store: ConversationStore) -> None:
+    chat = store.create_conversation("c")
+    store.add_message(chat, "user", "Hi")
+    stats = {"mode": "draft", "acceptance_rate": 0.75, "per_position_acceptance": [1.0, None]}
+    store.add_message(
+        chat, "assistant", "Hello there", stats=stats, segments=[("Hello", False), (" there", True)]
+    )
+    user, reply = store.messages(chat)
+    assert (user.role, user.content, user.stats, user.segments) == ("user", "Hi", None, None)
+    assert reply.stats == stats
+    assert reply.segments == [("Hello", False), (" there", True)]
+
+
+def test_rename_and_delete(store: ConversationStore) -> None:
+    chat = store.create_conversation("old")
+    store.add_message(chat, "user", "x")
+    store.rename(chat, "  new title ")
+    assert store.conversations()[0].title == "new title"
+    store.rename(chat, "   ")
+    assert store.conversations()[0].title == "Untitled"
+    store.delete(chat)
+    assert store.conversations() == []
+    assert store.messages(chat) == []  # cascaded
+
+
+def test_delete_message_removes_only_that_message(store: ConversationStore) -> None:
+    chat = store.create_conversation("c")
+    store.add_message(chat, "user", "q")
+    reply = store.add_message(chat, "assistant", "a")
+    store.delete_message(reply)
+    assert [m.content for m in store.messages(chat)] == ["q"]
+
+
+def test_everything_committed_survives_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    store = ConversationStore(path)
+    chat = store.create_conversation("kept")
+    store.add_message(chat, "user", "question", stats=None)
+    # No close(): a killed process never gets to close; the commit alone must be enough.
+    reopened = ConversationStore(path)
+    assert [m.content for m in reopened.messages(chat)] == ["question"]
+    store.close()
+    reopened.close()
+
+
+def test_a_failed_write_leaves_nothing_behind(store: ConversationStore) -> None:
+    chat = store.create_conversation("c")
+    with pytest.raises(sqlite3.IntegrityError):
+        store.add_message(chat, "robot", "not a role")
+    assert store.messages(chat) == []
+    with pytest.raises(sqlite3.IntegrityError):
+        store.add_message(chat + 100, "user", "no such conversation")
+
+
+def test_a_newer_schema_is_refused_in_words(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    ConversationStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="newer SpecChat"):
+        ConversationStore(path)
+
+
+def test_markdown_export(store: ConversationStore) -> None:
+    chat = store.create_conversation("Sea poems")
+    store.add_message(chat, "user", "Write a haiku")
+    store.add_message(
+        chat, "assistant", "Waves fold\ninto foam", stats={"summary": "mode draft · 90 %"}
+    )
+    text = store.export_markdown(chat)
+    assert text.startswith("# Sea poems\n")
+    assert "## You\n\nWrite a haiku" in text
+    assert "## Assistant\n\nWaves fold\ninto foam" in text
+    assert "*mode draft · 90 %*" in text
+    with pytest.raises(StoreError):
+        store.export_markdown(chat + 1)

@@ -1,0 +1,154 @@
+"""Fixtures for the window tests: seeded preferences, windows on the real demo models, and a
+probe that measures how long the UI thread's event loop ever goes without running."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QEventLoop, QObject, QSettings, QTimer, Signal, SignalInstance
+from PySide6.QtWidgets import QApplication
+
+from app.store import ConversationStore
+from ui.main import create_window, ensure_application
+from ui.main_window import MainWindow, UiState
+from ui.settings import Settings
+
+# One llama.cpp thread per model: these tests share two cores with other work, and llama.cpp's
+# spinning thread pool slows down tenfold when it has more threads than free cores.
+TEST_THREADS = 1
+MAX_TOKENS = 32
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/ui/" in str(item.path).replace("\\", "/"):
+            # Qt's offscreen platform warns on every top-level window it sizes; it is a property
+            # of the test platform (xcb does not print it), not of the app.
+            item.add_marker(pytest.mark.qt_log_ignore("does not support propagateSizeHints"))
+
+
+def demo_preferences(demo: Any, **overrides: Any) -> dict[str, Any]:
+    """Preferences for the demo pair, as a user who picked F32 + Q4_1 would have them."""
+    values: dict[str, Any] = {
+        "models/target": str(demo.f32),
+        "models/draft": str(demo.q4_1),
+        "models/extra_files": [
+            str(p) for p in (demo.f32, demo.q8_0, demo.q4_1, demo.q4_0, demo.q2_k)
+        ],
+        "models/n_threads": TEST_THREADS,
+        "models/n_ctx": 2048,
+        "generation/max_tokens": MAX_TOKENS,
+    }
+    values.update(overrides)
+    return values
+
+
+def write_preferences(data_dir: Path, values: dict[str, Any]) -> None:
+    qs = QSettings(str(data_dir / "settings.ini"), QSettings.Format.IniFormat)
+    for key, value in values.items():
+        qs.setValue(key, value)
+    qs.sync()
+
+
+def open_window(data_dir: Path) -> MainWindow:
+    """The production composition (ui.main.create_window) on a given data folder."""
+    ensure_application()
+    settings = Settings(QSettings(str(data_dir / "settings.ini"), QSettings.Format.IniFormat))
+    store = ConversationStore(data_dir / "conversations.sqlite3")
+    window = create_window(store, settings, models_folder=data_dir / "models")
+    window.show()
+    return window
+
+
+def wait_signal(signal: SignalInstance, timeout_s: float = 60.0) -> tuple[Any, ...]:
+    """Run the event loop until `signal` fires; usable where qtbot is not (module fixtures)."""
+    loop = QEventLoop()
+    got: list[tuple[Any, ...]] = []
+
+    def on_signal(*args: Any) -> None:
+        got.append(args)
+        loop.quit()
+
+    signal.connect(on_signal)
+    QTimer.singleShot(int(timeout_s * 1000), loop.quit)
+    loop.exec()
+    signal.disconnect(on_signal)
+    if not got:
+        raise TimeoutError(f"no signal within {timeout_s} s")
+    return got[0]
+
+
+def start_and_wait(window: MainWindow, timeout_s: float = 120.0) -> None:
+    window.start()
+    wait_signal(window.catalogChanged, timeout_s)
+    assert window.state == UiState.Idle, window.banner.text
+
+
+def close_window(window: MainWindow) -> None:
+    window.close()
+    assert window.is_shut_down()
+    assert window.host.engine_thread.isFinished()
+    window.deleteLater()
+    QApplication.processEvents()
+
+
+@pytest.fixture(scope="module")
+def chat(demo_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MainWindow]:
+    """One window per module with the demo pair loaded (loading per test would cost minutes)."""
+    data_dir = tmp_path_factory.mktemp("chat-window")
+    # Module fixtures run before the per-test data folder is set: point anything that still
+    # asks app.paths at this module's folder, never at the user's real one.
+    previous = os.environ.get("SPECCHAT_DATA_DIR")
+    os.environ["SPECCHAT_DATA_DIR"] = str(data_dir)
+    write_preferences(data_dir, demo_preferences(demo_models))
+    window = open_window(data_dir)
+    try:
+        start_and_wait(window)
+        yield window
+    finally:
+        close_window(window)
+        if previous is None:
+            os.environ.pop("SPECCHAT_DATA_DIR", None)
+        else:
+            os.environ["SPECCHAT_DATA_DIR"] = previous
+
+
+class StallProbe(QObject):
+    """A 10 ms timer on the UI thread that records the longest time between its ticks.
+
+    If anything blocks the event loop (a synchronous model call, a slow render), the next tick
+    comes late by that much.
+    """
+
+    tick = Signal()
+
+    def __init__(self, interval_ms: int = 10) -> None:
+        super().__init__()
+        self._timer = QTimer(self)
+        self._timer.setInterval(interval_ms)
+        self._timer.timeout.connect(self._on_tick)
+        self.gaps_ms: list[float] = []
+        self._last: float | None = None
+
+    def start(self) -> None:
+        self.gaps_ms.clear()
+        self._last = time.perf_counter()
+        self._timer.start()
+
+    def stop(self) -> None:
+        self._timer.stop()
+
+    def _on_tick(self) -> None:
+        now = time.perf_counter()
+        if self._last is not None:
+            self.gaps_ms.append((now - self._last) * 1000.0)
+        self._last = now
+
+    @property
+    def max_gap_ms(self) -> float:
+        return max(self.gaps_ms, default=0.0)

@@ -1,0 +1,56 @@
+"""How numbers read in the window. Undefined figures are "—", never a misleading 0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+DASH = "—"
+
+MODE_WORDS = {
+    "plain": "plain (speculation off)",
+    "draft": "speculative, draft model",
+    "ngram": "speculative, prompt lookup",
+}
+
+
+def percent(value: float | None) -> str:
+    return DASH if value is None else f"{value * 100:.1f} %"
+
+
+def rate(value: float | None) -> str:
+    return DASH if value is None else f"{value:.1f} tok/s"
+
+
+def number(value: float | None, digits: int = 2) -> str:
+    return DASH if value is None else f"{value:.{digits}f}"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return DASH
+    return f"{value * 1000:.0f} ms" if value < 1.0 else f"{value:.2f} s"
+
+
+def stats_line(stats: dict[str, Any]) -> str:
+    """The line under a reply, from the stats dict the store keeps for it.
+
+    Keys: mode (plain/draft/ngram), draft (label or None), gamma_label, switched (bool),
+    finish_reason, and GenerationStats' fields.
+    """
+    mode = str(stats.get("mode", "plain"))
+    parts = [f"mode {mode}"]
+    if mode != "plain":
+        if stats.get("draft"):
+            parts.append(f"draft {stats['draft']}")
+        parts.append(f"γ {stats.get('gamma_label', stats.get('gamma', DASH))}")
+        parts.append(f"acceptance {percent(stats.get('acceptance_rate'))}")
+    parts.append(rate(stats.get("tokens_per_second")))
+    parts.append(f"TTFT {seconds(stats.get('ttft_s'))}")
+    parts.append(f"{stats.get('generated_tokens', 0)} tokens")
+    if stats.get("switched"):
+        parts.append("speculation switched mid-reply")
+    if stats.get("finish_reason") == "cancelled":
+        parts.append("stopped")
+    elif stats.get("finish_reason") == "context":
+        parts.append("context full")
+    return " · ".join(parts)

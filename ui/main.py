@@ -1,0 +1,79 @@
+"""Composition root: builds the settings, store, engine thread and window, then runs Qt."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from importlib.resources import files
+from pathlib import Path
+
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QIcon
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from app.paths import database_path, models_dir
+from app.store import ConversationStore, StoreError
+from ui.main_window import MainWindow
+from ui.messages import describe
+from ui.settings import Settings
+from ui.worker import EngineHost
+
+APP_NAME = "SpecChat"
+
+
+def app_icon() -> QIcon:
+    return QIcon(str(files("ui") / "resources" / "specchat.svg"))
+
+
+def ensure_application() -> QApplication:
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(sys.argv)
+    assert isinstance(app, QApplication)
+    app.setApplicationName(APP_NAME)
+    app.setOrganizationName("specchat")
+    # Matches packaging/specchat.desktop, so desktops group the window under its launcher.
+    app.setDesktopFileName("specchat")
+    app.setWindowIcon(app_icon())
+    return app
+
+
+def create_window(
+    store: ConversationStore | None = None,
+    settings: Settings | None = None,
+    models_folder: Path | None = None,
+) -> MainWindow:
+    """Build a window with its own engine thread; the caller shows it and calls start()."""
+    host = EngineHost()
+    window = MainWindow(
+        settings or Settings(),
+        store or ConversationStore(database_path()),
+        host,
+        models_folder=models_folder or models_dir(),
+    )
+    # The host is owned by the window so the engine thread lives exactly as long as it.
+    host.setParent(window)
+    return window
+
+
+def run_app() -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    app = ensure_application()
+    try:
+        store = ConversationStore(database_path())
+    except (StoreError, OSError) as exc:
+        QMessageBox.critical(None, APP_NAME, describe(exc))
+        return 1
+    window = create_window(store)
+    window.show()
+    window.start()
+    # Qt's loop does not run Python signal handlers; a periodic no-op timer gives Python the
+    # chance to, so Ctrl+C in the terminal closes the window cleanly instead of being ignored.
+    signal.signal(signal.SIGINT, lambda *_: window.close())
+    wakeup = QTimer()
+    wakeup.timeout.connect(lambda: None)
+    wakeup.start(250)
+    code = app.exec()
+    window.shutdown()
+    return int(code)

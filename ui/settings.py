@@ -1,0 +1,125 @@
+"""User preferences behind one QSettings adapter with one table of defaults.
+
+Keys are stored as written here: do not rename or reuse a key, old preference files carry them.
+Values are stored as plain strings, numbers and lists, never translated labels.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from PySide6.QtCore import QByteArray, QObject, QSettings, Signal
+
+from app.paths import data_dir
+
+# Values of "models/draft" (stored on disk: do not change).
+DRAFT_AUTO = ""  # the demo's Q4_1 draft with the demo target, no draft otherwise
+DRAFT_NONE = "none"
+DRAFT_NGRAM = "ngram"
+
+DEFAULTS: dict[str, Any] = {
+    # Model choice. An empty target means "the demo pair" (F32 target, Q4_1 draft).
+    "models/target": "",
+    # A GGUF path, DRAFT_NGRAM, DRAFT_NONE or DRAFT_AUTO.
+    "models/draft": DRAFT_AUTO,
+    "models/extra_files": [],  # GGUF files the user added by dialog or drag-and-drop
+    "models/target_gpu_layers": -1,  # -1 = all layers on the GPU (none on a CPU-only build)
+    "models/draft_gpu_layers": -1,
+    "models/n_ctx": 4096,
+    "models/n_threads": 0,  # 0 = llama.cpp's choice (physical cores)
+    "generation/speculation": True,
+    "generation/gamma": 5,  # 0 = Auto (adaptive draft length)
+    "generation/max_tokens": 512,
+    "generation/temperature": 0.0,  # 0 = greedy
+    "generation/top_p": 1.0,
+    "generation/top_k": 0,  # 0 = off
+    "generation/seed": -1,  # -1 = a fresh random seed per reply
+    "generation/system_prompt": "",
+    "view/highlight_draft": True,
+    "window/geometry": QByteArray(),
+    "window/splitter": QByteArray(),
+}
+
+T = TypeVar("T")
+
+
+def settings_file() -> Path:
+    # In the data folder next to the conversations: one place to back up or delete, and
+    # SPECCHAT_DATA_DIR isolates tests from the user's real preferences for free.
+    return data_dir() / "settings.ini"
+
+
+class Settings(QObject):
+    """Typed access to preferences.
+
+    Signals:
+        changed(str): a key whose value changed (setters ignore writes of the same value).
+    """
+
+    changed = Signal(str)
+
+    def __init__(self, backend: QSettings | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._qs = backend or QSettings(str(settings_file()), QSettings.Format.IniFormat)
+
+    def value(self, key: str) -> Any:
+        default = DEFAULTS[key]
+        raw = self._qs.value(key, default)
+        return _coerce(raw, default)
+
+    def get_bool(self, key: str) -> bool:
+        return self._typed(key, bool)
+
+    def get_int(self, key: str) -> int:
+        return self._typed(key, int)
+
+    def get_float(self, key: str) -> float:
+        return self._typed(key, float)
+
+    def get_str(self, key: str) -> str:
+        return self._typed(key, str)
+
+    def get_list(self, key: str) -> list[str]:
+        return cast(list[str], self._typed(key, list))
+
+    def get_bytes(self, key: str) -> QByteArray:
+        return self._typed(key, QByteArray)
+
+    def _typed(self, key: str, kind: type[T]) -> T:
+        if not isinstance(DEFAULTS[key], kind):
+            raise TypeError(f"setting {key} is not a {kind.__name__}")
+        return cast(T, self.value(key))
+
+    def set(self, key: str, value: Any) -> None:
+        if key not in DEFAULTS:
+            raise KeyError(f"unknown setting {key}")
+        if self.value(key) == value:
+            return
+        self._qs.setValue(key, value)
+        self.changed.emit(key)
+
+    def sync(self) -> None:
+        self._qs.sync()
+
+
+def _coerce(raw: Any, default: Any) -> Any:
+    """INI files give strings back; turn them into the default's type, else the default."""
+    try:
+        if isinstance(default, bool):
+            if isinstance(raw, str):
+                return raw.lower() in ("true", "1", "yes")
+            return bool(raw)
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, list):
+            if raw is None or raw == "":
+                return []
+            return [str(x) for x in raw] if isinstance(raw, list) else [str(raw)]
+        if isinstance(default, QByteArray):
+            return raw if isinstance(raw, QByteArray) else QByteArray()
+        return str(raw) if raw is not None else default
+    except (TypeError, ValueError):
+        return default
