@@ -5,9 +5,6 @@ from the state alone. It never calls llama.cpp; every model operation is a reque
 EngineHost, every answer a queued signal handled here on the UI thread.
 """
 
-# Qt signals keep Qt's camelCase (…Requested, …Changed), as architecture.md names them.
-# ruff: noqa: N815
-
 from __future__ import annotations
 
 import enum
@@ -30,12 +27,14 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
+from app import bench
 from app.chat_template import ChatMessage
-from app.config import GenerationConfig, SamplingConfig
+from app.config import GenerationConfig, ModelConfig, SamplingConfig
 from app.control import GenerationControl
 from app.events import RoundRecord, TokenEvent
 from app.paths import models_dir
@@ -45,14 +44,17 @@ from app.runtime import MemoryUsage
 from app.store import ConversationStore, StoreError
 from ui.banner import ErrorBanner
 from ui.catalog import Catalog
+from ui.compare_dialog import CompareDialog
 from ui.conversation_list import ConversationList
 from ui.conversation_view import ConversationView, ViewMessage
 from ui.formatting import stats_line
+from ui.insight_panel import InsightPanel
 from ui.live_metrics import LiveReply
 from ui.messages import describe
 from ui.metrics_panel import MetricsPanel
 from ui.model_controls import ModelControls
 from ui.model_session import ModelSession
+from ui.models_dialog import ModelsDialog
 from ui.ops import OpRunner
 from ui.prompt_input import PromptInput
 from ui.reply import ReplyInProgress
@@ -125,6 +127,9 @@ class MainWindow(QMainWindow):
         self._reply: ReplyInProgress | None = None
         self._live = LiveReply(clock=clock)
         self._last_result: GenerationResult | None = None
+        # Made on first use: the Models dialog scans the disk as soon as it exists.
+        self._models_dialog: ModelsDialog | None = None
+        self._compare_dialog: CompareDialog | None = None
         self._request_ids = itertools.count(1)
         self._closed = False
 
@@ -165,10 +170,19 @@ class MainWindow(QMainWindow):
         load_layout.addWidget(self.load_bar, 1)
         load_layout.addWidget(self.cancel_load_button)
         self.load_row.hide()
+        self.models_button = QPushButton("Models…")
+        self.models_button.setObjectName("modelsButton")
+        self.models_button.setToolTip("Every GGUF file on disk, making drafts, downloads")
+        self.compare_button = QPushButton("Compare drafts")
+        self.compare_button.setObjectName("compareButton")
+        self.compare_button.setToolTip(
+            "Benchmark the last prompt with plain decoding and every compatible draft"
+        )
 
         self.metrics = MetricsPanel()
         self.metrics.set_speculation(self.settings.get_bool("generation/speculation"))
         self.settings_panel = SettingsPanel(self.settings)
+        self.insight = InsightPanel()
 
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
@@ -181,7 +195,11 @@ class MainWindow(QMainWindow):
 
         center = QWidget()
         center_layout = QVBoxLayout(center)
-        center_layout.addWidget(self.controls)
+        top_row = QHBoxLayout()
+        top_row.addWidget(self.controls, 1)
+        top_row.addWidget(self.models_button)
+        top_row.addWidget(self.compare_button)
+        center_layout.addLayout(top_row)
         center_layout.addWidget(self.load_row)
         center_layout.addWidget(self.banner)
         center_layout.addWidget(self.view, 1)
@@ -196,11 +214,18 @@ class MainWindow(QMainWindow):
         side_scroll.setWidget(side)
         side_scroll.setWidgetResizable(True)
         side_scroll.setMinimumWidth(260)
+        insight_scroll = QScrollArea()
+        insight_scroll.setWidget(self.insight)
+        insight_scroll.setWidgetResizable(True)
+        self.side_tabs = QTabWidget()
+        self.side_tabs.setObjectName("sideTabs")
+        self.side_tabs.addTab(side_scroll, "Metrics")
+        self.side_tabs.addTab(insight_scroll, "Insight")
 
         self.splitter = QSplitter()
         self.splitter.addWidget(self.conversations)
         self.splitter.addWidget(center)
-        self.splitter.addWidget(side_scroll)
+        self.splitter.addWidget(self.side_tabs)
         self.splitter.setStretchFactor(0, 0)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setStretchFactor(2, 0)
@@ -263,6 +288,8 @@ class MainWindow(QMainWindow):
         self.controls.speculationToggled.connect(self.set_speculation)
         self.controls.gammaChanged.connect(self._on_gamma_changed)
         self.controls.addModelsRequested.connect(self._add_models_dialog)
+        self.models_button.clicked.connect(self.open_models_dialog)
+        self.compare_button.clicked.connect(self.open_compare_dialog)
         self.settings.changed.connect(self._on_setting_changed)
         self.metrics_timer.timeout.connect(self._refresh_live_metrics)
         self.memory_timer.timeout.connect(self._refresh_memory)
@@ -289,6 +316,9 @@ class MainWindow(QMainWindow):
         self.controls.target_combo.setEnabled(s in (UiState.Idle, UiState.NoModel))
         self.controls.draft_combo.setEnabled(s == UiState.Idle)
         self.controls.add_button.setEnabled(s in (UiState.Idle, UiState.NoModel))
+        # The comparison loads its own copies of the models; running it beside a reply would
+        # halve both on a CPU and falsify its timings.
+        self.compare_button.setEnabled(s == UiState.Idle and self.last_prompt() is not None)
         self.load_row.setVisible(s == UiState.LoadingModel)
         bar = self.statusBar()
         if s == UiState.NoModel:
@@ -369,6 +399,135 @@ class MainWindow(QMainWindow):
         )
         self.add_model_files(paths)
 
+    # -- the Models dialog --------------------------------------------------------------------
+
+    def model_folders(self) -> list[Path]:
+        """The folders the Models dialog searches besides the app's own: the user's folders
+        and those of the files added one by one (the dialog thinks in folders)."""
+        folders = [Path(f) for f in self.settings.get_list("models/extra_folders")]
+        for file in self.settings.get_list("models/extra_files"):
+            parent = Path(file).parent
+            # The app's models folder is always scanned; listing it again would only duplicate.
+            if parent not in folders and not parent.is_relative_to(self.models_folder):
+                folders.append(parent)
+        return folders
+
+    def open_models_dialog(self) -> ModelsDialog:
+        dialog = self._models_dialog
+        if dialog is None:
+            dialog = ModelsDialog(
+                self,
+                extra_dirs=self.model_folders(),
+                n_ctx=self.settings.get_int("models/n_ctx"),
+                n_gpu_layers=self.settings.get_int("models/target_gpu_layers"),
+                drafts_dir=self.models_folder,  # made drafts land where the dropdowns look
+            )
+            dialog.foldersChanged.connect(self._on_model_folders_changed)
+            dialog.modelsChanged.connect(self.refresh_catalog)
+            self._models_dialog = dialog
+        else:
+            dialog.set_memory_settings(
+                self.settings.get_int("models/n_ctx"),
+                self.settings.get_int("models/target_gpu_layers"),
+            )
+            # Files dropped on the window since the dialog was made: their folders too.
+            known = dialog.extra_dirs
+            for folder in self.model_folders():
+                if folder not in known:
+                    dialog.add_folder(folder)
+        if dialog.isVisible():
+            # Open already, maybe behind the window: bring it to the front.
+            dialog.raise_()
+            dialog.activateWindow()
+        else:
+            dialog.show()
+        return dialog
+
+    def _on_model_folders_changed(self, folders: list[Path]) -> None:
+        kept = [Path(f) for f in folders]
+        removed = [f for f in self.model_folders() if f not in kept]
+        # A removed folder that only held files added one by one: forget those files too, or
+        # the folder would come back with them the next time the dialog opens.
+        files = [
+            f for f in self.settings.get_list("models/extra_files") if Path(f).parent not in removed
+        ]
+        self.settings.set("models/extra_files", files)
+        self.settings.set("models/extra_folders", [str(f) for f in kept])
+
+    # -- the Compare dialog -------------------------------------------------------------------
+
+    def last_prompt(self) -> str | None:
+        """The current conversation's last user message, the prompt a comparison runs on."""
+        if self._conversation_id is None:
+            return None
+        for stored in reversed(self.store.messages(self._conversation_id)):
+            if stored.role == "user":
+                return stored.content
+        return None
+
+    def compare_drafts(self) -> list[bench.DraftChoice]:
+        """Every installed draft the catalog finds compatible with the target and smaller."""
+        catalog = self.models.catalog
+        if catalog is None or catalog.target is None:
+            return []
+        target_size = catalog.target.size_bytes
+        usable = [d for d in catalog.drafts if d.compatible and d.size_bytes < target_size]
+        names = [Path(d.path).name for d in usable]
+        return [
+            # The bench needs distinct labels; same-named files in two folders get the folder.
+            bench.DraftChoice(
+                name if names.count(name) == 1 else f"{Path(d.path).parent.name}/{name}",
+                Path(d.path),
+            )
+            for d, name in zip(usable, names, strict=True)
+        ]
+
+    def compare_bench(self) -> bench.BenchCallable | None:
+        """The comparison the Compare dialog runs: this chat's target, settings and γ, with
+        every compatible draft. None without a target or a draft."""
+        loaded = self.models.loaded
+        drafts = self.compare_drafts()
+        if loaded is None or loaded.target is None or not drafts:
+            return None
+        target = loaded.target
+        config = self.generation_config()
+        gamma: bench.GammaSetting = bench.AUTO if config.adaptive else config.gamma
+        draft_template = loaded.draft.config or ModelConfig(
+            "",
+            n_ctx=target.n_ctx,
+            n_gpu_layers=self.settings.get_int("models/draft_gpu_layers"),
+            n_threads=target.n_threads,
+        )
+        # prompt_bench loads its own copies of the models on the dialog's thread: the window's
+        # engine thread and its models are never touched.
+        return bench.prompt_bench(
+            target=target,
+            drafts=drafts,
+            gammas=[gamma],
+            base=config,
+            draft_template=draft_template,
+        )
+
+    def open_compare_dialog(self) -> CompareDialog | None:
+        prompt = self.last_prompt()
+        if self._state != UiState.Idle or prompt is None:
+            return None
+        run = self.compare_bench()
+        if run is None:
+            self.show_error("No compatible draft is installed to compare with the target.")
+            return None
+        dialog = CompareDialog(run, self, prompt)
+        # Window-modal: no reply can start while the comparison measures.
+        dialog.setWindowModality(Qt.WindowModality.WindowModal)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.destroyed.connect(self._forget_compare_dialog)
+        self._compare_dialog = dialog
+        dialog.show()
+        return dialog
+
+    def _forget_compare_dialog(self) -> None:
+        self._compare_dialog = None
+
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if _dropped_ggufs(event.mimeData().urls()):
             event.acceptProposedAction()
@@ -395,6 +554,7 @@ class MainWindow(QMainWindow):
         self.view.set_messages([])
         self._refresh_conversations()  # also clears the selection: no conversation is current
         self.metrics.clear()
+        self.insight.clear()
         self.setWindowTitle("SpecChat")
         self.prompt.setFocus()
         self._render_state()
@@ -541,6 +701,7 @@ class MainWindow(QMainWindow):
         )
         self._live.start(config.gamma if speculation and draft.kind != "none" else 0)
         self.metrics.clear()
+        self.insight.clear()
         self.metrics.set_speculation(speculation and draft.kind != "none")
         self.view.begin_reply()
         self._set_state(UiState.Generating)
@@ -592,6 +753,7 @@ class MainWindow(QMainWindow):
         speculative = self.controls.speculation.isChecked() and self._reply.drafter_kind != "none"
         self.metrics.show_stats(self._live.stats(), speculative=speculative)
         self.metrics.show_samples(self._live.samples)
+        self.insight.update_live(self._live.rounds)
         self._refresh_memory()
 
     def _on_generation_finished(self, result: GenerationResult) -> None:
@@ -615,6 +777,7 @@ class MainWindow(QMainWindow):
         self._live.sample()
         self.metrics.show_stats(result.stats, speculative=stats["mode"] != "plain")
         self.metrics.show_samples(self._live.samples)
+        self.insight.update_from_result(result, _plain_step_s(result))
         self._refresh_conversations()
         self._render_state()
         self.replyFinished.emit(stats)
@@ -670,6 +833,10 @@ class MainWindow(QMainWindow):
         self.cancel_load()
         self.metrics_timer.stop()
         self.memory_timer.stop()
+        if self._compare_dialog is not None:
+            self._compare_dialog.close()  # stops its run and waits for its thread
+        if self._models_dialog is not None:
+            self._models_dialog.shutdown(SHUTDOWN_TIMEOUT_MS)
         self.settings.set("window/geometry", self.saveGeometry())
         self.settings.set("window/splitter", self.splitter.saveState())
         self.settings.sync()
@@ -699,3 +866,18 @@ def _draft_label(draft: DraftChoice) -> str | None:
     if draft.kind == "model" and draft.path:
         return Path(draft.path).name
     return None
+
+
+def _plain_step_s(result: GenerationResult) -> float | None:
+    """Seconds of one plain target step, as far as the finished reply tells.
+
+    The engine's own figure lives on the worker thread; its result carries it folded into
+    c_verify (mean speculative verify time / plain step), so that is undone first. Without
+    speculative rounds, the reply's plain rounds give it; otherwise None (the panel copes).
+    """
+    spec = [r.verify_s for r in result.rounds if r.drafted > 0]
+    c_verify = result.stats.c_verify
+    if spec and c_verify:
+        return sum(spec) / len(spec) / c_verify
+    plain = [r.verify_s for r in result.rounds if r.drafted == 0]
+    return sum(plain) / len(plain) if plain else None

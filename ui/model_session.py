@@ -10,6 +10,7 @@ its signals.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from pathlib import Path
@@ -203,14 +204,21 @@ class ModelSession(QObject):
         """Re-read the known files and re-judge the drafts, in the helper process."""
         demo = self._loaded.demo if self._loaded else None
         demo_paths = [demo.f32, *demo.drafts.values()] if demo else []
-        paths = known_paths(
-            self._settings.get_list("models/extra_files"), demo_paths, self._models_folder
-        )
-        self._ops.run_in_process(
-            functools.partial(build_catalog, paths, self.target_path),
-            self._on_catalog,
-            self._on_failed,
-        )
+        extra = self._settings.get_list("models/extra_files")
+        folders = [Path(f) for f in self._settings.get_list("models/extra_folders")]
+        models_folder, target = self._models_folder, self.target_path
+
+        def gather() -> list[str]:
+            # Walking folders is disk work of unknown size (a user folder may be large): it runs
+            # on the ops thread, never on the UI thread.
+            return known_paths([*extra, *_folder_models(folders)], demo_paths, models_folder)
+
+        def judge(paths: list[str]) -> None:
+            self._ops.run_in_process(
+                functools.partial(build_catalog, paths, target), self._on_catalog, self._on_failed
+            )
+
+        self._ops.run(gather, judge, self._on_failed)
 
     def _on_catalog(self, catalog: Catalog) -> None:
         self._catalog = catalog
@@ -259,3 +267,12 @@ class ModelSession(QObject):
 
     def _on_failed(self, exc: Exception) -> None:
         self.errorRaised.emit(describe(exc))
+
+
+def _folder_models(folders: list[Path]) -> list[str]:
+    """The GGUF files under the user's folders; a missing or unreadable folder gives none."""
+    found: list[str] = []
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            found.extend(str(p) for p in sorted(folder.expanduser().rglob("*.gguf")))
+    return found

@@ -24,6 +24,7 @@ DEFAULTS: dict[str, Any] = {
     # A GGUF path, DRAFT_NGRAM, DRAFT_NONE or DRAFT_AUTO.
     "models/draft": DRAFT_AUTO,
     "models/extra_files": [],  # GGUF files the user added by dialog or drag-and-drop
+    "models/extra_folders": [],  # folders of GGUF files added in the Models dialog
     "models/target_gpu_layers": -1,  # -1 = all layers on the GPU (none on a CPU-only build)
     "models/draft_gpu_layers": -1,
     "models/n_ctx": 4096,

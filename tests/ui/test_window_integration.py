@@ -1,0 +1,146 @@
+"""The Models dialog, the Insight panel and the Compare dialog as parts of the chat window.
+
+Real demo models; one window shared by the module (see conftest.chat), left idle after each test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QPushButton
+from pytestqt.qtbot import QtBot
+
+from ui.compare_dialog import CompareDialog
+from ui.main_window import MainWindow, UiState
+
+REPLY_TIMEOUT_MS = 90_000
+SCAN_TIMEOUT_MS = 60_000
+COMPARE_TIMEOUT_MS = 180_000
+
+
+@pytest.fixture
+def window(chat: MainWindow, qtbot: QtBot) -> Iterator[MainWindow]:
+    chat.new_chat()
+    chat.set_speculation(True)
+    chat.settings.set("generation/max_tokens", 32)
+    yield chat
+    if chat.state in (UiState.Generating, UiState.Stopping):
+        chat.stop()
+        qtbot.waitUntil(lambda: chat.state == UiState.Idle, timeout=REPLY_TIMEOUT_MS)
+
+
+def button(window: MainWindow, name: str) -> QPushButton:
+    found = window.findChild(QPushButton, name)
+    assert found is not None, name
+    return found
+
+
+def send(qtbot: QtBot, window: MainWindow, text: str) -> dict[str, Any]:
+    window.prompt.setPlainText(text)
+    with qtbot.waitSignal(window.replyFinished, timeout=REPLY_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+    return dict(blocker.args[0])
+
+
+def test_models_button_lists_the_demo_models(
+    window: MainWindow, qtbot: QtBot, demo_models: Any, tmp_path: Path
+) -> None:
+    qtbot.mouseClick(button(window, "modelsButton"), Qt.MouseButton.LeftButton)
+    dialog = window._models_dialog
+    assert dialog is not None and dialog.isVisible()
+    # The demo files were added one by one (conftest): the dialog gets their folder.
+    assert demo_models.f32.parent in dialog.extra_dirs
+    demo = {p.resolve() for p in (demo_models.f32, demo_models.q8_0, demo_models.q4_0)}
+    qtbot.waitUntil(
+        lambda: demo <= {e.path.resolve() for e in dialog.entries}, timeout=SCAN_TIMEOUT_MS
+    )
+
+    # A folder added in the dialog is remembered, and the dropdowns are refreshed.
+    folder = tmp_path / "more-models"
+    folder.mkdir()
+    with qtbot.waitSignal(window.catalogChanged, timeout=SCAN_TIMEOUT_MS):
+        dialog.add_folder(folder)
+    assert str(folder) in window.settings.get_list("models/extra_folders")
+    assert folder in window.model_folders()
+    dialog.remove_folder(folder)
+    assert str(folder) not in window.settings.get_list("models/extra_folders")
+    # The demo files' own folder is untouched by that.
+    assert str(demo_models.f32) in window.settings.get_list("models/extra_files")
+    qtbot.waitUntil(lambda: not dialog.busy, timeout=SCAN_TIMEOUT_MS)
+    dialog.reject()
+
+
+def test_reply_feeds_the_insight_panel_and_locks_compare(window: MainWindow, qtbot: QtBot) -> None:
+    compare = button(window, "compareButton")
+    assert not compare.isEnabled()  # a fresh chat has no prompt to compare on
+    window.settings.set("generation/max_tokens", 48)
+    live: list[int] = []
+    locked: list[bool] = []
+
+    def sample() -> None:
+        # What the panel shows at each throttled refresh while the reply streams.
+        if window.state == UiState.Generating:
+            insight = window.insight.insight
+            live.append(len(window.live.rounds) if insight is not None else -1)
+            locked.append(not compare.isEnabled())
+
+    window.metrics_timer.timeout.connect(sample)
+    try:
+        stats = send(qtbot, window, "Write a long story about a dragon who learns to cook.")
+    finally:
+        window.metrics_timer.timeout.disconnect(sample)
+
+    assert stats["mode"] == "draft"
+    assert live and all(n >= 0 for n in live), "the insight panel was not refreshed live"
+    assert locked and all(locked), "Compare was enabled while the reply was generating"
+    assert compare.isEnabled()
+    result = window.last_result
+    assert result is not None
+    panel = window.insight
+    assert panel.objectName() == "insightPanel"
+    assert panel.table.rowCount() == len(result.rounds) > 0
+    assert panel.insight is not None
+    # The γ of the last speculative round: 5, or less where the token limit cut it short.
+    gamma = panel.insight.current_gamma
+    assert gamma is not None and 1 <= gamma <= 5
+    assert f"current γ {gamma}" in panel.summary.text()
+    assert panel.insight.plain_step_s is not None and panel.insight.plain_step_s > 0
+
+    window.new_chat()
+    assert panel.table.rowCount() == 0 and not compare.isEnabled()
+
+
+def test_compare_dialog_runs_on_the_last_prompt(window: MainWindow, qtbot: QtBot) -> None:
+    prompt = "Name three colours."
+    send(qtbot, window, prompt)
+    catalog = window.catalog
+    assert catalog is not None and catalog.target is not None
+    expected = {
+        Path(d.path).name
+        for d in catalog.drafts
+        if d.compatible and d.size_bytes < catalog.target.size_bytes
+    }
+    assert expected, "the demo family has compatible drafts"
+    assert {d.label for d in window.compare_drafts()} == expected
+
+    loaded_before = window.loaded
+    window.settings.set("generation/max_tokens", 8)  # the comparison's length: keep it short
+    qtbot.mouseClick(button(window, "compareButton"), Qt.MouseButton.LeftButton)
+    dialog = window._compare_dialog
+    assert isinstance(dialog, CompareDialog) and dialog.isVisible()
+    assert dialog.prompt.toPlainText() == prompt
+    with qtbot.waitSignal(dialog.reportReady, timeout=COMPARE_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
+    report = blocker.args[0]
+    assert dialog.table.rowCount() == 1 + len(expected)  # plain, then each draft at γ 5
+    assert {c.label for c in report.configs} == {f"{name} γ=5" for name in expected}
+    assert dialog.wait()
+    # The comparison ran on its own models: the chat's are the ones it held before.
+    assert window.loaded is loaded_before and window.state == UiState.Idle
+
+    dialog.reject()
+    qtbot.waitUntil(lambda: window._compare_dialog is None, timeout=5000)
