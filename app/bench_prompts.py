@@ -1,0 +1,233 @@
+"""Prompt sets for `specchat bench`: the built-in classes, or the user's own file.
+
+Acceptance depends on the kind of text (seed 001: code, other languages and creative sampling
+lower it; summaries that repeat their source raise it), so the built-in set has one class per
+kind and every figure is broken down by class. The seeds' readers write Vietnamese and Polish,
+hence those two classes. All texts were written for this project.
+
+A prompt file is either JSON (a list of strings, or of objects with "text" and optional
+"class", "name" and "chat") or plain text with prompts separated by lines holding only `---`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.errors import InvalidSettingError
+
+BUILTIN = "builtin"
+FILE_CLASS = "file"
+
+
+@dataclass(frozen=True, slots=True)
+class BenchPrompt:
+    prompt_class: str
+    name: str
+    text: str
+    # True wraps the text as one user message in the target's chat template (what the window
+    # sends); False feeds it as raw text, for base models or prompts that carry their own format.
+    chat: bool = True
+
+
+_PASSAGE = """\
+The town of Velmora sits where two slow rivers meet, and for most of its history the rivers \
+decided everything: where the market stood, which streets flooded in spring, and who grew rich. \
+In the eighteenth century the town's merchants dug a canal that joined the rivers a mile north \
+of the old confluence, so that barges no longer had to wait for the spring current to carry \
+them past the shallows. Trade doubled within a generation. Warehouses rose along the canal, and \
+the old market square, now a mile from the water, slowly emptied.
+
+The canal also changed the floods. Water that once spread across the meadows south of town now \
+ran straight through the new channel, and in wet years it overtopped the canal's banks in the \
+middle of the warehouse district. The merchants built higher walls; the walls pushed the water \
+further downstream, onto the farms of families who had never profited from the canal at all. \
+For forty years the town council argued about who should pay for the damage. The farmers \
+petitioned, the merchants delayed, and the council commissioned three reports, each of which \
+recommended a spillway that nobody funded.
+
+The matter was settled by a flood in 1871 that broke the northern wall and filled the \
+warehouses to the height of a man. The merchants, now facing losses of their own, agreed to a \
+tax on every barge that used the canal. The money paid for a spillway that returned the spring \
+water to the southern meadows, as the rivers had done before the canal existed. The meadows \
+became pasture again, the farms recovered, and the barge tax, never repealed, still pays for \
+the upkeep of the spillway today. Historians of the town like to say that Velmora learned to \
+share its rivers only after the rivers had taught it what it cost not to.
+"""
+
+_LOG = """\
+2024-03-02 09:14:07 INFO  scheduler: job 4411 queued (backup-nightly)
+2024-03-02 09:14:09 INFO  worker-2: job 4411 started
+2024-03-02 09:31:40 WARN  worker-2: job 4411 disk usage at 91% on /srv/backup
+2024-03-02 09:48:12 ERROR worker-2: job 4411 failed: no space left on device
+2024-03-02 09:48:12 INFO  scheduler: job 4411 will retry in 30 minutes (attempt 2 of 3)
+2024-03-02 10:18:15 INFO  worker-1: job 4411 started
+2024-03-02 10:20:02 INFO  cleanup: removed 212 expired snapshots from /srv/backup (48 GB freed)
+2024-03-02 10:55:47 INFO  worker-1: job 4411 finished in 37m32s
+"""
+
+_BUILTIN: tuple[BenchPrompt, ...] = (
+    BenchPrompt(
+        "chat",
+        "sky",
+        "Why is the sky blue during the day but red and orange at sunset? "
+        "Explain it to a curious twelve-year-old.",
+    ),
+    BenchPrompt(
+        "chat",
+        "sleep",
+        "I keep waking up tired even after eight hours of sleep. "
+        "What are some common reasons, and what could I try first?",
+    ),
+    BenchPrompt(
+        "chat",
+        "trip",
+        "I have a free weekend and about two hundred euros. "
+        "Suggest a simple plan for a relaxing short trip by train.",
+    ),
+    BenchPrompt(
+        "code",
+        "dedupe",
+        "Write a Python function that removes duplicate items from a list while keeping "
+        "the original order, with a docstring and two example calls.",
+    ),
+    BenchPrompt(
+        "code",
+        "sql",
+        "Write an SQL query that returns, for each customer, the number of orders and the "
+        "total amount spent in 2023, from tables customers(id, name) and "
+        "orders(id, customer_id, amount, created_at). Explain each clause briefly.",
+    ),
+    BenchPrompt(
+        "summarise",
+        "velmora",
+        f"Summarise the following passage in one paragraph.\n\n{_PASSAGE}",
+    ),
+    BenchPrompt(
+        "summarise",
+        "log",
+        f"Summarise what happened to job 4411 in this log, in plain words.\n\n{_LOG}",
+    ),
+    BenchPrompt(
+        "vietnamese",
+        "tea",
+        "Hãy giải thích ngắn gọn cách pha một ấm trà xanh ngon, "
+        "và vì sao không nên dùng nước đang sôi.",
+    ),
+    BenchPrompt(
+        "vietnamese",
+        "study",
+        "Tôi là sinh viên năm nhất và hay bị mất tập trung khi học ở nhà. "
+        "Bạn có lời khuyên nào không?",
+    ),
+    BenchPrompt(
+        "creative",
+        "lighthouse",
+        "Write a short story about a lighthouse keeper who finds a message in a bottle "
+        "that seems to be addressed to her.",
+    ),
+    BenchPrompt(
+        "creative",
+        "autumn",
+        "Write a poem of three short stanzas about the first cold morning of autumn.",
+    ),
+    BenchPrompt(
+        "polish",
+        "bread",
+        "Wyjaśnij krótko, jak upiec prosty chleb na zakwasie w domu "
+        "i na co uważać za pierwszym razem.",
+    ),
+    BenchPrompt(
+        "polish",
+        "cycling",
+        "Planuję dojeżdżać do pracy rowerem przez cały rok. Jak przygotować się do jazdy zimą?",
+    ),
+)
+
+BUILTIN_CLASSES: tuple[str, ...] = tuple(dict.fromkeys(p.prompt_class for p in _BUILTIN))
+
+
+def builtin_prompts(classes: tuple[str, ...] | None = None) -> list[BenchPrompt]:
+    """The built-in prompts, optionally only some classes, in the built-in order."""
+    if classes is None:
+        return list(_BUILTIN)
+    unknown = [c for c in classes if c not in BUILTIN_CLASSES]
+    if unknown:
+        raise InvalidSettingError(
+            f"unknown prompt class {', '.join(unknown)}; built-in classes are "
+            f"{', '.join(BUILTIN_CLASSES)}"
+        )
+    return [p for p in _BUILTIN if p.prompt_class in classes]
+
+
+def load_prompts(spec: str) -> list[BenchPrompt]:
+    """Resolve `--prompts`: `builtin`, `builtin:CLASS[,CLASS...]`, or a file path."""
+    if spec == BUILTIN:
+        return builtin_prompts()
+    if spec.startswith(BUILTIN + ":"):
+        wanted = tuple(c.strip() for c in spec.split(":", 1)[1].split(",") if c.strip())
+        if not wanted:
+            raise InvalidSettingError("--prompts builtin: needs at least one class after the colon")
+        return builtin_prompts(wanted)
+    return prompts_from_file(Path(spec))
+
+
+def prompts_from_file(path: Path) -> list[BenchPrompt]:
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidSettingError(f"prompt file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidSettingError(f"cannot read prompt file {path}: {exc}") from None
+    if path.suffix.lower() == ".json":
+        prompts = _from_json(path, raw)
+    else:
+        texts = [chunk.strip() for chunk in _split_on_rules(raw)]
+        prompts = [
+            BenchPrompt(FILE_CLASS, f"{path.stem}-{i + 1}", text)
+            for i, text in enumerate(t for t in texts if t)
+        ]
+    if not prompts:
+        raise InvalidSettingError(f"prompt file {path} holds no prompts")
+    return prompts
+
+
+def _split_on_rules(raw: str) -> list[str]:
+    chunks: list[list[str]] = [[]]
+    for line in raw.splitlines():
+        if line.strip() == "---":
+            chunks.append([])
+        else:
+            chunks[-1].append(line)
+    return ["\n".join(lines) for lines in chunks]
+
+
+def _from_json(path: Path, raw: str) -> list[BenchPrompt]:
+    try:
+        data: Any = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidSettingError(f"prompt file {path} is not valid JSON: {exc}") from None
+    if not isinstance(data, list):
+        raise InvalidSettingError(f"prompt file {path} must hold a JSON list of prompts")
+    prompts: list[BenchPrompt] = []
+    for i, item in enumerate(data):
+        default_name = f"{path.stem}-{i + 1}"
+        if isinstance(item, str):
+            prompts.append(BenchPrompt(FILE_CLASS, default_name, item))
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+            raise InvalidSettingError(
+                f"prompt file {path}: item {i + 1} must be a string or an object with a "
+                '"text" string'
+            )
+        prompts.append(
+            BenchPrompt(
+                str(item.get("class", FILE_CLASS)),
+                str(item.get("name", default_name)),
+                item["text"],
+                bool(item.get("chat", True)),
+            )
+        )
+    return prompts

@@ -1,0 +1,102 @@
+"""Scripted rounds and bench reports for UI tests that need figures but not a model run.
+
+The rounds are seed 000's round table (acceptance string 111111001110101111 at γ = 4, a draft
+step a tenth of a plain step, a verification as dear as a plain step), so every figure derived
+from them has a known value: 20 tokens, cost 8.40, 2.38× measured.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.bench import BenchConfig, BenchReport, DraftChoice, RunRecord, summarize
+from app.bench_prompts import BenchPrompt
+from app.config import GenerationConfig
+from app.events import RoundRecord
+from app.metrics import summarize as summarize_stats
+from app.result import GenerationResult
+
+PLAIN_STEP_S = 0.01
+SEED_ACCEPTED = (4, 2, 0, 3, 1, 4)
+
+
+def round_record(
+    index: int, drafted: int, accepted: int, *, step: float = PLAIN_STEP_S
+) -> RoundRecord:
+    return RoundRecord(
+        index=index,
+        mode="draft" if drafted else "plain",
+        gamma=drafted,
+        drafted=drafted,
+        accepted=accepted,
+        emitted=accepted + 1,
+        draft_s=drafted * 0.1 * step,
+        verify_s=step,
+        draft_steps=drafted,
+    )
+
+
+def seed_rounds() -> list[RoundRecord]:
+    return [round_record(i, 4, a) for i, a in enumerate(SEED_ACCEPTED)]
+
+
+def useless_rounds(n: int = 12, gamma: int = 4) -> list[RoundRecord]:
+    """A draft the target never agrees with, after one plain step."""
+    return [round_record(0, 0, 0), *(round_record(i, gamma, 0) for i in range(1, n))]
+
+
+def result_from_rounds(rounds: list[RoundRecord]) -> GenerationResult:
+    tokens = sum(r.emitted for r in rounds)
+    seconds = sum(r.draft_s + r.verify_s for r in rounds)
+    stats = summarize_stats(
+        rounds,
+        prompt_tokens=5,
+        generated_tokens=tokens,
+        gamma=4,
+        prompt_s=0.01,
+        generation_s=seconds,
+        ttft_s=0.02,
+        plain_step_s=PLAIN_STEP_S,
+    )
+    return GenerationResult(
+        text="x" * tokens,
+        token_ids=list(range(tokens)),
+        finish_reason="length",
+        mode="draft",
+        stats=stats,
+        rounds=tuple(rounds),
+        draft_token_mask=tuple(False for _ in range(tokens)),
+    )
+
+
+def _run(config: int, rounds: list[RoundRecord], sequence: int) -> RunRecord:
+    tokens = tuple(range(sum(r.emitted for r in rounds)))
+    return RunRecord(
+        sequence=sequence,
+        config=config,
+        prompt=0,
+        repeat=0,
+        prompt_class="prompt",
+        prompt_tokens=5,
+        token_ids=tokens,
+        finish_reason="length",
+        generation_s=sum(r.draft_s + r.verify_s for r in rounds),
+        ttft_s=0.02,
+        rounds=tuple(rounds),
+    )
+
+
+def seed_report() -> BenchReport:
+    """Plain (20 plain steps) against one draft at γ = 4 giving seed 000's round table."""
+    draft = DraftChoice("seed draft", Path("draft.gguf"))
+    configs = [BenchConfig("plain", None, None), BenchConfig("seed draft γ=4", draft, 4)]
+    plain_rounds = [round_record(i, 0, 0) for i in range(20)]
+    return summarize(
+        target="target.gguf",
+        configs=configs,
+        prompts=[BenchPrompt("prompt", "prompt", "hello")],
+        prompt_tokens=[5],
+        runs=[_run(0, plain_rounds, 0), _run(1, seed_rounds(), 1)],
+        base=GenerationConfig(max_tokens=20),
+        repeats=1,
+    )

@@ -1,0 +1,140 @@
+"""The Compare dialog runs the benchmark off the UI thread, shows its table and chart, stops on
+request and reports errors in words."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from PySide6.QtWidgets import QTableWidgetItem
+from pytestqt.qtbot import QtBot
+
+from app.bench import AUTO, BenchReport, DraftChoice, ProgressFn, prompt_bench
+from app.config import GenerationConfig, ModelConfig
+from app.control import GenerationControl
+from app.errors import Cancelled, InvalidSettingError
+from tests.helpers.bench_data import seed_report
+from ui.compare_dialog import CompareDialog
+
+
+def _cell(dialog: CompareDialog, row: int, column: str) -> str:
+    table = dialog.table
+    headers = [_text(table.horizontalHeaderItem(c)) for c in range(table.columnCount())]
+    return _text(table.item(row, headers.index(column)))
+
+
+def _text(item: QTableWidgetItem | None) -> str:
+    assert item is not None
+    return item.text()
+
+
+def test_report_arrives_from_a_worker_thread(qtbot: QtBot) -> None:
+    calls: list[tuple[str, int]] = []
+
+    def bench(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+        calls.append((text, threading.get_ident()))
+        for i in range(3):
+            progress(i, 3, f"run {i}")
+            time.sleep(0.05)
+        return seed_report()
+
+    dialog = CompareDialog(bench, prompt="Compare on this.")
+    qtbot.addWidget(dialog)
+    with qtbot.waitSignal(dialog.reportReady, timeout=10_000):
+        dialog.run_button.click()
+        assert dialog.running and not dialog.run_button.isEnabled()
+    qtbot.waitUntil(lambda: not dialog.running, timeout=5_000)
+    assert calls == [("Compare on this.", calls[0][1])]
+    assert calls[0][1] != threading.get_ident()  # never on the UI thread
+
+    assert dialog.table.rowCount() == 2
+    assert _cell(dialog, 0, "configuration") == "plain"
+    assert _cell(dialog, 1, "configuration") == "seed draft γ=4"
+    assert _cell(dialog, 1, "speedup") == "2.38×"
+    assert _cell(dialog, 1, "predicted") == "2.38×"
+    assert _cell(dialog, 1, "tokens/round") == "3.33"
+    assert _cell(dialog, 1, "same as plain") == "yes"
+    axes = dialog.figure.axes
+    assert len(axes) == 1 and len(axes[0].patches) >= 1  # one bar per configuration
+    assert dialog.status.text().startswith("Done.")
+    assert dialog.run_button.isEnabled() and not dialog.stop_button.isEnabled()
+
+
+def test_stop_cancels_a_running_comparison(qtbot: QtBot) -> None:
+    started = threading.Event()
+
+    def bench(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+        started.set()
+        deadline = time.monotonic() + 10
+        while not control.stop_requested and time.monotonic() < deadline:
+            time.sleep(0.01)
+        raise Cancelled("benchmark cancelled")
+
+    dialog = CompareDialog(bench)
+    qtbot.addWidget(dialog)
+    dialog.start()
+    qtbot.waitUntil(started.is_set, timeout=5_000)
+    dialog.stop_button.click()
+    qtbot.waitUntil(lambda: not dialog.running, timeout=5_000)
+    assert dialog.status.text() == "Comparison stopped."
+    assert dialog.report is None
+
+
+def test_errors_show_as_one_sentence(qtbot: QtBot) -> None:
+    def bench(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+        raise InvalidSettingError("write a prompt to compare on")
+
+    dialog = CompareDialog(bench)
+    qtbot.addWidget(dialog)
+    dialog.start()
+    qtbot.waitUntil(lambda: not dialog.running, timeout=5_000)
+    assert dialog.status.text() == "Error: write a prompt to compare on"
+
+
+def test_closing_while_running_stops_and_joins_the_thread(qtbot: QtBot) -> None:
+    def bench(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+        while not control.stop_requested:
+            time.sleep(0.01)
+        raise Cancelled("benchmark cancelled")
+
+    dialog = CompareDialog(bench)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.start()
+    thread = dialog._thread
+    assert thread is not None
+    dialog.close()
+    assert thread.isFinished()
+
+
+def test_real_comparison_on_the_demo_models(qtbot: QtBot, demo_models: Any) -> None:
+    bench = prompt_bench(
+        target=ModelConfig(str(demo_models.f32), n_ctx=512, n_threads=1),
+        drafts=[DraftChoice("Q4_1", demo_models.q4_1)],
+        gammas=[3, AUTO],
+        base=GenerationConfig(max_tokens=8, gamma=4),
+        draft_template=ModelConfig(str(demo_models.q4_1), n_ctx=512, n_threads=1),
+    )
+    dialog = CompareDialog(bench, prompt="Name two rivers.")
+    qtbot.addWidget(dialog)
+    with qtbot.waitSignal(dialog.reportReady, timeout=300_000) as blocker:
+        dialog.start()
+    report = blocker.args[0]
+    assert isinstance(report, BenchReport)
+    assert [c.label for c in report.configs] == ["Q4_1 γ=3", "Q4_1 γ=auto"]
+    assert dialog.table.rowCount() == 3
+    assert _cell(dialog, 1, "same as plain") == "yes"
+    assert _cell(dialog, 2, "same as plain") == "yes"
+
+
+def test_an_empty_prompt_is_refused_before_loading(qtbot: QtBot, tmp_path: Any) -> None:
+    bench = prompt_bench(
+        target=ModelConfig(str(tmp_path / "missing.gguf")),
+        drafts=[DraftChoice("d", None)],
+        gammas=[2],
+        base=GenerationConfig(),
+    )
+    with pytest.raises(InvalidSettingError, match="write a prompt"):
+        bench("   ", lambda *_: None, GenerationControl())
