@@ -42,6 +42,9 @@ class Drafter(Protocol):
         p_min: float,
     ) -> Draft: ...
 
+    def prefill(self, history: Sequence[int]) -> None:
+        """Read the prompt before generation starts, so its cost is not billed to drafting."""
+
     def close(self) -> None: ...
 
 
@@ -109,6 +112,9 @@ class ModelDrafter:
             sequence.append(token)
         return Draft(tokens, probs, steps, self._clock() - start)
 
+    def prefill(self, history: Sequence[int]) -> None:
+        self.model.feed(history, 0)
+
     def close(self) -> None:
         self.model.close()
 
@@ -164,6 +170,9 @@ class PromptLookupDrafter:
         start = self._clock()
         tokens = self.find(history, max_tokens)
         return Draft(tokens, [None] * len(tokens), 0, self._clock() - start)
+
+    def prefill(self, history: Sequence[int]) -> None:
+        """Lookup reads the history afresh each round; nothing to prepare."""
 
     def close(self) -> None:
         """Nothing native to free."""

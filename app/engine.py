@@ -97,6 +97,11 @@ class SpeculativeEngine:
 
         tokens = list(prompt_ids)
         self.target.feed(tokens[:-1], 0)
+        if mode != "plain" and self.drafter is not None:
+            # The draft reads the prompt now, with the target, so its prefill counts as prompt
+            # time (TTFT) rather than inflating the first round's draft cost, which would
+            # mislead c_draft and the adaptive controller's first estimate.
+            self.drafter.prefill(tokens[:-1])
         t_generation = clock()
 
         reply: list[int] = []
