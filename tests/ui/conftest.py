@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import QEventLoop, QObject, QSettings, QTimer, Signal, SignalInstance
 from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
 from app.store import ConversationStore
 from ui.main import create_window, ensure_application
@@ -152,3 +153,19 @@ class StallProbe(QObject):
     @property
     def max_gap_ms(self) -> float:
         return max(self.gaps_ms, default=0.0)
+
+
+REPLY_TIMEOUT_MS = 90_000
+
+
+@pytest.fixture
+def window(chat: MainWindow, qtbot: QtBot) -> Iterator[MainWindow]:
+    """The module's shared window, on a new chat with speculation on and short replies;
+    a reply still running at the end of a test is stopped so the next test starts idle."""
+    chat.new_chat()
+    chat.set_speculation(True)
+    chat.settings.set("generation/max_tokens", 32)
+    yield chat
+    if chat.state in (UiState.Generating, UiState.Stopping):
+        chat.stop()
+        qtbot.waitUntil(lambda: chat.state == UiState.Idle, timeout=REPLY_TIMEOUT_MS)

@@ -6,7 +6,6 @@ One window is shared by the module (see conftest.chat); tests leave it idle with
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +18,10 @@ from ui.model_controls import NGRAM_LABEL
 from ui.settings import DRAFT_NGRAM
 from ui.worker import GenerateRequest
 
-from .conftest import StallProbe
+from .conftest import REPLY_TIMEOUT_MS, StallProbe
 
 NUMBER = re.compile(r"\d")
 LONG_PROMPT = "Write a long story about a dragon who learns to cook."
-REPLY_TIMEOUT_MS = 90_000
-
-
-@pytest.fixture
-def window(chat: MainWindow, qtbot: QtBot) -> Iterator[MainWindow]:
-    chat.new_chat()
-    chat.set_speculation(True)
-    chat.settings.set("generation/max_tokens", 32)
-    yield chat
-    if chat.state in (UiState.Generating, UiState.Stopping):
-        chat.stop()
-        qtbot.waitUntil(lambda: chat.state == UiState.Idle, timeout=REPLY_TIMEOUT_MS)
 
 
 def send(qtbot: QtBot, window: MainWindow, text: str) -> dict[str, Any]:

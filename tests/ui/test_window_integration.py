@@ -5,11 +5,9 @@ Real demo models; one window shared by the module (see conftest.chat), left idle
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
@@ -17,20 +15,10 @@ from pytestqt.qtbot import QtBot
 from ui.compare_dialog import CompareDialog
 from ui.main_window import MainWindow, UiState
 
-REPLY_TIMEOUT_MS = 90_000
+from .conftest import REPLY_TIMEOUT_MS
+
 SCAN_TIMEOUT_MS = 60_000
 COMPARE_TIMEOUT_MS = 180_000
-
-
-@pytest.fixture
-def window(chat: MainWindow, qtbot: QtBot) -> Iterator[MainWindow]:
-    chat.new_chat()
-    chat.set_speculation(True)
-    chat.settings.set("generation/max_tokens", 32)
-    yield chat
-    if chat.state in (UiState.Generating, UiState.Stopping):
-        chat.stop()
-        qtbot.waitUntil(lambda: chat.state == UiState.Idle, timeout=REPLY_TIMEOUT_MS)
 
 
 def button(window: MainWindow, name: str) -> QPushButton:
