@@ -2,10 +2,12 @@
 
 The controller applies seed 000's cost model to live measurements: per-position conditional
 acceptance (so a draft that slips more at later positions is priced as it is), seconds per draft
-token, and verify seconds as a line in the number of rows checked. Each round it picks the γ with
-the most expected tokens per second and compares that with plain decoding's one token per plain
-step. When speculation loses on both the prediction and the measurement for several rounds in a
-row it switches itself off, runs plain steps, and probes now and then to see if it pays again.
+token, and verify seconds by the number of rows checked. Each round it picks the γ with the most
+expected tokens per second and compares that with plain decoding's one token per plain step.
+When speculation loses on both the prediction and the measurement for several rounds in a row,
+it times a fresh plain step (the machine may simply have got busier since plain was last
+measured), and only if speculation still loses by a clear margin does it switch itself off, run
+plain steps, and probe now and then to see if it pays again.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ _CHANGE_Z = 4.0
 _EXPLORE_EVERY = 6
 # Probes stay short because while off every drafted token is presumed wasted.
 _PROBE_GAMMA = 2
+# Speculation must lose by more than this share of plain speed before it is paused: a timer's
+# jitter or a neighbour process must not switch off a draft that pays.
+_LOSS_MARGIN = 0.05
 
 
 @dataclass
@@ -93,11 +98,15 @@ class _Running:
 
 
 @dataclass
-class _VerifyLine:
-    """Verify seconds as a + b·rows, fitted by weighted least squares over per-row-count means.
+class _VerifyCost:
+    """Verify seconds by the number of rows checked, from the passes measured at each count.
 
-    A plain step is a one-row pass, so it anchors the line even when speculation has only ever
-    run at one γ. Weights fade so that rows not seen lately (older context length) count less.
+    On a CPU the cost is concave in the rows (two rows cost 1.2 plain steps, six only 1.45 on
+    the demo pair), so a straight line through all counts misprices short drafts. Each count
+    keeps its own running mean; counts in between are interpolated, counts beyond the largest
+    measured one are extrapolated along a weighted least-squares line. A plain step is a
+    one-row pass, so it anchors the curve even when speculation has run at one γ only. Weights
+    fade so that counts not seen lately (an older context length) count less.
     """
 
     horizon: int
@@ -116,17 +125,45 @@ class _VerifyLine:
         return m.value if m is not None else None
 
     def predict(self, rows: int) -> float:
-        points = [(r, self.means[r].value, w) for r, w in self.weights.items() if w > 0.0]
+        points = sorted((r, self.means[r].value, w) for r, w in self.weights.items() if w > 0.0)
+        counts = [r for r, _, _ in points]
+        costs = _non_decreasing([y for _, y, _ in points], [w for _, _, w in points])
+        if rows <= counts[0]:
+            return max(costs[0], _MIN_SECONDS)
+        for i in range(1, len(counts)):
+            if rows <= counts[i]:
+                share = (rows - counts[i - 1]) / (counts[i] - counts[i - 1])
+                return max(costs[i - 1] + share * (costs[i] - costs[i - 1]), _MIN_SECONDS)
+        return max(costs[-1] + self._slope(points) * (rows - counts[-1]), _MIN_SECONDS)
+
+    @staticmethod
+    def _slope(points: list[tuple[int, float, float]]) -> float:
         total = math.fsum(w for _, _, w in points)
         x_bar = math.fsum(w * r for r, _, w in points) / total
         y_bar = math.fsum(w * y for _, y, w in points) / total
         sxx = math.fsum(w * (r - x_bar) ** 2 for r, _, w in points)
-        slope = 0.0
-        if sxx > 0.0:
-            slope = math.fsum(w * (r - x_bar) * (y - y_bar) for r, y, w in points) / sxx
+        if sxx <= 0.0:
+            return 0.0
         # Checking more rows never makes a pass faster; a negative slope is noise.
-        slope = max(slope, 0.0)
-        return max(y_bar + slope * (rows - x_bar), _MIN_SECONDS)
+        return max(math.fsum(w * (r - x_bar) * (y - y_bar) for r, y, w in points) / sxx, 0.0)
+
+
+def _non_decreasing(values: list[float], weights: list[float]) -> list[float]:
+    """The weighted least-squares non-decreasing fit (pool adjacent violators).
+
+    Noise can make a longer pass look cheaper than a shorter one; believing it would send γ
+    up for no reason.
+    """
+    blocks: list[tuple[float, float, int]] = []  # (mean, weight, values pooled)
+    for value, weight in zip(values, weights, strict=True):
+        mean, total, size = value, weight, 1
+        while blocks and blocks[-1][0] > mean:
+            prev_mean, prev_total, prev_size = blocks.pop()
+            mean = (prev_mean * prev_total + mean * total) / (prev_total + total)
+            total += prev_total
+            size += prev_size
+        blocks.append((mean, total, size))
+    return [mean for mean, _, size in blocks for _ in range(size)]
 
 
 class GammaController:
@@ -161,11 +198,13 @@ class GammaController:
         # curve near its peak is flat and the per-round acceptance noise is not.
         self._short = _Acceptance(decay=1.0 - 1.0 / window)
         self._long = _Acceptance(decay=1.0 - 1.0 / (8 * window))
-        self._verify = _VerifyLine(horizon=window, fade=1.0 - 1.0 / (8 * window))
+        self._verify = _VerifyCost(horizon=window, fade=1.0 - 1.0 / (8 * window))
         self._draft_per_token = _Running(window)
         self._recent: deque[tuple[int, float]] = deque(maxlen=window)
         self._off = False
         self._losing_streak = 0
+        # Set when a losing streak asks for a fresh plain step before pausing.
+        self._confirming = False
         self._spec_rounds = 0
         self._since_plain = 0
         self._plain_since_probe = 0
@@ -191,7 +230,7 @@ class GammaController:
             return 0
         if self._draft_per_token.count == 0:
             return self._initial_gamma
-        if self._since_plain >= self._remeasure_every:
+        if self._confirming or self._since_plain >= self._remeasure_every:
             return 0
         gamma, _ = self._best(self._long)
         if self._spec_rounds % _EXPLORE_EVERY == _EXPLORE_EVERY - 1:
@@ -201,6 +240,10 @@ class GammaController:
     def observe(self, record: RoundRecord) -> None:
         if record.drafted == 0:
             self._observe_plain(record.verify_s)
+            if record.draft_steps and not self._off:
+                # The draft ran and then proposed nothing (the p_min stop): its passes were
+                # wasted, which the measured rate must show.
+                self._recent.append((record.emitted, record.draft_s + record.verify_s))
             return
         self._spec_rounds += 1
         self._since_plain += 1
@@ -224,13 +267,19 @@ class GammaController:
         self._since_plain = 0
         if self._off:
             self._plain_since_probe += 1
+        if self._confirming:
+            self._confirming = False
+            self._confirm_losing(1.0 / max(seconds, _MIN_SECONDS))
 
     def _observe_probe(self, record: RoundRecord) -> None:
         self._plain_since_probe = 0
         self._add_acceptance(record.drafted, record.accepted)
         plain_rate = self._plain_rate()
         probe_rate = record.emitted / max(record.draft_s + record.verify_s, _MIN_SECONDS)
-        if probe_rate <= plain_rate:
+        # A probe must keep every token it drafted: one lucky token out of two is what a draft
+        # right a third of the time shows every few probes, and resuming on that would switch
+        # a useless draft on and off all reply long.
+        if record.accepted < record.drafted or probe_rate <= plain_rate:
             return
         # A winning probe means the draft or the text changed since speculation was paused, so
         # the acceptance history describes a regime that no longer holds.
@@ -258,24 +307,38 @@ class GammaController:
             self._long.copy_from(self._short)
 
     def _check_losing(self) -> None:
-        plain_rate = self._plain_rate()
+        if self._losing(self._plain_rate()) is None:
+            self._losing_streak = 0
+            return
+        self._losing_streak += 1
+        if self._losing_streak >= self._patience:
+            self._losing_streak = 0
+            self._confirming = True
+
+    def _losing(self, plain_rate: float) -> tuple[float, float] | None:
+        """(predicted, measured) speculative rates when both lose to plain, else None."""
         _, predicted = self._best(self._short)
         emitted = sum(e for e, _ in self._recent)
         seconds = math.fsum(s for _, s in self._recent)
         measured = emitted / max(seconds, _MIN_SECONDS)
-        if predicted < plain_rate and measured < plain_rate:
-            self._losing_streak += 1
-        else:
-            self._losing_streak = 0
-        if self._losing_streak < self._patience:
+        if predicted < plain_rate and measured < plain_rate * (1.0 - _LOSS_MARGIN):
+            return predicted, measured
+        return None
+
+    def _confirm_losing(self, fresh_plain_rate: float) -> None:
+        # Judged against the plain step just timed, not the running mean: if the machine got
+        # slower, speculation's recent rounds slowed too, and pausing would compare today's
+        # speculation with yesterday's plain speed.
+        verdict = self._losing(fresh_plain_rate)
+        if verdict is None:
             return
+        predicted, measured = verdict
         self._off = True
-        self._losing_streak = 0
         self._plain_since_probe = 0
         self._notices.append(
-            f"speculation paused: predicted {predicted / plain_rate:.2f}× and measured "
-            f"{measured / plain_rate:.2f}× plain decoding over the last {len(self._recent)} "
-            f"rounds; re-checking every {self._probe_every} rounds"
+            f"speculation paused: predicted {predicted / fresh_plain_rate:.2f}× and measured "
+            f"{measured / fresh_plain_rate:.2f}× plain decoding over the last "
+            f"{len(self._recent)} rounds; re-checking every {self._probe_every} rounds"
         )
 
     def _plain_rate(self) -> float:

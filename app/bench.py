@@ -528,14 +528,17 @@ def _predict(
     tokens_pos = 0.0
     tokens_iid = 0.0
     for r in rounds:
+        # A draft that ran passes and then proposed nothing (the p_min stop) still cost them.
+        drafting = r.draft_steps * (c_draft or 0.0)
         if r.drafted == 0:
-            cost += 1.0
+            cost += 1.0 + drafting
             tokens_pos += 1.0
             tokens_iid += 1.0
             continue
         if c_draft is None or r.drafted not in verify_cost:
             return None, None
-        cost += r.drafted * c_draft + verify_cost[r.drafted]
+        # Prompt lookup runs no passes; its c_draft is seconds per round instead.
+        cost += (drafting if r.draft_steps else c_draft) + verify_cost[r.drafted]
         known = [a if a is not None else 0.0 for a in conditional[: r.drafted]]
         tokens_pos += expected_tokens_by_position(known)
         tokens_iid += expected_tokens(alpha or 0.0, r.drafted)
@@ -607,12 +610,13 @@ def figures_for(
     alpha = ratio(accepted, accepted + rejections)
 
     unit = _verify_unit(plain_runs)
-    draft_steps = sum(r.draft_steps for r in spec_rounds)
+    drafting_rounds = [r for r in rounds if r.draft_steps > 0]
+    draft_steps = sum(r.draft_steps for r in drafting_rounds)
     c_draft = c_verify = None
     verify_cost: dict[int, float] = {}
     if unit:
         if draft_steps:
-            c_draft = math.fsum(r.draft_s for r in spec_rounds) / draft_steps / unit
+            c_draft = math.fsum(r.draft_s for r in drafting_rounds) / draft_steps / unit
         elif spec_rounds:
             c_draft = math.fsum(r.draft_s for r in spec_rounds) / len(spec_rounds) / unit
         if spec_rounds:
@@ -755,6 +759,7 @@ def summarize(
         "p_min": base.p_min,
         "auto_initial_gamma": base.gamma,
         "greedy": greedy,
+        "exact": base.exact,
     }
     settings.update(extra_settings or {})
     return BenchReport(
@@ -778,6 +783,10 @@ def summarize(
                 "generation_s": r.generation_s,
                 "tokens_per_second": ratio(r.generated_tokens, r.generation_s),
                 "finish_reason": r.finish_reason,
+                # The γ of every round in order (0: a plain step), so auto's choices and its
+                # pauses can be read run by run.
+                "gammas": [round_.drafted for round_ in r.rounds],
+                "notices": list(r.notices),
             }
             for r in runs
         ],
@@ -953,6 +962,12 @@ def format_table(report: BenchReport) -> str:
         for c in report.configs:
             cells = [_fmt(c.by_class[name].speedup, ".2f", "×") for name in report.classes]
             lines.append(f"{c.label:<28.28} " + " ".join(f"{x:>10}" for x in cells))
+    if report.settings.get("exact"):
+        lines.append(
+            "exact mode: every target pass, plain included, computed at least two rows, so "
+            "speedups are over exact plain decoding (about 1.2× slower than one-row plain "
+            "steps on a CPU); run without --exact to measure speed"
+        )
     for d in report.drafts:
         if d.auto is not None and d.best_fixed is not None:
             lines.append("")

@@ -68,6 +68,12 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="stop drafting when the draft's top probability falls below this",
     )
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="bit-exact greedy: plain steps use the same kernels as verification, so "
+        "speculation cannot change the reply (plain steps about 1.2x slower on a CPU)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,6 +153,7 @@ def generation_from_args(args: argparse.Namespace, gamma: int | str) -> Generati
         adaptive=adaptive,
         p_min=args.p_min,
         sampling=sampling_from_args(args),
+        exact=args.exact,
     )
 
 

@@ -79,6 +79,9 @@ class GenerationConfig:
     adaptive: bool = False
     p_min: float = 0.0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    # Every target pass computes at least two rows, so plain steps and verification run the
+    # same llama.cpp kernels and greedy output cannot depend on γ (docs/design.md, "Exact mode").
+    exact: bool = False
 
     def validate(self) -> None:
         if self.max_tokens < 1:

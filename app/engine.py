@@ -95,6 +95,10 @@ class SpeculativeEngine:
         # switched off (GenerationControl.speculative) is plain even with a drafter loaded.
         speculated = False
 
+        if self.target.uniform_batches != config.exact:
+            self.target.uniform_batches = config.exact
+            # Rows cached under the other setting would mix the two kernels' rounding.
+            self.target.reset()
         tokens = list(prompt_ids)
         self.target.feed(tokens[:-1], 0)
         if mode != "plain" and self.drafter is not None:

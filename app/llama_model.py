@@ -28,6 +28,8 @@ from app.errors import Cancelled, ContextOverflowError, ModelLoadError
 log = logging.getLogger(__name__)
 
 GGUF_MAGIC = b"GGUF"
+# The fewest rows a pass computes while uniform_batches is set.
+_MIN_UNIFORM_ROWS = 2
 _SEQ = 0  # one sequence per context: chat, not batched serving
 
 LoadProgress = Callable[[float], bool]
@@ -140,6 +142,14 @@ class LlamaModel:
         self._batch: object | None = None
         self.tokens: list[int] = []
         self._piece_cache: dict[int, bytes] = {}
+        # llama.cpp's CPU backend multiplies one row with its vector kernels and two or more with
+        # its tiled GEMM, and the two round differently (logits apart by up to ~0.02 on the demo
+        # target). Rows computed in any batch of two or more are bit-identical, whatever the
+        # batch size. So when set, every pass computes at least two rows (a plain step re-decodes
+        # the previous token too): plain and speculative decoding then do identical arithmetic,
+        # at about 1.2x the cost of a one-row plain step on a CPU. Owners reset the cache when
+        # they flip it, so no row computed the other way stays behind.
+        self.uniform_batches = False
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if config.n_gpu_layers < 0 else config.n_gpu_layers
@@ -295,26 +305,42 @@ class LlamaModel:
             raise ContextOverflowError(n_hist, self.n_ctx)
         if n_logits > n_hist:
             raise ValueError("cannot return logits for more rows than the history has")
+        n_rows = n_logits
+        if self.uniform_batches and n_logits > 0:
+            n_rows = min(max(n_logits, _MIN_UNIFORM_ROWS), n_hist)
         keep = self._common_prefix(history)
         # Rows we need logits for must be decoded now, even if the cache already holds them.
-        keep = min(keep, n_hist - n_logits)
+        keep = min(keep, n_hist - n_rows)
+        if self.uniform_batches and 0 < n_hist - keep < _MIN_UNIFORM_ROWS:
+            # Re-decode a cached token rather than run a one-row pass (see uniform_batches).
+            keep = max(0, n_hist - _MIN_UNIFORM_ROWS)
         self.truncate(keep)
         pending = history[keep:]
         if not pending:
             return np.empty((0, self.n_vocab), dtype=np.float32)
         start = 0
-        while start < len(pending):
-            chunk = pending[start : start + self.n_batch]
-            last_chunk = start + len(chunk) == len(pending)
-            outputs = min(n_logits, len(chunk)) if last_chunk else 0
-            self._decode(chunk, keep + start, outputs)
-            start += len(chunk)
+        for size in self._chunk_sizes(len(pending)):
+            chunk = pending[start : start + size]
+            last_chunk = start + size == len(pending)
+            self._decode(chunk, keep + start, min(n_rows, size) if last_chunk else 0)
+            start += size
         self.tokens.extend(pending)
         if n_logits == 0:
             return np.empty((0, self.n_vocab), dtype=np.float32)
         ptr = self._lib.llama_get_logits(self._ctx)
-        rows = np.ctypeslib.as_array(ptr, shape=(n_logits * self.n_vocab,))
-        return rows.reshape(n_logits, self.n_vocab).copy()
+        rows = np.ctypeslib.as_array(ptr, shape=(n_rows * self.n_vocab,))
+        return rows.reshape(n_rows, self.n_vocab)[n_rows - n_logits :].copy()
+
+    def _chunk_sizes(self, n_pending: int) -> list[int]:
+        sizes: list[int] = []
+        rest = n_pending
+        while rest > 0:
+            size = min(self.n_batch, rest)
+            if self.uniform_batches and rest - size == 1:
+                size -= 1  # leave two tokens for the last chunk, never one
+            sizes.append(size)
+            rest -= size
+        return sizes
 
     def truncate(self, n_keep: int) -> None:
         """Forget every cached token from position n_keep on."""
