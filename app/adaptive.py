@@ -35,6 +35,17 @@ _PROBE_GAMMA = 2
 # Speculation must lose by more than this share of plain speed before it is paused: a timer's
 # jitter or a neighbour process must not switch off a draft that pays.
 _LOSS_MARGIN = 0.05
+# A loss this large (measured below 0.75× plain) is no timing noise: two rounds of it suffice.
+# Smaller losses must persist for a whole window of rounds.
+_CLEAR_LOSS = 0.25
+# The first rounds run at the initial γ while the draft keeps at least half of its tokens, so
+# that γ is first chosen from a few rounds of acceptance, not from one round and a prior.
+_WARMUP_ROUNDS = 3
+# After each probe that loses, the next comes this many times later, up to _MAX_BACKOFF times
+# the base interval: a draft that keeps losing costs less and less, and one that improves is
+# still noticed within a few hundred tokens.
+_BACKOFF = 2
+_MAX_BACKOFF = 4
 
 
 @dataclass
@@ -189,9 +200,8 @@ class GammaController:
         self._initial_gamma = initial_gamma
         self._window = window
         self._probe_every = probe_every
-        # Switching off on a single bad round would let noise decide; a quarter window of
-        # consecutive losing rounds is short enough to stop a useless draft quickly.
-        self._patience = max(2, window // 4)
+        # Switching off on a single bad round would let noise decide.
+        self._patience = 2
         # Plain time drifts as the context grows, so it is re-measured now and then while on.
         self._remeasure_every = 4 * probe_every
         # Two horizons: the short one notices a change, the long one keeps γ steady when the
@@ -206,6 +216,8 @@ class GammaController:
         # Set when a losing streak asks for a fresh plain step before pausing.
         self._confirming = False
         self._spec_rounds = 0
+        self._warming_up = True
+        self._probe_interval = probe_every
         self._since_plain = 0
         self._plain_since_probe = 0
         self._notices: deque[str] = deque()
@@ -225,10 +237,10 @@ class GammaController:
         if self.plain_step_s is None:
             return 0
         if self._off:
-            if self._plain_since_probe >= self._probe_every - 1:
+            if self._plain_since_probe >= self._probe_interval - 1:
                 return min(_PROBE_GAMMA, self._max_gamma)
             return 0
-        if self._draft_per_token.count == 0:
+        if self._warming_up:
             return self._initial_gamma
         if self._confirming or self._since_plain >= self._remeasure_every:
             return 0
@@ -247,6 +259,8 @@ class GammaController:
             return
         self._spec_rounds += 1
         self._since_plain += 1
+        if 2 * record.accepted < record.drafted or self._spec_rounds >= _WARMUP_ROUNDS:
+            self._warming_up = False
         self._draft_per_token.add(max(record.draft_s, 0.0) / record.drafted)
         self._verify.add(record.drafted + 1, max(record.verify_s, _MIN_SECONDS))
         if self._off:
@@ -280,6 +294,9 @@ class GammaController:
         # right a third of the time shows every few probes, and resuming on that would switch
         # a useless draft on and off all reply long.
         if record.accepted < record.drafted or probe_rate <= plain_rate:
+            self._probe_interval = min(
+                self._probe_interval * _BACKOFF, self._probe_every * _MAX_BACKOFF
+            )
             return
         # A winning probe means the draft or the text changed since speculation was paused, so
         # the acceptance history describes a regime that no longer holds.
@@ -290,6 +307,7 @@ class GammaController:
         self._recent.append((record.emitted, record.draft_s + record.verify_s))
         self._losing_streak = 0
         self._off = False
+        self._probe_interval = self._probe_every
         self._notices.append(
             f"speculation resumed: a probe at γ={record.drafted} ran at "
             f"{probe_rate / plain_rate:.2f}× plain decoding"
@@ -307,11 +325,15 @@ class GammaController:
             self._long.copy_from(self._short)
 
     def _check_losing(self) -> None:
-        if self._losing(self._plain_rate()) is None:
+        plain_rate = self._plain_rate()
+        verdict = self._losing(plain_rate)
+        if verdict is None:
             self._losing_streak = 0
             return
         self._losing_streak += 1
-        if self._losing_streak >= self._patience:
+        _, measured = verdict
+        clear = measured < plain_rate * (1.0 - _CLEAR_LOSS)
+        if self._losing_streak >= (self._patience if clear else self._window):
             self._losing_streak = 0
             self._confirming = True
 
@@ -338,7 +360,7 @@ class GammaController:
         self._notices.append(
             f"speculation paused: predicted {predicted / fresh_plain_rate:.2f}× and measured "
             f"{measured / fresh_plain_rate:.2f}× plain decoding over the last "
-            f"{len(self._recent)} rounds; re-checking every {self._probe_every} rounds"
+            f"{len(self._recent)} rounds; re-checking after {self._probe_interval} rounds"
         )
 
     def _plain_rate(self) -> float:

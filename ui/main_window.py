@@ -674,6 +674,7 @@ class MainWindow(QMainWindow):
                 top_k=s.get_int("generation/top_k"),
                 seed=None if seed < 0 else seed,
             ),
+            exact=s.get_bool("generation/exact"),
         )
 
     def _start_generation(self) -> None:

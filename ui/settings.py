@@ -37,6 +37,8 @@ DEFAULTS: dict[str, Any] = {
     "generation/top_k": 0,  # 0 = off
     "generation/seed": -1,  # -1 = a fresh random seed per reply
     "generation/system_prompt": "",
+    # Every target pass checks two or more rows, so speculation cannot change a greedy reply.
+    "generation/exact": False,
     "view/highlight_draft": True,
     "window/geometry": QByteArray(),
     "window/splitter": QByteArray(),

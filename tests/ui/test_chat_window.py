@@ -340,6 +340,7 @@ def test_gamma_auto_system_prompt_and_sampling_reach_the_engine(
     window.settings.set("generation/system_prompt", "You are terse.")
     window.settings_panel.seed.setValue(7)
     window.settings_panel.top_k.setValue(40)
+    qtbot.mouseClick(window.settings_panel.exact, Qt.MouseButton.LeftButton)
     try:
         stats = send(qtbot, window, "Name a fruit.")
     finally:
@@ -348,8 +349,10 @@ def test_gamma_auto_system_prompt_and_sampling_reach_the_engine(
         window.settings.set("generation/system_prompt", "")
         window.settings_panel.seed.setValue(-1)
         window.settings_panel.top_k.setValue(0)
+        window.settings_panel.exact.setChecked(False)
     (request,) = requests
     assert request.config.adaptive is True
+    assert request.config.exact is True
     assert request.config.sampling.seed == 7 and request.config.sampling.top_k == 40
     assert request.messages[0] == {"role": "system", "content": "You are terse."}
     assert request.messages[-1] == {"role": "user", "content": "Name a fruit."}
