@@ -965,7 +965,7 @@ def format_table(report: BenchReport) -> str:
     if report.settings.get("exact"):
         lines.append(
             "exact mode: every target pass, plain included, computed at least two rows, so "
-            "speedups are over exact plain decoding (about 1.2× slower than one-row plain "
+            "speedups are over exact plain decoding (1.2-1.4× slower than one-row plain "
             "steps on a CPU); run without --exact to measure speed"
         )
     for d in report.drafts:

@@ -72,7 +72,7 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
         "--exact",
         action="store_true",
         help="bit-exact greedy: plain steps use the same kernels as verification, so "
-        "speculation cannot change the reply (plain steps about 1.2x slower on a CPU)",
+        "speculation cannot change the reply (plain steps 1.2-1.4x slower on a CPU)",
     )
 
 

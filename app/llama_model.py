@@ -147,7 +147,7 @@ class LlamaModel:
         # target). Rows computed in any batch of two or more are bit-identical, whatever the
         # batch size. So when set, every pass computes at least two rows (a plain step re-decodes
         # the previous token too): plain and speculative decoding then do identical arithmetic,
-        # at about 1.2x the cost of a one-row plain step on a CPU. Owners reset the cache when
+        # at 1.2-1.4x the cost of a one-row plain step on a CPU. Owners reset the cache when
         # they flip it, so no row computed the other way stays behind.
         self.uniform_batches = False
 

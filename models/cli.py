@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 from app.errors import DraftIncompatibleError, InvalidSettingError
 from app.paths import models_dir
 from models.catalog import CATALOG
+from models.describe import detail_rows, format_params
 
 if TYPE_CHECKING:
     from models.discovery import ModelEntry
     from models.hub import DownloadProgress
-    from models.inspect import GGUFInfo
 
 # The heavy modules (gguf, huggingface_hub) load inside the handlers: `register` runs on every
 # `specchat` invocation, including `specchat generate`.
@@ -98,13 +98,6 @@ def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
         print("  ".join(cells).rstrip(), file=out)
 
 
-def _params(n: int) -> str:
-    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if n >= div:
-            return f"{n / div:.1f}{unit}" if n < div * 10 else f"{n / div:.0f}{unit}"
-    return str(n)
-
-
 def _bytes(n: float | None) -> str:
     from models.memory import format_bytes  # noqa: PLC0415 - gguf loads only when needed
 
@@ -139,41 +132,11 @@ def _list_row(entry: ModelEntry) -> list[str]:
         info.name if len(info.name) <= 32 else info.name[:31] + "…",
         info.architecture,
         info.quantization,
-        _params(info.parameter_count),
+        format_params(info.parameter_count),
         _bytes(info.total_size_bytes),
         f"{info.vocab_type or '-'}/{info.vocab_size}",
         source,
         str(entry.path),
-    ]
-
-
-def _info_lines(info: GGUFInfo) -> list[tuple[str, str]]:
-    def opt(value: object) -> str:
-        return "-" if value is None else str(value)
-
-    vocab = f"{info.vocab_type or '-'} ({info.tokenizer_pre or '-'}), {info.vocab_size} tokens"
-    size = _bytes(info.size_bytes)
-    if info.shard_count > 1:
-        total = _bytes(info.total_size_bytes)
-        size += f" (first of {info.shard_count} parts; {total} total)"
-    return [
-        ("path", str(info.path)),
-        ("name", info.name),
-        ("kind", info.kind),
-        ("architecture", info.architecture),
-        ("parameters", f"{_params(info.parameter_count)} ({info.parameter_count:,})"),
-        ("quantization", info.quantization),
-        ("size", size),
-        ("context length", opt(info.context_length)),
-        ("layers", opt(info.n_layers)),
-        ("embedding", opt(info.n_embd)),
-        ("heads / kv heads", f"{opt(info.n_head)} / {opt(info.n_head_kv)}"),
-        ("vocabulary", vocab),
-        ("BOS", f"id {opt(info.bos_token_id)}, {'added' if info.add_bos else 'not added'}"),
-        ("EOS", f"id {opt(info.eos_token_id)}, {'added' if info.add_eos else 'not added'}"),
-        ("chat template", "yes" if info.has_chat_template else "no"),
-        ("tokenizer", info.tokenizer_fingerprint[:16]),
-        ("GGUF version", str(info.gguf_version)),
     ]
 
 
@@ -184,7 +147,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info.to_dict(include_template=True), indent=2))
         return 0
-    _table([[f"{k}:", v] for k, v in _info_lines(info)], sys.stdout)
+    _table([[f"{k}:", v] for k, v in detail_rows(info, missing="-")], sys.stdout)
     return 0
 
 

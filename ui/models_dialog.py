@@ -57,6 +57,7 @@ from app.paths import models_dir
 from models.catalog import CATALOG, CatalogModel, CatalogPair
 from models.cli import default_draft_path
 from models.compat import check_compatibility, rank_drafts
+from models.describe import detail_rows, format_params
 from models.discovery import ModelEntry, discover_models
 from models.hub import DownloadProgress, RemoteFile, list_gguf_files, pull
 from models.inspect import GGUFInfo, inspect_gguf
@@ -111,13 +112,6 @@ def _sentence(exc: BaseException) -> str:
         return text
     text = text[0].upper() + text[1:]
     return text if text.endswith((".", "!", "?")) else text + "."
-
-
-def _params(n: int) -> str:
-    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if n >= div:
-            return f"{n / div:.1f}{unit}" if n < div * 10 else f"{n / div:.0f}{unit}"
-    return str(n)
 
 
 def _opt(value: object) -> str:
@@ -200,33 +194,11 @@ class _Outcome:
 
 
 def _info_rows(entry: ModelEntry, info: GGUFInfo) -> list[tuple[str, str]]:
-    vocab = f"{info.vocab_type or DASH} ({info.tokenizer_pre or DASH}), {info.vocab_size} tokens"
-    size = format_bytes(info.size_bytes)
-    if info.shard_count > 1:
-        size += f" (first of {info.shard_count} parts; {format_bytes(info.total_size_bytes)} total)"
     source = entry.source + (" (read-only)" if entry.read_only else "")
     if entry.repo_id:
         source += f", {entry.repo_id}"
-    return [
-        ("path", str(info.path)),
-        ("source", source),
-        ("name", info.name),
-        ("kind", info.kind),
-        ("architecture", info.architecture),
-        ("parameters", f"{_params(info.parameter_count)} ({info.parameter_count:,})"),
-        ("quantization", info.quantization),
-        ("size", size),
-        ("context length", _opt(info.context_length)),
-        ("layers", _opt(info.n_layers)),
-        ("embedding", _opt(info.n_embd)),
-        ("heads / kv heads", f"{_opt(info.n_head)} / {_opt(info.n_head_kv)}"),
-        ("vocabulary", vocab),
-        ("BOS", f"id {_opt(info.bos_token_id)}, {'added' if info.add_bos else 'not added'}"),
-        ("EOS", f"id {_opt(info.eos_token_id)}, {'added' if info.add_eos else 'not added'}"),
-        ("chat template", "present" if info.has_chat_template else "absent"),
-        ("tokenizer", info.tokenizer_fingerprint[:16]),
-        ("GGUF version", str(info.gguf_version)),
-    ]
+    path, *rest = detail_rows(info, missing=DASH)
+    return [path, ("source", source), *rest]
 
 
 def _memory_text(plan: FitPlan, n_ctx: int, n_gpu_layers: int) -> str:
@@ -972,7 +944,7 @@ class ModelsDialog(QDialog):
                     source,
                     info.architecture,
                     info.quantization,
-                    _params(info.parameter_count),
+                    format_params(info.parameter_count),
                     format_bytes(info.total_size_bytes),
                     _opt(info.context_length),
                     f"{info.vocab_type or DASH}/{info.vocab_size}",

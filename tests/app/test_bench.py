@@ -39,6 +39,7 @@ from app.errors import InvalidSettingError
 from app.events import RoundRecord
 from app.insight import conditional_acceptance
 from models.prune import useless_draft
+from tests.helpers.bench_data import round_record
 
 # One llama.cpp thread per model: the suite shares two cores with other work, and llama.cpp's
 # spinning thread pool slows down many times over when it has more threads than free cores.
@@ -125,17 +126,7 @@ def test_prompt_file_errors_are_one_line(tmp_path: Path, content: str | None, me
 
 
 def _round(index: int, drafted: int, accepted: int, draft_s: float, verify_s: float) -> RoundRecord:
-    return RoundRecord(
-        index=index,
-        mode="draft" if drafted else "plain",
-        gamma=drafted,
-        drafted=drafted,
-        accepted=accepted,
-        emitted=accepted + 1,
-        draft_s=draft_s,
-        verify_s=verify_s,
-        draft_steps=drafted,
-    )
+    return round_record(index, drafted, accepted, draft_s=draft_s, verify_s=verify_s)
 
 
 def _run(config: int, rounds: list[RoundRecord], tokens: tuple[int, ...], **kw: Any) -> RunRecord:

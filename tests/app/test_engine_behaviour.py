@@ -16,18 +16,18 @@ from app.errors import ContextOverflowError, InvalidSettingError
 from app.events import FinishEvent, TokenEvent
 from app.llama_model import LlamaModel
 from app.runtime import Runtime
-from tests.helpers.engine import run_to_end
+from tests.helpers.engine import loaded_runtime, run_to_end
 
 QUESTION = [{"role": "user", "content": "Explain what a binary search tree is."}]
 
 
 @pytest.fixture(scope="module")
 def runtime(demo_models: Any) -> Iterator[Runtime]:
-    rt = Runtime()
-    rt.load_target(ModelConfig(str(demo_models.f32), n_ctx=1024))
-    rt.load_draft(ModelConfig(str(demo_models.q4_1), n_ctx=1024))
-    yield rt
-    rt.close()
+    with loaded_runtime(
+        ModelConfig(str(demo_models.f32), n_ctx=1024),
+        ModelConfig(str(demo_models.q4_1), n_ctx=1024),
+    ) as rt:
+        yield rt
 
 
 def _engine(rt: Runtime) -> SpeculativeEngine:
@@ -92,10 +92,10 @@ def test_toggling_speculation_mid_reply_keeps_output_and_switches_mode(runtime: 
 
 
 def test_context_limit_ends_reply_without_crash(demo_models: Any) -> None:
-    rt = Runtime()
-    try:
-        rt.load_target(ModelConfig(str(demo_models.f32), n_ctx=64))
-        rt.load_draft(ModelConfig(str(demo_models.q4_1), n_ctx=64))
+    with loaded_runtime(
+        ModelConfig(str(demo_models.f32), n_ctx=64),
+        ModelConfig(str(demo_models.q4_1), n_ctx=64),
+    ) as rt:
         prompt = rt.text_prompt("The alphabet, letter by letter: A, B, C, D, E, F,")
         config = GenerationConfig(max_tokens=500, gamma=6)
         spec, _ = run_to_end(_engine(rt), prompt, config)
@@ -110,8 +110,6 @@ def test_context_limit_ends_reply_without_crash(demo_models: Any) -> None:
         too_long = rt.text_prompt("word " * (n_ctx + 10))
         with pytest.raises(ContextOverflowError, match=f"context holds {n_ctx}"):
             run_to_end(_engine(rt), too_long, config)
-    finally:
-        rt.close()
 
 
 def test_cache_reuse_across_turns_matches_a_fresh_cache(demo_models: Any, runtime: Runtime) -> None:

@@ -15,7 +15,7 @@ from app.engine import SpeculativeEngine
 from app.events import RoundEvent, TokenEvent
 from app.llama_model import LlamaModel
 from app.runtime import Runtime
-from tests.helpers.engine import run_to_end
+from tests.helpers.engine import loaded_runtime, run_to_end
 
 LONG_PASSAGE = (
     "The Vistula is the longest river in Poland, flowing 1,047 kilometres from the Beskids in "
@@ -54,10 +54,8 @@ MAX_TOKENS = 128
 
 @pytest.fixture(scope="module")
 def runtime(demo_models: Any) -> Iterator[Runtime]:
-    rt = Runtime()
-    rt.load_target(ModelConfig(str(demo_models.f32), n_ctx=2048))
-    yield rt
-    rt.close()
+    with loaded_runtime(ModelConfig(str(demo_models.f32), n_ctx=2048)) as rt:
+        yield rt
 
 
 @pytest.fixture(scope="module")

@@ -22,17 +22,15 @@ from app.engine import SpeculativeEngine
 from app.llama_model import LlamaModel
 from app.runtime import Runtime
 from models.prune import useless_draft
-from tests.helpers.engine import run_to_end
+from tests.helpers.engine import loaded_runtime, run_to_end
 
 MAX_TOKENS = 128
 
 
 @pytest.fixture(scope="module")
 def runtime(demo_models: Any) -> Iterator[Runtime]:
-    rt = Runtime()
-    rt.load_target(ModelConfig(str(demo_models.f32), n_ctx=1024))
-    yield rt
-    rt.close()
+    with loaded_runtime(ModelConfig(str(demo_models.f32), n_ctx=1024)) as rt:
+        yield rt
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,16 @@ SEED_ACCEPTED = (4, 2, 0, 3, 1, 4)
 
 
 def round_record(
-    index: int, drafted: int, accepted: int, *, step: float = PLAIN_STEP_S
+    index: int,
+    drafted: int,
+    accepted: int,
+    *,
+    step: float = PLAIN_STEP_S,
+    draft_s: float | None = None,
+    verify_s: float | None = None,
 ) -> RoundRecord:
+    """A round whose draft costs 0.1 plain steps a token and whose verify costs one step,
+    unless draft_s or verify_s say otherwise."""
     return RoundRecord(
         index=index,
         mode="draft" if drafted else "plain",
@@ -30,8 +38,8 @@ def round_record(
         drafted=drafted,
         accepted=accepted,
         emitted=accepted + 1,
-        draft_s=drafted * 0.1 * step,
-        verify_s=step,
+        draft_s=drafted * 0.1 * step if draft_s is None else draft_s,
+        verify_s=step if verify_s is None else verify_s,
         draft_steps=drafted,
     )
 

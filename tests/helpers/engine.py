@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
-from app.config import GenerationConfig
+from app.config import GenerationConfig, ModelConfig
 from app.control import GenerationControl
 from app.engine import SpeculativeEngine
 from app.events import Event, FinishEvent
 from app.result import GenerationResult
+from app.runtime import Runtime
+
+
+@contextmanager
+def loaded_runtime(target: ModelConfig, draft: ModelConfig | None = None) -> Iterator[Runtime]:
+    """A Runtime with the target (and the draft) loaded, closed however the block ends."""
+    runtime = Runtime()
+    try:
+        runtime.load_target(target)
+        if draft is not None:
+            runtime.load_draft(draft)
+        yield runtime
+    finally:
+        runtime.close()
 
 
 def run_to_end(

@@ -21,6 +21,7 @@ from tests.helpers.bench_data import (
     seed_rounds,
     useless_rounds,
 )
+from tests.helpers.engine import loaded_runtime
 from ui.insight_panel import InsightPanel
 
 
@@ -139,11 +140,11 @@ def test_insight_verify_line_grows_with_rows() -> None:
 
 @pytest.fixture(scope="module")
 def runtime(demo_models: Any) -> Iterator[Runtime]:
-    rt = Runtime()
-    rt.load_target(ModelConfig(str(demo_models.f32), n_ctx=512, n_threads=1))
-    rt.load_draft(ModelConfig(str(demo_models.q4_1), n_ctx=512, n_threads=1))
-    yield rt
-    rt.close()
+    with loaded_runtime(
+        ModelConfig(str(demo_models.f32), n_ctx=512, n_threads=1),
+        ModelConfig(str(demo_models.q4_1), n_ctx=512, n_threads=1),
+    ) as rt:
+        yield rt
 
 
 def test_real_reply_feeds_the_panel(panel: InsightPanel, runtime: Runtime) -> None:

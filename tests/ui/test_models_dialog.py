@@ -135,7 +135,7 @@ def test_target_shows_ranked_drafts_refusals_and_memory(
     dialog = make_dialog(extra_dirs=[library], n_ctx=2048, n_gpu_layers=0)
     _select(qtbot, dialog, demo_models.f32.name)
     details = _details(dialog)
-    assert details["quantization"] == "F32" and details["chat template"] == "present"
+    assert details["quantization"] == "F32" and details["chat template"] == "yes"
     assert details["vocabulary"].startswith("gpt2") and details["context length"] == "8192"
     assert "At 2048 tokens of context, GPU layers 0" in dialog.memory_label.text()
     assert "of RAM" in dialog.memory_label.text()
