@@ -699,6 +699,7 @@ class MainWindow(QMainWindow):
             drafter_label=_draft_label(draft),
             gamma_label="Auto" if config.adaptive else str(config.gamma),
             speculation_at_start=speculation,
+            exact=config.exact,
         )
         self._live.start(config.gamma if speculation and draft.kind != "none" else 0)
         self.metrics.clear()

@@ -9,7 +9,8 @@ Threads: scanning, inspecting, ranking, listing a repository, downloading and qu
 on the dialog's own QThreadPool. A job gets only plain values and hands back plain (frozen) data
 through a queued signal, so every widget is touched on the UI thread alone. Downloads are
 cancelled through `download_file`'s cancel hook; quantizing has no hook, so it always runs to the
-end (it takes seconds for a small draft).
+end (it takes seconds for a small draft). The job relay is `ui.background_jobs`; the work the
+jobs do, and the words the dialog shows, are in `ui.model_library`.
 
 The window owns the preferences: it passes the user's extra folders in (`extra_dirs`) and
 stores them again when `foldersChanged` fires; `modelsChanged` tells it to refresh its dropdowns.
@@ -19,16 +20,12 @@ stores them again when `foldersChanged` fires; `modelsChanged` tells it to refre
 
 from __future__ import annotations
 
-import itertools
-import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
 
-from PySide6.QtCore import QObject, Qt, QThreadPool, Signal, Slot
+from PySide6.QtCore import Qt, QThreadPool, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QColor, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -52,21 +49,35 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.errors import Cancelled, DraftIncompatibleError, InvalidSettingError, SpecChatError
+from app.errors import Cancelled, DraftIncompatibleError
 from app.paths import models_dir
 from models.catalog import CATALOG, CatalogModel, CatalogPair
 from models.cli import default_draft_path
-from models.compat import check_compatibility, rank_drafts
-from models.describe import detail_rows, format_params
+from models.describe import format_params
 from models.discovery import ModelEntry, discover_models
 from models.hub import DownloadProgress, RemoteFile, list_gguf_files, pull
-from models.inspect import GGUFInfo, inspect_gguf
-from models.memory import FitPlan, format_bytes, plan_fit
+from models.memory import format_bytes
 from models.quantize import FTYPES
+from ui.background_jobs import Jobs, Report, ThrottledProgress
+from ui.model_library import (
+    AMBER,
+    DASH,
+    GREEN,
+    RED,
+    Details,
+    Downloaded,
+    MadeDraft,
+    entry_status,
+    inside,
+    judge,
+    make_draft_file,
+    opt,
+    remote_label,
+    same_path,
+    sentence,
+)
 
-log = logging.getLogger(__name__)
-
-__all__ = ["DRAFT_TYPES", "ModelsDialog"]
+__all__ = ["DRAFT_TYPES", "RED", "ModelsDialog"]
 
 # Offered for "Make draft", smallest useful first after the usual choice. Float types are left
 # out: a draft in F16/F32 is never smaller than its target, so it cannot speed anything up.
@@ -74,12 +85,7 @@ DRAFT_TYPES: tuple[str, ...] = tuple(
     t for t in ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M", "Q2_K") if t in FTYPES
 )
 
-DASH = "—"
-RED = QColor("#c62828")
-GREEN = QColor("#2e7d32")
-AMBER = QColor("#b26a00")
 _PROGRESS_STEPS = 1000  # progress bar range: a QProgressBar holds an int, file sizes overflow it
-_PROGRESS_INTERVAL_S = 0.1  # at most ten progress updates a second reach the UI thread
 
 MODEL_COLUMNS = (
     "Name",
@@ -94,301 +100,6 @@ MODEL_COLUMNS = (
 )
 DRAFT_COLUMNS = ("Draft", "Quantization", "Size", "Verdict")
 CATALOG_COLUMNS = ("Pair", "Target", "Draft", "Note")
-
-
-# ---------------------------------------------------------------------------------------------
-# Words
-
-
-def _sentence(exc: BaseException) -> str:
-    """One readable sentence; anything not a SpecChatError is a bug and goes to the log too."""
-    if isinstance(exc, SpecChatError):
-        text = " ".join(str(exc).split())
-    else:
-        log.error("models dialog job failed", exc_info=exc)
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        text = f"something went wrong ({first}); the details are in the log"
-    if not text:
-        return text
-    text = text[0].upper() + text[1:]
-    return text if text.endswith((".", "!", "?")) else text + "."
-
-
-def _opt(value: object) -> str:
-    return DASH if value is None else str(value)
-
-
-def _layers_word(n_gpu_layers: int) -> str:
-    return "all" if n_gpu_layers < 0 else str(n_gpu_layers)
-
-
-def _status(entry: ModelEntry) -> tuple[str, QColor | None]:
-    info = entry.info
-    if info is None:
-        return entry.error or "unreadable", RED
-    if not info.is_model:
-        return f"not a language model ({info.kind} file)", AMBER
-    return ("ok" if info.has_chat_template else "ok, no chat template"), None
-
-
-def _same_path(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return a == b
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        return path.resolve().is_relative_to(folder.resolve())
-    except OSError:
-        return False
-
-
-# ---------------------------------------------------------------------------------------------
-# What background jobs hand back (frozen, no Qt)
-
-
-@dataclass(frozen=True, slots=True)
-class _DraftRow:
-    name: str
-    path: Path
-    quantization: str
-    size: str
-    verdict: str
-    kind: Literal["usable", "compatible", "refused"]
-
-
-@dataclass(frozen=True, slots=True)
-class _Details:
-    path: Path
-    rows: tuple[tuple[str, str], ...]
-    memory: str
-    warnings: tuple[str, ...]
-    drafts: tuple[_DraftRow, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _MadeDraft:
-    path: Path
-    target: Path
-    type_name: str
-    size_bytes: int
-    ratio: float
-    reason: str
-    compatible: bool
-
-
-@dataclass(frozen=True, slots=True)
-class _Downloaded:
-    paths: tuple[Path, ...]  # every file that landed, first part of a split model first
-    error: BaseException | None  # why the rest did not (Cancelled included)
-
-
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    # Always an object, never a bare None through a queued `object` argument: PySide 6 on
-    # Python 3.11 miscounts references to None sent that way.
-    value: Any
-    error: BaseException | None
-
-
-def _info_rows(entry: ModelEntry, info: GGUFInfo) -> list[tuple[str, str]]:
-    source = entry.source + (" (read-only)" if entry.read_only else "")
-    if entry.repo_id:
-        source += f", {entry.repo_id}"
-    path, *rest = detail_rows(info, missing=DASH)
-    return [path, ("source", source), *rest]
-
-
-def _memory_text(plan: FitPlan, n_ctx: int, n_gpu_layers: int) -> str:
-    t = plan.target
-    lines = [
-        f"At {n_ctx} tokens of context, GPU layers {_layers_word(n_gpu_layers)}: weights "
-        f"{format_bytes(t.weights_bytes)}, KV cache {format_bytes(t.kv_bytes)}, "
-        f"compute about {format_bytes(t.compute_bytes)}."
-    ]
-    mem = plan.memory
-    available = format_bytes(mem.ram_available_bytes)
-    ram = f"{format_bytes(plan.host_needed_bytes)} of RAM ({available} available)"
-    if plan.fits_gpu is None:
-        lines.append(f"No NVIDIA GPU found: it runs on the CPU and needs about {ram}.")
-    else:
-        lines.append(
-            f"Needs about {format_bytes(plan.gpu_needed_bytes)} of GPU memory "
-            f"({format_bytes(mem.vram_free_bytes)} free) and {ram}."
-        )
-    lines.append("It fits." if plan.fits else "It does not fit as set.")
-    return "\n".join(lines)
-
-
-def _judge(
-    entry: ModelEntry,
-    entries: Sequence[ModelEntry],
-    n_ctx: int,
-    n_gpu_layers: int,
-) -> _Details:
-    """Everything the details pane shows for one file (runs on a pool thread)."""
-    info = entry.info
-    if info is None:
-        broken = (("path", str(entry.path)), ("status", entry.error or "unreadable"))
-        return _Details(entry.path, broken, "", (), ())
-    rows = tuple(_info_rows(entry, info))
-    if not info.is_model:
-        note = f"Not a language model ({info.kind} file): it cannot be a target or a draft."
-        return _Details(entry.path, rows, note, (), ())
-    plan = plan_fit(info, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
-    drafts: list[_DraftRow] = []
-    infos = [e.info for e in entries if e.info is not None]
-    for verdict in rank_drafts(info, infos):
-        kind: Literal["usable", "compatible", "refused"] = (
-            "usable" if verdict.usable else "compatible" if verdict.compatible else "refused"
-        )
-        drafts.append(
-            _DraftRow(
-                verdict.path.name,
-                verdict.path,
-                verdict.info.quantization,
-                format_bytes(verdict.info.size_bytes),
-                verdict.note,
-                kind,
-            )
-        )
-    # Broken files cannot be judged by their vocabulary; they are refused with their own reason,
-    # so the user sees every file the draft dropdown will not offer.
-    for other in entries:
-        if other.info is None:
-            reason = f"unreadable: {other.error or 'unknown problem'}"
-            drafts.append(_DraftRow(other.path.name, other.path, DASH, DASH, reason, "refused"))
-    return _Details(
-        entry.path,
-        rows,
-        _memory_text(plan, n_ctx, n_gpu_layers),
-        plan.warnings,
-        tuple(drafts),
-    )
-
-
-def _make_draft(target: Path, out: Path, type_name: str) -> _MadeDraft:
-    """Quantize, then judge the result against its source the way `models make-draft` does."""
-    from models.quantize import quantize_gguf  # noqa: PLC0415 - loads llama.cpp, only when used
-
-    target_info = inspect_gguf(target)
-    if out.exists():
-        if _same_path(out, target):
-            raise InvalidSettingError(f"{out.name} is the target itself; choose another type")
-        raise InvalidSettingError(
-            f"{out.name} already exists in {out.parent}; it is in the list already"
-        )
-    quantize_gguf(target, out, type_name)
-    draft_info = inspect_gguf(out)
-    verdict = check_compatibility(target_info, draft_info)
-    ratio = draft_info.size_bytes / max(target_info.size_bytes, 1)
-    return _MadeDraft(
-        out, target, type_name, draft_info.size_bytes, ratio, verdict.reason, verdict.compatible
-    )
-
-
-def _remote_label(chosen: RemoteFile, files: Sequence[RemoteFile]) -> str:
-    shard = chosen.shard
-    if shard is None:
-        return f"{chosen.path} ({format_bytes(chosen.size)})"
-    prefix = chosen.path[: -len("-00001-of-00002.gguf")]
-    total = sum(f.size for f in files if f.shard and f.path.startswith(prefix))
-    return f"{chosen.path} ({format_bytes(total)} in {shard[1]} parts)"
-
-
-# ---------------------------------------------------------------------------------------------
-# Background jobs
-
-
-Report = Callable[[object], None]
-Work = Callable[[Report], object]
-
-
-class _Jobs(QObject):
-    """Runs `work(report)` on a pool thread; results and reports arrive on the UI thread."""
-
-    _finished = Signal(int, object)
-    _reported = Signal(int, object)
-
-    def __init__(self, pool: QThreadPool, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self._pool = pool
-        self._ids = itertools.count(1)
-        self._callbacks: dict[
-            int, tuple[Callable[[Any], None], Callable[[BaseException], None], Report | None]
-        ] = {}
-        # Queued: both signals are emitted on pool threads and their slots must run on ours.
-        self._finished.connect(self._on_finished, Qt.ConnectionType.QueuedConnection)
-        self._reported.connect(self._on_reported, Qt.ConnectionType.QueuedConnection)
-
-    @property
-    def running(self) -> int:
-        return len(self._callbacks)
-
-    def submit(
-        self,
-        work: Work,
-        on_done: Callable[[Any], None],
-        on_error: Callable[[BaseException], None],
-        on_report: Report | None = None,
-    ) -> int:
-        job_id = next(self._ids)
-        self._callbacks[job_id] = (on_done, on_error, on_report)
-        finished, reported = self._finished, self._reported
-
-        def report(value: object) -> None:
-            reported.emit(job_id, _Outcome(value, None))
-
-        def run() -> None:
-            try:
-                value = work(report)
-            except BaseException as exc:  # handed to the UI thread, which decides what to show
-                finished.emit(job_id, _Outcome(None, exc))
-                return
-            finished.emit(job_id, _Outcome(value, None))
-
-        self._pool.start(run)
-        return job_id
-
-    def forget(self) -> None:
-        """Drop every pending callback: late results of a closing dialog go nowhere."""
-        self._callbacks.clear()
-
-    @Slot(int, object)
-    def _on_finished(self, job_id: int, outcome: _Outcome) -> None:
-        callbacks = self._callbacks.pop(job_id, None)
-        if callbacks is None:
-            return
-        on_done, on_error, _ = callbacks
-        if outcome.error is None:
-            on_done(outcome.value)
-        else:
-            on_error(outcome.error)
-
-    @Slot(int, object)
-    def _on_reported(self, job_id: int, outcome: _Outcome) -> None:
-        callbacks = self._callbacks.get(job_id)
-        if callbacks is not None and callbacks[2] is not None:
-            callbacks[2](outcome.value)
-
-
-class _ThrottledProgress:
-    """Hub progress callback (pool thread): passes phase changes and the end, else 10 a second."""
-
-    def __init__(self, report: Report) -> None:
-        self._report = report
-        self._last = 0.0
-        self._last_key: tuple[str, str] | None = None
-
-    def __call__(self, event: DownloadProgress) -> None:
-        now = time.monotonic()
-        key = (event.filename, event.phase)
-        if key == self._last_key and now - self._last < _PROGRESS_INTERVAL_S:
-            return
-        self._last, self._last_key = now, key
-        self._report(event)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -471,7 +182,7 @@ class ModelsDialog(QDialog):
         # waits for running jobs, which may still emit through the relay.
         self._pool = QThreadPool(self)
         self._pool.setMaxThreadCount(4)
-        self._jobs = _Jobs(self._pool, self)
+        self._jobs = Jobs(self._pool, self)
 
         self.tabs = QTabWidget()
         self.tabs.addTab(self._build_local_tab(), "Local models")
@@ -728,7 +439,7 @@ class ModelsDialog(QDialog):
     def select_model(self, path: Path) -> bool:
         """Select the row of `path`; False when it is not listed (yet)."""
         for row, entry in enumerate(self._entries):
-            if _same_path(entry.path, path):
+            if same_path(entry.path, path):
                 self.models_table.selectRow(row)
                 return True
         return False
@@ -736,7 +447,7 @@ class ModelsDialog(QDialog):
     def add_folder(self, folder: Path) -> None:
         """Search `folder` too (remembered through foldersChanged) and rescan."""
         folder = Path(folder).expanduser()
-        if not any(_same_path(folder, d) for d in self._extra_dirs):
+        if not any(same_path(folder, d) for d in self._extra_dirs):
             self._extra_dirs.append(folder)
             self._show_folders()
             self.foldersChanged.emit(self.extra_dirs)
@@ -753,7 +464,7 @@ class ModelsDialog(QDialog):
             self.add_folder(path.parent)
 
     def remove_folder(self, folder: Path) -> None:
-        kept = [d for d in self._extra_dirs if not _same_path(d, Path(folder))]
+        kept = [d for d in self._extra_dirs if not same_path(d, Path(folder))]
         if len(kept) == len(self._extra_dirs):
             return
         self._extra_dirs = kept
@@ -774,7 +485,7 @@ class ModelsDialog(QDialog):
         out = folder / default_draft_path(target, type_name).name
 
         def work(_report: Report) -> object:
-            return _make_draft(target, out, type_name)
+            return make_draft_file(target, out, type_name)
 
         self._quantizing = True
         self.quantize_busy.setVisible(True)
@@ -820,7 +531,7 @@ class ModelsDialog(QDialog):
         wanted = list(requests)
 
         def work(report: Report) -> object:
-            progress = _ThrottledProgress(report)
+            progress = ThrottledProgress(report)
             paths: list[Path] = []
             try:
                 for repo_id, pattern in wanted:
@@ -830,8 +541,8 @@ class ModelsDialog(QDialog):
                     paths += pull(repo_id, pattern, progress=progress, cancel=cancel)
             except Exception as exc:
                 # A pair's target may have landed before its draft failed: it is still listed.
-                return _Downloaded(tuple(paths), exc)
-            return _Downloaded(tuple(paths), None)
+                return Downloaded(tuple(paths), exc)
+            return Downloaded(tuple(paths), None)
 
         self._jobs.submit(work, self._on_downloaded, self._on_download_failed, self._on_progress)
 
@@ -871,7 +582,7 @@ class ModelsDialog(QDialog):
 
     def _covered(self, path: Path) -> bool:
         """Does a scan already reach `path` (the app's folder or an extra folder)?"""
-        return any(_inside(path, root) for root in [models_dir(), *self._extra_dirs])
+        return any(inside(path, root) for root in [models_dir(), *self._extra_dirs])
 
     def _show_folders(self) -> None:
         self.folder_list.clear()
@@ -922,7 +633,7 @@ class ModelsDialog(QDialog):
         if scan_id != self._scan_id:
             return
         self.scan_label.setText("")
-        self._set_local_status(_sentence(exc), RED)
+        self._set_local_status(sentence(exc), RED)
         self._update_buttons()
 
     def _fill_models_table(self) -> None:
@@ -933,7 +644,7 @@ class ModelsDialog(QDialog):
         for row, entry in enumerate(self._entries):
             table.insertRow(row)
             info = entry.info
-            status, color = _status(entry)
+            status, color = entry_status(entry)
             name = _item(entry.display_name, tip=str(entry.path))
             name.setData(Qt.ItemDataRole.UserRole, row)
             source = entry.source + (" (read-only)" if entry.read_only else "")
@@ -946,7 +657,7 @@ class ModelsDialog(QDialog):
                     info.quantization,
                     format_params(info.parameter_count),
                     format_bytes(info.total_size_bytes),
-                    _opt(info.context_length),
+                    opt(info.context_length),
                     f"{info.vocab_type or DASH}/{info.vocab_size}",
                 ]
             table.setItem(row, 0, name)
@@ -978,7 +689,7 @@ class ModelsDialog(QDialog):
         self.memory_warning_label.clear()
 
         def work(_report: Report) -> object:
-            return _judge(entry, entries, n_ctx, n_gpu_layers)
+            return judge(entry, entries, n_ctx, n_gpu_layers)
 
         self._jobs.submit(
             work,
@@ -986,16 +697,16 @@ class ModelsDialog(QDialog):
             lambda exc: self._on_details_failed(details_id, exc),
         )
 
-    def _on_details(self, details_id: int, details: _Details) -> None:
+    def _on_details(self, details_id: int, details: Details) -> None:
         if details_id == self._details_id:
             self._show_details(details)
 
     def _on_details_failed(self, details_id: int, exc: BaseException) -> None:
         if details_id == self._details_id:
             self._show_details(None)
-            self.memory_label.setText(_sentence(exc))
+            self.memory_label.setText(sentence(exc))
 
-    def _show_details(self, details: _Details | None) -> None:
+    def _show_details(self, details: Details | None) -> None:
         self.details_table.setRowCount(0)
         self.drafts_table.setRowCount(0)
         self.memory_label.clear()
@@ -1039,7 +750,7 @@ class ModelsDialog(QDialog):
     def _on_make_draft_clicked(self) -> None:
         self.make_draft(self.draft_type_combo.currentText())
 
-    def _on_draft_made(self, made: _MadeDraft) -> None:
+    def _on_draft_made(self, made: MadeDraft) -> None:
         self._quantizing = False
         self.quantize_busy.setVisible(False)
         size = f"{format_bytes(made.size_bytes)}, {made.ratio:.0%} of the target"
@@ -1053,7 +764,7 @@ class ModelsDialog(QDialog):
         else:
             # The file is kept, as the CLI keeps it, but the user learns why it is refused.
             error = DraftIncompatibleError(made.path.name, made.target.name, made.reason)
-            self._set_local_status(_sentence(error), RED)
+            self._set_local_status(sentence(error), RED)
         if not self._covered(made.path):
             self._extra_dirs.append(made.path.parent)
             self._show_folders()
@@ -1067,7 +778,7 @@ class ModelsDialog(QDialog):
     def _on_draft_failed(self, exc: BaseException) -> None:
         self._quantizing = False
         self.quantize_busy.setVisible(False)
-        self._set_local_status(_sentence(exc), RED)
+        self._set_local_status(sentence(exc), RED)
         self._update_buttons()
 
     # -- downloads -----------------------------------------------------------------------------
@@ -1104,7 +815,7 @@ class ModelsDialog(QDialog):
         for f in files:
             if f.shard is not None and f.shard[0] != 1:
                 continue  # a split model is one choice, offered by its first part
-            item = QListWidgetItem(_remote_label(f, files))
+            item = QListWidgetItem(remote_label(f, files))
             item.setData(Qt.ItemDataRole.UserRole, f.path)
             self.remote_list.addItem(item)
         count = self.remote_list.count()
@@ -1120,7 +831,7 @@ class ModelsDialog(QDialog):
             return
         self._listing = False
         self.progress_label.clear()
-        self.download_error_label.setText(_sentence(exc))
+        self.download_error_label.setText(sentence(exc))
         self._update_buttons()
 
     @Slot()
@@ -1167,7 +878,7 @@ class ModelsDialog(QDialog):
             self.progress_bar.setRange(0, _PROGRESS_STEPS)
         self._update_buttons()
 
-    def _on_downloaded(self, outcome: _Downloaded) -> None:
+    def _on_downloaded(self, outcome: Downloaded) -> None:
         paths = list(outcome.paths)
         if outcome.error is None:
             self._end_download()
@@ -1194,7 +905,7 @@ class ModelsDialog(QDialog):
             self.progress_label.setText("Download cancelled; starting it again resumes it.")
             return
         self.progress_label.clear()
-        self.download_error_label.setText(_sentence(exc))
+        self.download_error_label.setText(sentence(exc))
 
     # -- buttons ---------------------------------------------------------------------------------
 

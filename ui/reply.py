@@ -20,6 +20,7 @@ class ReplyInProgress:
     drafter_label: str | None
     gamma_label: str  # "5" or "Auto"
     speculation_at_start: bool
+    exact: bool = False  # every target pass checked two or more rows (GenerationConfig.exact)
     toggles: list[bool] = field(default_factory=list)
 
     def on_toggle(self, on: bool) -> None:
@@ -54,6 +55,7 @@ class ReplyInProgress:
             gamma_label=self.gamma_label,
             switched=self.switched and self.drafter_kind != "none",
             finish_reason=result.finish_reason,
+            exact=self.exact,
         )
         if mode == "plain":
             # Nothing was drafted on purpose: say "—" rather than a rate over zero drafts.

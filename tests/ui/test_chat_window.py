@@ -353,6 +353,7 @@ def test_gamma_auto_system_prompt_and_sampling_reach_the_engine(
     (request,) = requests
     assert request.config.adaptive is True
     assert request.config.exact is True
+    assert stats["exact"] is True and " · exact" in stats["summary"]
     assert request.config.sampling.seed == 7 and request.config.sampling.top_k == 40
     assert request.messages[0] == {"role": "system", "content": "You are terse."}
     assert request.messages[-1] == {"role": "user", "content": "Name a fruit."}

@@ -69,3 +69,4 @@ def test_stats_line_names_the_mode_and_its_figures() -> None:
     stopped = stats_line(base_stats(finish_reason="cancelled", switched=True))
     assert stopped.endswith("speculation switched mid-reply · stopped")
     assert stats_line(base_stats(finish_reason="context")).endswith("48 tokens · context full")
+    assert stats_line(base_stats(exact=True)).endswith("48 tokens · exact")

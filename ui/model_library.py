@@ -1,0 +1,227 @@
+"""The local-library side of the Models dialog, without widgets: words, verdicts, drafts.
+
+What the dialog shows about the GGUF files on disk is worked out here: a failure as one readable
+sentence, a file's status and header rows, the memory plan in words, the vocabulary verdicts of
+every possible draft (`judge`), quantizing a new draft and judging it (`make_draft_file`), and a Hub
+file's label. The functions that read files or quantize run on the dialog's pool threads, so
+they take plain values and hand back the frozen dataclasses below; nothing here touches a widget.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from PySide6.QtGui import QColor
+
+from app.errors import InvalidSettingError, SpecChatError
+from models.compat import check_compatibility, rank_drafts
+from models.describe import detail_rows
+from models.discovery import ModelEntry
+from models.hub import RemoteFile
+from models.inspect import GGUFInfo, inspect_gguf
+from models.memory import FitPlan, format_bytes, plan_fit
+
+log = logging.getLogger(__name__)
+
+DASH = "—"
+RED = QColor("#c62828")
+GREEN = QColor("#2e7d32")
+AMBER = QColor("#b26a00")
+
+
+# ---------------------------------------------------------------------------------------------
+# Words
+
+
+def sentence(exc: BaseException) -> str:
+    """One readable sentence; anything not a SpecChatError is a bug and goes to the log too."""
+    if isinstance(exc, SpecChatError):
+        text = " ".join(str(exc).split())
+    else:
+        log.error("models dialog job failed", exc_info=exc)
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        text = f"something went wrong ({first}); the details are in the log"
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def opt(value: object) -> str:
+    return DASH if value is None else str(value)
+
+
+def _layers_word(n_gpu_layers: int) -> str:
+    return "all" if n_gpu_layers < 0 else str(n_gpu_layers)
+
+
+def entry_status(entry: ModelEntry) -> tuple[str, QColor | None]:
+    info = entry.info
+    if info is None:
+        return entry.error or "unreadable", RED
+    if not info.is_model:
+        return f"not a language model ({info.kind} file)", AMBER
+    return ("ok" if info.has_chat_template else "ok, no chat template"), None
+
+
+def same_path(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return a == b
+
+
+def inside(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# What background jobs hand back (frozen, no Qt)
+
+
+@dataclass(frozen=True, slots=True)
+class _DraftRow:
+    name: str
+    path: Path
+    quantization: str
+    size: str
+    verdict: str
+    kind: Literal["usable", "compatible", "refused"]
+
+
+@dataclass(frozen=True, slots=True)
+class Details:
+    path: Path
+    rows: tuple[tuple[str, str], ...]
+    memory: str
+    warnings: tuple[str, ...]
+    drafts: tuple[_DraftRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MadeDraft:
+    path: Path
+    target: Path
+    type_name: str
+    size_bytes: int
+    ratio: float
+    reason: str
+    compatible: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Downloaded:
+    paths: tuple[Path, ...]  # every file that landed, first part of a split model first
+    error: BaseException | None  # why the rest did not (Cancelled included)
+
+
+def _info_rows(entry: ModelEntry, info: GGUFInfo) -> list[tuple[str, str]]:
+    source = entry.source + (" (read-only)" if entry.read_only else "")
+    if entry.repo_id:
+        source += f", {entry.repo_id}"
+    path, *rest = detail_rows(info, missing=DASH)
+    return [path, ("source", source), *rest]
+
+
+def _memory_text(plan: FitPlan, n_ctx: int, n_gpu_layers: int) -> str:
+    t = plan.target
+    lines = [
+        f"At {n_ctx} tokens of context, GPU layers {_layers_word(n_gpu_layers)}: weights "
+        f"{format_bytes(t.weights_bytes)}, KV cache {format_bytes(t.kv_bytes)}, "
+        f"compute about {format_bytes(t.compute_bytes)}."
+    ]
+    mem = plan.memory
+    available = format_bytes(mem.ram_available_bytes)
+    ram = f"{format_bytes(plan.host_needed_bytes)} of RAM ({available} available)"
+    if plan.fits_gpu is None:
+        lines.append(f"No NVIDIA GPU found: it runs on the CPU and needs about {ram}.")
+    else:
+        lines.append(
+            f"Needs about {format_bytes(plan.gpu_needed_bytes)} of GPU memory "
+            f"({format_bytes(mem.vram_free_bytes)} free) and {ram}."
+        )
+    lines.append("It fits." if plan.fits else "It does not fit as set.")
+    return "\n".join(lines)
+
+
+def judge(
+    entry: ModelEntry,
+    entries: Sequence[ModelEntry],
+    n_ctx: int,
+    n_gpu_layers: int,
+) -> Details:
+    """Everything the details pane shows for one file (runs on a pool thread)."""
+    info = entry.info
+    if info is None:
+        broken = (("path", str(entry.path)), ("status", entry.error or "unreadable"))
+        return Details(entry.path, broken, "", (), ())
+    rows = tuple(_info_rows(entry, info))
+    if not info.is_model:
+        note = f"Not a language model ({info.kind} file): it cannot be a target or a draft."
+        return Details(entry.path, rows, note, (), ())
+    plan = plan_fit(info, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
+    drafts: list[_DraftRow] = []
+    infos = [e.info for e in entries if e.info is not None]
+    for verdict in rank_drafts(info, infos):
+        kind: Literal["usable", "compatible", "refused"] = (
+            "usable" if verdict.usable else "compatible" if verdict.compatible else "refused"
+        )
+        drafts.append(
+            _DraftRow(
+                verdict.path.name,
+                verdict.path,
+                verdict.info.quantization,
+                format_bytes(verdict.info.size_bytes),
+                verdict.note,
+                kind,
+            )
+        )
+    # Broken files cannot be judged by their vocabulary; they are refused with their own reason,
+    # so the user sees every file the draft dropdown will not offer.
+    for other in entries:
+        if other.info is None:
+            reason = f"unreadable: {other.error or 'unknown problem'}"
+            drafts.append(_DraftRow(other.path.name, other.path, DASH, DASH, reason, "refused"))
+    return Details(
+        entry.path,
+        rows,
+        _memory_text(plan, n_ctx, n_gpu_layers),
+        plan.warnings,
+        tuple(drafts),
+    )
+
+
+def make_draft_file(target: Path, out: Path, type_name: str) -> MadeDraft:
+    """Quantize, then judge the result against its source the way `models make-draft` does."""
+    from models.quantize import quantize_gguf  # noqa: PLC0415 - loads llama.cpp, only when used
+
+    target_info = inspect_gguf(target)
+    if out.exists():
+        if same_path(out, target):
+            raise InvalidSettingError(f"{out.name} is the target itself; choose another type")
+        raise InvalidSettingError(
+            f"{out.name} already exists in {out.parent}; it is in the list already"
+        )
+    quantize_gguf(target, out, type_name)
+    draft_info = inspect_gguf(out)
+    verdict = check_compatibility(target_info, draft_info)
+    ratio = draft_info.size_bytes / max(target_info.size_bytes, 1)
+    return MadeDraft(
+        out, target, type_name, draft_info.size_bytes, ratio, verdict.reason, verdict.compatible
+    )
+
+
+def remote_label(chosen: RemoteFile, files: Sequence[RemoteFile]) -> str:
+    shard = chosen.shard
+    if shard is None:
+        return f"{chosen.path} ({format_bytes(chosen.size)})"
+    prefix = chosen.path[: -len("-00001-of-00002.gguf")]
+    total = sum(f.size for f in files if f.shard and f.path.startswith(prefix))
+    return f"{chosen.path} ({format_bytes(total)} in {shard[1]} parts)"
