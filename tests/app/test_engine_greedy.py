@@ -3,7 +3,6 @@ demo models, for every draft and for prompt lookup."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from app.engine import SpeculativeEngine
 from app.events import RoundEvent, TokenEvent
 from app.llama_model import LlamaModel
 from app.runtime import Runtime
-from tests.helpers.engine import loaded_runtime, run_to_end
+from tests.helpers.engine import run_to_end
 
 LONG_PASSAGE = (
     "The Vistula is the longest river in Poland, flowing 1,047 kilometres from the Beskids in "
@@ -53,25 +52,19 @@ MAX_TOKENS = 128
 
 
 @pytest.fixture(scope="module")
-def runtime(demo_models: Any) -> Iterator[Runtime]:
-    with loaded_runtime(ModelConfig(str(demo_models.f32), n_ctx=2048)) as rt:
-        yield rt
-
-
-@pytest.fixture(scope="module")
-def prompt_ids(runtime: Runtime) -> dict[str, list[int]]:
+def prompt_ids(f32_runtime: Runtime) -> dict[str, list[int]]:
     return {
-        name: runtime.chat_prompt(p) if isinstance(p, list) else runtime.text_prompt(p)
+        name: f32_runtime.chat_prompt(p) if isinstance(p, list) else f32_runtime.text_prompt(p)
         for name, p in PROMPTS.items()
     }
 
 
 @pytest.fixture(scope="module")
-def plain_outputs(runtime: Runtime, prompt_ids: dict[str, list[int]]) -> dict[str, list[int]]:
-    assert runtime.engine is not None
+def plain_outputs(f32_runtime: Runtime, prompt_ids: dict[str, list[int]]) -> dict[str, list[int]]:
+    assert f32_runtime.engine is not None
     config = GenerationConfig(max_tokens=MAX_TOKENS)
     return {
-        name: run_to_end(runtime.engine, ids, config, speculative=False)[0].token_ids
+        name: run_to_end(f32_runtime.engine, ids, config, speculative=False)[0].token_ids
         for name, ids in prompt_ids.items()
     }
 
@@ -92,11 +85,11 @@ def test_prompt_set_covers_the_required_kinds(prompt_ids: dict[str, list[int]]) 
 def test_model_drafts_are_token_identical_to_plain(
     draft_name: str,
     demo_models: Any,
-    runtime: Runtime,
+    f32_runtime: Runtime,
     prompt_ids: dict[str, list[int]],
     plain_outputs: dict[str, list[int]],
 ) -> None:
-    engine, model = _draft_engine(runtime, str(getattr(demo_models, draft_name)))
+    engine, model = _draft_engine(f32_runtime, str(getattr(demo_models, draft_name)))
     try:
         config = GenerationConfig(max_tokens=MAX_TOKENS, gamma=5)
         mismatches = {}
@@ -113,10 +106,10 @@ def test_model_drafts_are_token_identical_to_plain(
 
 
 def test_prompt_lookup_is_token_identical_to_plain(
-    runtime: Runtime, prompt_ids: dict[str, list[int]], plain_outputs: dict[str, list[int]]
+    f32_runtime: Runtime, prompt_ids: dict[str, list[int]], plain_outputs: dict[str, list[int]]
 ) -> None:
-    assert runtime.target is not None
-    engine = SpeculativeEngine(runtime.target, PromptLookupDrafter())
+    assert f32_runtime.target is not None
+    engine = SpeculativeEngine(f32_runtime.target, PromptLookupDrafter())
     config = GenerationConfig(max_tokens=MAX_TOKENS, gamma=5)
     accepted = 0
     for name, ids in prompt_ids.items():
@@ -128,9 +121,9 @@ def test_prompt_lookup_is_token_identical_to_plain(
 
 
 def test_identical_draft_is_accepted_almost_always(
-    demo_models: Any, runtime: Runtime, prompt_ids: dict[str, list[int]]
+    demo_models: Any, f32_runtime: Runtime, prompt_ids: dict[str, list[int]]
 ) -> None:
-    engine, model = _draft_engine(runtime, str(demo_models.f32))
+    engine, model = _draft_engine(f32_runtime, str(demo_models.f32))
     try:
         config = GenerationConfig(max_tokens=MAX_TOKENS, gamma=5)
         drafted = accepted = 0
@@ -145,9 +138,9 @@ def test_identical_draft_is_accepted_almost_always(
 
 
 def test_round_accounting_agrees(
-    demo_models: Any, runtime: Runtime, prompt_ids: dict[str, list[int]]
+    demo_models: Any, f32_runtime: Runtime, prompt_ids: dict[str, list[int]]
 ) -> None:
-    engine, model = _draft_engine(runtime, str(demo_models.q4_0))
+    engine, model = _draft_engine(f32_runtime, str(demo_models.q4_0))
     try:
         result, events = run_to_end(
             engine, prompt_ids["chat-advice"], GenerationConfig(max_tokens=MAX_TOKENS, gamma=4)

@@ -1,9 +1,11 @@
 """Exact mode: every target pass computes at least two rows, so plain decoding and every
 speculative configuration do the same arithmetic and greedy replies cannot depend on γ.
 
-Without it, llama.cpp's CPU backend rounds a one-row pass differently from a batch, and the
-chat prompt "trip" with the useless draft under γ auto (mostly plain steps, a few batched probes)
-ends in a different reply from plain decoding at a near-tie (docs/design.md, "Exact mode").
+Without it, llama.cpp's CPU backend rounds a one-row pass differently from a batch (logits up to
+0.02 apart), so at a near-tie a reply can leave plain decoding's path depending on which of its
+rounds ran batched: the benchmark saw the chat prompt "trip" with the useless draft under γ auto
+differ from plain in 3 of 9 runs (docs/design.md, "Exact mode"). Which runs differ depends on
+γ auto's timing, so the guarantee is tested at its root: no one-row pass, bit-equal logits.
 """
 
 from __future__ import annotations
@@ -22,29 +24,24 @@ from app.engine import SpeculativeEngine
 from app.llama_model import LlamaModel
 from app.runtime import Runtime
 from models.prune import useless_draft
-from tests.helpers.engine import loaded_runtime, run_to_end
+from tests.helpers.engine import run_to_end
 
 MAX_TOKENS = 128
+N_CTX = 2048
 
 
 @pytest.fixture(scope="module")
-def runtime(demo_models: Any) -> Iterator[Runtime]:
-    with loaded_runtime(ModelConfig(str(demo_models.f32), n_ctx=1024)) as rt:
-        yield rt
-
-
-@pytest.fixture(scope="module")
-def target(runtime: Runtime) -> LlamaModel:
-    assert runtime.target is not None
-    return runtime.target
+def target(f32_runtime: Runtime) -> LlamaModel:
+    assert f32_runtime.target is not None
+    return f32_runtime.target
 
 
 @pytest.fixture(scope="module")
 def drafts(demo_models: Any) -> Iterator[dict[str, LlamaModel]]:
     pruned = useless_draft(demo_models.q4_1, Path(demo_models.f32).parent)
     models = {
-        "q4_1": LlamaModel(ModelConfig(str(demo_models.q4_1), n_ctx=1024)),
-        "pruned": LlamaModel(ModelConfig(str(pruned), n_ctx=1024)),
+        "q4_1": LlamaModel(ModelConfig(str(demo_models.q4_1), n_ctx=N_CTX)),
+        "pruned": LlamaModel(ModelConfig(str(pruned), n_ctx=N_CTX)),
     }
     yield models
     for model in models.values():
@@ -117,10 +114,10 @@ def test_exact_logits_do_not_depend_on_how_many_rows_a_pass_checks(
 
 
 def test_exact_greedy_replies_are_identical_in_every_configuration(
-    runtime: Runtime, target: LlamaModel, drafts: dict[str, LlamaModel]
+    f32_runtime: Runtime, target: LlamaModel, drafts: dict[str, LlamaModel]
 ) -> None:
     trip = next(p for p in load_prompts("builtin:chat") if p.name == "trip")
-    prompt = runtime.chat_prompt([{"role": "user", "content": trip.text}])
+    prompt = f32_runtime.chat_prompt([{"role": "user", "content": trip.text}])
     # A default-mode reply first, so the exact runs also show the cache is rebuilt on the flip.
     run_to_end(SpeculativeEngine(target), prompt, GenerationConfig(max_tokens=8))
     exact = GenerationConfig(max_tokens=MAX_TOKENS, exact=True)

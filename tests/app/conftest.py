@@ -1,0 +1,19 @@
+"""Fixtures shared by the engine tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from app.config import ModelConfig
+from app.runtime import Runtime
+from tests.helpers.engine import loaded_runtime
+
+
+@pytest.fixture(scope="module")
+def f32_runtime(demo_models: Any) -> Iterator[Runtime]:
+    """The demo F32 target alone, loaded once per test module."""
+    with loaded_runtime(ModelConfig(str(demo_models.f32), n_ctx=2048)) as rt:
+        yield rt
