@@ -315,11 +315,13 @@ class LlamaModel:
             # Re-decode a cached token rather than run a one-row pass (see uniform_batches).
             keep = max(0, n_hist - _MIN_UNIFORM_ROWS)
         self.truncate(keep)
+        keep = min(keep, len(self.tokens))  # a cache that cannot drop a suffix starts over
         pending = history[keep:]
         if not pending:
             return np.empty((0, self.n_vocab), dtype=np.float32)
         start = 0
-        for size in self._chunk_sizes(len(pending)):
+        last_at_least = max(n_rows, _MIN_UNIFORM_ROWS if self.uniform_batches else 1)
+        for size in self._chunk_sizes(len(pending), last_at_least):
             chunk = pending[start : start + size]
             last_chunk = start + size == len(pending)
             self._decode(chunk, keep + start, min(n_rows, size) if last_chunk else 0)
@@ -331,13 +333,18 @@ class LlamaModel:
         rows = np.ctypeslib.as_array(ptr, shape=(n_rows * self.n_vocab,))
         return rows.reshape(n_rows, self.n_vocab)[n_rows - n_logits :].copy()
 
-    def _chunk_sizes(self, n_pending: int) -> list[int]:
+    def _chunk_sizes(self, n_pending: int, last_at_least: int) -> list[int]:
+        """Batch sizes for n_pending tokens; the last batch holds at least last_at_least.
+
+        Logits come only from the last batch, so it must hold every row asked for; in uniform
+        mode it must also never be a single token.
+        """
         sizes: list[int] = []
         rest = n_pending
         while rest > 0:
             size = min(self.n_batch, rest)
-            if self.uniform_batches and rest - size == 1:
-                size -= 1  # leave two tokens for the last chunk, never one
+            if 0 < rest - size < last_at_least:
+                size -= last_at_least - (rest - size)
             sizes.append(size)
             rest -= size
         return sizes

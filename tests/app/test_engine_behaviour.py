@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 from app.config import GenerationConfig, ModelConfig, SamplingConfig
@@ -172,3 +173,19 @@ def test_impossible_generation_settings_are_refused(
 ) -> None:
     with pytest.raises(InvalidSettingError, match=message):
         next(iter(_engine(runtime).generate([1, 2, 3], config)))
+
+
+def test_rows_asked_for_across_a_batch_boundary_all_come_back(runtime: Runtime) -> None:
+    target = runtime.target
+    assert target is not None
+    # 515 tokens with the last 6 rows wanted: batches of 512 + 3 would leave 3 of them in the
+    # first batch, whose logits llama.cpp does not keep.
+    history = [target.bos_id, *range(1000, 1000 + target.n_batch + 2)]
+    target.reset()
+    straddling = target.feed(history, 6)
+    target.reset()
+    target.feed(history[:-6], 0)
+    in_one_pass = target.feed(history, 6)
+    target.reset()
+    assert straddling.shape == (6, target.n_vocab)
+    assert np.array_equal(straddling, in_one_pass)
