@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.events import RoundRecord
+from tests.helpers.bench_data import round_record
 from ui.live_metrics import ACCEPTANCE_WINDOW_ROUNDS, LiveReply
 
 
@@ -17,17 +18,7 @@ class FakeClock:
 
 
 def record(index: int, drafted: int, accepted: int) -> RoundRecord:
-    return RoundRecord(
-        index=index,
-        mode="draft" if drafted else "plain",
-        gamma=drafted,
-        drafted=drafted,
-        accepted=accepted,
-        emitted=accepted + 1,
-        draft_s=0.01 * drafted,
-        verify_s=0.02,
-        draft_steps=drafted,
-    )
+    return round_record(index, drafted, accepted, draft_s=0.01 * drafted, verify_s=0.02)
 
 
 def test_nothing_streamed_reads_as_undefined() -> None:
