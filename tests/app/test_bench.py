@@ -39,7 +39,7 @@ from app.errors import InvalidSettingError
 from app.events import RoundRecord
 from app.insight import conditional_acceptance
 from models.prune import useless_draft
-from tests.helpers.bench_data import round_record
+from tests.helpers.bench_data import round_record, run_record
 
 # One llama.cpp thread per model: the suite shares two cores with other work, and llama.cpp's
 # spinning thread pool slows down many times over when it has more threads than free cores.
@@ -130,19 +130,8 @@ def _round(index: int, drafted: int, accepted: int, draft_s: float, verify_s: fl
 
 
 def _run(config: int, rounds: list[RoundRecord], tokens: tuple[int, ...], **kw: Any) -> RunRecord:
-    return RunRecord(
-        sequence=kw.get("sequence", 0),
-        config=config,
-        prompt=kw.get("prompt", 0),
-        repeat=kw.get("repeat", 0),
-        prompt_class=kw.get("prompt_class", "chat"),
-        prompt_tokens=10,
-        token_ids=tokens,
-        finish_reason="length",
-        generation_s=sum(r.draft_s + r.verify_s for r in rounds),
-        ttft_s=0.05,
-        rounds=tuple(rounds),
-    )
+    fields = {"prompt_class": "chat", "prompt_tokens": 10, "ttft_s": 0.05, **kw}
+    return run_record(config, rounds, tokens, **fields)
 
 
 def _seed_table_runs() -> tuple[RunRecord, RunRecord]:

@@ -77,19 +77,30 @@ def result_from_rounds(rounds: list[RoundRecord]) -> GenerationResult:
     )
 
 
-def _run(config: int, rounds: list[RoundRecord], sequence: int) -> RunRecord:
-    tokens = tuple(range(sum(r.emitted for r in rounds)))
+def run_record(
+    config: int,
+    rounds: list[RoundRecord],
+    tokens: tuple[int, ...] | None = None,
+    *,
+    sequence: int = 0,
+    prompt: int = 0,
+    repeat: int = 0,
+    prompt_class: str = "prompt",
+    prompt_tokens: int = 5,
+    ttft_s: float = 0.02,
+) -> RunRecord:
+    """A timed run made of these rounds; its tokens default to one id per emitted token."""
     return RunRecord(
         sequence=sequence,
         config=config,
-        prompt=0,
-        repeat=0,
-        prompt_class="prompt",
-        prompt_tokens=5,
-        token_ids=tokens,
+        prompt=prompt,
+        repeat=repeat,
+        prompt_class=prompt_class,
+        prompt_tokens=prompt_tokens,
+        token_ids=tuple(range(sum(r.emitted for r in rounds))) if tokens is None else tokens,
         finish_reason="length",
         generation_s=sum(r.draft_s + r.verify_s for r in rounds),
-        ttft_s=0.02,
+        ttft_s=ttft_s,
         rounds=tuple(rounds),
     )
 
@@ -104,7 +115,7 @@ def seed_report() -> BenchReport:
         configs=configs,
         prompts=[BenchPrompt("prompt", "prompt", "hello")],
         prompt_tokens=[5],
-        runs=[_run(0, plain_rounds, 0), _run(1, seed_rounds(), 1)],
+        runs=[run_record(0, plain_rounds, sequence=0), run_record(1, seed_rounds(), sequence=1)],
         base=GenerationConfig(max_tokens=20),
         repeats=1,
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import QEventLoop, QObject, QSettings, QTimer, Signal, SignalInstance
+from PySide6.QtCore import QEventLoop, QObject, QSettings, Qt, QTimer, Signal, SignalInstance
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -156,6 +156,14 @@ class StallProbe(QObject):
 
 
 REPLY_TIMEOUT_MS = 90_000
+
+
+def send(qtbot: QtBot, window: MainWindow, text: str) -> dict[str, Any]:
+    """Type a message, click Send, wait for the reply; return the reply's stats."""
+    window.prompt.setPlainText(text)
+    with qtbot.waitSignal(window.replyFinished, timeout=REPLY_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+    return dict(blocker.args[0])
 
 
 @pytest.fixture

@@ -18,17 +18,10 @@ from ui.model_controls import NGRAM_LABEL
 from ui.settings import DRAFT_NGRAM
 from ui.worker import GenerateRequest
 
-from .conftest import REPLY_TIMEOUT_MS, StallProbe
+from .conftest import REPLY_TIMEOUT_MS, StallProbe, send
 
 NUMBER = re.compile(r"\d")
 LONG_PROMPT = "Write a long story about a dragon who learns to cook."
-
-
-def send(qtbot: QtBot, window: MainWindow, text: str) -> dict[str, Any]:
-    window.prompt.setPlainText(text)
-    with qtbot.waitSignal(window.replyFinished, timeout=REPLY_TIMEOUT_MS) as blocker:
-        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
-    return dict(blocker.args[0])
 
 
 def select_draft(qtbot: QtBot, window: MainWindow, value: str) -> None:

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QSettings
 from pytestqt.qtbot import QtBot
 
 from app.store import ConversationStore
 from models.demo import demo_file_name
-from ui.main_window import MainWindow, UiState
+from ui.main_window import UiState
 
 from .conftest import (
     TEST_THREADS,
@@ -27,19 +27,13 @@ from .conftest import (
     close_window,
     demo_preferences,
     open_window,
+    send,
     start_and_wait,
     write_preferences,
 )
 
 TIMEOUT_MS = 90_000
 STORY = "Write a long story about a dragon who learns to cook."
-
-
-def send(qtbot: QtBot, window: MainWindow, text: str) -> dict[str, Any]:
-    window.prompt.setPlainText(text)
-    with qtbot.waitSignal(window.replyFinished, timeout=TIMEOUT_MS) as blocker:
-        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
-    return dict(blocker.args[0])
 
 
 def test_with_nothing_configured_the_demo_pair_is_ready_within_seconds(

@@ -15,7 +15,7 @@ from pytestqt.qtbot import QtBot
 from ui.compare_dialog import CompareDialog
 from ui.main_window import MainWindow, UiState
 
-from .conftest import REPLY_TIMEOUT_MS
+from .conftest import send
 
 SCAN_TIMEOUT_MS = 60_000
 COMPARE_TIMEOUT_MS = 180_000
@@ -25,13 +25,6 @@ def button(window: MainWindow, name: str) -> QPushButton:
     found = window.findChild(QPushButton, name)
     assert found is not None, name
     return found
-
-
-def send(qtbot: QtBot, window: MainWindow, text: str) -> dict[str, Any]:
-    window.prompt.setPlainText(text)
-    with qtbot.waitSignal(window.replyFinished, timeout=REPLY_TIMEOUT_MS) as blocker:
-        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
-    return dict(blocker.args[0])
 
 
 def test_models_button_lists_the_demo_models(
