@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from models.inspect import GGUFInfo
+from app.errors import DraftIncompatibleError
+from models.inspect import GGUFInfo, inspect_gguf
 
 __all__ = [
     "SPEC_VOCAB_CHECK_START_TOKEN_ID",
@@ -27,6 +28,7 @@ __all__ = [
     "Compatibility",
     "DraftVerdict",
     "check_compatibility",
+    "check_draft_file",
     "rank_drafts",
 ]
 
@@ -165,3 +167,13 @@ def rank_drafts(target: GGUFInfo, candidates: Iterable[GGUFInfo]) -> list[DraftV
         return (group, v.size_ratio if group < 2 else 0.0, str(v.path))
 
     return sorted(verdicts, key=order)
+
+
+def check_draft_file(draft: Path, target: Path) -> None:
+    """Raise DraftIncompatibleError unless llama.cpp's vocabulary rules accept the pair.
+
+    Reads only the two GGUF headers, so a wrong draft is refused before its weights load.
+    """
+    verdict = check_compatibility(inspect_gguf(target), inspect_gguf(draft))
+    if not verdict.compatible:
+        raise DraftIncompatibleError(draft.name, target.name, verdict.reason)

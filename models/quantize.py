@@ -48,7 +48,7 @@ def quantize_gguf(src: Path, dst: Path, type_name: str, *, threads: int | None =
         raise ModelLoadError(str(src), "no such file")
     import llama_cpp  # noqa: PLC0415 - heavy native import, only when quantizing
 
-    from app.llama_model import ensure_backend  # noqa: PLC0415
+    from app.llama.model import ensure_backend  # noqa: PLC0415
 
     ensure_backend()  # routes llama.cpp's per-tensor chatter into logging
 

@@ -14,10 +14,10 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app.paths import database_path, models_dir
 from app.store import ConversationStore, StoreError
-from ui.main_window import MainWindow
 from ui.messages import describe
 from ui.settings import Settings
-from ui.worker import EngineHost
+from ui.window.main_window import MainWindow
+from ui.workers.engine import EngineHost
 
 APP_NAME = "SpecChat"
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.config import ModelConfig
-from app.runtime import Runtime
+from app.engine.config import ModelConfig
+from app.engine.runtime import Runtime
 from tests.helpers.engine import loaded_runtime
 
 

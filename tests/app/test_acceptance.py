@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.acceptance import (
+from app.engine.acceptance import (
     accept_or_correct,
     acceptance_probability,
     natural_acceptance,

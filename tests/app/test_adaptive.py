@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.adaptive import GammaController
-from app.cost_model import best_gamma, expected_tokens_by_position
-from app.events import RoundRecord
+from app.engine.adaptive import GammaController
+from app.engine.events import RoundRecord
+from app.metrics.cost_model import best_gamma, expected_tokens_by_position
 
 PLAIN_S = 0.02
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from app.bench import (
+from app.bench.prompts import BUILTIN_CLASSES, BenchPrompt, builtin_prompts, load_prompts
+from app.bench.run import (
     AUTO,
     BenchConfig,
     BenchReport,
@@ -31,13 +32,12 @@ from app.bench import (
     summarize,
     to_csv,
 )
-from app.bench_prompts import BUILTIN_CLASSES, BenchPrompt, builtin_prompts, load_prompts
-from app.cli import main
-from app.config import GenerationConfig, ModelConfig, SamplingConfig
-from app.cost_model import expected_tokens
+from app.cli.main import main
+from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
+from app.engine.events import RoundRecord
 from app.errors import InvalidSettingError
-from app.events import RoundRecord
-from app.insight import conditional_acceptance
+from app.metrics.cost_model import expected_tokens
+from app.metrics.insight import conditional_acceptance
 from models.prune import useless_draft
 from tests.helpers.bench_data import round_record, run_record
 

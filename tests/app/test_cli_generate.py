@@ -14,7 +14,7 @@ import pytest
 
 def specchat(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
+        [sys.executable, "-m", "app.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.cost_model import (
+from app.metrics.cost_model import (
     best_gamma,
     ceiling_fraction,
     expected_tokens,

@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.config import GenerationConfig, ModelConfig, SamplingConfig
-from app.control import GenerationControl
-from app.drafters import ModelDrafter
-from app.engine import SpeculativeEngine
+from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
+from app.engine.control import GenerationControl
+from app.engine.drafters import ModelDrafter
+from app.engine.events import FinishEvent, TokenEvent
+from app.engine.loop import SpeculativeEngine
+from app.engine.runtime import Runtime
 from app.errors import ContextOverflowError, InvalidSettingError
-from app.events import FinishEvent, TokenEvent
-from app.llama_model import LlamaModel
-from app.runtime import Runtime
+from app.llama.model import LlamaModel
 from tests.helpers.engine import loaded_runtime, run_to_end
 
 QUESTION = [{"role": "user", "content": "Explain what a binary search tree is."}]

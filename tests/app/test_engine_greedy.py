@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from app.chat_template import ChatMessage
-from app.config import GenerationConfig, ModelConfig
-from app.drafters import ModelDrafter, PromptLookupDrafter
-from app.engine import SpeculativeEngine
-from app.events import RoundEvent, TokenEvent
-from app.llama_model import LlamaModel
-from app.runtime import Runtime
+from app.engine.chat_template import ChatMessage
+from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.drafters import ModelDrafter, PromptLookupDrafter
+from app.engine.events import RoundEvent, TokenEvent
+from app.engine.loop import SpeculativeEngine
+from app.engine.runtime import Runtime
+from app.llama.model import LlamaModel
 from tests.helpers.engine import run_to_end
 
 LONG_PASSAGE = (

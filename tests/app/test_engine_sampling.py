@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from scipy.stats import chi2_contingency
 
-from app.config import GenerationConfig, ModelConfig, SamplingConfig
-from app.drafters import ModelDrafter
-from app.engine import SpeculativeEngine
-from app.llama_model import LlamaModel
-from app.runtime import Runtime
+from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
+from app.engine.drafters import ModelDrafter
+from app.engine.loop import SpeculativeEngine
+from app.engine.runtime import Runtime
+from app.llama.model import LlamaModel
 from tests.helpers.engine import run_to_end
 
 RUNS = 600

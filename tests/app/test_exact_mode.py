@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.bench_prompts import load_prompts
-from app.config import GenerationConfig, ModelConfig
-from app.drafters import Drafter, ModelDrafter, PromptLookupDrafter
-from app.engine import SpeculativeEngine
-from app.llama_model import LlamaModel
-from app.runtime import Runtime
+from app.bench.prompts import load_prompts
+from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.drafters import Drafter, ModelDrafter, PromptLookupDrafter
+from app.engine.loop import SpeculativeEngine
+from app.engine.runtime import Runtime
+from app.llama.model import LlamaModel
 from models.prune import useless_draft
 from tests.helpers.engine import run_to_end
 

@@ -1,26 +1,77 @@
-"""app/ and models/ must never import Qt: the engine runs headless and in the worker thread."""
+"""Imports run one way, ui → models → app, and app/ and models/ never import Qt.
+
+app/cli is the composition root: it alone in app/ may import models and ui. The engine runs
+headless and in the window's worker thread, so Qt must never load from app/ or models/.
+"""
 
 from __future__ import annotations
 
-import pkgutil
+import ast
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# What each top-level package may not import; app/cli is exempt as the composition root.
+FORBIDDEN = {"app": {"models", "ui"}, "models": {"ui"}}
+EXEMPT = ("app/cli/",)
+
+
+def _imported_packages(source: str) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def upward_imports(root: Path) -> list[str]:
+    """Every import in root's packages that runs against the layering, as 'file: package'."""
+    violations = []
+    for package, forbidden in FORBIDDEN.items():
+        for path in sorted((root / package).rglob("*.py")):
+            relative = path.relative_to(root).as_posix()
+            if relative.startswith(EXEMPT):
+                continue
+            for name in sorted(_imported_packages(path.read_text(encoding="utf-8")) & forbidden):
+                violations.append(f"{relative}: {name}")
+    return violations
+
 
 def _modules(package: str) -> list[str]:
-    return [
-        f"{package}.{info.name}"
-        for info in pkgutil.iter_modules([str(ROOT / package)])
-        if not info.name.startswith("_")
+    names = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__main__":
+            continue
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def test_imports_run_from_ui_to_models_to_app_only() -> None:
+    assert upward_imports(ROOT) == []
+
+
+def test_a_planted_upward_import_is_caught(tmp_path: Path) -> None:
+    for package in ("app/engine", "app/cli", "models", "ui"):
+        (tmp_path / package).mkdir(parents=True)
+    (tmp_path / "app/engine/loop.py").write_text("from models.compat import x\nimport ui.main\n")
+    (tmp_path / "app/cli/main.py").write_text("from models import cli\nfrom ui.main import run\n")
+    (tmp_path / "models/compat.py").write_text("from app.errors import E\nfrom ui import x\n")
+    (tmp_path / "ui/main.py").write_text("from models import compat\nfrom app import errors\n")
+    assert upward_imports(tmp_path) == [
+        "app/engine/loop.py: models",
+        "app/engine/loop.py: ui",
+        "models/compat.py: ui",
     ]
 
 
 def test_engine_and_model_packages_import_no_qt() -> None:
-    modules = _modules("app") + _modules("models")
-    assert "app.engine" in modules and "models.inspect" in modules
+    modules = [m for m in _modules("app") + _modules("models") if not m.startswith("app.cli")]
+    assert "app.engine.loop" in modules and "models.inspect" in modules
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}:\n"

@@ -8,7 +8,7 @@ from typing import Any
 
 import psutil
 
-from app.resources import GpuMemory, GpuProbe, format_bytes, process_ram_bytes
+from app.llama.resources import GpuMemory, GpuProbe, format_bytes, process_ram_bytes
 
 
 def test_process_ram_is_this_process_resident_size() -> None:

@@ -5,9 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.config import SamplingConfig
+from app.engine.config import SamplingConfig
+from app.engine.sampling import (
+    distribution,
+    greedy_token,
+    penalized_logits,
+    sample,
+    top_probability,
+)
 from app.errors import InvalidSettingError
-from app.sampling import distribution, greedy_token, penalized_logits, sample, top_probability
 
 LOGITS = np.array([2.0, 1.0, 0.5, -1.0, 3.0], dtype=np.float32)
 

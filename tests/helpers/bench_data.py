@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.bench import BenchConfig, BenchReport, DraftChoice, RunRecord, summarize
-from app.bench_prompts import BenchPrompt
-from app.config import GenerationConfig
-from app.events import RoundRecord
-from app.metrics import summarize as summarize_stats
-from app.result import GenerationResult
+from app.bench.prompts import BenchPrompt
+from app.bench.run import BenchConfig, BenchReport, DraftChoice, RunRecord, summarize
+from app.engine.config import GenerationConfig
+from app.engine.events import RoundRecord
+from app.engine.result import GenerationResult
+from app.metrics.summary import summarize as summarize_stats
 
 PLAIN_STEP_S = 0.01
 SEED_ACCEPTED = (4, 2, 0, 3, 1, 4)

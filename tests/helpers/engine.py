@@ -5,18 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from app.config import GenerationConfig, ModelConfig
-from app.control import GenerationControl
-from app.engine import SpeculativeEngine
-from app.events import Event, FinishEvent
-from app.result import GenerationResult
-from app.runtime import Runtime
+from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.control import GenerationControl
+from app.engine.events import Event, FinishEvent
+from app.engine.loop import SpeculativeEngine
+from app.engine.result import GenerationResult
+from app.engine.runtime import Runtime
+from models.compat import check_draft_file
 
 
 @contextmanager
 def loaded_runtime(target: ModelConfig, draft: ModelConfig | None = None) -> Iterator[Runtime]:
     """A Runtime with the target (and the draft) loaded, closed however the block ends."""
-    runtime = Runtime()
+    runtime = Runtime(vet_draft=check_draft_file)
     try:
         runtime.load_target(target)
         if draft is not None:

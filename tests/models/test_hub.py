@@ -230,7 +230,7 @@ def test_cdn_redirect_is_followed(hub: FakeHub, payload: bytes) -> None:
 def test_cli_pull_prints_progress_and_path(
     hub: FakeHub, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from app.cli import main
+    from app.cli.main import main
 
     assert main(["models", "pull", REPO, "--file", "q4_0", "--endpoint", hub.endpoint]) == 0
     out, err = capsys.readouterr()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from app.paths import models_dir
 from models.catalog import CATALOG
 from models.compat import check_compatibility
@@ -26,7 +26,7 @@ def test_inspect_bad_path_prints_one_error_line_and_fails(tmp_path: Path) -> Non
         (broken["random.gguf"][0], "not a GGUF file (bad magic)"),
     ]:
         result = subprocess.run(
-            [sys.executable, "-m", "app.cli", "models", "inspect", str(path)],
+            [sys.executable, "-m", "app.cli.main", "models", "inspect", str(path)],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,

@@ -16,8 +16,8 @@ from pytestqt.qtbot import QtBot
 
 from app.store import ConversationStore
 from ui.main import create_window, ensure_application
-from ui.main_window import MainWindow, UiState
 from ui.settings import Settings
+from ui.window.main_window import MainWindow, UiState
 
 # One llama.cpp thread per model: these tests share two cores with other work, and llama.cpp's
 # spinning thread pool slows down tenfold when it has more threads than free cores.

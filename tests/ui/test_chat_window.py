@@ -13,10 +13,10 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from ui.main_window import MainWindow, UiState
-from ui.model_controls import NGRAM_LABEL
 from ui.settings import DRAFT_NGRAM
-from ui.worker import GenerateRequest
+from ui.widgets.model_controls import NGRAM_LABEL
+from ui.window.main_window import MainWindow, UiState
+from ui.workers.engine import GenerateRequest
 
 from .conftest import REPLY_TIMEOUT_MS, StallProbe, send
 

@@ -11,12 +11,12 @@ import pytest
 from PySide6.QtWidgets import QTableWidgetItem
 from pytestqt.qtbot import QtBot
 
-from app.bench import AUTO, BenchReport, DraftChoice, ProgressFn, prompt_bench
-from app.config import GenerationConfig, ModelConfig
-from app.control import GenerationControl
+from app.bench.run import AUTO, BenchReport, DraftChoice, ProgressFn, prompt_bench
+from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.control import GenerationControl
 from app.errors import Cancelled, InvalidSettingError
 from tests.helpers.bench_data import seed_report
-from ui.compare_dialog import CompareDialog
+from ui.dialogs.compare_dialog import CompareDialog
 
 
 def _cell(dialog: CompareDialog, row: int, column: str) -> str:

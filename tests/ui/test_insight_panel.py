@@ -11,10 +11,10 @@ import pytest
 from PySide6.QtWidgets import QTableWidgetItem
 from pytestqt.qtbot import QtBot
 
-from app.config import GenerationConfig, ModelConfig
-from app.events import FinishEvent, RoundEvent
-from app.insight import analyse
-from app.runtime import Runtime
+from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.events import FinishEvent, RoundEvent
+from app.engine.runtime import Runtime
+from app.metrics.insight import analyse
 from tests.helpers.bench_data import (
     PLAIN_STEP_S,
     result_from_rounds,
@@ -22,7 +22,7 @@ from tests.helpers.bench_data import (
     useless_rounds,
 )
 from tests.helpers.engine import loaded_runtime
-from ui.insight_panel import InsightPanel
+from ui.widgets.insight_panel import InsightPanel
 
 
 def _text(item: QTableWidgetItem | None) -> str:

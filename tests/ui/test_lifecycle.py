@@ -19,7 +19,7 @@ from pytestqt.qtbot import QtBot
 
 from app.store import ConversationStore
 from models.demo import demo_file_name
-from ui.main_window import UiState
+from ui.window.main_window import UiState
 
 from .conftest import (
     TEST_THREADS,

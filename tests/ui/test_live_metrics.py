@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.events import RoundRecord
+from app.engine.events import RoundRecord
 from tests.helpers.bench_data import round_record
-from ui.live_metrics import ACCEPTANCE_WINDOW_ROUNDS, LiveReply
+from ui.widgets.live_metrics import ACCEPTANCE_WINDOW_ROUNDS, LiveReply
 
 
 class FakeClock:

@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 from app.paths import models_dir
 from tests.helpers.fake_hub import FakeFile, FakeHub
 from tests.helpers.model_files import write_broken_files, write_tiny_gguf
-from ui.models_dialog import RED, ModelsDialog
+from ui.dialogs.models_dialog import RED, ModelsDialog
 
 REPO = "acme/Tiny-GGUF"
 WAIT_MS = 30_000

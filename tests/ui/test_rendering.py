@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ui.rendering import mark_segments, render_plain, render_reply
+from ui.widgets.rendering import mark_segments, render_plain, render_reply
 
 MARK = "background-color: #cfc;"
 

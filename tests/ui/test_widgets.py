@@ -6,18 +6,18 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QPalette
 from pytestqt.qtbot import QtBot
 
-from app.metrics import METRIC_DEFINITIONS, summarize
-from app.resources import GpuMemory
-from app.runtime import MemoryUsage
+from app.engine.runtime import MemoryUsage
+from app.llama.resources import GpuMemory
+from app.metrics.summary import METRIC_DEFINITIONS, summarize
 from app.store import ConversationSummary
-from ui.catalog import Catalog, DraftOption, ModelFile
-from ui.charts import PositionBars, Sparkline
-from ui.conversation_list import ConversationList
-from ui.conversation_view import ConversationView, ViewMessage
-from ui.metrics_panel import MetricsPanel
-from ui.model_controls import NGRAM_LABEL, NONE_LABEL, ModelControls
-from ui.prompt_input import PromptInput
 from ui.settings import DRAFT_NGRAM, DRAFT_NONE
+from ui.widgets.charts import PositionBars, Sparkline
+from ui.widgets.conversation_list import ConversationList
+from ui.widgets.conversation_view import ConversationView, ViewMessage
+from ui.widgets.metrics_panel import MetricsPanel
+from ui.widgets.model_controls import NGRAM_LABEL, NONE_LABEL, ModelControls
+from ui.widgets.prompt_input import PromptInput
+from ui.workers.catalog import Catalog, DraftOption, ModelFile
 
 from .test_live_metrics import record
 

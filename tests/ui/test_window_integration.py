@@ -12,8 +12,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
 
-from ui.compare_dialog import CompareDialog
-from ui.main_window import MainWindow, UiState
+from ui.dialogs.compare_dialog import CompareDialog
+from ui.window.main_window import MainWindow, UiState
 
 from .conftest import send
 

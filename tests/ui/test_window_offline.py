@@ -13,7 +13,7 @@ from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QMessageBox, QWidget
 from pytestqt.qtbot import QtBot
 
-from ui.main_window import MainWindow, UiState
+from ui.window.main_window import MainWindow, UiState
 
 from .conftest import close_window, open_window
 
@@ -125,7 +125,7 @@ def test_dropping_a_bad_file_says_why(window: MainWindow, qtbot: QtBot, tmp_path
 
 def test_catalog_module_does_not_import_qt() -> None:
     # It runs in the helper process, which must stay light and free of Qt.
-    code = "import sys, ui.catalog; print('PySide6' in sys.modules)"
+    code = "import sys, ui.workers.catalog; print('PySide6' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout

@@ -1,0 +1,179 @@
+"""The `specchat bench` sub-command: flags, model resolution, output files.
+
+`specchat bench --target PATH --draft PATH [--draft PATH ...] [--gamma N[,N...]|auto]
+[--prompts builtin|builtin:CLASS,...|FILE] [--max-tokens N] [--repeat R] [--temperature T]
+[--json OUT] [--csv OUT] [--plot OUT.png]`
+
+Besides a path, `--draft` takes `demo` (the Q4_1 demo draft), `demo-pruned` (the demo's useless
+draft: Q4_1 with layers 9-28 removed, built on first use) and `ngram` (prompt lookup).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from app.bench.prompts import BUILTIN, BUILTIN_CLASSES, load_prompts
+from app.bench.run import (
+    AUTO,
+    DraftChoice,
+    GammaSetting,
+    format_table,
+    parse_gammas,
+    run_benchmark,
+    save_plot,
+    to_csv,
+)
+from app.cli.main import (
+    DEMO,
+    add_model_arguments,
+    add_sampling_arguments,
+    generation_from_args,
+    resolve_model_path,
+)
+from app.engine.config import MAX_GAMMA, ModelConfig
+from app.engine.runtime import NGRAM
+from app.errors import InvalidSettingError
+from models.compat import check_draft_file
+
+DEMO_PRUNED = "demo-pruned"
+DEFAULT_GAMMAS = "2,4,6,auto"
+# Long enough for γ auto to settle and for per-token times to dominate the first round's noise,
+# short enough that the default run (6 classes, 5 configurations) stays within minutes on a CPU.
+DEFAULT_MAX_TOKENS = 128
+
+
+def _gammas(value: str) -> list[GammaSetting]:
+    try:
+        return parse_gammas(value)
+    except InvalidSettingError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="compare plain decoding with drafts and draft lengths on the same prompts",
+        description="Runs plain decoding and every (draft, γ) configuration on the same "
+        "prompts, interleaved, each run from cold caches, and reports tokens/s, speedup over "
+        "plain, acceptance, costs, the cost model's prediction and whether greedy output "
+        "matched plain decoding.",
+    )
+    add_model_arguments(bench)
+    bench.add_argument(
+        "--draft",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help=f"draft GGUF file; repeat to compare drafts. '{DEMO}' = the Q4_1 demo draft, "
+        f"'{DEMO_PRUNED}' = the demo draft with layers 9-28 removed (useless on purpose), "
+        f"'{NGRAM}' = prompt lookup",
+    )
+    bench.add_argument(
+        "--gamma",
+        type=_gammas,
+        default=_gammas(DEFAULT_GAMMAS),
+        metavar="N[,N...]|auto",
+        help=f"draft lengths 1..{MAX_GAMMA} and/or 'auto', comma-separated "
+        f"(default {DEFAULT_GAMMAS})",
+    )
+    bench.add_argument(
+        "--prompts",
+        default=BUILTIN,
+        metavar="builtin|FILE",
+        help=f"'{BUILTIN}' (classes {', '.join(BUILTIN_CLASSES)}), "
+        f"'{BUILTIN}:CLASS[,CLASS]' for some of them, or a file: JSON list, or text with "
+        "prompts separated by '---' lines",
+    )
+    bench.add_argument("--repeat", type=int, default=1, help="times to run every prompt")
+    add_sampling_arguments(bench)
+    bench.set_defaults(max_tokens=DEFAULT_MAX_TOKENS)
+    bench.add_argument("--json", type=Path, metavar="OUT", help="write the full report as JSON")
+    bench.add_argument("--csv", type=Path, metavar="OUT", help="write one row per config/class")
+    bench.add_argument("--plot", type=Path, metavar="OUT.png", help="save the speedup chart")
+    bench.add_argument(
+        "--no-warmup", action="store_true", help="skip the untimed warm-up run of each model"
+    )
+    bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    bench.set_defaults(handler=run_bench)
+
+
+def _draft_choice(value: str) -> DraftChoice:
+    if value == NGRAM:
+        return DraftChoice("ngram", None)
+    if value == DEMO_PRUNED:
+        from models.prune import useless_demo_draft  # noqa: PLC0415
+
+        return DraftChoice("demo pruned", useless_demo_draft())
+    if value == DEMO:
+        return DraftChoice("demo Q4_1", Path(resolve_model_path(value, role="draft")))
+    path = Path(value)
+    return DraftChoice(path.stem, path)
+
+
+def _unique_labels(choices: list[DraftChoice]) -> list[DraftChoice]:
+    seen: dict[str, int] = {}
+    out: list[DraftChoice] = []
+    for choice in choices:
+        count = seen.get(choice.label, 0) + 1
+        seen[choice.label] = count
+        label = choice.label if count == 1 else f"{choice.label}#{count}"
+        out.append(DraftChoice(label, choice.path))
+    return out
+
+
+def _check_output(path: Path | None, flag: str) -> None:
+    # Fail before minutes of measuring, not after.
+    if path is not None and not path.parent.exists():
+        raise InvalidSettingError(f"{flag}: folder {path.parent} does not exist")
+
+
+def _progress(done: int, total: int, message: str) -> None:
+    print(f"[{done}/{total}] {message}", file=sys.stderr, flush=True)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    base = generation_from_args(args, AUTO)  # γ auto starts where `generate --gamma auto` does
+    base.validate()
+    if args.repeat < 1:
+        raise InvalidSettingError(f"--repeat must be at least 1, got {args.repeat}")
+    for path, flag in ((args.json, "--json"), (args.csv, "--csv"), (args.plot, "--plot")):
+        _check_output(path, flag)
+    prompts = load_prompts(args.prompts)
+    drafts = _unique_labels([_draft_choice(d) for d in args.draft])
+    target = ModelConfig(
+        resolve_model_path(args.target, role="target"),
+        n_ctx=args.n_ctx,
+        n_gpu_layers=args.n_gpu_layers,
+        n_threads=args.threads,
+    )
+    draft_template = ModelConfig(
+        target.path,
+        n_ctx=args.n_ctx,
+        n_gpu_layers=args.draft_n_gpu_layers,
+        n_threads=args.threads,
+    )
+    report = run_benchmark(
+        target=target,
+        drafts=drafts,
+        gammas=args.gamma,
+        prompts=prompts,
+        base=base,
+        repeats=args.repeat,
+        draft_template=draft_template,
+        warmup=not args.no_warmup,
+        progress=None if args.quiet else _progress,
+        vet_draft=check_draft_file,
+    )
+    print(format_table(report))
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps(report.to_json(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+        )
+    if args.csv is not None:
+        args.csv.write_text(to_csv(report), encoding="utf-8")
+    if args.plot is not None:
+        save_plot(report, args.plot)
+    return 0

@@ -1,0 +1,178 @@
+"""Drafters propose the next few tokens; the target then verifies them all in one pass.
+
+Narrow interface: given the token history (the target's ids: a draft model is always fed the
+target's tokens, never re-tokenised text) and a length budget, return proposed ids and, for
+sampled drafts, the distribution each was drawn from.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from app.engine.config import DraftMode, SamplingConfig
+from app.engine.sampling import FloatArray, distribution, penalized_logits, sample, top_probability
+from app.llama.model import LlamaModel
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    tokens: list[int]
+    # q for each token, or None where the token was proposed with certainty (greedy, lookup).
+    probs: list[FloatArray | None] = field(default_factory=list)
+    steps: int = 0  # draft forward passes spent
+    seconds: float = 0.0
+
+
+class Drafter(Protocol):
+    mode: DraftMode
+    label: str
+
+    def propose(
+        self,
+        history: Sequence[int],
+        max_tokens: int,
+        sampling: SamplingConfig,
+        rng: np.random.Generator,
+        p_min: float,
+    ) -> Draft: ...
+
+    def prefill(self, history: Sequence[int]) -> None:
+        """Read the prompt before generation starts, so its cost is not billed to drafting."""
+
+    def close(self) -> None: ...
+
+
+class ModelDrafter:
+    """A smaller model of the same vocabulary, run token by token."""
+
+    mode: DraftMode = "draft"
+
+    def __init__(
+        self,
+        model: LlamaModel,
+        target_n_vocab: int,
+        *,
+        label: str | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.model = model
+        self.label = label or model.path.name
+        self._target_n_vocab = target_n_vocab
+        self._clock = clock
+
+    def _logits_in_target_vocab(self, row: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        # Vocab sizes may differ by up to 128 padding ids; ids the target lacks get -inf so the
+        # draft never proposes them, ids the draft lacks get probability 0 in q.
+        n = self._target_n_vocab
+        if row.shape[0] == n:
+            return row
+        if row.shape[0] > n:
+            return row[:n]
+        padded = np.full(n, -np.inf, dtype=np.float32)
+        padded[: row.shape[0]] = row
+        return padded
+
+    def propose(
+        self,
+        history: Sequence[int],
+        max_tokens: int,
+        sampling: SamplingConfig,
+        rng: np.random.Generator,
+        p_min: float,
+    ) -> Draft:
+        start = self._clock()
+        sequence = list(history)
+        tokens: list[int] = []
+        probs: list[FloatArray | None] = []
+        steps = 0
+        for _ in range(max_tokens):
+            row = self._logits_in_target_vocab(self.model.feed(sequence, 1)[0])
+            steps += 1
+            if sampling.greedy:
+                logits = penalized_logits(row, sequence, sampling)
+                token = int(np.argmax(logits))
+                # Stop before proposing a token the draft itself doubts: it would likely be
+                # rejected and cost a verification row (llama.cpp's p_min rule).
+                if p_min > 0.0 and top_probability(logits) < p_min:
+                    break
+                q: FloatArray | None = None
+            else:
+                q = distribution(row, sequence, sampling)
+                token = sample(q, rng)
+                if p_min > 0.0 and float(q.max()) < p_min:
+                    break
+            tokens.append(token)
+            probs.append(q)
+            sequence.append(token)
+        return Draft(tokens, probs, steps, self._clock() - start)
+
+    def prefill(self, history: Sequence[int]) -> None:
+        self.model.feed(history, 0)
+
+    def close(self) -> None:
+        self.model.close()
+
+
+class PromptLookupDrafter:
+    """Prompt lookup decoding: continue the most recent earlier occurrence of the last n-gram.
+
+    No model and no forward passes; strong when the reply repeats the prompt (summaries, edits,
+    code changes). Proposals are certain, so q is a point mass.
+    """
+
+    mode: DraftMode = "ngram"
+    label = "Prompt lookup (no draft model)"
+
+    def __init__(
+        self,
+        *,
+        max_ngram: int = 3,
+        min_ngram: int = 2,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+        self._clock = clock
+
+    def find(self, history: Sequence[int], max_tokens: int) -> list[int]:
+        ids = np.asarray(history, dtype=np.int64)
+        n_hist = ids.shape[0]
+        for n in range(self.max_ngram, self.min_ngram - 1, -1):
+            if n_hist <= n:
+                continue
+            tail = ids[-n:]
+            # Candidate starts i with ids[i:i+n] == tail, leaving at least one token after.
+            span = n_hist - n
+            match = np.ones(span, dtype=bool)
+            for j in range(n):
+                match &= ids[j : j + span] == tail[j]
+            starts = np.flatnonzero(match)
+            if starts.size:
+                begin = int(starts[-1]) + n  # most recent match: the freshest context
+                return [int(t) for t in ids[begin : begin + max_tokens]]
+        return []
+
+    def propose(
+        self,
+        history: Sequence[int],
+        max_tokens: int,
+        sampling: SamplingConfig,
+        rng: np.random.Generator,
+        p_min: float,
+    ) -> Draft:
+        del sampling, rng, p_min  # lookup proposals do not depend on sampling settings
+        start = self._clock()
+        tokens = self.find(history, max_tokens)
+        return Draft(tokens, [None] * len(tokens), 0, self._clock() - start)
+
+    def prefill(self, history: Sequence[int]) -> None:
+        """Lookup reads the history afresh each round; nothing to prepare."""
+
+    def close(self) -> None:
+        """Nothing native to free."""

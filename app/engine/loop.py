@@ -1,0 +1,290 @@
+"""The speculative decoding loop: draft γ tokens, verify them in one target pass, keep the
+longest acceptable prefix plus one target token, roll both caches back, repeat.
+
+A round with γ = 0 is exactly plain decoding, so plain and speculative replies run through the
+same code, the same model handle and the same sampling transform; only the draft differs.
+
+Invariant between rounds: `tokens` is prompt + reply so far; the target's cache holds all of it
+but the last token, which the next target pass feeds first ([last, d1..dγ]).
+"""
+
+from __future__ import annotations
+
+import codecs
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.engine.acceptance import accept_or_correct
+from app.engine.config import DraftMode, GenerationConfig
+from app.engine.control import GenerationControl
+from app.engine.drafters import Draft, Drafter
+from app.engine.events import (
+    Event,
+    FinishEvent,
+    FinishReason,
+    NoticeEvent,
+    RoundEvent,
+    RoundRecord,
+    TokenEvent,
+)
+from app.engine.result import GenerationResult
+from app.engine.sampling import distribution, greedy_token, sample
+from app.errors import ContextOverflowError, InvalidSettingError
+from app.llama.model import LlamaModel
+from app.metrics.summary import summarize
+
+Clock = Callable[[], float]
+
+
+@dataclass(slots=True)
+class _Verdict:
+    emitted: list[int]
+    accepted: int
+
+
+class SpeculativeEngine:
+    """Generates replies from a target model, speculating with an optional drafter."""
+
+    def __init__(
+        self,
+        target: LlamaModel,
+        drafter: Drafter | None = None,
+        *,
+        clock: Clock = time.perf_counter,
+    ) -> None:
+        self.target = target
+        self.drafter = drafter
+        self._clock = clock
+        # Seconds of one plain target step, the unit of the seed's cost model. Measured by a
+        # plain round, refreshed by every later one.
+        self.plain_step_s: float | None = None
+        self._controller: object | None = None
+
+    def set_drafter(self, drafter: Drafter | None) -> None:
+        self.drafter = drafter
+        self._controller = None  # what it learned about the old draft does not carry over
+
+    @property
+    def mode(self) -> DraftMode:
+        return self.drafter.mode if self.drafter is not None else "plain"
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        config: GenerationConfig,
+        control: GenerationControl | None = None,
+        *,
+        speculative: bool = True,
+    ) -> Iterator[Event]:
+        """Yield TokenEvents and RoundEvents as the reply grows, then one FinishEvent."""
+        config.validate()
+        control = control or GenerationControl()
+        if not prompt_ids:
+            raise InvalidSettingError("the prompt is empty")
+        if len(prompt_ids) >= self.target.n_ctx:
+            raise ContextOverflowError(len(prompt_ids), self.target.n_ctx)
+        clock = self._clock
+        t_request = clock()
+        rng = np.random.default_rng(config.sampling.seed)
+        mode: DraftMode = self.mode if speculative else "plain"
+        controller = self._gamma_controller(config) if mode != "plain" else None
+        # The reply's mode is what actually ran: a reply whose every round had speculation
+        # switched off (GenerationControl.speculative) is plain even with a drafter loaded.
+        speculated = False
+
+        if self.target.uniform_batches != config.exact:
+            self.target.uniform_batches = config.exact
+            # Rows cached under the other setting would mix the two kernels' rounding.
+            self.target.reset()
+        tokens = list(prompt_ids)
+        self.target.feed(tokens[:-1], 0)
+        if mode != "plain" and self.drafter is not None:
+            # The draft reads the prompt now, with the target, so its prefill counts as prompt
+            # time (TTFT) rather than inflating the first round's draft cost, which would
+            # mislead c_draft and the adaptive controller's first estimate.
+            self.drafter.prefill(tokens[:-1])
+        t_generation = clock()
+
+        reply: list[int] = []
+        from_draft: list[bool] = []
+        rounds: list[RoundRecord] = []
+        notices: list[str] = []
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        ttft: float | None = None
+        finish: FinishReason = "length"
+        while True:
+            if control.stop_requested:
+                finish = "cancelled"
+                break
+            remaining = config.max_tokens - len(reply)
+            if remaining <= 0:
+                finish = "length"
+                break
+            room = self.target.n_ctx - len(tokens)
+            if room < 0:
+                finish = "context"
+                break
+            speculated = speculated or (mode != "plain" and control.speculative)
+            gamma = self._round_gamma(config, control, controller, mode)
+            # Never draft past the token budget or the context: the bonus token needs a row.
+            gamma = max(0, min(gamma, remaining - 1, room))
+            draft = self._draft(tokens, gamma, config)
+            t_verify = clock()
+            rows = self.target.feed(tokens + draft.tokens, len(draft.tokens) + 1)
+            verify_s = clock() - t_verify
+            verdict = self._verify(tokens, draft, rows, config, rng)
+
+            emitted: list[int] = []
+            stop = False
+            for i, token in enumerate(verdict.emitted[:remaining]):
+                if self.target.is_eog(token):
+                    stop = True
+                    break
+                emitted.append(token)
+                is_draft = i < verdict.accepted
+                reply.append(token)
+                from_draft.append(is_draft)
+                if ttft is None:
+                    ttft = clock() - t_request
+                text = decoder.decode(self.target.token_bytes(token))
+                yield TokenEvent(token, text, is_draft, len(reply) - 1)
+            tokens.extend(emitted)
+
+            drafted = len(draft.tokens)
+            record = RoundRecord(
+                index=len(rounds),
+                mode=mode if drafted else "plain",
+                gamma=gamma,
+                drafted=drafted,
+                accepted=verdict.accepted,
+                emitted=len(emitted),
+                draft_s=draft.seconds,
+                verify_s=verify_s,
+                draft_steps=draft.steps,
+            )
+            rounds.append(record)
+            if drafted == 0:
+                self._observe_plain_step(verify_s)
+            if controller is not None:
+                controller.observe(record)  # type: ignore[attr-defined]
+                notice = controller.take_notice()  # type: ignore[attr-defined]
+                if notice:
+                    notices.append(notice)
+                    yield NoticeEvent(notice)
+            yield RoundEvent(record)
+            if stop:
+                finish = "stop"
+                break
+
+        t_end = clock()
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            yield TokenEvent(-1, tail, False, len(reply))
+        stats = summarize(
+            rounds,
+            prompt_tokens=len(prompt_ids),
+            generated_tokens=len(reply),
+            gamma=config.gamma if speculated else 0,
+            prompt_s=t_generation - t_request,
+            generation_s=t_end - t_generation,
+            ttft_s=ttft,
+            plain_step_s=self.plain_step_s,
+        )
+        yield FinishEvent(
+            GenerationResult(
+                text=self.target.detokenize(reply),
+                token_ids=reply,
+                finish_reason=finish,
+                mode=mode if speculated else "plain",
+                stats=stats,
+                rounds=tuple(rounds),
+                draft_token_mask=tuple(from_draft),
+                notices=tuple(notices),
+            )
+        )
+
+    # -- one round's parts --------------------------------------------------------------------
+
+    def _round_gamma(
+        self,
+        config: GenerationConfig,
+        control: GenerationControl,
+        controller: object | None,
+        mode: DraftMode,
+    ) -> int:
+        if mode == "plain" or not control.speculative or self.drafter is None:
+            return 0
+        if controller is not None:
+            return int(controller.next_gamma())  # type: ignore[attr-defined]
+        if self.plain_step_s is None:
+            # One plain step first: it measures the unit cost that c_draft and c_verify are
+            # expressed in, and it is the fastest way to a first token anyway.
+            return 0
+        return control.gamma if control.gamma is not None else config.gamma
+
+    def _gamma_controller(self, config: GenerationConfig) -> object | None:
+        if not config.adaptive:
+            return None
+        if self._controller is None:
+            from app.engine.adaptive import GammaController  # noqa: PLC0415 - only for gamma=auto
+
+            self._controller = GammaController(initial_gamma=config.gamma)
+        return self._controller
+
+    def _draft(self, tokens: list[int], gamma: int, config: GenerationConfig) -> Draft:
+        if gamma == 0 or self.drafter is None:
+            return Draft([])
+        rng = np.random.default_rng(self._draft_seed(config, len(tokens)))
+        return self.drafter.propose(tokens, gamma, config.sampling, rng, config.p_min)
+
+    @staticmethod
+    def _draft_seed(config: GenerationConfig, position: int) -> int | None:
+        # The draft has its own stream so that switching drafts does not shift the target's
+        # random draws; seeded per position so a fixed seed gives a reproducible reply.
+        seed = config.sampling.seed
+        return None if seed is None else (seed * 1_000_003 + position) & 0xFFFFFFFF
+
+    def _verify(
+        self,
+        tokens: list[int],
+        draft: Draft,
+        rows: np.ndarray,
+        config: GenerationConfig,
+        rng: np.random.Generator,
+    ) -> _Verdict:
+        """Apply the exact acceptance rule to each draft position, in order."""
+        sampling = config.sampling
+        history = list(tokens)
+        emitted: list[int] = []
+        for i, proposed in enumerate(draft.tokens):
+            if sampling.greedy:
+                best = greedy_token(rows[i], history, sampling)
+                if best != proposed:
+                    emitted.append(best)
+                    return _Verdict(emitted, i)
+            else:
+                p = distribution(rows[i], history, sampling)
+                kept, token = accept_or_correct(p, draft.probs[i], proposed, rng)
+                if not kept:
+                    emitted.append(token)
+                    return _Verdict(emitted, i)
+            emitted.append(proposed)
+            history.append(proposed)
+            if self.target.is_eog(proposed):
+                return _Verdict(emitted, i + 1)
+        last = rows[len(draft.tokens)]
+        if sampling.greedy:
+            emitted.append(greedy_token(last, history, sampling))
+        else:
+            emitted.append(sample(distribution(last, history, sampling), rng))
+        return _Verdict(emitted, len(draft.tokens))
+
+    def _observe_plain_step(self, seconds: float) -> None:
+        # A moving average: the first decode after a prompt is noisier than the rest.
+        if self.plain_step_s is None:
+            self.plain_step_s = seconds
+        else:
+            self.plain_step_s = 0.8 * self.plain_step_s + 0.2 * seconds

@@ -1,0 +1,36 @@
+"""The finished reply: text, ids, why it stopped, and its stats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.engine.config import DraftMode
+from app.engine.events import FinishReason, RoundRecord
+from app.metrics.summary import GenerationStats
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationResult:
+    text: str
+    token_ids: list[int]
+    finish_reason: FinishReason
+    mode: DraftMode
+    stats: GenerationStats
+    rounds: tuple[RoundRecord, ...]
+    # Tokens the target accepted from the draft, by reply index, for highlighting.
+    draft_token_mask: tuple[bool, ...]
+    # One-line messages raised during the reply, e.g. adaptive speculation pausing itself.
+    notices: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "text": self.text,
+            "token_ids": self.token_ids,
+            "finish_reason": self.finish_reason,
+            "mode": self.mode,
+            "stats": self.stats.to_dict(),
+        }
+        if self.notices:
+            out["notices"] = list(self.notices)
+        return out

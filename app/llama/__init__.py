@@ -1,0 +1,1 @@
+"""The llama.cpp handle: loading a GGUF, the feed primitive, memory readouts."""

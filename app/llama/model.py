@@ -1,0 +1,429 @@
+"""One llama.cpp model and context, driven through llama-cpp-python's low-level API.
+
+The high-level `Llama` class is not used: it keeps logits for every context position when asked
+for more than the last row, sizes its batch by n_ctx x n_seq_max, and hides the KV cache. Here the
+KV cache always mirrors `self.tokens` (the ids it holds, in order). `feed()` takes the full token
+history, keeps the longest common prefix already in the cache, drops the rest with
+`llama_memory_seq_rm`, decodes only what is new, and returns logits for just the rows asked for.
+That one primitive is prefill, plain decoding, draft steps, verification and rollback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from app.engine.config import ModelConfig
+from app.errors import Cancelled, ContextOverflowError, ModelLoadError
+
+log = logging.getLogger(__name__)
+
+GGUF_MAGIC = b"GGUF"
+# The fewest rows a pass computes while uniform_batches is set.
+_MIN_UNIFORM_ROWS = 2
+_SEQ = 0  # one sequence per context: chat, not batched serving
+
+LoadProgress = Callable[[float], bool]
+"""Called with 0..1 while weights load; returning False cancels the load."""
+
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+_recent_log_lines: list[str] = []
+_log_callback: object = None  # kept referenced: llama.cpp holds the raw pointer
+
+
+def ensure_backend() -> None:
+    """Initialise llama.cpp once and route its chatter into `logging` instead of stderr."""
+    global _backend_ready, _log_callback  # noqa: PLW0603 - process-wide native state
+    with _backend_lock:
+        if _backend_ready:
+            return
+        import llama_cpp  # noqa: PLC0415
+
+        def on_log(level: int, text: bytes | None, _user: ctypes.c_void_p) -> None:
+            line = (text or b"").decode("utf-8", "replace").rstrip()
+            if line:
+                # Keep the tail so a failed load can say what llama.cpp complained about.
+                _recent_log_lines.append(line)
+                del _recent_log_lines[:-20]
+                log.debug("llama.cpp[%d]: %s", level, line)
+
+        _log_callback = llama_cpp.llama_log_callback(on_log)
+        llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+        llama_cpp.llama_backend_init()
+        _backend_ready = True
+
+
+def _last_llama_error() -> str:
+    # llama.cpp logs the specific cause ("error loading model: tensor ... data is not within
+    # the file bounds ...") before the generic "failed to load model"; prefer the cause.
+    for line in reversed(_recent_log_lines):
+        marker = "error loading model:"
+        if marker in line:
+            return line.split(marker, 1)[1].strip()
+    for line in reversed(_recent_log_lines):
+        lowered = line.lower()
+        if "error" in lowered or "failed" in lowered or "invalid" in lowered:
+            return line.split(": ", 1)[-1].strip()
+    return "llama.cpp refused the file"
+
+
+def precheck_model_file(path: Path) -> None:
+    """Fail fast, in words, on the common bad inputs before handing the file to llama.cpp."""
+    if not path.exists():
+        raise ModelLoadError(str(path), "no such file")
+    if path.is_dir():
+        raise ModelLoadError(str(path), "is a directory, not a GGUF file")
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:
+        raise ModelLoadError(str(path), f"cannot read it ({exc.strerror})") from exc
+    if size == 0:
+        raise ModelLoadError(str(path), "the file is empty")
+    if magic != GGUF_MAGIC:
+        raise ModelLoadError(str(path), "not a GGUF file (wrong magic bytes)")
+
+
+def default_thread_count() -> int:
+    # Physical cores: hyper-threads slow llama.cpp's matrix kernels down rather than up.
+    try:
+        import psutil  # noqa: PLC0415
+
+        physical = psutil.cpu_count(logical=False)
+    except ImportError:  # pragma: no cover - psutil is a dependency
+        physical = None
+    return max(1, physical or os.cpu_count() or 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFacts:
+    """What the loaded model says about itself; used for memory readouts and compatibility."""
+
+    path: str
+    n_vocab: int
+    n_ctx: int
+    n_ctx_train: int
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    n_params: int
+    weights_bytes: int
+    kv_cache_bytes: int
+    n_gpu_layers: int
+
+
+class LlamaModel:
+    """A loaded GGUF model with its own context and KV cache."""
+
+    def __init__(self, config: ModelConfig, *, progress: LoadProgress | None = None) -> None:
+        config.validate()
+        ensure_backend()
+        import llama_cpp  # noqa: PLC0415
+
+        self._lib = llama_cpp
+        self.config = config
+        self.path = Path(config.path)
+        precheck_model_file(self.path)
+        self._model: ctypes.c_void_p | None = None
+        self._ctx: ctypes.c_void_p | None = None
+        self._batch: object | None = None
+        self.tokens: list[int] = []
+        self._piece_cache: dict[int, bytes] = {}
+        # llama.cpp's CPU backend multiplies one row with its vector kernels and two or more with
+        # its tiled GEMM, and the two round differently (logits apart by up to ~0.02 on the demo
+        # target). Rows computed in any batch of two or more are bit-identical, whatever the
+        # batch size. So when set, every pass computes at least two rows (a plain step re-decodes
+        # the previous token too): plain and speculative decoding then do identical arithmetic,
+        # at 1.2-1.4x the cost of a one-row plain step on a CPU. Owners reset the cache when
+        # they flip it, so no row computed the other way stays behind.
+        self.uniform_batches = False
+
+        model_params = llama_cpp.llama_model_default_params()
+        model_params.n_gpu_layers = 0x7FFFFFFF if config.n_gpu_layers < 0 else config.n_gpu_layers
+        cancelled = False
+        if progress is not None:
+
+            def on_progress(fraction: float, _user: ctypes.c_void_p) -> bool:
+                nonlocal cancelled
+                keep_going = bool(progress(float(fraction)))
+                cancelled = not keep_going
+                return keep_going
+
+            self._progress_cb = llama_cpp.llama_progress_callback(on_progress)
+            model_params.progress_callback = self._progress_cb
+        _recent_log_lines.clear()
+        self._model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), model_params)
+        if not self._model:
+            if cancelled:
+                raise Cancelled("model loading cancelled")
+            raise ModelLoadError(str(self.path), _last_llama_error())
+        try:
+            self._init_context(config)
+        except BaseException:
+            self.close()
+            raise
+        self.vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
+        self.n_ctx = int(llama_cpp.llama_n_ctx(self._ctx))
+        self.n_batch = config.n_batch
+        self._eog_ids = frozenset(
+            t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self.vocab, t)
+        )
+
+    def _init_context(self, config: ModelConfig) -> None:
+        lib = self._lib
+        params = lib.llama_context_default_params()
+        params.n_ctx = config.n_ctx
+        params.n_batch = config.n_batch
+        params.n_ubatch = config.n_batch
+        threads = config.n_threads or default_thread_count()
+        params.n_threads = threads
+        params.n_threads_batch = config.n_threads_batch or threads
+        params.no_perf = True
+        self._ctx = lib.llama_init_from_model(self._model, params)
+        if not self._ctx:
+            raise ModelLoadError(
+                str(self.path), f"could not create a context of {config.n_ctx} tokens"
+            )
+        self._memory = lib.llama_get_memory(self._ctx)
+        self._batch = lib.llama_batch_init(config.n_batch, 0, 1)
+
+    # -- metadata -----------------------------------------------------------------------------
+
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = self._lib.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        if n < 0:
+            return None
+        if n >= len(buf):  # the chat template can be long; ask again with room for it
+            buf = ctypes.create_string_buffer(n + 1)
+            self._lib.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace")
+
+    def facts(self) -> ModelFacts:
+        lib = self._lib
+        n_layer = int(lib.llama_model_n_layer(self._model))
+        n_embd = int(lib.llama_model_n_embd(self._model))
+        n_head = int(lib.llama_model_n_head(self._model))
+        n_head_kv = int(lib.llama_model_n_head_kv(self._model))
+        head_dim = n_embd // max(n_head, 1)
+        # K and V, f16 (llama.cpp's default cache type), for every layer and context cell.
+        kv_bytes = 2 * n_layer * self.n_ctx * n_head_kv * head_dim * 2
+        n_gpu = self.config.n_gpu_layers
+        return ModelFacts(
+            path=str(self.path),
+            n_vocab=self.n_vocab,
+            n_ctx=self.n_ctx,
+            n_ctx_train=int(lib.llama_model_n_ctx_train(self._model)),
+            n_layer=n_layer,
+            n_embd=n_embd,
+            n_head=n_head,
+            n_head_kv=n_head_kv,
+            n_params=int(lib.llama_model_n_params(self._model)),
+            weights_bytes=int(lib.llama_model_size(self._model)),
+            kv_cache_bytes=kv_bytes,
+            n_gpu_layers=n_layer if n_gpu < 0 else min(n_gpu, n_layer),
+        )
+
+    # -- text <-> tokens ----------------------------------------------------------------------
+
+    def tokenize(
+        self, text: str, *, add_special: bool = True, parse_special: bool = False
+    ) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 16
+        while True:
+            out = (self._lib.llama_token * capacity)()
+            n = self._lib.llama_tokenize(
+                self.vocab, data, len(data), out, capacity, add_special, parse_special
+            )
+            if n >= 0:
+                return list(out[:n])
+            capacity = -n
+
+    def token_bytes(self, token: int, *, special: bool = False) -> bytes:
+        """The bytes a token stands for; special tokens render as "" unless special=True."""
+        key = -1 - token if special else token
+        piece = self._piece_cache.get(key)
+        if piece is None:
+            buf = ctypes.create_string_buffer(64)
+            n = self._lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+            if n < 0:  # pieces can exceed any fixed buffer (llama-cpp-python's own bug, P10)
+                buf = ctypes.create_string_buffer(-n)
+                n = self._lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+            piece = buf.raw[:n]
+            self._piece_cache[key] = piece
+        return piece
+
+    def detokenize(self, tokens: Sequence[int], *, special: bool = False) -> str:
+        pieces = (self.token_bytes(t, special=special) for t in tokens)
+        return b"".join(pieces).decode("utf-8", "replace")
+
+    def is_eog(self, token: int) -> bool:
+        return token in self._eog_ids
+
+    def token_text(self, token: int) -> str:
+        """The vocabulary's raw text for a token id, as compatibility checks compare it."""
+        raw = self._lib.llama_vocab_get_text(self.vocab, token)
+        return (raw or b"").decode("utf-8", "replace")
+
+    @property
+    def bos_id(self) -> int:
+        return int(self._lib.llama_vocab_bos(self.vocab))
+
+    @property
+    def eos_id(self) -> int:
+        return int(self._lib.llama_vocab_eos(self.vocab))
+
+    @property
+    def add_bos(self) -> bool:
+        return bool(self._lib.llama_vocab_get_add_bos(self.vocab))
+
+    # -- decoding -----------------------------------------------------------------------------
+
+    def feed(self, history: Sequence[int], n_logits: int) -> npt.NDArray[np.float32]:
+        """Make the cache hold exactly `history` and return logits of its last n_logits rows.
+
+        Row j of the result predicts the token after history[len(history) - n_logits + j].
+        Returns an array of shape (n_logits, n_vocab), copied out of llama.cpp's buffer.
+        """
+        n_hist = len(history)
+        if n_hist > self.n_ctx:
+            raise ContextOverflowError(n_hist, self.n_ctx)
+        if n_logits > n_hist:
+            raise ValueError("cannot return logits for more rows than the history has")
+        n_rows = n_logits
+        if self.uniform_batches and n_logits > 0:
+            n_rows = min(max(n_logits, _MIN_UNIFORM_ROWS), n_hist)
+        keep = self._common_prefix(history)
+        # Rows we need logits for must be decoded now, even if the cache already holds them.
+        keep = min(keep, n_hist - n_rows)
+        if self.uniform_batches and 0 < n_hist - keep < _MIN_UNIFORM_ROWS:
+            # Re-decode a cached token rather than run a one-row pass (see uniform_batches).
+            keep = max(0, n_hist - _MIN_UNIFORM_ROWS)
+        self.truncate(keep)
+        keep = min(keep, len(self.tokens))  # a cache that cannot drop a suffix starts over
+        pending = history[keep:]
+        if not pending:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        start = 0
+        last_at_least = max(n_rows, _MIN_UNIFORM_ROWS if self.uniform_batches else 1)
+        for size in self._chunk_sizes(len(pending), last_at_least):
+            chunk = pending[start : start + size]
+            last_chunk = start + size == len(pending)
+            self._decode(chunk, keep + start, min(n_rows, size) if last_chunk else 0)
+            start += size
+        self.tokens.extend(pending)
+        if n_logits == 0:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        ptr = self._lib.llama_get_logits(self._ctx)
+        rows = np.ctypeslib.as_array(ptr, shape=(n_rows * self.n_vocab,))
+        return rows.reshape(n_rows, self.n_vocab)[n_rows - n_logits :].copy()
+
+    def _chunk_sizes(self, n_pending: int, last_at_least: int) -> list[int]:
+        """Batch sizes for n_pending tokens; the last batch holds at least last_at_least.
+
+        Logits come only from the last batch, so it must hold every row asked for; in uniform
+        mode it must also never be a single token.
+        """
+        sizes: list[int] = []
+        rest = n_pending
+        while rest > 0:
+            size = min(self.n_batch, rest)
+            if 0 < rest - size < last_at_least:
+                size -= last_at_least - (rest - size)
+            sizes.append(size)
+            rest -= size
+        return sizes
+
+    def truncate(self, n_keep: int) -> None:
+        """Forget every cached token from position n_keep on."""
+        if n_keep >= len(self.tokens):
+            return
+        if not self._lib.llama_memory_seq_rm(self._memory, _SEQ, n_keep, -1):
+            # Recurrent models cannot drop a suffix; start over rather than corrupt the cache.
+            self._lib.llama_memory_clear(self._memory, True)
+            del self.tokens[:]
+            return
+        del self.tokens[n_keep:]
+
+    def reset(self) -> None:
+        if self._ctx is not None:
+            self._lib.llama_memory_clear(self._memory, True)
+        self.tokens.clear()
+
+    def _common_prefix(self, history: Sequence[int]) -> int:
+        cached = self.tokens
+        n = min(len(cached), len(history))
+        # Fast path: the usual case is that history extends the cache (C-speed list compare).
+        if list(history[:n]) == cached[:n]:
+            return n
+        i = 0
+        while i < n and cached[i] == history[i]:
+            i += 1
+        return i
+
+    def _decode(self, chunk: Sequence[int], start_pos: int, n_outputs: int) -> None:
+        batch = self._batch
+        assert batch is not None
+        n = len(chunk)
+        first_output = n - n_outputs
+        for i, token in enumerate(chunk):
+            batch.token[i] = token  # type: ignore[attr-defined]
+            batch.pos[i] = start_pos + i  # type: ignore[attr-defined]
+            batch.n_seq_id[i] = 1  # type: ignore[attr-defined]
+            batch.seq_id[i][0] = _SEQ  # type: ignore[attr-defined]
+            batch.logits[i] = 1 if i >= first_output else 0  # type: ignore[attr-defined]
+        batch.n_tokens = n  # type: ignore[attr-defined]
+        rc = self._lib.llama_decode(self._ctx, batch)
+        if rc != 0:
+            # The cache may hold part of the batch now; resynchronise by dropping it all.
+            self._lib.llama_memory_seq_rm(self._memory, _SEQ, start_pos, -1)
+            del self.tokens[start_pos:]
+            if rc == 1:
+                raise ContextOverflowError(start_pos + n, self.n_ctx)
+            raise RuntimeError(f"llama_decode failed with code {rc}")
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Free native memory now (VRAM included); safe to call twice or after a failed init."""
+        lib = self._lib
+        if self._batch is not None:
+            lib.llama_batch_free(self._batch)
+            self._batch = None
+        if self._ctx is not None:
+            lib.llama_free(self._ctx)
+            self._ctx = None
+        if self._model is not None:
+            lib.llama_model_free(self._model)
+            self._model = None
+        self.tokens = []
+
+    @property
+    def closed(self) -> bool:
+        return self._model is None
+
+    def __enter__(self) -> LlamaModel:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # backstop only; owners call close() explicitly
+        # At interpreter shutdown ctypes may already be gone; nothing useful can be done then.
+        with contextlib.suppress(Exception):
+            self.close()

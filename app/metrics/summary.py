@@ -1,0 +1,123 @@
+"""The metric definitions every view shares (architecture.md's table), computed from rounds.
+
+Pure functions only: no clocks, no llama.cpp. Undefined ratios are None (shown as "—"), never 0,
+because "0 % accepted" and "nothing drafted" mean different things.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from app.engine.events import RoundRecord
+
+METRIC_DEFINITIONS: dict[str, str] = {
+    "drafted": "draft tokens proposed and sent to verification",
+    "accepted": "draft tokens the target kept",
+    "acceptance_rate": "accepted / drafted (— when nothing was drafted)",
+    "rounds": "target verification passes",
+    "accepted_per_round": "accepted / rounds",
+    "tokens_per_round": "generated tokens / rounds (accepted per round + 1)",
+    "per_position_acceptance": (
+        "for draft position i: rounds that accepted i / rounds that drafted i"
+    ),
+    "tokens_per_second": "generated tokens / generation wall time (prompt processing excluded)",
+    "ttft_s": "time from request to first generated token",
+    "draft_s": "wall time spent drafting",
+    "verify_s": "wall time spent in target passes",
+    "c_draft": "one draft step's time / one plain target step's time",
+    "c_verify": "one verification pass's time / one plain target step's time",
+}
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationStats:
+    prompt_tokens: int
+    generated_tokens: int
+    gamma: int
+    drafted: int
+    accepted: int
+    acceptance_rate: float | None
+    rounds: int
+    accepted_per_round: float | None
+    tokens_per_round: float | None
+    per_position_acceptance: list[float | None]
+    tokens_per_second: float | None
+    ttft_s: float | None
+    prompt_s: float
+    generation_s: float
+    draft_s: float
+    verify_s: float
+    c_draft: float | None
+    c_verify: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def per_position_acceptance(rounds: Sequence[RoundRecord]) -> list[float | None]:
+    """Acceptance by 1-based draft position; position i counts only rounds that drafted i."""
+    longest = max((r.drafted for r in rounds), default=0)
+    drafted_at = [0] * longest
+    accepted_at = [0] * longest
+    for r in rounds:
+        for i in range(r.drafted):
+            drafted_at[i] += 1
+            if i < r.accepted:
+                accepted_at[i] += 1
+    return [ratio(a, d) for a, d in zip(accepted_at, drafted_at, strict=True)]
+
+
+def summarize(
+    rounds: Sequence[RoundRecord],
+    *,
+    prompt_tokens: int,
+    generated_tokens: int,
+    gamma: int,
+    prompt_s: float,
+    generation_s: float,
+    ttft_s: float | None,
+    plain_step_s: float | None,
+) -> GenerationStats:
+    """Fold a reply's rounds into its stats.
+
+    plain_step_s is the measured time of one plain target step (None if never measured); the
+    c_draft and c_verify costs are expressed in that unit, as the seed's cost model needs.
+    """
+    drafted = sum(r.drafted for r in rounds)
+    accepted = sum(r.accepted for r in rounds)
+    n_rounds = len(rounds)
+    draft_s = sum(r.draft_s for r in rounds)
+    verify_s = sum(r.verify_s for r in rounds)
+    draft_steps = sum(r.draft_steps for r in rounds)
+    spec_rounds = [r for r in rounds if r.drafted > 0]
+    c_draft = c_verify = None
+    if plain_step_s and draft_steps:
+        c_draft = draft_s / draft_steps / plain_step_s
+    if plain_step_s and spec_rounds:
+        c_verify = sum(r.verify_s for r in spec_rounds) / len(spec_rounds) / plain_step_s
+    return GenerationStats(
+        prompt_tokens=prompt_tokens,
+        generated_tokens=generated_tokens,
+        gamma=gamma,
+        drafted=drafted,
+        accepted=accepted,
+        acceptance_rate=ratio(accepted, drafted),
+        rounds=n_rounds,
+        accepted_per_round=ratio(accepted, n_rounds),
+        tokens_per_round=ratio(sum(r.emitted for r in rounds), n_rounds),
+        per_position_acceptance=per_position_acceptance(rounds),
+        tokens_per_second=ratio(generated_tokens, generation_s),
+        ttft_s=ttft_s,
+        prompt_s=prompt_s,
+        generation_s=generation_s,
+        draft_s=draft_s,
+        verify_s=verify_s,
+        c_draft=c_draft,
+        c_verify=c_verify,
+    )

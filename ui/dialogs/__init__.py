@@ -1,0 +1,1 @@
+"""Dialogs opened from the window: the model library and Compare drafts."""

@@ -1,0 +1,1 @@
+"""Widgets the window is built from; they display what they are given."""

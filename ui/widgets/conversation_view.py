@@ -1,0 +1,245 @@
+"""The conversation as one read-only rich-text document.
+
+Finished messages are rendered once. The reply being streamed is re-rendered (Markdown needs
+the whole text: a code fence changes the meaning of what came before it) at most every
+RENDER_INTERVAL_MS, and only its own part of the document is replaced, so a long conversation
+costs no more per token than a short one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QEvent, QTimer
+from PySide6.QtGui import QColor, QPalette, QTextCursor
+from PySide6.QtWidgets import QTextBrowser, QWidget
+
+from ui.widgets.rendering import Segment, render_plain, render_reply
+
+RENDER_INTERVAL_MS = 40
+
+
+@dataclass
+class ViewMessage:
+    role: str  # "user" or "assistant"
+    text: str
+    segments: list[Segment] | None = None  # reply runs with their draft flag
+    stats_line: str = ""
+    note: str = ""  # e.g. an error that ended the reply
+
+
+@dataclass
+class _Streaming:
+    message: ViewMessage
+    start: int  # document position where the reply body begins
+    dirty: bool = False
+    chunks: list[Segment] = field(default_factory=list)
+
+
+def _mix(a: QColor, b: QColor, t: float) -> QColor:
+    return QColor(
+        round(a.red() + (b.red() - a.red()) * t),
+        round(a.green() + (b.green() - a.green()) * t),
+        round(a.blue() + (b.blue() - a.blue()) * t),
+    )
+
+
+class ConversationView(QTextBrowser):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("conversationView")
+        self.setOpenExternalLinks(False)
+        self.setOpenLinks(False)
+        self.setAccessibleName("Conversation")
+        self._messages: list[ViewMessage] = []
+        self._streaming: _Streaming | None = None
+        self._highlight = True
+        self._render_timer = QTimer(self)
+        self._render_timer.setSingleShot(True)
+        self._render_timer.setInterval(RENDER_INTERVAL_MS)
+        self._render_timer.timeout.connect(self._flush)
+        self._apply_palette()
+
+    # -- theme --------------------------------------------------------------------------------
+
+    def _apply_palette(self) -> None:
+        palette = self.palette()
+        base = palette.color(QPalette.ColorRole.Base)
+        text = palette.color(QPalette.ColorRole.Text)
+        self._mark_color = _mix(base, QColor(46, 160, 67), 0.28).name()
+        code_bg = _mix(base, text, 0.07).name()
+        self._muted = _mix(base, text, 0.55).name()
+        self._user_color = _mix(text, QColor(52, 120, 246), 0.7).name()
+        self._bot_color = _mix(text, QColor(46, 160, 67), 0.7).name()
+        self.document().setDefaultStyleSheet(
+            f"pre {{ background-color: {code_bg}; font-family: monospace; }}"
+            f"code {{ background-color: {code_bg}; font-family: monospace; }}"
+            "h1, h2, h3 { margin-top: 6px; }"
+        )
+
+    @property
+    def mark_style(self) -> str:
+        return f"background-color: {self._mark_color};"
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self._apply_palette()
+            self.rebuild()
+
+    # -- whole conversation -------------------------------------------------------------------
+
+    def set_highlight(self, on: bool) -> None:
+        if on != self._highlight:
+            self._highlight = on
+            self.rebuild()
+
+    def set_messages(self, messages: list[ViewMessage]) -> None:
+        self._render_timer.stop()
+        self._streaming = None
+        self._messages = list(messages)
+        self.rebuild()
+
+    @property
+    def messages(self) -> list[ViewMessage]:
+        return list(self._messages)
+
+    def rebuild(self) -> None:
+        streaming = self._streaming
+        finished = [m for m in self._messages if streaming is None or m is not streaming.message]
+        self.clear()
+        for message in finished:
+            self._append(message)
+        if streaming is not None:
+            self._begin(streaming.message, streaming.chunks)
+        self._scroll_to_end()
+
+    def _append(self, message: ViewMessage) -> None:
+        # One insertHtml per message: separate calls would merge a message's first paragraph
+        # into the previous block.
+        cursor = self._new_block()
+        cursor.insertHtml(self._header(message.role) + self._body(message) + self._footer(message))
+
+    def _new_block(self) -> QTextCursor:
+        cursor = self._end_cursor()
+        if not self.document().isEmpty():
+            cursor.insertBlock()
+        return cursor
+
+    def _header(self, role: str) -> str:
+        who, color = ("You", self._user_color) if role == "user" else ("Assistant", self._bot_color)
+        return f'<p style="margin-top:12px; color:{color}"><b>{who}</b></p>'
+
+    def _body(self, message: ViewMessage) -> str:
+        if message.role == "user":
+            return render_plain(message.text)
+        segments = message.segments or [(message.text, False)]
+        return render_reply(segments, highlight=self._highlight, mark_style=self.mark_style)
+
+    def _footer(self, message: ViewMessage) -> str:
+        parts = []
+        if message.note:
+            parts.append(f'<p style="color:{self._muted}"><i>{_escape(message.note)}</i></p>')
+        if message.stats_line:
+            parts.append(
+                f'<p style="color:{self._muted}; font-size:small">{_escape(message.stats_line)}</p>'
+            )
+        return "".join(parts)
+
+    # -- the streaming reply ------------------------------------------------------------------
+
+    def begin_reply(self) -> None:
+        message = ViewMessage("assistant", "", segments=[])
+        self._messages.append(message)
+        self._begin(message, [])
+
+    def _begin(self, message: ViewMessage, chunks: list[Segment]) -> None:
+        cursor = self._new_block()
+        cursor.insertHtml(self._header("assistant"))
+        cursor.insertBlock()
+        self._streaming = _Streaming(message, cursor.position(), chunks=list(chunks))
+        self._render_streaming()
+
+    def append_token(self, text: str, from_draft: bool) -> None:
+        streaming = self._streaming
+        if streaming is None or not text:
+            return
+        chunks = streaming.chunks
+        if chunks and chunks[-1][1] == from_draft:
+            chunks[-1] = (chunks[-1][0] + text, from_draft)
+        else:
+            chunks.append((text, from_draft))
+        streaming.dirty = True
+        if not self._render_timer.isActive():
+            self._render_timer.start()
+
+    def finish_reply(self, text: str, stats_line: str, note: str = "") -> ViewMessage | None:
+        """Render the final reply with its stats line; returns the finished message."""
+        streaming = self._streaming
+        if streaming is None:
+            return None
+        self._render_timer.stop()
+        message = streaming.message
+        message.segments = list(streaming.chunks)
+        message.text = text or "".join(t for t, _ in streaming.chunks)
+        message.stats_line = stats_line
+        message.note = note
+        self._replace_from(streaming.start, self._body(message) + self._footer(message))
+        self._streaming = None
+        self._scroll_if_following(True)
+        return message
+
+    def drop_last_reply(self) -> None:
+        if self._messages and self._messages[-1].role == "assistant":
+            self._messages.pop()
+            self.rebuild()
+
+    @property
+    def streaming_text(self) -> str:
+        return "".join(t for t, _ in self._streaming.chunks) if self._streaming else ""
+
+    def _flush(self) -> None:
+        if self._streaming is not None and self._streaming.dirty:
+            self._render_streaming()
+
+    def _render_streaming(self) -> None:
+        streaming = self._streaming
+        assert streaming is not None
+        following = self._at_end()
+        streaming.dirty = False
+        segments = streaming.chunks or [("…", False)]
+        html = render_reply(segments, highlight=self._highlight, mark_style=self.mark_style)
+        self._replace_from(streaming.start, html)
+        self._scroll_if_following(following)
+
+    def _replace_from(self, start: int, html: str) -> None:
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(start)
+        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cursor.beginEditBlock()
+        cursor.removeSelectedText()
+        cursor.insertHtml(html)
+        cursor.endEditBlock()
+
+    # -- scrolling ----------------------------------------------------------------------------
+
+    def _end_cursor(self) -> QTextCursor:
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        return cursor
+
+    def _at_end(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.value() >= bar.maximum() - 4
+
+    def _scroll_if_following(self, following: bool) -> None:
+        if following:
+            self._scroll_to_end()
+
+    def _scroll_to_end(self) -> None:
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

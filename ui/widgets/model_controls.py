@@ -1,0 +1,199 @@
+"""The bar above the conversation: target and draft dropdowns, speculation toggle, γ.
+
+Filled from a Catalog (ui/workers/catalog.py). Incompatible drafts stay visible but disabled,
+with the reason as their tooltip, so the user learns why a file is not offered rather than
+missing it.
+"""
+
+# Qt signals keep Qt's camelCase (…Requested, …Changed), as architecture.md names them.
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QSpinBox,
+    QWidget,
+)
+
+from app.engine.config import MAX_GAMMA
+from app.llama.resources import format_bytes
+from ui.settings import DRAFT_NGRAM, DRAFT_NONE
+from ui.workers.catalog import Catalog
+
+NGRAM_LABEL = "Prompt lookup (no draft model)"
+NONE_LABEL = "No draft"
+PATH_ROLE = Qt.ItemDataRole.UserRole
+
+
+def _entry_label(path: str, size: int, quantization: str) -> str:
+    return f"{Path(path).name}  ·  {quantization}  ·  {format_bytes(size)}"
+
+
+class ModelControls(QWidget):
+    """Signals:
+    targetChosen(str): the user picked a target file.
+    draftChosen(str): a draft path, DRAFT_NGRAM or DRAFT_NONE.
+    speculationToggled(bool), gammaChanged(int) (0 = Auto), addModelsRequested().
+    """
+
+    targetChosen = Signal(str)
+    draftChosen = Signal(str)
+    speculationToggled = Signal(bool)
+    gammaChanged = Signal(int)
+    addModelsRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.target_combo = QComboBox()
+        self.target_combo.setObjectName("targetModelCombo")
+        self.target_combo.setToolTip("Target model: the model whose answers you get.")
+        self.draft_combo = QComboBox()
+        self.draft_combo.setObjectName("draftModelCombo")
+        self.draft_combo.setToolTip(
+            "Draft: a smaller model with the same vocabulary that guesses ahead, or prompt "
+            "lookup. Sorted by size; incompatible files are greyed out (hover for the reason)."
+        )
+        for combo in (self.target_combo, self.draft_combo):
+            combo.setSizeAdjustPolicy(
+                QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+            )
+            combo.setMinimumContentsLength(18)
+            combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+            combo.setModel(QStandardItemModel(combo))
+        self.speculation = QCheckBox("Speculation")
+        self.speculation.setObjectName("speculationToggle")
+        self.speculation.setToolTip(
+            "Speculative decoding on or off. Takes effect from the next round, even mid-reply."
+        )
+        self.gamma = QSpinBox()
+        self.gamma.setObjectName("gammaControl")
+        self.gamma.setRange(0, MAX_GAMMA)
+        self.gamma.setSpecialValueText("Auto")
+        self.gamma.setPrefix("γ ")
+        self.gamma.setToolTip(
+            "γ: draft tokens proposed per round. Auto picks γ from the measured acceptance and "
+            "costs, and switches speculation off while it does not pay."
+        )
+        self.add_button = QPushButton("Add GGUF…")
+        self.add_button.setObjectName("addModelButton")
+        self.add_button.setToolTip("Add your own GGUF model files (or drop them on the window).")
+
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(QLabel("Target"))
+        layout.addWidget(self.target_combo, 3)
+        layout.addWidget(QLabel("Draft"))
+        layout.addWidget(self.draft_combo, 3)
+        layout.addWidget(self.speculation)
+        layout.addWidget(self.gamma)
+        layout.addWidget(self.add_button)
+
+        self.target_combo.activated.connect(self._on_target_activated)
+        self.draft_combo.activated.connect(self._on_draft_activated)
+        self.speculation.toggled.connect(self.speculationToggled)
+        self.gamma.valueChanged.connect(self.gammaChanged)
+        self.add_button.clicked.connect(self.addModelsRequested)
+
+    # -- filling ------------------------------------------------------------------------------
+
+    def set_catalog(self, catalog: Catalog, target_path: str, draft_value: str) -> None:
+        """Repopulate both dropdowns and select the given target and draft."""
+        target_model = self._model(self.target_combo)
+        target_model.clear()
+        for entry in catalog.models:
+            item = QStandardItem(_entry_label(entry.path, entry.size_bytes, entry.quantization))
+            item.setData(entry.path, PATH_ROLE)
+            item.setToolTip(f"{entry.name} ({entry.architecture}), {entry.path}")
+            target_model.appendRow(item)
+        self.select_target(target_path)
+
+        draft_model = self._model(self.draft_combo)
+        draft_model.clear()
+        for option in catalog.drafts:
+            item = QStandardItem(_entry_label(option.path, option.size_bytes, option.quantization))
+            item.setData(option.path, PATH_ROLE)
+            if option.compatible:
+                item.setToolTip(f"{option.note}. {option.path}")
+            else:
+                item.setEnabled(False)
+                item.setToolTip(f"Not compatible with the target: {option.reason}.")
+            draft_model.appendRow(item)
+        for label, value, tip in (
+            (
+                NGRAM_LABEL,
+                DRAFT_NGRAM,
+                "Drafts by copying what followed the last few tokens "
+                "earlier in the conversation. No second model, no extra memory.",
+            ),
+            (NONE_LABEL, DRAFT_NONE, "No drafter: plain decoding, no extra memory."),
+        ):
+            item = QStandardItem(label)
+            item.setData(value, PATH_ROLE)
+            item.setToolTip(tip)
+            draft_model.appendRow(item)
+        self.select_draft(draft_value)
+
+    @staticmethod
+    def _model(combo: QComboBox) -> QStandardItemModel:
+        model = combo.model()
+        assert isinstance(model, QStandardItemModel)
+        return model
+
+    def select_target(self, path: str) -> None:
+        _select(self.target_combo, path)
+
+    def select_draft(self, value: str) -> None:
+        _select(self.draft_combo, value)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def draft_entries(self) -> list[tuple[str, str, bool, str]]:
+        """(label, value, enabled, tooltip) per draft entry, for tests and accessibility."""
+        model = self._model(self.draft_combo)
+        out = []
+        for row in range(model.rowCount()):
+            item = model.item(row)
+            out.append((item.text(), str(item.data(PATH_ROLE)), item.isEnabled(), item.toolTip()))
+        return out
+
+    def _on_target_activated(self, index: int) -> None:
+        value = self.target_combo.itemData(index, PATH_ROLE)
+        if value is not None:
+            self.targetChosen.emit(str(value))
+
+    def _on_draft_activated(self, index: int) -> None:
+        value = self.draft_combo.itemData(index, PATH_ROLE)
+        if value is not None:
+            self.draftChosen.emit(str(value))
+
+
+def _select(combo: QComboBox, value: str) -> None:
+    blocked = combo.blockSignals(True)
+    try:
+        for row in range(combo.count()):
+            if _same(str(combo.itemData(row, PATH_ROLE)), value):
+                combo.setCurrentIndex(row)
+                return
+        combo.setCurrentIndex(-1)
+    finally:
+        combo.blockSignals(blocked)
+
+
+def _same(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    if not a or not b or DRAFT_NGRAM in (a, b):
+        return False
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False

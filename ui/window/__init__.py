@@ -1,0 +1,1 @@
+"""The main window and what drives it: chat, model session, reply bookkeeping."""

@@ -1,0 +1,285 @@
+"""Which models the worker holds and which the dropdowns offer; the window's model half.
+
+Turns the user's choices (a target, a draft, an added file, new GPU layers) into load requests
+for the engine thread, tracks what is loaded after each answer, and keeps the catalog of known
+files (read in the helper process) current. It knows nothing of widgets: the window renders
+its signals.
+"""
+
+# Qt signals keep Qt's camelCase (…Requested, …Changed), as architecture.md names them.
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, Signal
+
+from app.engine.config import ModelConfig
+from ui.messages import describe
+from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings
+from ui.workers.catalog import Catalog, Vetted, build_catalog, known_paths, vet_new_file
+from ui.workers.engine import (
+    DraftChoice,
+    EngineHost,
+    LoadedState,
+    LoadFailure,
+    LoadRequest,
+    LoadTicket,
+)
+from ui.workers.ops import OpRunner
+
+
+class ModelSession(QObject):
+    """Signals:
+    loadingChanged(bool): a load started (True) or the last pending one ended (False).
+    loadProgress(str, float): stage text and 0..1.
+    modelsLoaded(LoadedState): after every load, failed or not: what is held now.
+    catalogChanged(Catalog): the dropdowns' content, re-judged against the loaded target.
+    errorRaised(str): one readable sentence.
+    statusMessage(str): a passing note (a cancel, a file added).
+    """
+
+    loadingChanged = Signal(bool)
+    loadProgress = Signal(str, float)
+    modelsLoaded = Signal(object)
+    catalogChanged = Signal(object)
+    errorRaised = Signal(str)
+    statusMessage = Signal(str)
+
+    def __init__(
+        self,
+        settings: Settings,
+        host: EngineHost,
+        ops: OpRunner,
+        models_folder: Path,
+        *,
+        busy: Callable[[], bool],
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._settings = settings
+        self._host = host
+        self._ops = ops
+        self._models_folder = models_folder
+        self._busy = busy  # True while a reply is generated: loads wait for it
+        self._loaded: LoadedState | None = None
+        self._catalog: Catalog | None = None
+        self._ticket: LoadTicket | None = None
+        self._in_flight = 0
+        self._reload_pending = False
+        queued = Qt.ConnectionType.QueuedConnection
+        worker = host.worker
+        worker.loadProgress.connect(self.loadProgress, queued)
+        worker.modelsLoaded.connect(self._on_models_loaded, queued)
+        worker.loadFailed.connect(self._on_load_failed, queued)
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> LoadedState | None:
+        return self._loaded
+
+    @property
+    def catalog(self) -> Catalog | None:
+        return self._catalog
+
+    @property
+    def loading(self) -> bool:
+        return self._in_flight > 0
+
+    @property
+    def target_path(self) -> str | None:
+        loaded = self._loaded
+        return loaded.target.path if loaded and loaded.target else None
+
+    @property
+    def draft_value(self) -> str:
+        """The loaded draft as the draft dropdown and the preferences name it."""
+        loaded = self._loaded
+        if loaded is None or loaded.draft.kind == "none":
+            return DRAFT_NONE
+        if loaded.draft.kind == "ngram":
+            return DRAFT_NGRAM
+        return loaded.draft.path or DRAFT_NONE
+
+    # -- loading ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the preferred models (the demo pair when nothing is configured)."""
+        target = self._settings.get_str("models/target")
+        self._request(target or None, self._settings.get_str("models/draft"))
+
+    def choose_target(self, path: str) -> None:
+        draft = self.draft_value
+        if draft not in (DRAFT_NONE, DRAFT_NGRAM) and not self._same_vocabulary(path, draft):
+            draft = DRAFT_NONE  # the old draft was vetted against the old target
+        self._settings.set("models/target", path)
+        self._settings.set("models/draft", draft)
+        self._request(path, draft)
+
+    def choose_draft(self, value: str) -> None:
+        target = self.target_path
+        if target is None:
+            return
+        self._settings.set("models/target", target)
+        self._settings.set("models/draft", value)
+        self._request(target, value)
+
+    def reload(self) -> None:
+        """Load the same models again (new GPU layers or threads); after the reply if busy."""
+        target = self.target_path
+        if target is None:
+            return
+        if self._busy() or self.loading:
+            self._reload_pending = True
+            return
+        self._request(target, self.draft_value)
+
+    def run_pending(self) -> None:
+        """Called when a reply ends: do the reload it held back."""
+        if self._reload_pending:
+            self._reload_pending = False
+            self.reload()
+
+    def cancel(self) -> None:
+        if self._ticket is not None:
+            self._ticket.cancel()
+
+    def _model_config(self, path: str, *, draft: bool) -> ModelConfig:
+        s = self._settings
+        threads = s.get_int("models/n_threads")
+        return ModelConfig(
+            path,
+            n_ctx=s.get_int("models/n_ctx"),
+            n_gpu_layers=s.get_int(
+                "models/draft_gpu_layers" if draft else "models/target_gpu_layers"
+            ),
+            n_threads=threads if threads > 0 else None,
+        )
+
+    def _draft_choice(self, value: str, *, demo: bool) -> DraftChoice | None:
+        if value == DRAFT_AUTO:
+            return None if demo else DraftChoice("none")  # None: the demo's own draft
+        if value == DRAFT_NGRAM:
+            return DraftChoice("ngram")
+        if value == DRAFT_NONE:
+            return DraftChoice("none")
+        return DraftChoice("model", self._model_config(value, draft=True))
+
+    def _request(self, target: str | None, draft_value: str) -> None:
+        ticket = LoadTicket()
+        self._ticket = ticket
+        request = LoadRequest(
+            target=None if target is None else self._model_config(target, draft=False),
+            draft=self._draft_choice(draft_value, demo=target is None),
+            ticket=ticket,
+            demo_folder=self._models_folder / "demo",
+            demo_target=self._model_config("", draft=False),
+            demo_draft=self._model_config("", draft=True),
+        )
+        self._in_flight += 1
+        if self._in_flight == 1:
+            self.loadingChanged.emit(True)
+        self._host.request_load(request)
+
+    def _on_models_loaded(self, state: LoadedState) -> None:
+        self._after_load(state)
+
+    def _on_load_failed(self, failure: LoadFailure) -> None:
+        if failure.cancelled:
+            self.statusMessage.emit(failure.message)
+        else:
+            self.errorRaised.emit(failure.message)
+        self._after_load(failure.state)
+
+    def _after_load(self, state: LoadedState) -> None:
+        self._in_flight -= 1
+        self._loaded = state
+        if self._in_flight == 0:
+            self._ticket = None
+        self.modelsLoaded.emit(state)
+        if self._in_flight == 0:
+            self.loadingChanged.emit(False)
+            self.refresh_catalog()
+
+    # -- the catalog --------------------------------------------------------------------------
+
+    def refresh_catalog(self) -> None:
+        """Re-read the known files and re-judge the drafts, in the helper process."""
+        demo = self._loaded.demo if self._loaded else None
+        demo_paths = [demo.f32, *demo.drafts.values()] if demo else []
+        extra = self._settings.get_list("models/extra_files")
+        folders = [Path(f) for f in self._settings.get_list("models/extra_folders")]
+        models_folder, target = self._models_folder, self.target_path
+
+        def gather() -> list[str]:
+            # Walking folders is disk work of unknown size (a user folder may be large): it runs
+            # on the ops thread, never on the UI thread.
+            return known_paths([*extra, *_folder_models(folders)], demo_paths, models_folder)
+
+        def judge(paths: list[str]) -> None:
+            self._ops.run_in_process(
+                functools.partial(build_catalog, paths, target), self._on_catalog, self._on_failed
+            )
+
+        self._ops.run(gather, judge, self._on_failed)
+
+    def _on_catalog(self, catalog: Catalog) -> None:
+        self._catalog = catalog
+        self.catalogChanged.emit(catalog)
+
+    def _same_vocabulary(self, target: str, draft: str) -> bool:
+        """Identical vocabularies as far as the catalog knows; the worker re-checks on load."""
+        files = {m.path: m for m in (self._catalog.models if self._catalog else [])}
+        t, d = files.get(target), files.get(draft)
+        return (
+            t is not None and d is not None and t.tokenizer_fingerprint == d.tokenizer_fingerprint
+        )
+
+    # -- files the user adds ------------------------------------------------------------------
+
+    def add_files(self, paths: list[str]) -> None:
+        """Vet each file in the helper process; a good one is remembered and put to use.
+
+        A file compatible with the loaded target and smaller becomes the draft; any other
+        model becomes the target. A bad file gives one readable sentence.
+        """
+        for path in paths:
+            self._ops.run_in_process(
+                functools.partial(vet_new_file, path, self.target_path),
+                self._on_file_vetted,
+                self._on_failed,
+            )
+
+    def _on_file_vetted(self, vetted: Vetted) -> None:
+        if vetted.message is not None:
+            self.errorRaised.emit(vetted.message)
+            return
+        extra = self._settings.get_list("models/extra_files")
+        if vetted.path not in extra:
+            self._settings.set("models/extra_files", [*extra, vetted.path])
+        name = Path(vetted.path).name
+        if self._busy() or self.loading:
+            self.statusMessage.emit(f"Added {name}; choose it above when the reply ends.")
+            self.refresh_catalog()
+        elif vetted.as_draft and self.target_path is not None:
+            self.statusMessage.emit(f"Added {name} as the draft.")
+            self.choose_draft(vetted.path)
+        else:
+            self.statusMessage.emit(f"Added {name} as the target.")
+            self.choose_target(vetted.path)
+
+    def _on_failed(self, exc: Exception) -> None:
+        self.errorRaised.emit(describe(exc))
+
+
+def _folder_models(folders: list[Path]) -> list[str]:
+    """The GGUF files under the user's folders; a missing or unreadable folder gives none."""
+    found: list[str] = []
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            found.extend(str(p) for p in sorted(folder.expanduser().rglob("*.gguf")))
+    return found
