@@ -61,6 +61,38 @@ def test_view_streams_a_reply_then_shows_it_with_its_stats(qtbot: QtBot) -> None
     assert [m.role for m in view.messages] == ["user"]
 
 
+def _code_block_lines(view: ConversationView) -> list[str]:
+    """The text of every block the document lays out as code (fixed-pitch, no wrapping)."""
+    lines = []
+    block = view.document().begin()
+    while block.isValid():
+        if block.blockFormat().nonBreakableLines() and block.text():
+            lines.append(block.text())
+        block = block.next()
+    return lines
+
+
+def test_a_reply_that_starts_with_code_streams_as_it_reopens(qtbot: QtBot) -> None:
+    reply = "```python\nprint('first')\nprint('second')\n```\nDone."
+    view = ConversationView()
+    qtbot.addWidget(view)
+    view.set_messages([ViewMessage("user", "code please")])
+    view.begin_reply()
+    for piece in ("```python\n", "print('first')\n", "print('second')\n", "```\nDone."):
+        view.append_token(piece, False)
+    qtbot.waitUntil(lambda: "Done." in view.toPlainText(), timeout=2000)
+    assert _code_block_lines(view) == ["print('first')", "print('second')"]
+    view.finish_reply(reply, "stats")
+    reopened = ConversationView()
+    qtbot.addWidget(reopened)
+    reopened.set_messages(view.messages)
+    assert _code_block_lines(view) == _code_block_lines(reopened) == [
+        "print('first')",
+        "print('second')",
+    ]
+    assert view.toPlainText() == reopened.toPlainText()
+
+
 def test_view_follows_a_palette_change(qtbot: QtBot) -> None:
     view = ConversationView()
     qtbot.addWidget(view)

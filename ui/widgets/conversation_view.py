@@ -31,7 +31,7 @@ class ViewMessage:
 @dataclass
 class _Streaming:
     message: ViewMessage
-    start: int  # document position where the reply body begins
+    start: int  # document position where the reply (its header first) begins
     dirty: bool = False
     chunks: list[Segment] = field(default_factory=list)
 
@@ -154,10 +154,11 @@ class ConversationView(QTextBrowser):
         self._begin(message, [])
 
     def _begin(self, message: ViewMessage, chunks: list[Segment]) -> None:
-        cursor = self._new_block()
-        cursor.insertHtml(self._header("assistant"))
-        cursor.insertBlock()
-        self._streaming = _Streaming(message, cursor.position(), chunks=list(chunks))
+        # The reply is re-inserted with its header, in one insertHtml, as finished messages
+        # are: inserting a body on its own into an empty block would merge the body's first
+        # block (say, a code block's first line) into that plain paragraph.
+        start = self._new_block().position()
+        self._streaming = _Streaming(message, start, chunks=list(chunks))
         self._render_streaming()
 
     def append_token(self, text: str, from_draft: bool) -> None:
@@ -184,7 +185,10 @@ class ConversationView(QTextBrowser):
         message.text = text or "".join(t for t, _ in streaming.chunks)
         message.stats_line = stats_line
         message.note = note
-        self._replace_from(streaming.start, self._body(message) + self._footer(message))
+        self._replace_from(
+            streaming.start,
+            self._header(message.role) + self._body(message) + self._footer(message),
+        )
         self._streaming = None
         self._scroll_if_following(True)
         return message
@@ -209,7 +213,7 @@ class ConversationView(QTextBrowser):
         streaming.dirty = False
         segments = streaming.chunks or [("…", False)]
         html = render_reply(segments, highlight=self._highlight, mark_style=self.mark_style)
-        self._replace_from(streaming.start, html)
+        self._replace_from(streaming.start, self._header("assistant") + html)
         self._scroll_if_following(following)
 
     def _replace_from(self, start: int, html: str) -> None:
