@@ -294,7 +294,7 @@ def test_a_bad_file_from_the_dialog_gives_a_readable_message(
     bad = tmp_path / "downloaded-model.gguf"
     bad.write_bytes(b"<html>404 Not Found</html>" * 100)
     monkeypatch.setattr(
-        "ui.main_window.QFileDialog.getOpenFileNames", lambda *_a, **_k: ([str(bad)], "")
+        "ui.window.main_window.QFileDialog.getOpenFileNames", lambda *_a, **_k: ([str(bad)], "")
     )
     with qtbot.waitSignal(window.errorShown, timeout=REPLY_TIMEOUT_MS) as shown:
         qtbot.mouseClick(window.controls.add_button, Qt.MouseButton.LeftButton)
