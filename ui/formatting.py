@@ -35,7 +35,7 @@ def stats_line(stats: dict[str, Any]) -> str:
     """The line under a reply, from the stats dict the store keeps for it.
 
     Keys: mode (plain/draft/ngram), draft (label or None), gamma_label, switched (bool),
-    exact (bool), finish_reason, and GenerationStats' fields.
+    exact (bool), variation (text or None), finish_reason, and GenerationStats' fields.
     """
     mode = str(stats.get("mode", "plain"))
     parts = [f"mode {mode}"]
@@ -49,6 +49,8 @@ def stats_line(stats: dict[str, Any]) -> str:
     parts.append(f"{stats.get('generated_tokens', 0)} tokens")
     if stats.get("exact"):
         parts.append("exact")
+    if stats.get("variation"):
+        parts.append(str(stats["variation"]))
     if stats.get("switched"):
         parts.append("speculation switched mid-reply")
     if stats.get("finish_reason") == "cancelled":

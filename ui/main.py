@@ -12,6 +12,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
+from app.engine.runtime import Runtime
 from app.paths import database_path, models_dir
 from app.store import ConversationStore, StoreError
 from ui.messages import describe
@@ -43,9 +44,12 @@ def create_window(
     store: ConversationStore | None = None,
     settings: Settings | None = None,
     models_folder: Path | None = None,
+    runtime: Runtime | None = None,
 ) -> MainWindow:
-    """Build a window with its own engine thread; the caller shows it and calls start()."""
-    host = EngineHost()
+    """Build a window with its own engine thread; the caller shows it and calls start().
+
+    runtime: the engine the worker thread owns (tests pass one over stand-in models)."""
+    host = EngineHost(runtime=runtime)
     window = MainWindow(
         settings or Settings(),
         store or ConversationStore(database_path()),

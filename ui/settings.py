@@ -23,6 +23,9 @@ DEFAULTS: dict[str, Any] = {
     "models/target": "",
     # A GGUF path, DRAFT_NGRAM, DRAFT_NONE or DRAFT_AUTO.
     "models/draft": DRAFT_AUTO,
+    # The draft last used with each target, as "target\tdraft" lines: switching back to a
+    # target brings its draft back.
+    "models/draft_by_target": [],
     "models/extra_files": [],  # GGUF files the user added by dialog or drag-and-drop
     "models/extra_folders": [],  # folders of GGUF files added in the Models dialog
     "models/target_gpu_layers": -1,  # -1 = all layers on the GPU (none on a CPU-only build)

@@ -47,12 +47,21 @@ Injected by the composition roots (the CLI, the window) because reading GGUF hea
 model library's job, and the engine must not import the library."""
 
 
+ModelOpener = Callable[..., LlamaModel]
+"""Opens a model file: LlamaModel itself, or a stand-in with its contract in tests."""
+
+
 class Runtime:
     def __init__(
-        self, *, clock: Clock = time.perf_counter, vet_draft: DraftVetter | None = None
+        self,
+        *,
+        clock: Clock = time.perf_counter,
+        vet_draft: DraftVetter | None = None,
+        open_model: ModelOpener = LlamaModel,
     ) -> None:
         self._clock = clock
         self._vet_draft = vet_draft
+        self._open_model = open_model
         self.target: LlamaModel | None = None
         self.drafter: Drafter | None = None
         self.engine: SpeculativeEngine | None = None
@@ -63,7 +72,7 @@ class Runtime:
 
     def load_target(self, config: ModelConfig, progress: LoadProgress | None = None) -> ModelFacts:
         self.unload()
-        self.target = LlamaModel(config, progress=progress)
+        self.target = self._open_model(config, progress=progress)
         self._target_facts = self.target.facts()
         self.engine = SpeculativeEngine(self.target, clock=self._clock)
         return self._target_facts
@@ -87,7 +96,7 @@ class Runtime:
         self.clear_draft()
         # The draft never needs more context than the target; a smaller one saves KV memory.
         draft_config = replace(config, n_ctx=min(config.n_ctx, target.n_ctx))
-        model = LlamaModel(draft_config, progress=progress)
+        model = self._open_model(draft_config, progress=progress)
         self._draft_facts = model.facts()
         self._set_drafter(ModelDrafter(model, target.n_vocab, clock=self._clock))
         return self._draft_facts

@@ -30,6 +30,12 @@ from ui.settings import DRAFT_NGRAM, DRAFT_NONE
 from ui.workers.catalog import Catalog
 
 NGRAM_LABEL = "Prompt lookup (no draft model)"
+SPECULATION_LABEL = "Speculation"
+SPECULATION_TIP = (
+    "Speculative decoding on or off. Takes effect from the next round, even mid-reply."
+)
+NO_DRAFT_LABEL = "Speculation (no draft)"
+NO_DRAFT_TIP = "No draft is loaded, so replies run plain: choose a draft to speculate."
 NONE_LABEL = "No draft"
 PATH_ROLE = Qt.ItemDataRole.UserRole
 
@@ -69,11 +75,9 @@ class ModelControls(QWidget):
             combo.setMinimumContentsLength(18)
             combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
             combo.setModel(QStandardItemModel(combo))
-        self.speculation = QCheckBox("Speculation")
+        self.speculation = QCheckBox(SPECULATION_LABEL)
         self.speculation.setObjectName("speculationToggle")
-        self.speculation.setToolTip(
-            "Speculative decoding on or off. Takes effect from the next round, even mid-reply."
-        )
+        self.speculation.setToolTip(SPECULATION_TIP)
         self.gamma = QSpinBox()
         self.gamma.setObjectName("gammaControl")
         self.gamma.setRange(0, MAX_GAMMA)
@@ -147,6 +151,12 @@ class ModelControls(QWidget):
         model = combo.model()
         assert isinstance(model, QStandardItemModel)
         return model
+
+    def set_draft_loaded(self, loaded: bool) -> None:
+        """Say on the toggle itself when there is nothing to speculate with; the user's
+        on/off choice is kept for when a draft comes back."""
+        self.speculation.setText(SPECULATION_LABEL if loaded else NO_DRAFT_LABEL)
+        self.speculation.setToolTip(SPECULATION_TIP if loaded else NO_DRAFT_TIP)
 
     def select_target(self, path: str) -> None:
         _select(self.target_combo, path)

@@ -12,6 +12,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,8 @@ log = logging.getLogger(__name__)
 METRICS_INTERVAL_MS = 200  # five refreshes a second while generating
 IDLE_MEMORY_INTERVAL_MS = 2000
 SHUTDOWN_TIMEOUT_MS = 20000
+# What Regenerate samples at when the settings say greedy (0), as chat apps commonly default to.
+REGENERATE_TEMPERATURE = 0.7
 NO_MODEL_MESSAGE = "No model loaded: choose a target model above."
 
 
@@ -383,6 +386,7 @@ class MainWindow(QMainWindow):
         self.load_bar.setValue(round(fraction * 1000))
 
     def _on_models_loaded(self, state: LoadedState) -> None:
+        self.controls.set_draft_loaded(state.draft.kind != "none")
         self._refresh_memory()
         self.modelsLoaded.emit(state)
 
@@ -648,7 +652,7 @@ class MainWindow(QMainWindow):
             return
         self.store.delete_message(reply_id)
         self.view.drop_last_reply()
-        self._start_generation()
+        self._start_generation(regenerating=True)
 
     def _last_reply_id(self) -> int | None:
         if self._conversation_id is None:
@@ -685,12 +689,19 @@ class MainWindow(QMainWindow):
             exact=s.get_bool("generation/exact"),
         )
 
-    def _start_generation(self) -> None:
+    def _start_generation(self, *, regenerating: bool = False) -> None:
         loaded = self.models.loaded
         assert self._conversation_id is not None and loaded is not None
         speculation = self.controls.speculation.isChecked()
         control = GenerationControl(speculative=speculation)
         config = self.generation_config()
+        variation = None
+        if regenerating and config.sampling.temperature == 0:
+            # Greedy decoding would write the same words again; a regenerated reply is asked
+            # for because the first did not suit, so this one samples, with a fresh seed.
+            sampling = replace(config.sampling, temperature=REGENERATE_TEMPERATURE, seed=None)
+            config = replace(config, sampling=sampling)
+            variation = f"regenerated at temperature {REGENERATE_TEMPERATURE}"
         draft = loaded.draft
         request = GenerateRequest(
             request_id=next(self._request_ids),
@@ -708,6 +719,7 @@ class MainWindow(QMainWindow):
             gamma_label="Auto" if config.adaptive else str(config.gamma),
             speculation_at_start=speculation,
             exact=config.exact,
+            variation=variation,
         )
         self._live.start(config.gamma if speculation and draft.kind != "none" else 0)
         self.metrics.clear()

@@ -70,6 +70,7 @@ class ModelSession(QObject):
         self._ticket: LoadTicket | None = None
         self._in_flight = 0
         self._reload_pending = False
+        self._choice: tuple[str, str] | None = None
         queued = Qt.ConnectionType.QueuedConnection
         worker = host.worker
         worker.loadProgress.connect(self.loadProgress, queued)
@@ -110,23 +111,37 @@ class ModelSession(QObject):
     def start(self) -> None:
         """Load the preferred models (the demo pair when nothing is configured)."""
         target = self._settings.get_str("models/target")
-        self._request(target or None, self._settings.get_str("models/draft"))
+        self._request(target or None, self._settings.get_str("models/draft"), remember=False)
 
     def choose_target(self, path: str) -> None:
-        draft = self.draft_value
-        if draft not in (DRAFT_NONE, DRAFT_NGRAM) and not self._same_vocabulary(path, draft):
-            draft = DRAFT_NONE  # the old draft was vetted against the old target
-        self._settings.set("models/target", path)
-        self._settings.set("models/draft", draft)
-        self._request(path, draft)
+        self._request(path, self.draft_for(path))
 
     def choose_draft(self, value: str) -> None:
         target = self.target_path
         if target is None:
             return
-        self._settings.set("models/target", target)
-        self._settings.set("models/draft", value)
         self._request(target, value)
+
+    def draft_for(self, target: str) -> str:
+        """The draft to load with a newly chosen target.
+
+        The one last used with that target if it still suits, else the current draft if it
+        shares the target's vocabulary, else the smallest compatible file the catalog knows:
+        a target change never silently leaves speculation without a draft.
+        """
+        remembered = _draft_memory(self._settings).get(target)
+        current = self.draft_value
+        if remembered in (DRAFT_NGRAM, DRAFT_NONE):
+            return remembered
+        for candidate in (remembered, current):
+            if candidate and self._suits_as_draft(target, candidate):
+                return candidate
+        if current == DRAFT_NGRAM:
+            return current
+        for model in self._catalog.models if self._catalog else []:
+            if self._suits_as_draft(target, model.path):
+                return model.path
+        return DRAFT_NONE
 
     def reload(self) -> None:
         """Load the same models again (new GPU layers or threads); after the reply if busy."""
@@ -169,9 +184,12 @@ class ModelSession(QObject):
             return DraftChoice("none")
         return DraftChoice("model", self._model_config(value, draft=True))
 
-    def _request(self, target: str | None, draft_value: str) -> None:
+    def _request(self, target: str | None, draft_value: str, *, remember: bool = True) -> None:
         ticket = LoadTicket()
         self._ticket = ticket
+        # Remembered only once loaded: a file that fails (or takes the process down) while
+        # loading must not become the model the next start tries first.
+        self._choice = (target, draft_value) if remember and target is not None else None
         request = LoadRequest(
             target=None if target is None else self._model_config(target, draft=False),
             draft=self._draft_choice(draft_value, demo=target is None),
@@ -189,6 +207,7 @@ class ModelSession(QObject):
         self._after_load(state)
 
     def _on_load_failed(self, failure: LoadFailure) -> None:
+        self._choice = None
         if failure.cancelled:
             self.statusMessage.emit(failure.message)
         else:
@@ -198,12 +217,27 @@ class ModelSession(QObject):
     def _after_load(self, state: LoadedState) -> None:
         self._in_flight -= 1
         self._loaded = state
+        self._remember_choice(state)
         if self._in_flight == 0:
             self._ticket = None
         self.modelsLoaded.emit(state)
         if self._in_flight == 0:
             self.loadingChanged.emit(False)
             self.refresh_catalog()
+
+    def _remember_choice(self, state: LoadedState) -> None:
+        choice, self._choice = self._choice, None
+        if state.target is None:
+            return
+        target = state.target.path
+        if choice is not None and choice[0] == target:
+            self._settings.set("models/target", target)
+            self._settings.set("models/draft", self.draft_value)
+        memory = _draft_memory(self._settings)
+        memory[target] = self.draft_value
+        self._settings.set(
+            "models/draft_by_target", [f"{t}\t{d}" for t, d in sorted(memory.items())]
+        )
 
     # -- the catalog --------------------------------------------------------------------------
 
@@ -231,12 +265,16 @@ class ModelSession(QObject):
         self._catalog = catalog
         self.catalogChanged.emit(catalog)
 
-    def _same_vocabulary(self, target: str, draft: str) -> bool:
-        """Identical vocabularies as far as the catalog knows; the worker re-checks on load."""
+    def _suits_as_draft(self, target: str, draft: str) -> bool:
+        """Smaller, with an identical vocabulary, as far as the catalog knows; the worker
+        re-checks on load."""
         files = {m.path: m for m in (self._catalog.models if self._catalog else [])}
         t, d = files.get(target), files.get(draft)
         return (
-            t is not None and d is not None and t.tokenizer_fingerprint == d.tokenizer_fingerprint
+            t is not None
+            and d is not None
+            and d.size_bytes < t.size_bytes
+            and t.tokenizer_fingerprint == d.tokenizer_fingerprint
         )
 
     # -- files the user adds ------------------------------------------------------------------
@@ -244,8 +282,9 @@ class ModelSession(QObject):
     def add_files(self, paths: list[str]) -> None:
         """Vet each file in the helper process; a good one is remembered and put to use.
 
-        A file compatible with the loaded target and smaller becomes the draft; any other
-        model becomes the target. A bad file gives one readable sentence.
+        A file compatible with the loaded target and smaller becomes the draft; with no target
+        loaded, a model becomes the target. Any other file is added to the dropdowns without
+        replacing the model in use mid-chat. A bad file gives one readable sentence.
         """
         for path in paths:
             self._ops.run_in_process(
@@ -268,12 +307,23 @@ class ModelSession(QObject):
         elif vetted.as_draft and self.target_path is not None:
             self.statusMessage.emit(f"Added {name} as the draft.")
             self.choose_draft(vetted.path)
-        else:
+        elif self.target_path is None:
             self.statusMessage.emit(f"Added {name} as the target.")
             self.choose_target(vetted.path)
+        else:
+            self.statusMessage.emit(
+                f"Added {name}. It cannot draft for the current target: choose it under "
+                "Target to switch to it."
+            )
+            self.refresh_catalog()
 
     def _on_failed(self, exc: Exception) -> None:
         self.errorRaised.emit(describe(exc))
+
+
+def _draft_memory(settings: Settings) -> dict[str, str]:
+    pairs = (line.split("\t", 1) for line in settings.get_list("models/draft_by_target"))
+    return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
 
 
 def _folder_models(folders: list[Path]) -> list[str]:

@@ -21,6 +21,7 @@ class ReplyInProgress:
     gamma_label: str  # "5" or "Auto"
     speculation_at_start: bool
     exact: bool = False  # every target pass checked two or more rows (GenerationConfig.exact)
+    variation: str | None = None  # how this reply's settings differ from the user's, if they do
     toggles: list[bool] = field(default_factory=list)
 
     def on_toggle(self, on: bool) -> None:
@@ -56,6 +57,7 @@ class ReplyInProgress:
             switched=self.switched and self.drafter_kind != "none",
             finish_reason=result.finish_reason,
             exact=self.exact,
+            variation=self.variation,
         )
         if mode == "plain":
             # Nothing was drafted on purpose: say "—" rather than a rate over zero drafts.

@@ -131,9 +131,9 @@ class EngineWorker(QObject):
     generationFailed = Signal(object)
     shutDown = Signal()
 
-    def __init__(self) -> None:
+    def __init__(self, runtime: Runtime | None = None) -> None:
         super().__init__()
-        self._runtime = Runtime(vet_draft=check_draft_file)
+        self._runtime = runtime or Runtime(vet_draft=check_draft_file)
         self._target: ModelConfig | None = None
         self._draft = DraftChoice("none")
         self._demo: DemoModels | None = None
@@ -312,12 +312,12 @@ class EngineHost(QObject):
     generateRequested = Signal(object)
     shutdownRequested = Signal()
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None, *, runtime: Runtime | None = None) -> None:
         super().__init__(parent)
         self.engine_thread = QThread()
         self.engine_thread.setObjectName("engine")
         # No parent: a QObject with a parent cannot move to another thread.
-        self.worker = EngineWorker()
+        self.worker = EngineWorker(runtime)
         self.worker.moveToThread(self.engine_thread)
         queued = Qt.ConnectionType.QueuedConnection
         self.loadRequested.connect(self.worker.load, queued)
