@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.timing import write_timing_summary
+
 # Qt must never look for a display in the test suite, whoever runs it.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -47,6 +49,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.gui)
         if "demo_models" in fixtures:
             item.add_marker(pytest.mark.model)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    write_timing_summary(terminalreporter)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
-"""The Insight panel: seed 000's oracle values in the what-if sliders, the round table and the
-speedup chart from real rounds (scripted, then from the engine on the demo models)."""
+"""The Insight panel: the cost model's reference values in the what-if sliders, the round
+table and the speedup chart from real rounds (scripted, then from the engine on the demo models)."""
 
 from __future__ import annotations
 

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 from PySide6.QtCore import QSettings
 from pytestqt.qtbot import QtBot
 
 from app.store import ConversationStore
 from models.demo import demo_file_name
+from tests.helpers.timing import report_timing
 from ui.window.main_window import UiState
 
 from .conftest import (
@@ -36,8 +38,8 @@ TIMEOUT_MS = 90_000
 STORY = "Write a long story about a dragon who learns to cook."
 
 
-def test_with_nothing_configured_the_demo_pair_is_ready_within_seconds(
-    qtbot: QtBot, demo_models: Any, isolated_data_dir: Path
+def test_with_nothing_configured_the_demo_pair_loads_and_is_selected(
+    qtbot: QtBot, demo_models: Any, isolated_data_dir: Path, request: pytest.FixtureRequest
 ) -> None:
     # The demo files would be derived into the data folder on first run (the lead's
     # models.demo); link the session's copies there so this test measures the window, not
@@ -64,18 +66,14 @@ def test_with_nothing_configured_the_demo_pair_is_ready_within_seconds(
             assert window.state == UiState.LoadingModel
         ready_s = time.perf_counter() - started
         probe.stop()
-        print(
-            f"\nready on the demo pair in {ready_s:.2f} s; "
-            f"stall probe while loading: longest gap {probe.max_gap_ms:.1f} ms"
-        )
+        report_timing(request, "first start, ready on the demo pair", ready_s, 20.0)
+        report_timing(request, "longest UI stall at first start", probe.max_gap_ms / 1000, 0.050)
         assert window.state == UiState.Idle
         loaded = window.loaded
         assert loaded is not None and loaded.target is not None
         assert Path(loaded.target.path).name == demo_file_name("F32")
         assert loaded.draft.path is not None
         assert Path(loaded.draft.path).name == demo_models.q4_1.name
-        assert ready_s < 20.0
-        assert probe.max_gap_ms < 50.0
         assert window.controls.target_combo.currentText().startswith(demo_file_name("F32"))
         assert window.controls.draft_combo.currentText().startswith(demo_models.q4_1.name)
         assert send(qtbot, window, "Hello!")["mode"] == "draft"
@@ -125,7 +123,7 @@ def test_conversations_stats_and_preferences_survive_a_restart(
 
 
 def test_closing_the_window_mid_reply_shuts_down_cleanly(
-    qtbot: QtBot, demo_models: Any, isolated_data_dir: Path
+    qtbot: QtBot, demo_models: Any, isolated_data_dir: Path, request: pytest.FixtureRequest
 ) -> None:
     write_preferences(
         isolated_data_dir, demo_preferences(demo_models, **{"generation/max_tokens": 2000})
@@ -140,7 +138,7 @@ def test_closing_the_window_mid_reply_shuts_down_cleanly(
     closing_s = time.perf_counter() - started
     assert window.is_shut_down()
     assert window.host.engine_thread.isFinished()
-    assert closing_s < 5.0
+    report_timing(request, "closing mid-reply", closing_s, 5.0)
     # The stopped reply was kept, as Stop would have kept it.
     store = ConversationStore(isolated_data_dir / "conversations.sqlite3")
     conversation = store.conversations()[0]

@@ -86,10 +86,14 @@ def test_a_reply_that_starts_with_code_streams_as_it_reopens(qtbot: QtBot) -> No
     reopened = ConversationView()
     qtbot.addWidget(reopened)
     reopened.set_messages(view.messages)
-    assert _code_block_lines(view) == _code_block_lines(reopened) == [
-        "print('first')",
-        "print('second')",
-    ]
+    assert (
+        _code_block_lines(view)
+        == _code_block_lines(reopened)
+        == [
+            "print('first')",
+            "print('second')",
+        ]
+    )
     assert view.toPlainText() == reopened.toPlainText()
 
 

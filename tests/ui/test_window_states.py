@@ -73,9 +73,7 @@ def open_fake_window(data_dir: Path, files: dict[str, Path], **preferences: Any)
 
 
 @pytest.fixture
-def window(
-    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
-) -> Iterator[MainWindow]:
+def window(qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]) -> Iterator[MainWindow]:
     window = open_fake_window(isolated_data_dir, files)
     with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
         window.start()
@@ -102,9 +100,7 @@ def test_buttons_follow_a_reply_from_send_to_finish(window: MainWindow, qtbot: Q
     assert window.regenerate_button.isEnabled()
 
 
-def test_stop_keeps_the_partial_reply_and_returns_to_idle(
-    window: MainWindow, qtbot: QtBot
-) -> None:
+def test_stop_keeps_the_partial_reply_and_returns_to_idle(window: MainWindow, qtbot: QtBot) -> None:
     window.settings.set("generation/max_tokens", 4000)
     window.prompt.setPlainText("A long one please")
     qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)

@@ -51,7 +51,9 @@ COLUMNS = (
 )
 COLUMN_TIPS = {
     "speedup": "tokens/s over plain decoding's on the same prompt",
-    "predicted": "seed 000's cost model fed by the measured per-position acceptance and costs",
+    "predicted": (
+        "the cost model (docs/design.md) fed by the measured per-position acceptance and costs"
+    ),
     "acceptance": "accepted / drafted",
     "tokens/round": "generated tokens / verification rounds",
     "c_draft": "one draft step, in plain target steps",

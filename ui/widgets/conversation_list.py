@@ -1,6 +1,6 @@
 """The list of saved conversations on the left, with New chat, rename, delete and export."""
 
-# Qt signals keep Qt's camelCase (…Requested, …Changed), as architecture.md names them.
+# Qt signals keep Qt's camelCase (…Requested, …Changed), like Qt's own.
 
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
-"""The Insight panel: seed 000's cost model fed by the reply's real rounds, and its what-if sliders.
+"""The Insight panel: the cost model (docs/design.md) fed by the reply's real rounds, and what-if
+sliders.
 
 Three parts:
 - a speedup-vs-γ chart: the curve the cost model predicts from the measured per-position
   acceptance and costs, the speedups actually measured at the γ values that ran (dots), the
   current and the best γ, and the break-even line (speedup 1 = plain decoding);
-- the round table of the last reply, one line per real verification round, with the seed's
+- the round table of the last reply, one line per real verification round, with the
   cumulative columns (tokens, draft passes, target passes, cost);
-- the seed's what-if sliders (α, γ, c_draft, c_verify) showing E in both of its forms, the cost
+- what-if sliders (α, γ, c_draft, c_verify) showing E in both of its forms, the cost
   of a round, the speedup, target passes per token, the ceiling fraction and the best γ.
 
 Standalone: the window calls update_live(rounds) from its metrics timer while a reply streams
@@ -46,7 +47,7 @@ CURVE_COLOR = QColor(52, 120, 246)
 MEASURED_COLOR = QColor(46, 160, 67)
 BEST_COLOR = QColor(230, 140, 20)
 
-# The seed's sim opens at these values; its reference numbers (E 3.362, 2.40×) are read there.
+# The sliders open at the cost model's reference point (E 3.362, 2.40×; docs/design.md).
 WHAT_IF_DEFAULTS = {"alpha": 0.80, "gamma": 4, "c_draft": 0.10, "c_verify": 1.00}
 ROUND_COLUMNS = (
     "round",
@@ -102,7 +103,7 @@ class SpeedupChart(QWidget):
     def _describe(self) -> str:
         lines = [
             "Speedup over plain decoding by draft length γ.",
-            "Line: seed 000's cost model fed by this reply's per-position acceptance and "
+            "Line: the cost model fed by this reply's per-position acceptance and "
             "measured costs. Dots: speedup measured at each γ that ran. Dashed: break-even.",
         ]
         if self.best_gamma is not None and self.curve:
@@ -203,13 +204,14 @@ def _slider(name: str, maximum: int, value: int, tip: str) -> QSlider:
 
 
 class WhatIf(QGroupBox):
-    """Seed 000's sliders: set α, γ and the two costs, read E, cost, speedup and the ceiling."""
+    """What-if sliders: set α, γ and the two costs, read E, cost, speedup and the ceiling."""
 
-    # Slider steps: α and costs in hundredths, γ in whole tokens (the seed's ranges).
+    # Slider steps: α and costs in hundredths, γ in whole tokens (γ up to 32, where the
+    # cost model's sweep ends).
     SCALE = 100
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__("What if… (seed 000's cost model)", parent)
+        super().__init__("What if… (the cost model)", parent)
         self.setObjectName("whatIfGroup")
         d = WHAT_IF_DEFAULTS
         s = self.SCALE
@@ -314,7 +316,7 @@ class WhatIf(QGroupBox):
         series = " + ".join(f"{alpha:.2f}^{i}" for i in range(min(gamma, 3) + 1))
         if gamma > 3:
             series += " + …"
-        # Both of the seed's forms side by side: the series and the closed form agree.
+        # Both forms of E side by side: the series and the closed form agree.
         closed = DASH if alpha == 1.0 else f"{(1 - alpha ** (gamma + 1)) / (1 - alpha):.3f}"
         self.expected.setText(f"{e:.3f}   ({series}; closed form {closed})")
         cost = cost_model.round_cost(gamma, c_draft, c_verify)

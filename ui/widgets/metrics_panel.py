@@ -1,7 +1,7 @@
 """The panel beside the conversation: live speculation figures and memory.
 
 It only displays what it is given; the window decides when (a timer a few times a second while
-generating, per habit 4). Every figure's tooltip is its definition from app.metrics.summary.
+generating). Every figure's tooltip is its definition from app.metrics.summary.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ with the reason as their tooltip, so the user learns why a file is not offered r
 missing it.
 """
 
-# Qt signals keep Qt's camelCase (…Requested, …Changed), as architecture.md names them.
+# Qt signals keep Qt's camelCase (…Requested, …Changed), like Qt's own.
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The chat window: composes the widgets and turns user actions into worker requests.
 
-It renders from one UiState (habit: no scattered booleans): which buttons are enabled follows
+It renders from one UiState (no scattered booleans): which buttons are enabled follows
 from the state alone. It never calls llama.cpp; every model operation is a request to the
 EngineHost, every answer a queued signal handled here on the UI thread.
 """

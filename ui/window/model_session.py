@@ -6,7 +6,7 @@ files (read in the helper process) current. It knows nothing of widgets: the win
 its signals.
 """
 
-# Qt signals keep Qt's camelCase (…Requested, …Changed), as architecture.md names them.
+# Qt signals keep Qt's camelCase (…Requested, …Changed), like Qt's own.
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ interrupt, so they are flags (GenerationControl, LoadTicket) the UI thread sets 
 engine reads between rounds or in the load progress callback.
 """
 
-# Qt signals keep Qt's camelCase (…Requested, …Changed), as architecture.md names them.
+# Qt signals keep Qt's camelCase (…Requested, …Changed), like Qt's own.
 
 from __future__ import annotations
 
