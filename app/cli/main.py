@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, cast
 
-from app.engine.config import MAX_GAMMA, GenerationConfig, ModelConfig, SamplingConfig
+from app.engine.config import (
+    DEFAULT_GAMMA,
+    MAX_GAMMA,
+    GenerationConfig,
+    ModelConfig,
+    SamplingConfig,
+)
 from app.engine.events import FinishEvent, NoticeEvent, TokenEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import NGRAM, Runtime
@@ -149,7 +155,7 @@ def generation_from_args(args: argparse.Namespace, gamma: int | str) -> Generati
     adaptive = gamma == "auto"
     return GenerationConfig(
         max_tokens=args.max_tokens,
-        gamma=5 if adaptive else int(gamma),
+        gamma=DEFAULT_GAMMA if adaptive else int(gamma),
         adaptive=adaptive,
         p_min=args.p_min,
         sampling=sampling_from_args(args),

@@ -12,6 +12,8 @@ DraftMode = Literal["plain", "draft", "ngram"]
 # Largest draft length accepted anywhere: verification batches stay small (γ + 1 rows) and the
 # cost model's sweep stops here too.
 MAX_GAMMA = 32
+# The fixed draft length when none is given, and where γ auto starts before it has measured.
+DEFAULT_GAMMA = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +77,7 @@ class GenerationConfig:
     """One reply's settings. `gamma` is the draft length; `adaptive` lets the engine pick it."""
 
     max_tokens: int = 256
-    gamma: int = 5
+    gamma: int = DEFAULT_GAMMA
     adaptive: bool = False
     p_min: float = 0.0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)

@@ -217,7 +217,7 @@ class FakeModel:
                 choice = FIRST_WORD + (choice - FIRST_WORD + 1) % N_WORDS
             logits[row, choice] = 10.0
             # A runner-up, so sampling at a temperature has somewhere else to go.
-            logits[row, FIRST_WORD + (choice - FIRST_WORD + 3) % N_WORDS] = 8.5
+            logits[row, FIRST_WORD + (choice - FIRST_WORD + 3) % N_WORDS] = 9.5
         return logits
 
     def truncate(self, n_keep: int) -> None:

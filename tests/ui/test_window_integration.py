@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
 
 from ui.dialogs.compare_dialog import CompareDialog
+from ui.window.compare import compare_drafts
 from ui.window.main_window import MainWindow, UiState
 
 from .conftest import send
@@ -46,7 +47,7 @@ def test_models_button_lists_the_demo_models(
     with qtbot.waitSignal(window.catalogChanged, timeout=SCAN_TIMEOUT_MS):
         dialog.add_folder(folder)
     assert str(folder) in window.settings.get_list("models/extra_folders")
-    assert folder in window.model_folders()
+    assert folder in window.models.library_folders()
     dialog.remove_folder(folder)
     assert str(folder) not in window.settings.get_list("models/extra_folders")
     # The demo files' own folder is untouched by that.
@@ -106,7 +107,7 @@ def test_compare_dialog_runs_on_the_last_prompt(window: MainWindow, qtbot: QtBot
         if d.compatible and d.size_bytes < catalog.target.size_bytes
     }
     assert expected, "the demo family has compatible drafts"
-    assert {d.label for d in window.compare_drafts()} == expected
+    assert {d.label for d in compare_drafts(window.catalog)} == expected
 
     loaded_before = window.loaded
     window.settings.set("generation/max_tokens", 8)  # the comparison's length: keep it short

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
@@ -33,9 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.bench import run as bench
-from app.engine.chat_template import ChatMessage
-from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import RoundRecord, TokenEvent
 from app.engine.result import GenerationResult
@@ -43,7 +41,6 @@ from app.engine.runtime import MemoryUsage
 from app.llama.resources import GpuProbe, process_ram_bytes
 from app.paths import models_dir
 from app.store import ConversationStore, StoreError
-from models.compat import check_draft_file
 from ui.dialogs.compare_dialog import CompareDialog
 from ui.dialogs.models_dialog import ModelsDialog
 from ui.formatting import stats_line
@@ -58,6 +55,9 @@ from ui.widgets.metrics_panel import MetricsPanel
 from ui.widgets.model_controls import ModelControls
 from ui.widgets.prompt_input import PromptInput
 from ui.widgets.settings_panel import SettingsPanel
+from ui.window.chat_controller import ChatController
+from ui.window.compare import compare_bench
+from ui.window.generation_settings import generation_config
 from ui.window.model_session import ModelSession
 from ui.window.reply import ReplyInProgress
 from ui.workers.catalog import Catalog
@@ -71,6 +71,7 @@ from ui.workers.engine import (
 from ui.workers.ops import OpRunner
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 METRICS_INTERVAL_MS = 200  # five refreshes a second while generating
 IDLE_MEMORY_INTERVAL_MS = 2000
@@ -117,7 +118,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("SpecChat")
         self.setAcceptDrops(True)
         self.settings = settings
-        self.store = store
+        self.chat = ChatController(store, settings)
         self.host = host
         self.ops = ops or OpRunner(self)
         self.gpu = gpu or GpuProbe()
@@ -132,7 +133,6 @@ class MainWindow(QMainWindow):
             parent=self,
         )
         self._state = UiState.NoModel
-        self._conversation_id: int | None = None
         self._control: GenerationControl | None = None
         self._reply: ReplyInProgress | None = None
         self._live = LiveReply(clock=clock)
@@ -321,14 +321,16 @@ class MainWindow(QMainWindow):
         generating = s in (UiState.Generating, UiState.Stopping)
         self.send_button.setEnabled(s == UiState.Idle)
         self.stop_button.setEnabled(s == UiState.Generating)
-        self.regenerate_button.setEnabled(s == UiState.Idle and self._last_reply_id() is not None)
+        self.regenerate_button.setEnabled(
+            s == UiState.Idle and self._store_action(self.chat.last_reply_id) is not None
+        )
         self.conversations.setEnabled(not generating)
         self.controls.target_combo.setEnabled(s in (UiState.Idle, UiState.NoModel))
         self.controls.draft_combo.setEnabled(s == UiState.Idle)
         self.controls.add_button.setEnabled(s in (UiState.Idle, UiState.NoModel))
         # The comparison loads its own copies of the models; running it beside a reply would
         # halve both on a CPU and falsify its timings.
-        self.compare_button.setEnabled(s == UiState.Idle and self.last_prompt() is not None)
+        self.compare_button.setEnabled(s == UiState.Idle and self.chat.last_prompt() is not None)
         self.load_row.setVisible(s == UiState.LoadingModel)
         bar = self.statusBar()
         if s == UiState.NoModel:
@@ -412,28 +414,17 @@ class MainWindow(QMainWindow):
 
     # -- the Models dialog --------------------------------------------------------------------
 
-    def model_folders(self) -> list[Path]:
-        """The folders the Models dialog searches besides the app's own: the user's folders
-        and those of the files added one by one (the dialog thinks in folders)."""
-        folders = [Path(f) for f in self.settings.get_list("models/extra_folders")]
-        for file in self.settings.get_list("models/extra_files"):
-            parent = Path(file).parent
-            # The app's models folder is always scanned; listing it again would only duplicate.
-            if parent not in folders and not parent.is_relative_to(self.models_folder):
-                folders.append(parent)
-        return folders
-
     def open_models_dialog(self) -> ModelsDialog:
         dialog = self._models_dialog
         if dialog is None:
             dialog = ModelsDialog(
                 self,
-                extra_dirs=self.model_folders(),
+                extra_dirs=self.models.library_folders(),
                 n_ctx=self.settings.get_int("models/n_ctx"),
                 n_gpu_layers=self.settings.get_int("models/target_gpu_layers"),
                 drafts_dir=self.models_folder,  # made drafts land where the dropdowns look
             )
-            dialog.foldersChanged.connect(self._on_model_folders_changed)
+            dialog.foldersChanged.connect(self.models.keep_library_folders)
             dialog.modelsChanged.connect(self.refresh_catalog)
             self._models_dialog = dialog
         else:
@@ -443,7 +434,7 @@ class MainWindow(QMainWindow):
             )
             # Files dropped on the window since the dialog was made: their folders too.
             known = dialog.extra_dirs
-            for folder in self.model_folders():
+            for folder in self.models.library_folders():
                 if folder not in known:
                     dialog.add_folder(folder)
         if dialog.isVisible():
@@ -454,77 +445,13 @@ class MainWindow(QMainWindow):
             dialog.show()
         return dialog
 
-    def _on_model_folders_changed(self, folders: list[Path]) -> None:
-        kept = [Path(f) for f in folders]
-        removed = [f for f in self.model_folders() if f not in kept]
-        # A removed folder that only held files added one by one: forget those files too, or
-        # the folder would come back with them the next time the dialog opens.
-        files = [
-            f for f in self.settings.get_list("models/extra_files") if Path(f).parent not in removed
-        ]
-        self.settings.set("models/extra_files", files)
-        self.settings.set("models/extra_folders", [str(f) for f in kept])
-
     # -- the Compare dialog -------------------------------------------------------------------
 
-    def last_prompt(self) -> str | None:
-        """The current conversation's last user message, the prompt a comparison runs on."""
-        if self._conversation_id is None:
-            return None
-        for stored in reversed(self.store.messages(self._conversation_id)):
-            if stored.role == "user":
-                return stored.content
-        return None
-
-    def compare_drafts(self) -> list[bench.DraftChoice]:
-        """Every installed draft the catalog finds compatible with the target and smaller."""
-        catalog = self.models.catalog
-        if catalog is None or catalog.target is None:
-            return []
-        target_size = catalog.target.size_bytes
-        usable = [d for d in catalog.drafts if d.compatible and d.size_bytes < target_size]
-        names = [Path(d.path).name for d in usable]
-        return [
-            # The bench needs distinct labels; same-named files in two folders get the folder.
-            bench.DraftChoice(
-                name if names.count(name) == 1 else f"{Path(d.path).parent.name}/{name}",
-                Path(d.path),
-            )
-            for d, name in zip(usable, names, strict=True)
-        ]
-
-    def compare_bench(self) -> bench.BenchCallable | None:
-        """The comparison the Compare dialog runs: this chat's target, settings and γ, with
-        every compatible draft. None without a target or a draft."""
-        loaded = self.models.loaded
-        drafts = self.compare_drafts()
-        if loaded is None or loaded.target is None or not drafts:
-            return None
-        target = loaded.target
-        config = self.generation_config()
-        gamma: bench.GammaSetting = bench.AUTO if config.adaptive else config.gamma
-        draft_template = loaded.draft.config or ModelConfig(
-            "",
-            n_ctx=target.n_ctx,
-            n_gpu_layers=self.settings.get_int("models/draft_gpu_layers"),
-            n_threads=target.n_threads,
-        )
-        # prompt_bench loads its own copies of the models on the dialog's thread: the window's
-        # engine thread and its models are never touched.
-        return bench.prompt_bench(
-            target=target,
-            drafts=drafts,
-            gammas=[gamma],
-            base=config,
-            draft_template=draft_template,
-            vet_draft=check_draft_file,
-        )
-
     def open_compare_dialog(self) -> CompareDialog | None:
-        prompt = self.last_prompt()
+        prompt = self.chat.last_prompt()
         if self._state != UiState.Idle or prompt is None:
             return None
-        run = self.compare_bench()
+        run = compare_bench(self.models.loaded, self.models.catalog, self.settings)
         if run is None:
             self.show_error("No compatible draft is installed to compare with the target.")
             return None
@@ -552,75 +479,87 @@ class MainWindow(QMainWindow):
 
     # -- conversations ------------------------------------------------------------------------
 
+    def _store_action(self, action: Callable[[], T]) -> T | None:
+        """Run a store operation; a storage failure is shown in words, never raised into Qt."""
+        try:
+            return action()
+        except (StoreError, OSError) as exc:
+            self.show_error(describe(exc))
+            return None
+
     def _refresh_conversations(self) -> None:
-        self.conversations.set_conversations(self.store.conversations(), self._conversation_id)
+        conversations = self._store_action(self.chat.conversations) or []
+        self.conversations.set_conversations(conversations, self.chat.conversation_id)
+
+    def _show_title(self) -> None:
+        title = self.chat.title() if self.chat.conversation_id is not None else None
+        self.setWindowTitle(f"SpecChat — {title}" if title else "SpecChat")
+
+    @property
+    def store(self) -> ConversationStore:
+        return self.chat.store
 
     @property
     def conversation_id(self) -> int | None:
-        return self._conversation_id
+        return self.chat.conversation_id
 
     def new_chat(self) -> None:
         if self._state in (UiState.Generating, UiState.Stopping):
             return
-        self._conversation_id = None
+        self.chat.new_chat()
         self.view.set_messages([])
         self._refresh_conversations()  # also clears the selection: no conversation is current
         self.metrics.clear()
         self.insight.clear()
-        self.setWindowTitle("SpecChat")
+        self._show_title()
         self.prompt.setFocus()
         self._render_state()
 
     def open_conversation(self, conversation_id: int) -> None:
         if self._state in (UiState.Generating, UiState.Stopping):
             return
-        self._conversation_id = conversation_id
-        messages = []
-        for stored in self.store.messages(conversation_id):
-            if stored.role == "system":
-                continue
-            line = str(stored.stats.get("summary", "")) if stored.stats else ""
-            messages.append(ViewMessage(stored.role, stored.content, stored.segments, line))
+        messages = self._store_action(lambda: self.chat.open(conversation_id))
+        if messages is None:
+            return
         self.view.set_messages(messages)
-        summary = self.store.conversation(conversation_id)
-        self.setWindowTitle(f"SpecChat — {summary.title}" if summary else "SpecChat")
+        self._show_title()
         self._render_state()
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
-        self.store.rename(conversation_id, title)
+        self._store_action(lambda: self.chat.rename(conversation_id, title))
         self._refresh_conversations()
-        if conversation_id == self._conversation_id:
-            self.setWindowTitle(f"SpecChat — {title.strip() or 'Untitled'}")
+        self._show_title()
 
     def delete_conversation(self, conversation_id: int) -> None:
-        self.store.delete(conversation_id)
-        if conversation_id == self._conversation_id:
+        if self._store_action(lambda: self.chat.delete(conversation_id)):
             self.new_chat()
         self._refresh_conversations()
 
     def _confirm_delete(self, conversation_id: int) -> None:
-        summary = self.store.conversation(conversation_id)
-        if summary is None:
+        title = self._store_action(lambda: self.chat.title(conversation_id))
+        if title is None:
             return
         answer = QMessageBox.question(
-            self, "Delete conversation", f"Delete “{summary.title}”? This cannot be undone."
+            self, "Delete conversation", f"Delete “{title}”? This cannot be undone."
         )
         if answer == QMessageBox.StandardButton.Yes:
             self.delete_conversation(conversation_id)
 
     def export_conversation(self, conversation_id: int, path: Path) -> None:
         try:
-            path.write_text(self.store.export_markdown(conversation_id), encoding="utf-8")
+            self.chat.export(conversation_id, path)
         except (OSError, StoreError) as exc:
             self.show_error(f"Could not export the conversation to {path}: {exc}.")
             return
         self.statusBar().showMessage(f"Exported to {path}", 5000)
 
     def _export_dialog(self, conversation_id: int) -> None:
-        summary = self.store.conversation(conversation_id)
-        name = (summary.title if summary else "conversation").replace("/", "-") + ".md"
+        name = self._store_action(lambda: self.chat.export_name(conversation_id))
         path, _filter = QFileDialog.getSaveFileName(
-            self, "Export conversation", str(Path.home() / name), "Markdown (*.md)"
+            self,
+            "Export conversation",
+            str(Path.home() / (name or "conversation.md")),
+            "Markdown (*.md)",
         )
         if path:
             self.export_conversation(conversation_id, Path(path))
@@ -631,67 +570,28 @@ class MainWindow(QMainWindow):
         text = self.prompt.toPlainText().strip()
         if self._state != UiState.Idle or not text:
             return
-        try:
-            if self._conversation_id is None:
-                title = " ".join(text.split())[:48]
-                self._conversation_id = self.store.create_conversation(title)
-                self.setWindowTitle(f"SpecChat — {title}")
-            # Committed before generating: a crash mid-reply never loses the question.
-            self.store.add_message(self._conversation_id, "user", text)
-        except (StoreError, OSError) as exc:
-            self.show_error(describe(exc))
+        # On a storage failure the text stays in the box, so nothing typed is lost.
+        if self._store_action(lambda: self.chat.add_user_message(text)) is None:
             return
+        self._show_title()
         self.prompt.clear()
         self.view.set_messages([*self.view.messages, ViewMessage("user", text)])
         self._refresh_conversations()
         self._start_generation()
 
     def regenerate(self) -> None:
-        reply_id = self._last_reply_id()
-        if self._state != UiState.Idle or reply_id is None:
+        if self._state != UiState.Idle or not self._store_action(self.chat.drop_last_reply):
             return
-        self.store.delete_message(reply_id)
         self.view.drop_last_reply()
         self._start_generation(regenerating=True)
 
-    def _last_reply_id(self) -> int | None:
-        if self._conversation_id is None:
-            return None
-        messages = self.store.messages(self._conversation_id)
-        if messages and messages[-1].role == "assistant":
-            return messages[-1].id
-        return None
-
-    def _history(self) -> tuple[ChatMessage, ...]:
-        assert self._conversation_id is not None
-        history: list[ChatMessage] = []
-        system = self.settings.get_str("generation/system_prompt").strip()
-        if system:
-            history.append({"role": "system", "content": system})
-        for stored in self.store.messages(self._conversation_id):
-            history.append({"role": stored.role, "content": stored.content})
-        return tuple(history)
-
     def generation_config(self) -> GenerationConfig:
-        s = self.settings
-        gamma = s.get_int("generation/gamma")
-        seed = s.get_int("generation/seed")
-        return GenerationConfig(
-            max_tokens=s.get_int("generation/max_tokens"),
-            gamma=gamma if gamma > 0 else 5,
-            adaptive=gamma == 0,
-            sampling=SamplingConfig(
-                temperature=s.get_float("generation/temperature"),
-                top_p=s.get_float("generation/top_p"),
-                top_k=s.get_int("generation/top_k"),
-                seed=None if seed < 0 else seed,
-            ),
-            exact=s.get_bool("generation/exact"),
-        )
+        return generation_config(self.settings)
 
     def _start_generation(self, *, regenerating: bool = False) -> None:
         loaded = self.models.loaded
-        assert self._conversation_id is not None and loaded is not None
+        conversation_id = self.chat.conversation_id
+        assert conversation_id is not None and loaded is not None
         speculation = self.controls.speculation.isChecked()
         control = GenerationControl(speculative=speculation)
         config = self.generation_config()
@@ -705,7 +605,7 @@ class MainWindow(QMainWindow):
         draft = loaded.draft
         request = GenerateRequest(
             request_id=next(self._request_ids),
-            messages=self._history(),
+            messages=self.chat.history(),
             config=config,
             control=control,
             speculative=True,  # the toggle acts through control.speculative, even mid-reply
@@ -713,7 +613,7 @@ class MainWindow(QMainWindow):
         self._control = control
         self._reply = ReplyInProgress(
             request_id=request.request_id,
-            conversation_id=self._conversation_id,
+            conversation_id=conversation_id,
             drafter_kind=draft.kind,
             drafter_label=_draft_label(draft),
             gamma_label="Auto" if config.adaptive else str(config.gamma),
@@ -786,16 +686,10 @@ class MainWindow(QMainWindow):
         self._last_result = result
         stats = reply.stats(result)
         shown = self.view.finish_reply(result.text, stats_line(stats))
-        try:
-            self.store.add_message(
-                reply.conversation_id,
-                "assistant",
-                result.text,
-                stats=stats,
-                segments=shown.segments if shown else None,
-            )
-        except (StoreError, OSError) as exc:
-            self.show_error(describe(exc))
+        segments = shown.segments if shown else None
+        self._store_action(
+            lambda: self.chat.save_reply(reply.conversation_id, result.text, stats, segments)
+        )
         self._live.sample()
         self.metrics.show_stats(result.stats, speculative=stats["mode"] != "plain")
         self.metrics.show_samples(self._live.samples)

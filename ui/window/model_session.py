@@ -277,6 +277,33 @@ class ModelSession(QObject):
             and t.tokenizer_fingerprint == d.tokenizer_fingerprint
         )
 
+    # -- the library's folders -----------------------------------------------------------------
+
+    def library_folders(self) -> list[Path]:
+        """The folders the Models dialog searches besides the app's own: the user's folders
+        and those of the files added one by one (the dialog thinks in folders)."""
+        folders = [Path(f) for f in self._settings.get_list("models/extra_folders")]
+        for file in self._settings.get_list("models/extra_files"):
+            parent = Path(file).parent
+            # The app's models folder is always scanned; listing it again would only duplicate.
+            if parent not in folders and not parent.is_relative_to(self._models_folder):
+                folders.append(parent)
+        return folders
+
+    def keep_library_folders(self, folders: list[Path]) -> None:
+        """The Models dialog's folder list changed: keep exactly these."""
+        kept = [Path(f) for f in folders]
+        removed = [f for f in self.library_folders() if f not in kept]
+        # A removed folder that only held files added one by one: forget those files too, or
+        # the folder would come back with them the next time the dialog opens.
+        files = [
+            f
+            for f in self._settings.get_list("models/extra_files")
+            if Path(f).parent not in removed
+        ]
+        self._settings.set("models/extra_files", files)
+        self._settings.set("models/extra_folders", [str(f) for f in kept])
+
     # -- files the user adds ------------------------------------------------------------------
 
     def add_files(self, paths: list[str]) -> None:

@@ -1,0 +1,126 @@
+"""The conversation half of the window: the store, the current chat, its history and replies.
+
+Knows nothing of widgets: the window asks it for what to show and tells it what the user did.
+Store errors propagate as StoreError (or OSError) so the window can say what failed and keep
+what the user typed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from app.engine.chat_template import ChatMessage
+from app.store import ConversationStore, ConversationSummary
+from ui.settings import Settings
+from ui.widgets.conversation_view import ViewMessage
+from ui.widgets.rendering import Segment
+
+TITLE_LENGTH = 48
+
+
+class ChatController:
+    def __init__(self, store: ConversationStore, settings: Settings) -> None:
+        self.store = store
+        self._settings = settings
+        self.conversation_id: int | None = None
+
+    # -- the list of chats --------------------------------------------------------------------
+
+    def conversations(self) -> list[ConversationSummary]:
+        return self.store.conversations()
+
+    def title(self, conversation_id: int | None = None) -> str | None:
+        key = self.conversation_id if conversation_id is None else conversation_id
+        summary = self.store.conversation(key) if key is not None else None
+        return summary.title if summary else None
+
+    def new_chat(self) -> None:
+        self.conversation_id = None
+
+    def open(self, conversation_id: int) -> list[ViewMessage]:
+        """Make a saved chat current; returns its messages as the view shows them."""
+        self.conversation_id = conversation_id
+        messages = []
+        for stored in self.store.messages(conversation_id):
+            if stored.role == "system":
+                continue
+            line = str(stored.stats.get("summary", "")) if stored.stats else ""
+            messages.append(ViewMessage(stored.role, stored.content, stored.segments, line))
+        return messages
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        self.store.rename(conversation_id, title)
+
+    def delete(self, conversation_id: int) -> bool:
+        """Delete a chat; True when it was the current one (which is then closed)."""
+        self.store.delete(conversation_id)
+        if conversation_id != self.conversation_id:
+            return False
+        self.conversation_id = None
+        return True
+
+    def export(self, conversation_id: int, path: Path) -> None:
+        path.write_text(self.store.export_markdown(conversation_id), encoding="utf-8")
+
+    def export_name(self, conversation_id: int) -> str:
+        return (self.title(conversation_id) or "conversation").replace("/", "-") + ".md"
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def add_user_message(self, text: str) -> int:
+        """Save the user's message (starting a chat if none is current); returns the chat id.
+
+        Committed before anything is generated, so a crash mid-reply never loses the question.
+        """
+        if self.conversation_id is None:
+            self.conversation_id = self.store.create_conversation(
+                " ".join(text.split())[:TITLE_LENGTH]
+            )
+        self.store.add_message(self.conversation_id, "user", text)
+        return self.conversation_id
+
+    def save_reply(
+        self,
+        conversation_id: int,
+        text: str,
+        stats: dict[str, Any],
+        segments: list[Segment] | None,
+    ) -> None:
+        self.store.add_message(conversation_id, "assistant", text, stats=stats, segments=segments)
+
+    def last_reply_id(self) -> int | None:
+        if self.conversation_id is None:
+            return None
+        messages = self.store.messages(self.conversation_id)
+        if messages and messages[-1].role == "assistant":
+            return messages[-1].id
+        return None
+
+    def drop_last_reply(self) -> bool:
+        """Delete the current chat's last reply, to be written again; False if there is none."""
+        reply_id = self.last_reply_id()
+        if reply_id is None:
+            return False
+        self.store.delete_message(reply_id)
+        return True
+
+    def last_prompt(self) -> str | None:
+        """The current chat's last user message, the prompt a comparison runs on."""
+        if self.conversation_id is None:
+            return None
+        for stored in reversed(self.store.messages(self.conversation_id)):
+            if stored.role == "user":
+                return stored.content
+        return None
+
+    def history(self) -> tuple[ChatMessage, ...]:
+        """What the model reads: the system prompt, then the current chat as saved."""
+        assert self.conversation_id is not None
+        history: list[ChatMessage] = []
+        system = self._settings.get_str("generation/system_prompt").strip()
+        if system:
+            history.append({"role": "system", "content": system})
+        for stored in self.store.messages(self.conversation_id):
+            history.append({"role": stored.role, "content": stored.content})
+        return tuple(history)
