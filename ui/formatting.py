@@ -31,11 +31,34 @@ def seconds(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1.0 else f"{value:.2f} s"
 
 
+SPEEDUP_TIP = (
+    "This reply's tokens per second times the time of one plain target step measured in this "
+    "session: how much faster the reply came than the target alone would have written it."
+)
+
+
+def speedup_headline(speedup: float | None, *, speculative: bool) -> tuple[str, str]:
+    """The plain-words result of speculation for the headline, and its tooltip."""
+    if not speculative:
+        return "Plain decoding: speculation is off or no draft is loaded.", ""
+    if speedup is None:
+        return "", ""
+    if speedup >= 1.05:
+        return f"{speedup:.1f}× faster than without a draft", SPEEDUP_TIP
+    if speedup > 0.95:
+        return "About as fast as without a draft", SPEEDUP_TIP
+    return (
+        f"{speedup:.2f}×: slower than without a draft. Try γ Auto or another draft.",
+        SPEEDUP_TIP,
+    )
+
+
 def stats_line(stats: dict[str, Any]) -> str:
     """The line under a reply, from the stats dict the store keeps for it.
 
     Keys: mode (plain/draft/ngram), draft (label or None), gamma_label, switched (bool),
-    exact (bool), variation (text or None), finish_reason, and GenerationStats' fields.
+    exact (bool), variation (text or None), speedup (over plain decoding, or None),
+    finish_reason, and GenerationStats' fields.
     """
     mode = str(stats.get("mode", "plain"))
     parts = [f"mode {mode}"]
@@ -44,6 +67,8 @@ def stats_line(stats: dict[str, Any]) -> str:
             parts.append(f"draft {stats['draft']}")
         parts.append(f"γ {stats.get('gamma_label', stats.get('gamma', DASH))}")
         parts.append(f"acceptance {percent(stats.get('acceptance_rate'))}")
+        if stats.get("speedup"):
+            parts.append(f"{float(stats['speedup']):.2f}× plain speed")
     parts.append(rate(stats.get("tokens_per_second")))
     parts.append(f"TTFT {seconds(stats.get('ttft_s'))}")
     parts.append(f"{stats.get('generated_tokens', 0)} tokens")

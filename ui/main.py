@@ -17,6 +17,7 @@ from app.paths import database_path, models_dir
 from app.store import ConversationStore, StoreError
 from ui.messages import describe
 from ui.settings import Settings
+from ui.themes import apply_theme
 from ui.window.main_window import MainWindow
 from ui.workers.engine import EngineHost
 
@@ -69,7 +70,9 @@ def run_app() -> int:
     except (StoreError, OSError) as exc:
         QMessageBox.critical(None, APP_NAME, describe(exc))
         return 1
-    window = create_window(store)
+    settings = Settings()
+    apply_theme(app, settings.get_str("view/theme"))
+    window = create_window(store, settings)
     window.show()
     window.start()
     # Qt's loop does not run Python signal handlers; a periodic no-op timer gives Python the

@@ -43,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
     # Every target pass checks two or more rows, so speculation cannot change a greedy reply.
     "generation/exact": False,
     "view/highlight_draft": True,
+    "view/theme": "system",  # a key of ui.themes.THEMES
     "window/geometry": QByteArray(),
     "window/splitter": QByteArray(),
 }

@@ -66,7 +66,7 @@ def _code_block_lines(view: ConversationView) -> list[str]:
     lines = []
     block = view.document().begin()
     while block.isValid():
-        if block.blockFormat().nonBreakableLines() and block.text():
+        if block.blockFormat().nonBreakableLines() and block.text().strip():
             lines.append(block.text())
         block = block.next()
     return lines
@@ -193,7 +193,9 @@ def test_model_controls_offer_drafts_with_reasons(qtbot: QtBot) -> None:
     assert entries[2][3] == "Not compatible with the target: vocab sizes differ."
     assert [e[0] for e in entries[3:]] == [NGRAM_LABEL, NONE_LABEL]
     assert controls.draft_combo.currentIndex() == 1
-    assert controls.target_combo.currentText().startswith("big.gguf")
+    # Size and type first, so a narrow dropdown never cuts them; then the name.
+    assert controls.target_combo.currentText().endswith(" · big")
+    assert controls.target_combo.currentText().split(" · ")[0].endswith("iB")
     with qtbot.waitSignal(controls.draftChosen) as chosen:
         controls.draft_combo.activated.emit(3)
     assert chosen.args == [DRAFT_NGRAM]

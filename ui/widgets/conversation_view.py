@@ -10,13 +10,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QEvent, QTimer
-from PySide6.QtGui import QColor, QPalette, QTextCursor
+from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
+from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCursor
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
-from ui.widgets.rendering import Segment, render_plain, render_reply
+from ui.widgets.rendering import (
+    Segment,
+    code_blocks,
+    render_plain,
+    render_reply,
+    with_code_links,
+)
 
 RENDER_INTERVAL_MS = 40
+EXAMPLE_PROMPTS = (
+    "Explain speculative decoding to a friend in three sentences.",
+    "Write a Python function that checks whether a word is a palindrome.",
+    "Summarise the plot of Romeo and Juliet in five bullet points.",
+    "Viết một đoạn ngắn giới thiệu Hà Nội.",
+)
 
 
 @dataclass
@@ -45,12 +57,23 @@ def _mix(a: QColor, b: QColor, t: float) -> QColor:
 
 
 class ConversationView(QTextBrowser):
+    """Signals:
+    examplePicked(str): the user clicked an example prompt on the welcome page.
+    editRequested(): "Edit and resend" under the last message the user wrote.
+    copied(str): what a Copy link put on the clipboard.
+    """
+
+    examplePicked = Signal(str)
+    editRequested = Signal()
+    copied = Signal(str)
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("conversationView")
         self.setOpenExternalLinks(False)
         self.setOpenLinks(False)
         self.setAccessibleName("Conversation")
+        self.anchorClicked.connect(self._on_anchor)
         self._messages: list[ViewMessage] = []
         self._streaming: _Streaming | None = None
         self._highlight = True
@@ -59,6 +82,7 @@ class ConversationView(QTextBrowser):
         self._render_timer.setInterval(RENDER_INTERVAL_MS)
         self._render_timer.timeout.connect(self._flush)
         self._apply_palette()
+        self.rebuild()  # the welcome page until there is a conversation
 
     # -- theme --------------------------------------------------------------------------------
 
@@ -69,6 +93,7 @@ class ConversationView(QTextBrowser):
         self._mark_color = _mix(base, QColor(46, 160, 67), 0.28).name()
         code_bg = _mix(base, text, 0.07).name()
         self._muted = _mix(base, text, 0.55).name()
+        self._dark = base.lightness() < 128
         self._user_color = _mix(text, QColor(52, 120, 246), 0.7).name()
         self._bot_color = _mix(text, QColor(46, 160, 67), 0.7).name()
         self.document().setDefaultStyleSheet(
@@ -108,17 +133,41 @@ class ConversationView(QTextBrowser):
         streaming = self._streaming
         finished = [m for m in self._messages if streaming is None or m is not streaming.message]
         self.clear()
-        for message in finished:
-            self._append(message)
+        if not self._messages:
+            self.setHtml(self._welcome())
+            return
+        for index, message in enumerate(finished):
+            self._append(message, index)
         if streaming is not None:
             self._begin(streaming.message, streaming.chunks)
         self._scroll_to_end()
 
-    def _append(self, message: ViewMessage) -> None:
+    def _append(self, message: ViewMessage, index: int) -> None:
         # One insertHtml per message: separate calls would merge a message's first paragraph
         # into the previous block.
         cursor = self._new_block()
-        cursor.insertHtml(self._header(message.role) + self._body(message) + self._footer(message))
+        cursor.insertHtml(
+            self._header(message.role) + self._body(message, index) + self._footer(message, index)
+        )
+
+    def _welcome(self) -> str:
+        examples = "".join(
+            f'<li><a href="example:{i}">{_escape(text)}</a></li>'
+            for i, text in enumerate(EXAMPLE_PROMPTS)
+        )
+        return (
+            '<div style="margin:24px">'
+            "<h2>Welcome to SpecChat</h2>"
+            "<p>Chat with a local model, offline. A smaller <b>draft</b> model guesses the "
+            "next few words and the <b>target</b> model checks them all at once, so replies "
+            "come faster while staying exactly what the target would write.</p>"
+            f'<p><span style="{self.mark_style}">Shaded text</span> is text the draft '
+            "guessed and the target accepted. The panel on the right shows how much faster "
+            "each reply was, and why.</p>"
+            f"<p><b>Try one of these</b>, or write your own below:</p><ul>{examples}</ul>"
+            f'<p style="color:{self._muted}">Enter sends, Shift+Enter starts a new line, Esc '
+            "stops a reply. Help → Keyboard shortcuts lists the rest.</p></div>"
+        )
 
     def _new_block(self) -> QTextCursor:
         cursor = self._end_cursor()
@@ -130,14 +179,23 @@ class ConversationView(QTextBrowser):
         who, color = ("You", self._user_color) if role == "user" else ("Assistant", self._bot_color)
         return f'<p style="margin-top:12px; color:{color}"><b>{who}</b></p>'
 
-    def _body(self, message: ViewMessage) -> str:
+    def _body(self, message: ViewMessage, index: int | None = None) -> str:
+        """index None: the reply being streamed, which gets no Copy links yet."""
         if message.role == "user":
             return render_plain(message.text)
         segments = message.segments or [(message.text, False)]
-        return render_reply(segments, highlight=self._highlight, mark_style=self.mark_style)
+        body = render_reply(
+            segments, highlight=self._highlight, mark_style=self.mark_style, dark=self._dark
+        )
+        return body if index is None else with_code_links(body, f"copycode:{index}:{{}}")
 
-    def _footer(self, message: ViewMessage) -> str:
+    def _footer(self, message: ViewMessage, index: int | None = None) -> str:
         parts = []
+        if index is not None:
+            links = [f'<a href="copy:{index}">Copy</a>']
+            if message.role == "user" and index == self._last_user_index():
+                links.append('<a href="edit:">Edit and resend</a>')
+            parts.append(f'<p style="color:{self._muted}; font-size:small">{" · ".join(links)}</p>')
         if message.note:
             parts.append(f'<p style="color:{self._muted}"><i>{_escape(message.note)}</i></p>')
         if message.stats_line:
@@ -150,6 +208,8 @@ class ConversationView(QTextBrowser):
 
     def begin_reply(self) -> None:
         message = ViewMessage("assistant", "", segments=[])
+        if not self._messages:
+            self.clear()  # the welcome page
         self._messages.append(message)
         self._begin(message, [])
 
@@ -185,9 +245,10 @@ class ConversationView(QTextBrowser):
         message.text = text or "".join(t for t, _ in streaming.chunks)
         message.stats_line = stats_line
         message.note = note
+        index = next(i for i, m in enumerate(self._messages) if m is message)
         self._replace_from(
             streaming.start,
-            self._header(message.role) + self._body(message) + self._footer(message),
+            self._header(message.role) + self._body(message, index) + self._footer(message, index),
         )
         self._streaming = None
         self._scroll_if_following(True)
@@ -212,7 +273,9 @@ class ConversationView(QTextBrowser):
         following = self._at_end()
         streaming.dirty = False
         segments = streaming.chunks or [("…", False)]
-        html = render_reply(segments, highlight=self._highlight, mark_style=self.mark_style)
+        html = render_reply(
+            segments, highlight=self._highlight, mark_style=self.mark_style, dark=self._dark
+        )
         self._replace_from(streaming.start, self._header("assistant") + html)
         self._scroll_if_following(following)
 
@@ -224,6 +287,31 @@ class ConversationView(QTextBrowser):
         cursor.removeSelectedText()
         cursor.insertHtml(html)
         cursor.endEditBlock()
+
+    # -- links in the conversation -------------------------------------------------------------
+
+    def _last_user_index(self) -> int | None:
+        users = [i for i, m in enumerate(self._messages) if m.role == "user"]
+        return users[-1] if users else None
+
+    def _on_anchor(self, url: QUrl) -> None:
+        kind, _, rest = url.toString().partition(":")
+        if kind == "example" and rest.isdigit() and int(rest) < len(EXAMPLE_PROMPTS):
+            self.examplePicked.emit(EXAMPLE_PROMPTS[int(rest)])
+        elif kind == "edit":
+            self.editRequested.emit()
+        elif kind == "copy" and rest.isdigit() and int(rest) < len(self._messages):
+            self.copy_text(self._messages[int(rest)].text)
+        elif kind == "copycode":
+            message, _, block = rest.partition(":")
+            if message.isdigit() and block.isdigit() and int(message) < len(self._messages):
+                blocks = code_blocks(self._messages[int(message)].text)
+                if int(block) < len(blocks):
+                    self.copy_text(blocks[int(block)])
+
+    def copy_text(self, text: str) -> None:
+        QGuiApplication.clipboard().setText(text)
+        self.copied.emit(text)
 
     # -- scrolling ----------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QSpinBox,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -41,7 +42,9 @@ PATH_ROLE = Qt.ItemDataRole.UserRole
 
 
 def _entry_label(path: str, size: int, quantization: str) -> str:
-    return f"{Path(path).name}  ·  {quantization}  ·  {format_bytes(size)}"
+    # Size and type first: a narrow dropdown cuts the end of its text, and these are what
+    # tell one file of a family from the next.
+    return f"{format_bytes(size)} · {quantization} · {Path(path).stem}"
 
 
 class ModelControls(QWidget):
@@ -72,7 +75,7 @@ class ModelControls(QWidget):
             combo.setSizeAdjustPolicy(
                 QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
             )
-            combo.setMinimumContentsLength(18)
+            combo.setMinimumContentsLength(14)
             combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
             combo.setModel(QStandardItemModel(combo))
         self.speculation = QCheckBox(SPECULATION_LABEL)
@@ -91,15 +94,26 @@ class ModelControls(QWidget):
         self.add_button.setObjectName("addModelButton")
         self.add_button.setToolTip("Add your own GGUF model files (or drop them on the window).")
 
-        layout = QHBoxLayout(self)
+        self.headline = QLabel()
+        self.headline.setObjectName("speedupHeadline")
+        self.headline.setTextFormat(Qt.TextFormat.PlainText)
+
+        # Two rows so that both dropdowns get room for a file name on a 1280-wide screen.
+        layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(QLabel("Target"))
-        layout.addWidget(self.target_combo, 3)
-        layout.addWidget(QLabel("Draft"))
-        layout.addWidget(self.draft_combo, 3)
-        layout.addWidget(self.speculation)
-        layout.addWidget(self.gamma)
-        layout.addWidget(self.add_button)
+        model_row = QHBoxLayout()
+        model_row.addWidget(QLabel("Target"))
+        model_row.addWidget(self.target_combo, 1)
+        model_row.addWidget(QLabel("Draft"))
+        model_row.addWidget(self.draft_combo, 1)
+        model_row.addWidget(self.add_button)
+        self.option_row = QHBoxLayout()
+        self.option_row.addWidget(self.speculation)
+        self.option_row.addWidget(self.gamma)
+        self.option_row.addSpacing(12)
+        self.option_row.addWidget(self.headline, 1)
+        layout.addLayout(model_row)
+        layout.addLayout(self.option_row)
 
         self.target_combo.activated.connect(self._on_target_activated)
         self.draft_combo.activated.connect(self._on_draft_activated)
@@ -151,6 +165,11 @@ class ModelControls(QWidget):
         model = combo.model()
         assert isinstance(model, QStandardItemModel)
         return model
+
+    def show_headline(self, text: str, tooltip: str = "") -> None:
+        """The plain-words result of speculation, e.g. "1.3× faster than without a draft"."""
+        self.headline.setText(text)
+        self.headline.setToolTip(tooltip)
 
     def set_draft_loaded(self, loaded: bool) -> None:
         """Say on the toggle itself when there is nothing to speculate with; the user's

@@ -27,19 +27,54 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _TABLE_RULE = re.compile(r"^[\s|:\-]+$")
 
 
-def _make_markdown() -> markdown.Markdown:
-    md = markdown.Markdown(extensions=["fenced_code", "tables", "sane_lists", "nl2br"])
+def _make_markdown(code_style: str) -> markdown.Markdown:
+    md = markdown.Markdown(
+        extensions=["fenced_code", "codehilite", "tables", "sane_lists", "nl2br"],
+        extension_configs={
+            # Inline colours: Qt's rich text has no stylesheet classes for pygments' tokens.
+            "codehilite": {"noclasses": True, "guess_lang": False, "pygments_style": code_style}
+        },
+    )
     # Model output is text, not markup: raw HTML in a reply is shown literally, never rendered.
     md.preprocessors.deregister("html_block")
     md.inlinePatterns.deregister("html")
     return md
 
 
-_MD = _make_markdown()
+# Syntax colours that read on a light and on a dark background.
+CODE_STYLES = {"light": "default", "dark": "monokai"}
+_MARKDOWN = {shade: _make_markdown(style) for shade, style in CODE_STYLES.items()}
+_CODE_END = re.compile(r"</pre>(?:\s*</div>)?")
+_FENCED = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
+
+
+def code_blocks(text: str) -> list[str]:
+    """The fenced code blocks of a reply's Markdown, in order, without their fences."""
+    return [match.group(2) for match in _FENCED.finditer(text)]
+
+
+def with_code_links(body: str, link: str) -> str:
+    """A "Copy code" link after each code block; `link` gets the block's index formatted in."""
+    count = 0
+
+    def add(match: re.Match[str]) -> str:
+        nonlocal count
+        anchor = f'<p style="margin:0"><a href="{link.format(count)}">Copy code</a></p>'
+        count += 1
+        return match.group(0) + anchor
+
+    return _CODE_END.sub(add, body)
 
 
 def mark_segments(segments: Sequence[Segment]) -> str:
     """Markdown source with draft runs wrapped in marker characters (see module docstring)."""
+    return _marked_source(segments)[0]
+
+
+def _marked_source(segments: Sequence[Segment]) -> tuple[str, list[list[bool]]]:
+    """The marked Markdown source, and for each fenced code block the draft flag of each of
+    its characters: code is left unmarked, since a syntax highlighter would take the markers
+    for code; its shading is put back into the highlighted HTML by _shade_code."""
     lines: list[list[tuple[str, bool]]] = [[]]
     for text, from_draft in segments:
         for ch in text:
@@ -47,7 +82,67 @@ def mark_segments(segments: Sequence[Segment]) -> str:
                 lines.append([])
             else:
                 lines[-1].append((ch, from_draft))
-    return "\n".join(_mark_line(line) for line in lines)
+    out: list[str] = []
+    blocks: list[list[bool]] = []
+    fence: str | None = None
+    for chars in lines:
+        text = "".join(ch for ch, _ in chars)
+        opener = _FENCE.match(text)
+        if fence is None:
+            out.append(_mark_line(chars))
+            if opener:
+                fence = opener.group(1)
+                blocks.append([])
+        elif opener and opener.group(1) == fence and text.strip() == fence:
+            out.append(text)
+            fence = None
+        else:
+            out.append(text)
+            blocks[-1].extend([*(flag for _, flag in chars), False])
+    return "\n".join(out), blocks
+
+
+_TEXT_UNIT = re.compile(r"&#?\w+;|.", re.S)
+_CODE_BODY = re.compile(r"(<code[^>]*>)(.*?)(</code>)", re.S)
+
+
+def _shade_code(body: str, blocks: list[list[bool]], mark_style: str) -> str:
+    """Wrap the draft-written characters of each code block's text nodes in a shaded span.
+
+    Only text nodes are split, never tags, so the highlighter's spans stay well nested. A
+    block whose text does not line up with its flags is left unshaded rather than misshaded.
+    """
+    found = iter(blocks)
+
+    def shade(match: re.Match[str]) -> str:
+        flags = next(found, None)
+        if flags is None:
+            return match.group(0)
+        parts = re.split(r"(<[^>]+>)", match.group(2))
+        units = [_TEXT_UNIT.findall(p) if i % 2 == 0 else [] for i, p in enumerate(parts)]
+        if sum(len(u) for u in units) != len(flags):
+            return match.group(0)
+        position = 0
+        out = []
+        for i, part in enumerate(parts):
+            if i % 2:
+                out.append(part)
+                continue
+            run: list[str] = []
+            inside = False
+            for unit in units[i]:
+                flag = flags[position]
+                position += 1
+                if flag != inside:
+                    run.append(f'<span style="{mark_style}">' if flag else "</span>")
+                    inside = flag
+                run.append(unit)
+            if inside:
+                run.append("</span>")
+            out.append("".join(run))
+        return match.group(1) + "".join(out) + match.group(3)
+
+    return _CODE_BODY.sub(shade, body)
 
 
 def _mark_line(chars: list[tuple[str, bool]]) -> str:
@@ -69,21 +164,24 @@ def _mark_line(chars: list[tuple[str, bool]]) -> str:
     return "".join(out)
 
 
-def render_reply(segments: Sequence[Segment], *, highlight: bool, mark_style: str) -> str:
-    """HTML for one reply. `mark_style` is the CSS of a highlighted run."""
-    source = mark_segments(segments) if highlight else "".join(t for t, _ in segments)
-    _MD.reset()
-    body = str(_MD.convert(source))
+def render_reply(
+    segments: Sequence[Segment], *, highlight: bool, mark_style: str, dark: bool = False
+) -> str:
+    """HTML for one reply. `mark_style` is the CSS of a highlighted run; `dark` picks code
+    colours for a dark background."""
+    if highlight:
+        source, blocks = _marked_source(segments)
+    else:
+        source, blocks = "".join(t for t, _ in segments), []
+    md = _MARKDOWN["dark" if dark else "light"]
+    md.reset()
+    body = str(md.convert(source))
     if highlight:
         body = body.replace(_OPEN, f'<span style="{mark_style}">').replace(_CLOSE, "</span>")
+        body = _shade_code(body, blocks, mark_style)
     return body
 
 
 def render_plain(text: str) -> str:
     """A user's message: shown as typed, line breaks kept, nothing interpreted."""
     return "<p>" + html.escape(text).replace("\n", "<br>") + "</p>"
-
-
-def render_markdown(text: str) -> str:
-    _MD.reset()
-    return str(_MD.convert(text))

@@ -105,6 +105,19 @@ class ChatController:
         self.store.delete_message(reply_id)
         return True
 
+    def take_back_last_message(self) -> str | None:
+        """Delete the current chat's last user message and what followed it; returns its
+        text for the user to edit and send again (None when there is none)."""
+        if self.conversation_id is None:
+            return None
+        messages = self.store.messages(self.conversation_id)
+        users = [i for i, m in enumerate(messages) if m.role == "user"]
+        if not users:
+            return None
+        for stored in reversed(messages[users[-1] :]):
+            self.store.delete_message(stored.id)
+        return messages[users[-1]].content
+
     def last_prompt(self) -> str | None:
         """The current chat's last user message, the prompt a comparison runs on."""
         if self.conversation_id is None:

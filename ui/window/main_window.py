@@ -8,34 +8,20 @@ EngineHost, every answer a queued signal handled here on the UI thread.
 from __future__ import annotations
 
 import enum
-import itertools
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence, QShortcut
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, Signal
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QFileDialog,
-    QHBoxLayout,
-    QLabel,
-    QMainWindow,
     QMessageBox,
-    QProgressBar,
-    QPushButton,
-    QScrollArea,
-    QSplitter,
-    QTabWidget,
-    QVBoxLayout,
-    QWidget,
 )
 
 from app.engine.config import GenerationConfig
-from app.engine.control import GenerationControl
-from app.engine.events import RoundRecord, TokenEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import MemoryUsage
 from app.llama.resources import GpuProbe, process_ram_bytes
@@ -43,29 +29,20 @@ from app.paths import models_dir
 from app.store import ConversationStore, StoreError
 from ui.dialogs.compare_dialog import CompareDialog
 from ui.dialogs.models_dialog import ModelsDialog
-from ui.formatting import stats_line
 from ui.messages import describe
 from ui.settings import Settings
-from ui.widgets.banner import ErrorBanner
-from ui.widgets.conversation_list import ConversationList
-from ui.widgets.conversation_view import ConversationView, ViewMessage
-from ui.widgets.insight_panel import InsightPanel
+from ui.widgets.conversation_view import ViewMessage
 from ui.widgets.live_metrics import LiveReply
-from ui.widgets.metrics_panel import MetricsPanel
-from ui.widgets.model_controls import ModelControls
-from ui.widgets.prompt_input import PromptInput
-from ui.widgets.settings_panel import SettingsPanel
 from ui.window.chat_controller import ChatController
 from ui.window.compare import compare_bench
 from ui.window.generation_settings import generation_config
+from ui.window.layout import WindowLayout
+from ui.window.menu_actions import choose_theme, show_about, show_shortcuts
 from ui.window.model_session import ModelSession
-from ui.window.reply import ReplyInProgress
+from ui.window.reply_flow import ReplyFlow
 from ui.workers.catalog import Catalog
 from ui.workers.engine import (
-    DraftChoice,
     EngineHost,
-    GenerateRequest,
-    GenerationFailure,
     LoadedState,
 )
 from ui.workers.ops import OpRunner
@@ -73,11 +50,7 @@ from ui.workers.ops import OpRunner
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-METRICS_INTERVAL_MS = 200  # five refreshes a second while generating
-IDLE_MEMORY_INTERVAL_MS = 2000
 SHUTDOWN_TIMEOUT_MS = 20000
-# What Regenerate samples at when the settings say greedy (0), as chat apps commonly default to.
-REGENERATE_TEMPERATURE = 0.7
 NO_MODEL_MESSAGE = "No model loaded: choose a target model above."
 
 
@@ -89,7 +62,7 @@ class UiState(enum.Enum):
     Stopping = "stopping"
 
 
-class MainWindow(QMainWindow):
+class MainWindow(WindowLayout):
     """Signals (for tests and tools):
     stateChanged(UiState), modelsLoaded(LoadedState), catalogChanged(),
     replyFinished(dict): the stats stored with the reply, replyFailed(str), errorShown(str).
@@ -113,11 +86,7 @@ class MainWindow(QMainWindow):
         models_folder: Path | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        super().__init__()
-        self.setObjectName("mainWindow")
-        self.setWindowTitle("SpecChat")
-        self.setAcceptDrops(True)
-        self.settings = settings
+        super().__init__(settings)
         self.chat = ChatController(store, settings)
         self.host = host
         self.ops = ops or OpRunner(self)
@@ -133,149 +102,36 @@ class MainWindow(QMainWindow):
             parent=self,
         )
         self._state = UiState.NoModel
-        self._control: GenerationControl | None = None
-        self._reply: ReplyInProgress | None = None
-        self._live = LiveReply(clock=clock)
-        self._last_result: GenerationResult | None = None
+        self.flow = ReplyFlow(
+            host=host,
+            chat=self.chat,
+            view=self.view,
+            metrics=self.metrics,
+            insight=self.insight,
+            timer=self.metrics_timer,
+            clock=clock,
+            parent=self,
+        )
         # Made on first use: the Models dialog scans the disk as soon as it exists.
         self._models_dialog: ModelsDialog | None = None
         self._compare_dialog: CompareDialog | None = None
-        self._request_ids = itertools.count(1)
         self._closed = False
 
-        self._build()
         self._connect()
         self._render_state()
         self._refresh_conversations()
         self._refresh_memory()
 
-    # -- construction -------------------------------------------------------------------------
-
-    def _build(self) -> None:
-        self.conversations = ConversationList()
-        self.controls = ModelControls()
-        self.banner = ErrorBanner()
-        self.view = ConversationView()
-        self.view.set_highlight(self.settings.get_bool("view/highlight_draft"))
-        self.prompt = PromptInput()
-        self.send_button = QPushButton("Send")
-        self.send_button.setObjectName("sendButton")
-        self.send_button.setToolTip("Send (Enter)")
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("stopButton")
-        self.stop_button.setToolTip("Stop the reply and keep what was written (Esc)")
-        self.regenerate_button = QPushButton("Regenerate")
-        self.regenerate_button.setObjectName("regenerateButton")
-        self.regenerate_button.setToolTip("Replace the last reply with a new one")
-        self.load_bar = QProgressBar()
-        self.load_bar.setObjectName("loadProgress")
-        self.load_bar.setRange(0, 1000)
-        self.load_label = QLabel()
-        self.cancel_load_button = QPushButton("Cancel")
-        self.cancel_load_button.setObjectName("cancelLoadButton")
-        self.load_row = QWidget()
-        load_layout = QHBoxLayout(self.load_row)
-        load_layout.setContentsMargins(0, 0, 0, 0)
-        load_layout.addWidget(self.load_label)
-        load_layout.addWidget(self.load_bar, 1)
-        load_layout.addWidget(self.cancel_load_button)
-        self.load_row.hide()
-        self.models_button = QPushButton("Models…")
-        self.models_button.setObjectName("modelsButton")
-        self.models_button.setToolTip("Every GGUF file on disk, making drafts, downloads")
-        self.compare_button = QPushButton("Compare drafts")
-        self.compare_button.setObjectName("compareButton")
-        self.compare_button.setToolTip(
-            "Benchmark the last prompt with plain decoding and every compatible draft"
-        )
-
-        self.metrics = MetricsPanel()
-        self.metrics.set_speculation(self.settings.get_bool("generation/speculation"))
-        self.settings_panel = SettingsPanel(self.settings)
-        self.insight = InsightPanel()
-
-        buttons = QVBoxLayout()
-        buttons.addWidget(self.send_button)
-        buttons.addWidget(self.stop_button)
-        buttons.addWidget(self.regenerate_button)
-        buttons.addStretch(1)
-        input_row = QHBoxLayout()
-        input_row.addWidget(self.prompt, 1)
-        input_row.addLayout(buttons)
-
-        center = QWidget()
-        center_layout = QVBoxLayout(center)
-        top_row = QHBoxLayout()
-        top_row.addWidget(self.controls, 1)
-        top_row.addWidget(self.models_button)
-        top_row.addWidget(self.compare_button)
-        center_layout.addLayout(top_row)
-        center_layout.addWidget(self.load_row)
-        center_layout.addWidget(self.banner)
-        center_layout.addWidget(self.view, 1)
-        center_layout.addLayout(input_row)
-
-        side = QWidget()
-        side_layout = QVBoxLayout(side)
-        side_layout.addWidget(self.metrics)
-        side_layout.addWidget(self.settings_panel)
-        side_layout.addStretch(1)
-        side_scroll = QScrollArea()
-        side_scroll.setWidget(side)
-        side_scroll.setWidgetResizable(True)
-        side_scroll.setMinimumWidth(260)
-        insight_scroll = QScrollArea()
-        insight_scroll.setWidget(self.insight)
-        insight_scroll.setWidgetResizable(True)
-        self.side_tabs = QTabWidget()
-        self.side_tabs.setObjectName("sideTabs")
-        self.side_tabs.addTab(side_scroll, "Metrics")
-        self.side_tabs.addTab(insight_scroll, "Insight")
-
-        self.splitter = QSplitter()
-        self.splitter.addWidget(self.conversations)
-        self.splitter.addWidget(center)
-        self.splitter.addWidget(self.side_tabs)
-        self.splitter.setStretchFactor(0, 0)
-        self.splitter.setStretchFactor(1, 1)
-        self.splitter.setStretchFactor(2, 0)
-        self.splitter.setSizes([200, 700, 300])
-        self.setCentralWidget(self.splitter)
-        self.resize(1280, 800)
-        geometry = self.settings.get_bytes("window/geometry")
-        if not geometry.isEmpty():
-            self.restoreGeometry(geometry)
-        splitter_state = self.settings.get_bytes("window/splitter")
-        if not splitter_state.isEmpty():
-            self.splitter.restoreState(splitter_state)
-
-        self.controls.speculation.setChecked(self.settings.get_bool("generation/speculation"))
-        self.controls.gamma.setValue(self.settings.get_int("generation/gamma"))
-
-        self.metrics_timer = QTimer(self)
-        self.metrics_timer.setInterval(METRICS_INTERVAL_MS)
-        self.memory_timer = QTimer(self)
-        self.memory_timer.setInterval(IDLE_MEMORY_INTERVAL_MS)
-        self.memory_timer.start()
-
-        for keys, slot in (
-            ("Ctrl+N", self.new_chat),
-            ("Esc", self.stop),
-            ("Ctrl+L", self.prompt.setFocus),
-        ):
-            shortcut = QShortcut(QKeySequence(keys), self)
-            shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
-            shortcut.activated.connect(slot)
-
     def _connect(self) -> None:
-        worker = self.host.worker
-        queued = Qt.ConnectionType.QueuedConnection
-        # Every worker→window connection is queued: the worker's thread must never run UI code.
-        worker.tokenReceived.connect(self._on_token, queued)
-        worker.roundReceived.connect(self._on_round, queued)
-        worker.noticeReceived.connect(self._on_notice, queued)
-        worker.generationFinished.connect(self._on_generation_finished, queued)
-        worker.generationFailed.connect(self._on_generation_failed, queued)
+        flow = self.flow
+        flow.started.connect(lambda: self._set_state(UiState.Generating))
+        flow.ended.connect(self._on_reply_ended)
+        flow.finished.connect(self._on_reply_finished)
+        flow.failed.connect(self._on_reply_failed)
+        flow.noticed.connect(lambda text: self.statusBar().showMessage(text, 8000))
+        flow.headline.connect(self.controls.show_headline)
+        flow.saveFailed.connect(lambda exc: self.show_error(describe(exc)))
+        self.metrics_timer.timeout.connect(self._refresh_memory)
 
         self.prompt.submitted.connect(self.send)
         self.send_button.clicked.connect(self.send)
@@ -301,8 +157,36 @@ class MainWindow(QMainWindow):
         self.models_button.clicked.connect(self.open_models_dialog)
         self.compare_button.clicked.connect(self.open_compare_dialog)
         self.settings.changed.connect(self._on_setting_changed)
-        self.metrics_timer.timeout.connect(self._refresh_live_metrics)
         self.memory_timer.timeout.connect(self._refresh_memory)
+        self.view.examplePicked.connect(self._use_example)
+        self.view.editRequested.connect(self.edit_last_message)
+        self.view.copied.connect(lambda _text: self.statusBar().showMessage("Copied.", 3000))
+        self._connect_menus()
+
+    def _connect_menus(self) -> None:
+        for action, slot in (
+            (self.new_chat_action, self.new_chat),
+            (self.add_models_action, self._add_models_dialog),
+            (self.export_action, self._export_current),
+            (self.quit_action, self.close),
+            (self.stop_action, self.stop),
+            (self.regenerate_action, self.regenerate),
+            (self.copy_reply_action, self.copy_last_reply),
+            (self.edit_last_action, self.edit_last_message),
+            (self.focus_prompt_action, self.prompt.setFocus),
+            (self.metrics_tab_action, lambda: self.side_tabs.setCurrentIndex(0)),
+            (self.insight_tab_action, lambda: self.side_tabs.setCurrentIndex(1)),
+            (self.models_action, self.open_models_dialog),
+            (self.compare_action, self.open_compare_dialog),
+            (self.speculation_action, self.controls.speculation.toggle),
+            (self.shortcuts_action, lambda: show_shortcuts(self)),
+            (self.about_action, lambda: show_about(self)),
+        ):
+            action.triggered.connect(slot)
+        self.highlight_action.toggled.connect(
+            lambda on: self.settings.set("view/highlight_draft", on)
+        )
+        self.theme_actions.triggered.connect(lambda action: choose_theme(self, action))
 
     # -- state --------------------------------------------------------------------------------
 
@@ -399,12 +283,12 @@ class MainWindow(QMainWindow):
     @property
     def live(self) -> LiveReply:
         """The reply being generated, as far as it has streamed in."""
-        return self._live
+        return self.flow.live
 
     @property
     def last_result(self) -> GenerationResult | None:
         """The engine's full result for the last finished reply (rounds included)."""
-        return self._last_result
+        return self.flow.last_result
 
     def _add_models_dialog(self) -> None:
         paths, _filter = QFileDialog.getOpenFileNames(
@@ -585,54 +469,46 @@ class MainWindow(QMainWindow):
         self.view.drop_last_reply()
         self._start_generation(regenerating=True)
 
+    def _use_example(self, text: str) -> None:
+        self.prompt.setPlainText(text)
+        self.prompt.setFocus()
+
+    def copy_last_reply(self) -> None:
+        replies = [m for m in self.view.messages if m.role == "assistant" and m.text]
+        if replies:
+            self.view.copy_text(replies[-1].text)
+
+    def edit_last_message(self) -> None:
+        """Take the last message back into the box (with its reply gone) to change and resend."""
+        if self._state != UiState.Idle:
+            return
+        text = self._store_action(self.chat.take_back_last_message)
+        if text is None:
+            return
+        self.view.set_messages(self.chat.open(self.chat.conversation_id or 0))
+        self.prompt.setPlainText(text)
+        self.prompt.setFocus()
+        self._render_state()
+
+    def _export_current(self) -> None:
+        if self.chat.conversation_id is not None:
+            self._export_dialog(self.chat.conversation_id)
+
     def generation_config(self) -> GenerationConfig:
         return generation_config(self.settings)
 
     def _start_generation(self, *, regenerating: bool = False) -> None:
         loaded = self.models.loaded
-        conversation_id = self.chat.conversation_id
-        assert conversation_id is not None and loaded is not None
-        speculation = self.controls.speculation.isChecked()
-        control = GenerationControl(speculative=speculation)
-        config = self.generation_config()
-        variation = None
-        if regenerating and config.sampling.temperature == 0:
-            # Greedy decoding would write the same words again; a regenerated reply is asked
-            # for because the first did not suit, so this one samples, with a fresh seed.
-            sampling = replace(config.sampling, temperature=REGENERATE_TEMPERATURE, seed=None)
-            config = replace(config, sampling=sampling)
-            variation = f"regenerated at temperature {REGENERATE_TEMPERATURE}"
-        draft = loaded.draft
-        request = GenerateRequest(
-            request_id=next(self._request_ids),
-            messages=self.chat.history(),
-            config=config,
-            control=control,
-            speculative=True,  # the toggle acts through control.speculative, even mid-reply
+        assert loaded is not None
+        self.flow.start(
+            loaded.draft,
+            self.generation_config(),
+            speculation=self.controls.speculation.isChecked(),
+            regenerating=regenerating,
         )
-        self._control = control
-        self._reply = ReplyInProgress(
-            request_id=request.request_id,
-            conversation_id=conversation_id,
-            drafter_kind=draft.kind,
-            drafter_label=_draft_label(draft),
-            gamma_label="Auto" if config.adaptive else str(config.gamma),
-            speculation_at_start=speculation,
-            exact=config.exact,
-            variation=variation,
-        )
-        self._live.start(config.gamma if speculation and draft.kind != "none" else 0)
-        self.metrics.clear()
-        self.insight.clear()
-        self.metrics.set_speculation(speculation and draft.kind != "none")
-        self.view.begin_reply()
-        self._set_state(UiState.Generating)
-        self.metrics_timer.start()
-        self.host.request_generate(request)
 
     def stop(self) -> None:
-        if self._state == UiState.Generating and self._control is not None:
-            self._control.stop()
+        if self._state == UiState.Generating and self.flow.stop():
             self._set_state(UiState.Stopping)
         elif self._state == UiState.LoadingModel:
             self.models.cancel()
@@ -641,83 +517,34 @@ class MainWindow(QMainWindow):
         self.settings.set("generation/speculation", on)
         if self.controls.speculation.isChecked() != on:
             self.controls.speculation.setChecked(on)
-        if self._control is not None:
-            self._control.speculative = on  # read by the engine before its next round
-        if self._reply is not None:
-            self._reply.on_toggle(on)
         loaded = self.models.loaded
-        drafter = loaded is not None and loaded.draft.kind != "none"
-        self.metrics.set_speculation(on and drafter)
+        self.flow.set_speculation(
+            on, draft_loaded=loaded is not None and loaded.draft.kind != "none"
+        )
 
     def _on_gamma_changed(self, value: int) -> None:
         self.settings.set("generation/gamma", value)
-        if self._control is not None:
-            # A number applies from the next round; Auto needs a fresh reply to start learning.
-            self._control.gamma = value if value > 0 else None
+        self.flow.set_gamma(value)
 
-    def _on_token(self, event: TokenEvent) -> None:
-        if self._reply is None:
-            return
-        self._live.on_token()
-        self.view.append_token(event.text, event.from_draft)
+    def _on_reply_ended(self) -> None:
+        self._set_state(UiState.Idle)
+        self.models.run_pending()
 
-    def _on_round(self, record: RoundRecord) -> None:
-        if self._reply is not None:
-            self._live.on_round(record)
-
-    def _on_notice(self, message: str) -> None:
-        self.statusBar().showMessage(message, 8000)
-
-    def _refresh_live_metrics(self) -> None:
-        if self._reply is None:
-            return
-        self._live.sample()
-        speculative = self.controls.speculation.isChecked() and self._reply.drafter_kind != "none"
-        self.metrics.show_stats(self._live.stats(), speculative=speculative)
-        self.metrics.show_samples(self._live.samples)
-        self.insight.update_live(self._live.rounds)
-        self._refresh_memory()
-
-    def _on_generation_finished(self, result: GenerationResult) -> None:
-        reply = self._reply
-        if reply is None:
-            return
-        self._end_reply()
-        self._last_result = result
-        stats = reply.stats(result)
-        shown = self.view.finish_reply(result.text, stats_line(stats))
-        segments = shown.segments if shown else None
-        self._store_action(
-            lambda: self.chat.save_reply(reply.conversation_id, result.text, stats, segments)
-        )
-        self._live.sample()
-        self.metrics.show_stats(result.stats, speculative=stats["mode"] != "plain")
-        self.metrics.show_samples(self._live.samples)
-        self.insight.update_from_result(result, _plain_step_s(result))
+    def _on_reply_finished(self, stats: dict[str, Any]) -> None:
         self._refresh_conversations()
         self._render_state()
         self.replyFinished.emit(stats)
 
-    def _on_generation_failed(self, failure: GenerationFailure) -> None:
-        if self._reply is None:
-            return
-        self._end_reply()
-        self.view.finish_reply("", "", note=failure.message)
-        self.show_error(failure.message)
-        self.replyFailed.emit(failure.message)
-
-    def _end_reply(self) -> None:
-        self._reply = None
-        self._control = None
-        self.metrics_timer.stop()
-        self._set_state(UiState.Idle)
-        self.models.run_pending()
+    def _on_reply_failed(self, message: str) -> None:
+        self.show_error(message)
+        self.replyFailed.emit(message)
 
     # -- settings and memory ------------------------------------------------------------------
 
     def _on_setting_changed(self, key: str) -> None:
         if key == "view/highlight_draft":
             self.view.set_highlight(self.settings.get_bool(key))
+            self.highlight_action.setChecked(self.settings.get_bool(key))
         elif key in (
             "models/target_gpu_layers",
             "models/draft_gpu_layers",
@@ -744,8 +571,7 @@ class MainWindow(QMainWindow):
         if self._closed:
             return
         self._closed = True
-        if self._control is not None:
-            self._control.stop()
+        self.flow.stop()
         self.cancel_load()
         self.metrics_timer.stop()
         self.memory_timer.stop()
@@ -774,26 +600,3 @@ def _dropped_ggufs(urls: list[Any]) -> list[str]:
         for u in urls
         if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf")
     ]
-
-
-def _draft_label(draft: DraftChoice) -> str | None:
-    if draft.kind == "ngram":
-        return "prompt lookup"
-    if draft.kind == "model" and draft.path:
-        return Path(draft.path).name
-    return None
-
-
-def _plain_step_s(result: GenerationResult) -> float | None:
-    """Seconds of one plain target step, as far as the finished reply tells.
-
-    The engine's own figure lives on the worker thread; its result carries it folded into
-    c_verify (mean speculative verify time / plain step), so that is undone first. Without
-    speculative rounds, the reply's plain rounds give it; otherwise None (the panel copes).
-    """
-    spec = [r.verify_s for r in result.rounds if r.drafted > 0]
-    c_verify = result.stats.c_verify
-    if spec and c_verify:
-        return sum(spec) / len(spec) / c_verify
-    plain = [r.verify_s for r in result.rounds if r.drafted == 0]
-    return sum(plain) / len(plain) if plain else None

@@ -46,8 +46,9 @@ class ReplyInProgress:
             return "plain"
         return result.mode
 
-    def stats(self, result: GenerationResult) -> dict[str, Any]:
-        """The dict stored with the message and shown under it."""
+    def stats(self, result: GenerationResult, *, speedup: float | None = None) -> dict[str, Any]:
+        """The dict stored with the message and shown under it. speedup: this reply's speed
+        over plain decoding's, when the engine measured a plain step."""
         data = result.stats.to_dict()
         mode = self.shown_mode(result)
         data.update(
@@ -58,6 +59,7 @@ class ReplyInProgress:
             finish_reason=result.finish_reason,
             exact=self.exact,
             variation=self.variation,
+            speedup=speedup if mode != "plain" else None,
         )
         if mode == "plain":
             # Nothing was drafted on purpose: say "—" rather than a rate over zero drafts.

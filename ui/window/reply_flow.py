@@ -1,0 +1,255 @@
+"""One reply from request to saved message: the request to the engine worker, the stream into
+the view and the live panel, the mid-reply toggles, and the end (saved, or failed in words).
+
+The window owns the state machine; this says when a reply started and ended (signals), and
+does everything in between. Worker signals arrive queued, on the UI thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+
+from app.engine.config import GenerationConfig
+from app.engine.control import GenerationControl
+from app.engine.events import RoundRecord, TokenEvent
+from app.engine.result import GenerationResult
+from app.store import StoreError
+from ui.formatting import speedup_headline, stats_line
+from ui.widgets.conversation_view import ConversationView
+from ui.widgets.insight_panel import InsightPanel
+from ui.widgets.live_metrics import LiveReply
+from ui.widgets.metrics_panel import MetricsPanel
+from ui.window.chat_controller import ChatController
+from ui.window.reply import ReplyInProgress
+from ui.workers.engine import DraftChoice, EngineHost, GenerateRequest, GenerationFailure
+
+# What Regenerate samples at when the settings say greedy (0), as chat apps commonly default to.
+REGENERATE_TEMPERATURE = 0.7
+
+
+class ReplyFlow(QObject):
+    """Signals:
+    started(): a reply was requested. ended(): it finished or failed (emitted first).
+    finished(dict): the stats stored with the reply. failed(str): why it failed, in words.
+    noticed(str): a passing note from the engine. headline(str, str): text and tooltip.
+    saveFailed(Exception): the reply is shown but could not be stored.
+    """
+
+    started = Signal()
+    ended = Signal()
+    finished = Signal(dict)
+    failed = Signal(str)
+    noticed = Signal(str)
+    headline = Signal(str, str)
+    saveFailed = Signal(object)
+
+    def __init__(
+        self,
+        *,
+        host: EngineHost,
+        chat: ChatController,
+        view: ConversationView,
+        metrics: MetricsPanel,
+        insight: InsightPanel,
+        timer: QTimer,
+        clock: Callable[[], float] = time.perf_counter,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._host = host
+        self._chat = chat
+        self._view = view
+        self._metrics = metrics
+        self._insight = insight
+        self._timer = timer
+        self.live = LiveReply(clock=clock)
+        self.control: GenerationControl | None = None
+        self.reply: ReplyInProgress | None = None
+        self.last_result: GenerationResult | None = None
+        # The last measured plain target step: the live headline's unit until this reply
+        # measures its own.
+        self._plain_step_s: float | None = None
+        self._speculation_on = True
+        self._request_ids = itertools.count(1)
+        worker = host.worker
+        queued = Qt.ConnectionType.QueuedConnection
+        # Every worker→window connection is queued: the worker's thread must never run UI code.
+        worker.tokenReceived.connect(self._on_token, queued)
+        worker.roundReceived.connect(self._on_round, queued)
+        worker.noticeReceived.connect(self.noticed, queued)
+        worker.generationFinished.connect(self._on_finished, queued)
+        worker.generationFailed.connect(self._on_failed, queued)
+        timer.timeout.connect(self._refresh_live)
+
+    @property
+    def active(self) -> bool:
+        return self.reply is not None
+
+    def start(
+        self,
+        draft: DraftChoice,
+        config: GenerationConfig,
+        *,
+        speculation: bool,
+        regenerating: bool = False,
+    ) -> None:
+        conversation_id = self._chat.conversation_id
+        assert conversation_id is not None and self.reply is None
+        variation = None
+        if regenerating and config.sampling.temperature == 0:
+            # Greedy decoding would write the same words again; a regenerated reply is asked
+            # for because the first did not suit, so this one samples, with a fresh seed.
+            sampling = replace(config.sampling, temperature=REGENERATE_TEMPERATURE, seed=None)
+            config = replace(config, sampling=sampling)
+            variation = f"regenerated at temperature {REGENERATE_TEMPERATURE}"
+        control = GenerationControl(speculative=speculation)
+        request = GenerateRequest(
+            request_id=next(self._request_ids),
+            messages=self._chat.history(),
+            config=config,
+            control=control,
+            speculative=True,  # the toggle acts through control.speculative, even mid-reply
+        )
+        self.control = control
+        self.reply = ReplyInProgress(
+            request_id=request.request_id,
+            conversation_id=conversation_id,
+            drafter_kind=draft.kind,
+            drafter_label=_draft_label(draft),
+            gamma_label="Auto" if config.adaptive else str(config.gamma),
+            speculation_at_start=speculation,
+            exact=config.exact,
+            variation=variation,
+        )
+        speculative = speculation and draft.kind != "none"
+        self._speculation_on = speculation
+        self.live.start(config.gamma if speculative else 0)
+        self._metrics.clear()
+        self._insight.clear()
+        self._metrics.set_speculation(speculative)
+        self._view.begin_reply()
+        self.started.emit()
+        self._timer.start()
+        self._host.request_generate(request)
+
+    def stop(self) -> bool:
+        """Ask the engine to stop after its current round; False when nothing runs."""
+        if self.control is None:
+            return False
+        self.control.stop()
+        return True
+
+    def set_speculation(self, on: bool, *, draft_loaded: bool) -> None:
+        self._speculation_on = on
+        if self.control is not None:
+            self.control.speculative = on  # read by the engine before its next round
+        if self.reply is not None:
+            self.reply.on_toggle(on)
+        self._metrics.set_speculation(on and draft_loaded)
+
+    def set_gamma(self, value: int) -> None:
+        """γ for the rest of the reply: a number from the next round, 0 = Auto."""
+        if self.control is not None:
+            self.control.gamma = value if value > 0 else None
+
+    # -- the stream ---------------------------------------------------------------------------
+
+    def _on_token(self, event: TokenEvent) -> None:
+        if self.reply is None:
+            return
+        self.live.on_token()
+        self._view.append_token(event.text, event.from_draft)
+
+    def _on_round(self, record: RoundRecord) -> None:
+        if self.reply is None:
+            return
+        self.live.on_round(record)
+        if record.drafted == 0 and record.verify_s > 0 and self._plain_step_s is None:
+            self._plain_step_s = record.verify_s
+
+    def _refresh_live(self) -> None:
+        if self.reply is None:
+            return
+        self.live.sample()
+        stats = self.live.stats()
+        speculative = self._speculation_on and self.reply.drafter_kind != "none"
+        self._metrics.show_stats(stats, speculative=speculative)
+        self._metrics.show_samples(self.live.samples)
+        self._insight.update_live(self.live.rounds)
+        self._show_headline(stats.tokens_per_second, speculative)
+
+    def _show_headline(self, tokens_per_second: float | None, speculative: bool) -> None:
+        speedup = _speedup(tokens_per_second, self._plain_step_s)
+        self.headline.emit(*speedup_headline(speedup, speculative=speculative))
+
+    def _on_finished(self, result: GenerationResult) -> None:
+        reply = self.reply
+        if reply is None:
+            return
+        self._end()
+        self.last_result = result
+        self._plain_step_s = _plain_step_s(result) or self._plain_step_s
+        speedup = _speedup(result.stats.tokens_per_second, self._plain_step_s)
+        stats = reply.stats(result, speedup=speedup)
+        shown = self._view.finish_reply(result.text, stats_line(stats))
+        segments = shown.segments if shown else None
+        try:
+            self._chat.save_reply(reply.conversation_id, result.text, stats, segments)
+        except (StoreError, OSError) as exc:  # shown in words by the window
+            self.saveFailed.emit(exc)
+        self.live.sample()
+        speculative = stats["mode"] != "plain"
+        self._metrics.show_stats(result.stats, speculative=speculative)
+        self._metrics.show_samples(self.live.samples)
+        self._insight.update_from_result(result, self._plain_step_s)
+        self._show_headline(result.stats.tokens_per_second, speculative)
+        self.finished.emit(stats)
+
+    def _on_failed(self, failure: GenerationFailure) -> None:
+        if self.reply is None:
+            return
+        self._end()
+        self._view.finish_reply("", "", note=failure.message)
+        self.failed.emit(failure.message)
+
+    def _end(self) -> None:
+        self.reply = None
+        self.control = None
+        self._timer.stop()
+        self.ended.emit()
+
+
+def _speedup(tokens_per_second: float | None, plain_step_s: float | None) -> float | None:
+    """This reply's speed over plain decoding's: tokens/s × the time of one plain step."""
+    if not tokens_per_second or not plain_step_s:
+        return None
+    return tokens_per_second * plain_step_s
+
+
+def _draft_label(draft: DraftChoice) -> str | None:
+    if draft.kind == "ngram":
+        return "prompt lookup"
+    if draft.kind == "model" and draft.path:
+        return Path(draft.path).name
+    return None
+
+
+def _plain_step_s(result: GenerationResult) -> float | None:
+    """Seconds of one plain target step, as far as the finished reply tells.
+
+    The engine's own figure lives on the worker thread; its result carries it folded into
+    c_verify (mean speculative verify time / plain step), so that is undone first. Without
+    speculative rounds, the reply's plain rounds give it; otherwise None (the panel copes).
+    """
+    spec = [r.verify_s for r in result.rounds if r.drafted > 0]
+    c_verify = result.stats.c_verify
+    if spec and c_verify:
+        return sum(spec) / len(spec) / c_verify
+    plain = [r.verify_s for r in result.rounds if r.drafted == 0]
+    return sum(plain) / len(plain) if plain else None
