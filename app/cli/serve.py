@@ -13,6 +13,7 @@ import argparse
 import ipaddress
 import logging
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -119,6 +120,8 @@ def run_serve(args: argparse.Namespace) -> int:
             cors_origins=tuple(args.cors_origin),
         )
         _serve(create_app(owner, settings), sock, args, settings.model_id, runtime.mode)
+    except KeyboardInterrupt:
+        pass  # Ctrl+C (or SIGTERM) is how a server is meant to stop
     finally:
         owner.close()
         sock.close()
@@ -146,7 +149,14 @@ def _serve(
         lifespan="off",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal; SIGTERM then
+    # ends as Ctrl+C does, so the models are freed and the exit status is 0 either way.
+    signal.signal(signal.SIGTERM, _interrupt)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _listen(host: str, port: int, *, keyed: bool) -> socket.socket:
