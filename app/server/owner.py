@@ -131,6 +131,7 @@ class CancelRecord:
 
     job_id: int
     reason: str
+    rounds_before_cancel: int
     rounds_after_cancel: int
     seconds_after_cancel: float
 
@@ -288,6 +289,7 @@ class RuntimeOwner:
                     record = CancelRecord(
                         ticket.job_id,
                         ticket.cancel_reason,
+                        ticket.rounds_at_cancel,
                         ticket.rounds - ticket.rounds_at_cancel,
                         time.perf_counter() - ticket.cancelled_at,
                     )
