@@ -168,12 +168,9 @@ def _listen(host: str, port: int, *, keyed: bool) -> socket.socket:
     except socket.gaierror as exc:
         raise InvalidSettingError(f"cannot listen on {host}: {exc.strerror}") from None
     family, kind, proto, _name, address = infos[0]
-    if not _is_loopback(str(address[0])):
-        print(
-            f"warning: listening on {host}: other machines on the network can reach the models"
-            + ("" if keyed else "; no API key is required"),
-            file=sys.stderr,
-        )
+    warning = exposure_warning(host, str(address[0]), keyed=keyed)
+    if warning:
+        print(warning, file=sys.stderr)
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -183,6 +180,14 @@ def _listen(host: str, port: int, *, keyed: bool) -> socket.socket:
         sock.close()
         raise InvalidSettingError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     return sock
+
+
+def exposure_warning(host: str, address: str, *, keyed: bool) -> str | None:
+    """One line for a bind other machines can reach; None for a loopback address."""
+    if _is_loopback(address):
+        return None
+    reach = f"warning: listening on {host}: other machines on the network can reach the models"
+    return reach + ("" if keyed else "; no API key is required (--api-key)")
 
 
 def _is_loopback(address: str) -> bool:
