@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from app.cli.main import (
@@ -119,7 +120,14 @@ def run_serve(args: argparse.Namespace) -> int:
             api_key=args.api_key or None,
             cors_origins=tuple(args.cors_origin),
         )
-        _serve(create_app(owner, settings), sock, args, settings.model_id, runtime.mode)
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        key = "API key required" if settings.api_key else "no API key"
+        banner = (
+            f"specchat: serving {settings.model_id} ({runtime.mode}) at "
+            f"http://{shown}:{port}/v1 ({key}); Ctrl+C stops"
+        )
+        _serve(create_app(owner, settings), sock, banner, owner.stop_accepting)
     except KeyboardInterrupt:
         pass  # Ctrl+C (or SIGTERM) is how a server is meant to stop
     finally:
@@ -128,20 +136,18 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(
-    app: object, sock: socket.socket, args: argparse.Namespace, model: str, mode: str
-) -> None:
+def _serve(app: object, sock: socket.socket, banner: str, on_shutdown: Callable[[], None]) -> None:
     import uvicorn  # noqa: PLC0415
 
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Stop the replies in flight first: they then end within a round, well inside
+            # the graceful timeout, instead of being cut off with an error after it.
+            on_shutdown()
+            await super().shutdown(sockets)
+
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
-    key = "API key required" if args.api_key else "no API key"
-    print(
-        f"specchat: serving {model} ({mode}) at http://{shown}:{port}/v1 ({key}); Ctrl+C stops",
-        file=sys.stderr,
-        flush=True,
-    )
+    print(banner, file=sys.stderr, flush=True)
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
         log_level="warning",
@@ -152,7 +158,7 @@ def _serve(
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal; SIGTERM then
     # ends as Ctrl+C does, so the models are freed and the exit status is 0 either way.
     signal.signal(signal.SIGTERM, _interrupt)
-    uvicorn.Server(config).run(sockets=[sock])
+    Server(config).run(sockets=[sock])
 
 
 def _interrupt(_signum: int, _frame: object) -> None:

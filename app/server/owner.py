@@ -196,6 +196,13 @@ class RuntimeOwner:
 
     def close(self) -> None:
         """Cancel the running and queued jobs, stop the thread, free the models."""
+        self.stop_accepting()
+        self._queue.put(None)
+        self._thread.join()
+        self._runtime.close()
+
+    def stop_accepting(self) -> None:
+        """Refuse new jobs and cancel the running and queued ones, so their replies end now."""
         with self._lock:
             self._closed = True
             current = self._current
@@ -210,9 +217,6 @@ class RuntimeOwner:
                 _job, sink, ticket = item
                 ticket.cancel("server shutting down")
                 _deliver(sink, ticket, Failed("the server is shutting down", "cancelled"))
-        self._queue.put(None)
-        self._thread.join()
-        self._runtime.close()
 
     # -- the owner thread ---------------------------------------------------------------------
 

@@ -113,6 +113,9 @@ def server(demo_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    # SIGTERM is a normal stop: replies in flight end, the models are freed, no traceback.
+    assert proc.returncode == 0, log_path.read_text()
+    assert "Traceback" not in log_path.read_text()
 
 
 def _wait_for_port(proc: subprocess.Popen[bytes], log_path: Path) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 from typing import Any
 
 import openai
@@ -110,3 +111,23 @@ def test_key_check_is_not_fooled_by_a_prefix(server: Server) -> None:
     assert status == 401
     status, _ = server.request("GET", "/v1/models", key=API_KEY + "x")
     assert status == 401
+
+
+def test_no_cors_headers_unless_asked(server: Server) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.request(
+            "OPTIONS",
+            CHAT,
+            headers={
+                "Origin": "https://evil.example",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization",
+            },
+        )
+        response = conn.getresponse()
+        response.read()
+    finally:
+        conn.close()
+    assert response.getheader("Access-Control-Allow-Origin") is None
+    assert response.status in {401, 405}

@@ -147,3 +147,23 @@ def test_stop_string_cuts_the_reply_before_it(client: openai.OpenAI, reference: 
 def test_models_lists_the_target(client: openai.OpenAI) -> None:
     models = [m.id for m in client.models.list()]
     assert models == ["SmolLM2-135M-Instruct.F32"]
+
+
+def test_seeded_sampling_is_reproducible(client: openai.OpenAI) -> None:
+    def sample(seed: int) -> str:
+        return (
+            client.chat.completions.create(
+                model="any",
+                messages=[{"role": "user", "content": "Write a word."}],
+                temperature=1.0,
+                top_p=0.95,
+                seed=seed,
+                max_tokens=12,
+            )
+            .choices[0]
+            .message.content
+            or ""
+        )
+
+    first = sample(7)
+    assert first and sample(7) == first
