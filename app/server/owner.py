@@ -226,6 +226,8 @@ class RuntimeOwner:
             with self._lock:
                 self._current = ticket
                 self._stats.running = True
+                if self._closed:  # dequeued just as stop_accepting() drained the queue
+                    ticket.cancel("server shutting down")
             try:
                 outcome = self._serve(job, sink, ticket)
             finally:
