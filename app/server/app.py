@@ -122,9 +122,9 @@ async def _server_error(_request: Request, exc: Exception) -> Response:
     return error_response(error)
 
 
-def _failure_error(failure: Failed) -> ApiError:
+def _failure_error(failure: Failed, prompt_field: str = "messages") -> ApiError:
     if failure.kind == "context":
-        return ApiError(400, failure.message, code="context_length_exceeded", param="messages")
+        return ApiError(400, failure.message, code="context_length_exceeded", param=prompt_field)
     if failure.kind == "invalid":
         return ApiError(400, failure.message, code="invalid_value")
     if failure.kind == "cancelled":
@@ -217,7 +217,8 @@ class _Completions:
     ) -> ASGIApp:
         first = await feed.get()
         if isinstance(first, Failed):
-            return error_response(_failure_error(first))
+            field = "messages" if self._chat else "prompt"
+            return error_response(_failure_error(first, field))
         assert isinstance(first, Started)
         fmt = ReplyFormat(parsed, self._settings.model_id)
         replies = reply_stream(feed, ticket, parsed.stops)
