@@ -9,7 +9,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from tests.server.conftest import API_KEY, QUEUE_SIZE, Server
+
+pytestmark = pytest.mark.network
 
 # A raw prompt the small demo model keeps continuing for hundreds of tokens.
 COUNTING = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,"

@@ -11,6 +11,8 @@ import pytest
 
 from tests.server.conftest import API_KEY, MAX_TOKENS, N_CTX, Server
 
+pytestmark = pytest.mark.network
+
 HELLO = [{"role": "user", "content": "Say hello."}]
 CHAT = "/v1/chat/completions"
 

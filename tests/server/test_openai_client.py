@@ -11,6 +11,8 @@ import pytest
 
 from tests.server.conftest import API_KEY, GAMMA, MAX_TOKENS, Server
 
+pytestmark = pytest.mark.network
+
 HELLO = "Say hello."
 PLANETS = "Name three planets."
 
