@@ -1,4 +1,4 @@
-"""`specchat`: the window with no arguments; `generate`, `bench` and `models` headless.
+"""`specchat`: the window with no arguments; `generate`, `bench`, `serve` and `models` headless.
 
 User errors end as one `error: ...` line on stderr and exit status 1 (2 for bad flags), never a
 traceback; only real bugs show one.
@@ -35,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
-def _gamma(value: str) -> int | str:
+def gamma_value(value: str) -> int | str:
     if value == "auto":
         return value
     try:
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     spec.add_argument("--no-spec", action="store_true", help="plain decoding, no speculation")
     gen.add_argument(
-        "--gamma", type=_gamma, default=5, help=f"draft length 1..{MAX_GAMMA}, or 'auto'"
+        "--gamma", type=gamma_value, default=5, help=f"draft length 1..{MAX_GAMMA}, or 'auto'"
     )
     add_sampling_arguments(gen)
     gen.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")
@@ -121,9 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _register_optional(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # Sub-command modules register themselves; each owns its flags and handler.
     from app.cli import bench as bench_cli  # noqa: PLC0415
+    from app.cli import serve as serve_cli  # noqa: PLC0415
     from models import cli as models_cli  # noqa: PLC0415
 
     bench_cli.register(commands)
+    serve_cli.register(commands)
     models_cli.register(commands)
 
 

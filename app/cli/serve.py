@@ -1,0 +1,203 @@
+"""The `specchat serve` sub-command: an OpenAI-compatible server on localhost.
+
+`specchat serve --target PATH|demo [--draft PATH|demo|ngram] [--gamma N|auto] [--exact]
+[--host 127.0.0.1] [--port 8080] [--api-key KEY] [--n-ctx N] [--n-gpu-layers N] ...`
+
+Binds 127.0.0.1 unless told otherwise; any other host gets a one-line warning. The models are
+loaded here and handed to one RuntimeOwner thread (app/server/owner.py) that runs every request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from app.cli.main import (
+    add_model_arguments,
+    add_sampling_arguments,
+    gamma_value,
+    generation_from_args,
+    load_runtime,
+)
+from app.engine.config import MAX_GAMMA
+from app.errors import InvalidSettingError
+from app.server.owner import DEFAULT_QUEUE_SIZE
+from app.server.schemas import AUTO, NMax
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+API_KEY_ENV = "SPECCHAT_API_KEY"
+# Seconds in-flight replies get to finish on Ctrl+C before the server stops them.
+GRACEFUL_SHUTDOWN_S = 3
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="answer the OpenAI API on localhost with speculative decoding",
+        description="Serves /v1/chat/completions, /v1/completions, /v1/models and /health. "
+        "Requests run one at a time, in order; each answer carries llama-server-style "
+        "`timings` and a `speculation` object.",
+    )
+    add_model_arguments(serve)
+    serve.add_argument(
+        "--draft",
+        default=None,
+        help="draft GGUF file, 'ngram' for prompt lookup, or 'demo' for the bundled Q4_1 draft",
+    )
+    serve.add_argument(
+        "--gamma",
+        type=gamma_value,
+        default=5,
+        help=f"default speculative.n_max: 0 (off) to {MAX_GAMMA}, or 'auto'",
+    )
+    add_sampling_arguments(serve)
+    serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
+    serve.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="TCP port (0 picks a free one)"
+    )
+    serve.add_argument(
+        "--api-key",
+        default=os.environ.get(API_KEY_ENV),
+        help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV}, else no key)",
+    )
+    serve.add_argument(
+        "--queue-size",
+        type=int,
+        default=DEFAULT_QUEUE_SIZE,
+        help="requests that may wait behind the running one; more get HTTP 503",
+    )
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="allow browser pages from ORIGIN (repeatable; '*' allows any); default none",
+    )
+    serve.set_defaults(handler=run_serve)
+
+
+def _n_max(gamma: int | str) -> NMax:
+    if gamma == AUTO:
+        return AUTO
+    assert isinstance(gamma, int)
+    if not 0 <= gamma <= MAX_GAMMA:
+        raise InvalidSettingError(f"--gamma must be between 0 (off) and {MAX_GAMMA}, or 'auto'")
+    return gamma
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from app.server.app import ServerSettings, create_app  # noqa: PLC0415 - web stack on demand
+    from app.server.owner import RuntimeOwner  # noqa: PLC0415
+    from app.server.schemas import Defaults  # noqa: PLC0415
+
+    n_max = _n_max(args.gamma)
+    # The base config's γ must be valid even when requests default to no speculation.
+    config = generation_from_args(args, 5 if n_max in (0, AUTO) else n_max)
+    config.validate()  # before loading anything: a bad flag should not cost a model load
+    if args.queue_size < 1:
+        raise InvalidSettingError("--queue-size must be at least 1")
+    sock = _listen(args.host, args.port, keyed=bool(args.api_key))
+    try:
+        runtime = load_runtime(args, args.draft)
+        owner = RuntimeOwner(runtime, max_queue=args.queue_size)
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        assert runtime.target is not None
+        settings = ServerSettings(
+            defaults=Defaults(config, n_max),
+            model_id=Path(runtime.target.path).stem,
+            n_ctx=runtime.target.n_ctx,
+            api_key=args.api_key or None,
+            cors_origins=tuple(args.cors_origin),
+        )
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        key = "API key required" if settings.api_key else "no API key"
+        banner = (
+            f"specchat: serving {settings.model_id} ({runtime.mode}) at "
+            f"http://{shown}:{port}/v1 ({key}); Ctrl+C stops"
+        )
+        _serve(create_app(owner, settings), sock, banner, owner.stop_accepting)
+    except KeyboardInterrupt:
+        pass  # Ctrl+C (or SIGTERM) is how a server is meant to stop
+    finally:
+        owner.close()
+        sock.close()
+    return 0
+
+
+def _serve(app: object, sock: socket.socket, banner: str, on_shutdown: Callable[[], None]) -> None:
+    import uvicorn  # noqa: PLC0415
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Stop the replies in flight first: they then end within a round, well inside
+            # the graceful timeout, instead of being cut off with an error after it.
+            on_shutdown()
+            await super().shutdown(sockets)
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    print(banner, file=sys.stderr, flush=True)
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal; SIGTERM then
+    # ends as Ctrl+C does, so the models are freed and the exit status is 0 either way.
+    signal.signal(signal.SIGTERM, _interrupt)
+    Server(config).run(sockets=[sock])
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _listen(host: str, port: int, *, keyed: bool) -> socket.socket:
+    """Bind before loading models, so a taken port fails in a second, not after a load."""
+    if not 0 <= port <= 65535:
+        raise InvalidSettingError(f"--port must be between 0 and 65535, got {port}")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise InvalidSettingError(f"cannot listen on {host}: {exc.strerror}") from None
+    family, kind, proto, _name, address = infos[0]
+    warning = exposure_warning(host, str(address[0]), keyed=keyed)
+    if warning:
+        print(warning, file=sys.stderr)
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise InvalidSettingError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return sock
+
+
+def exposure_warning(host: str, address: str, *, keyed: bool) -> str | None:
+    """One line for a bind other machines can reach; None for a loopback address."""
+    if _is_loopback(address):
+        return None
+    reach = f"warning: listening on {host}: other machines on the network can reach the models"
+    return reach + ("" if keyed else "; no API key is required (--api-key)")
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.split("%", maxsplit=1)[0]).is_loopback
+    except ValueError:
+        return False

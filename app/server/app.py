@@ -1,0 +1,256 @@
+"""The HTTP routes: /health, /v1/models, /v1/chat/completions and /v1/completions.
+
+Every refusal is OpenAI-style JSON with its 4xx (5xx for the server's own faults), never a
+traceback. Requests go to an EngineOwner (app.server.owner), which runs them one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.server.errors import ApiError
+from app.server.formats import ReplyFormat
+from app.server.owner import EngineOwner, Failed, Job, QueueFullError, Started, Ticket
+from app.server.schemas import ApiRequest, Defaults, parse_chat, parse_completion
+from app.server.sse import (
+    EventStreamResponse,
+    Feed,
+    ReplyEnd,
+    reply_stream,
+    sse_event,
+    watch_disconnect,
+)
+
+log = logging.getLogger(__name__)
+
+# Far more than any prompt that fits a context; a bigger body is refused before it is parsed.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+# Paths a client may call without the API key: liveness checks carry no model output.
+OPEN_PATHS = frozenset({"/health"})
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    defaults: Defaults
+    model_id: str
+    n_ctx: int
+    api_key: str | None = None
+    cors_origins: tuple[str, ...] = ()
+    max_body_bytes: int = MAX_BODY_BYTES
+
+
+def create_app(owner: EngineOwner, settings: ServerSettings) -> Starlette:
+    async def health(_request: Request) -> Response:
+        return JSONResponse(
+            {"status": "ok", "model": settings.model_id, "requests": owner.health()}
+        )
+
+    async def models(_request: Request) -> Response:
+        model = {
+            "id": settings.model_id,
+            "object": "model",
+            "created": 0,
+            "owned_by": "specchat",
+            "meta": {"n_ctx": settings.n_ctx},
+        }
+        return JSONResponse({"object": "list", "data": [model]})
+
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/chat/completions", _Completions(owner, settings, chat=True), methods=["POST"]),
+        Route("/v1/completions", _Completions(owner, settings, chat=False), methods=["POST"]),
+    ]
+    middleware = []
+    if settings.cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(settings.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type"],
+            )
+        )
+    if settings.api_key:
+        middleware.append(Middleware(BearerAuth, api_key=settings.api_key))
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+    )
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        error = ApiError(404, f"no route {request.url.path}", code="not_found")
+    elif exc.status_code == 405:
+        error = ApiError(
+            405, f"{request.method} is not allowed on {request.url.path}", code="method_not_allowed"
+        )
+    else:
+        error = ApiError(exc.status_code, str(exc.detail), code="http_error")
+    return error_response(error, dict(exc.headers or {}))
+
+
+async def _server_error(_request: Request, exc: Exception) -> Response:
+    log.error("unexpected error", exc_info=exc)
+    error = ApiError(500, "internal server error; see the server log", code="internal")
+    return error_response(error)
+
+
+def _failure_error(failure: Failed, prompt_field: str = "messages") -> ApiError:
+    if failure.kind == "context":
+        return ApiError(400, failure.message, code="context_length_exceeded", param=prompt_field)
+    if failure.kind == "invalid":
+        return ApiError(400, failure.message, code="invalid_value")
+    if failure.kind == "cancelled":
+        return ApiError(503, failure.message, code="cancelled")
+    return ApiError(500, failure.message, code="internal")
+
+
+class BearerAuth:
+    """Requires `Authorization: Bearer <key>` on every path but the open ones."""
+
+    def __init__(self, app: ASGIApp, api_key: str) -> None:
+        self._app = app
+        self._expected = f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            # Constant time, so the key cannot be guessed byte by byte from response times.
+            if not hmac.compare_digest(given, self._expected):
+                error = ApiError(401, "missing or wrong API key", code="invalid_api_key")
+                response = error_response(error, {"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+
+# -- completions ----------------------------------------------------------------------------------
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    too_big = ApiError(413, f"the request body is larger than {limit} bytes", code="too_large")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_big
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise too_big
+    try:
+        return json.loads(bytes(body), parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        message = f"the request body is not valid JSON: {exc}"
+        raise ApiError(400, message, code="invalid_json") from None
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+class _Completions:
+    """One completion endpoint, as a raw ASGI app: it needs `receive` to notice a disconnect
+    for as long as the reply runs, including while the response streams."""
+
+    def __init__(self, owner: EngineOwner, settings: ServerSettings, *, chat: bool) -> None:
+        self._owner = owner
+        self._settings = settings
+        self._chat = chat
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            body = await read_json(request, self._settings.max_body_bytes)
+            parse = parse_chat if self._chat else parse_completion
+            parsed = parse(body, self._settings.defaults)
+        except ApiError as exc:
+            await error_response(exc)(scope, receive, send)
+            return
+        feed = Feed(asyncio.get_running_loop())
+        job = Job(parsed.config, parsed.speculative, parsed.messages, parsed.prompt)
+        try:
+            ticket = self._owner.submit(job, feed.put)
+        except QueueFullError as exc:
+            error = ApiError(503, str(exc), code="queue_full", error_type="server_error")
+            await error_response(error, {"Retry-After": "1"})(scope, receive, send)
+            return
+        gone = asyncio.Event()
+        watcher = asyncio.create_task(watch_disconnect(receive, ticket, gone))
+        try:
+            response = await self._respond(parsed, feed, ticket, gone)
+            await response(scope, receive, send)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            ticket.cancel("response ended early")  # a no-op when the reply finished
+
+    async def _respond(
+        self, parsed: ApiRequest, feed: Feed, ticket: Ticket, gone: asyncio.Event
+    ) -> ASGIApp:
+        first = await feed.get()
+        if isinstance(first, Failed):
+            field = "messages" if self._chat else "prompt"
+            return error_response(_failure_error(first, field))
+        assert isinstance(first, Started)
+        fmt = ReplyFormat(parsed, self._settings.model_id)
+        replies = reply_stream(feed, ticket, parsed.stops)
+        if parsed.stream:
+            return EventStreamResponse(_sse(fmt, first, replies), gone)
+        text: list[str] = []
+        async for piece in replies:
+            if isinstance(piece, str):
+                text.append(piece)
+                continue
+            if piece.result is None:
+                assert piece.failure is not None
+                return error_response(_failure_error(piece.failure))
+            return JSONResponse(fmt.completion("".join(text), piece.result, first, piece.stop_hit))
+        raise AssertionError("a reply always ends with ReplyEnd")
+
+
+async def _sse(
+    fmt: ReplyFormat, started: Started, replies: AsyncGenerator[str | ReplyEnd, None]
+) -> AsyncGenerator[bytes, None]:
+    try:
+        opening = fmt.opening_chunk()
+        if opening is not None:
+            yield sse_event(opening)
+        async for piece in replies:
+            if isinstance(piece, str):
+                yield sse_event(fmt.text_chunk(piece))
+            elif piece.result is not None:
+                yield sse_event(fmt.closing_chunk(piece.result, started, piece.stop_hit))
+            else:
+                assert piece.failure is not None
+                yield sse_event(_failure_error(piece.failure).body())
+        yield sse_event("[DONE]")
+    finally:
+        await replies.aclose()

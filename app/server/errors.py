@@ -1,0 +1,49 @@
+"""Errors the HTTP API returns, in OpenAI's JSON shape: {"error": {message, type, param, code}}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    """A request the server refuses; `status` is the HTTP code, the rest goes to the client."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str,
+        param: str | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+        self.error_type = error_type or _default_type(status)
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.error_type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+def _default_type(status: int) -> str:
+    if status == 401:
+        return "authentication_error"
+    if status == 404:
+        return "not_found_error"
+    if status >= 500:
+        return "server_error"
+    return "invalid_request_error"
+
+
+def invalid(param: str, message: str, *, code: str = "invalid_value") -> ApiError:
+    return ApiError(400, message, code=code, param=param)

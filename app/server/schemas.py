@@ -1,0 +1,271 @@
+"""Request bodies of /v1/chat/completions and /v1/completions, checked field by field.
+
+Every problem becomes an ApiError naming the field, so a client sees one clear 400 instead of
+a traceback. Types and finiteness are checked here; the engine's own ranges (top_p, min_p,
+p_min, max_tokens...) are checked by GenerationConfig.validate(), their one home. Unknown
+fields are ignored, as OpenAI-compatible servers do, because clients send many optional ones.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeVar
+
+from app.engine.chat_template import ChatMessage
+from app.engine.config import MAX_GAMMA, GenerationConfig
+from app.errors import InvalidSettingError
+from app.server.errors import ApiError, invalid
+
+_T = TypeVar("_T")
+
+AUTO: Literal["auto"] = "auto"
+NMax = int | Literal["auto"]
+# OpenAI's own bounds for these two; the engine accepts any temperature >= 0.
+MAX_TEMPERATURE = 2.0
+MAX_STOPS = 8
+_SEED_LIMIT = 2**63
+# OpenAI's newer clients send "developer" where chat templates know only "system".
+_ROLE_ALIASES = {"developer": "system"}
+
+
+@dataclass(frozen=True, slots=True)
+class Defaults:
+    """The server's settings for fields a request leaves out (from `specchat serve` flags)."""
+
+    config: GenerationConfig
+    n_max: NMax
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRequest:
+    """One parsed completion request: a chat (messages) or a raw text prompt."""
+
+    messages: tuple[ChatMessage, ...] | None
+    prompt: str | None
+    config: GenerationConfig
+    n_max: NMax
+    stream: bool
+    include_usage: bool
+    stops: tuple[str, ...]
+
+    @property
+    def speculative(self) -> bool:
+        return self.n_max != 0
+
+
+def parse_chat(body: Any, defaults: Defaults) -> ApiRequest:
+    fields = _object(body)
+    messages = _messages(fields.get("messages"))
+    return _request(fields, defaults, messages=messages, prompt=None)
+
+
+def parse_completion(body: Any, defaults: Defaults) -> ApiRequest:
+    fields = _object(body)
+    return _request(fields, defaults, messages=None, prompt=_prompt(fields.get("prompt")))
+
+
+def _object(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object", code="invalid_request")
+    return body
+
+
+def _request(
+    fields: dict[str, Any],
+    defaults: Defaults,
+    *,
+    messages: tuple[ChatMessage, ...] | None,
+    prompt: str | None,
+) -> ApiRequest:
+    n = _integer(fields, "n")
+    if n is not None and n != 1:
+        raise invalid("n", "only n = 1 is supported")
+    base = defaults.config
+    temperature = _number(fields, "temperature")
+    if temperature is not None and not 0.0 <= temperature <= MAX_TEMPERATURE:
+        raise invalid("temperature", f"'temperature' must be between 0 and {MAX_TEMPERATURE:g}")
+    sampling = replace(
+        base.sampling,
+        temperature=_pick(temperature, base.sampling.temperature),
+        top_p=_pick(_number(fields, "top_p"), base.sampling.top_p),
+        top_k=_pick(_integer(fields, "top_k"), base.sampling.top_k),
+        min_p=_pick(_number(fields, "min_p"), base.sampling.min_p),
+        repeat_penalty=_pick(_number(fields, "repeat_penalty"), base.sampling.repeat_penalty),
+        seed=_seed(fields, base.sampling.seed),
+    )
+    max_tokens = _integer(fields, "max_completion_tokens")
+    if max_tokens is None:
+        max_tokens = _integer(fields, "max_tokens")
+    n_max, p_min = _speculative(fields.get("speculative"), defaults)
+    gamma, adaptive = base.gamma, False
+    if isinstance(n_max, str):
+        adaptive = True
+    elif n_max > 0:
+        gamma = n_max
+    config = replace(
+        base,
+        max_tokens=_pick(max_tokens, base.max_tokens),
+        gamma=gamma,
+        adaptive=adaptive,
+        p_min=_pick(p_min, base.p_min),
+        sampling=sampling,
+    )
+    try:
+        config.validate()
+    except InvalidSettingError as exc:
+        raise ApiError(400, str(exc), code="invalid_value") from None
+    return ApiRequest(
+        messages=messages,
+        prompt=prompt,
+        config=config,
+        n_max=n_max,
+        stream=_boolean(fields, "stream", default=False),
+        include_usage=_include_usage(fields.get("stream_options")),
+        stops=_stops(fields.get("stop")),
+    )
+
+
+def _pick(value: _T | None, default: _T) -> _T:
+    return default if value is None else value
+
+
+# -- fields ---------------------------------------------------------------------------------------
+
+
+def _number(fields: dict[str, Any], name: str) -> float | None:
+    value = fields.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise invalid(name, f"'{name}' must be a number", code="invalid_type")
+    if not math.isfinite(value):
+        raise invalid(name, f"'{name}' must be a finite number")
+    return float(value)
+
+
+def _integer(fields: dict[str, Any], name: str) -> int | None:
+    value = fields.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(name, f"'{name}' must be an integer", code="invalid_type")
+    return value
+
+
+def _boolean(fields: dict[str, Any], name: str, *, default: bool) -> bool:
+    value = fields.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise invalid(name, f"'{name}' must be true or false", code="invalid_type")
+    return value
+
+
+def _seed(fields: dict[str, Any], default: int | None) -> int | None:
+    seed = _integer(fields, "seed")
+    if seed is None:
+        return default
+    if seed == -1:  # llama-server's spelling of "a fresh random seed"
+        return None
+    if not 0 <= seed < _SEED_LIMIT:
+        raise invalid("seed", "'seed' must be -1 (random) or between 0 and 2^63 - 1")
+    return seed
+
+
+def _speculative(value: Any, defaults: Defaults) -> tuple[NMax, float | None]:
+    if value is None:
+        return defaults.n_max, None
+    if not isinstance(value, dict):
+        raise invalid("speculative", "'speculative' must be an object", code="invalid_type")
+    n_max: NMax = defaults.n_max
+    raw = value.get("n_max")
+    if raw == AUTO:
+        n_max = AUTO
+    elif raw is not None:
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise invalid(
+                "speculative.n_max",
+                "'speculative.n_max' must be an integer or \"auto\"",
+                code="invalid_type",
+            )
+        if not 0 <= raw <= MAX_GAMMA:
+            raise invalid(
+                "speculative.n_max",
+                f"'speculative.n_max' must be between 0 (off) and {MAX_GAMMA}, or \"auto\"",
+            )
+        n_max = raw
+    p_min = _number(value, "p_min")
+    return n_max, p_min
+
+
+def _include_usage(value: Any) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, dict):
+        raise invalid("stream_options", "'stream_options' must be an object", code="invalid_type")
+    return _boolean(value, "include_usage", default=False)
+
+
+def _stops(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+        message = "'stop' must be a non-empty string or a list of them"
+        raise invalid("stop", message, code="invalid_type")
+    if len(stops) > MAX_STOPS:
+        raise invalid("stop", f"'stop' takes at most {MAX_STOPS} strings")
+    return tuple(stops)
+
+
+def _prompt(value: Any) -> str:
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]  # clients often send a one-element batch
+    if value is None:
+        raise invalid("prompt", "'prompt' is required", code="missing_field")
+    if not isinstance(value, str):
+        raise invalid("prompt", "'prompt' must be a string", code="invalid_type")
+    if not value:
+        raise invalid("prompt", "'prompt' must not be empty")
+    return value
+
+
+def _messages(value: Any) -> tuple[ChatMessage, ...]:
+    if value is None:
+        raise invalid("messages", "'messages' is required", code="missing_field")
+    if not isinstance(value, list) or not value:
+        raise invalid("messages", "'messages' must be a non-empty list", code="invalid_type")
+    return tuple(_message(item, i) for i, item in enumerate(value))
+
+
+def _message(item: Any, index: int) -> ChatMessage:
+    where = f"messages[{index}]"
+    if not isinstance(item, dict):
+        raise invalid(where, f"'{where}' must be an object", code="invalid_type")
+    role = item.get("role")
+    if not isinstance(role, str) or not role:
+        raise invalid(f"{where}.role", f"'{where}.role' must be a string", code="invalid_type")
+    return {"role": _ROLE_ALIASES.get(role, role), "content": _content(item.get("content"), where)}
+
+
+def _content(value: Any, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        # Content parts: only text can reach a text-only model.
+        texts = []
+        for part in value:
+            if not isinstance(part, dict) or part.get("type") != "text":
+                raise invalid(f"{where}.content", "only text content parts are supported")
+            text = part.get("text")
+            if not isinstance(text, str):
+                message = "a text content part needs a 'text' string"
+                raise invalid(f"{where}.content", message, code="invalid_type")
+            texts.append(text)
+        return "".join(texts)
+    raise invalid(
+        f"{where}.content",
+        f"'{where}.content' must be a string or a list of text parts",
+        code="invalid_type",
+    )

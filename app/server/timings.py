@@ -1,0 +1,72 @@
+"""What every answer reports: llama-server's `timings` and SpecChat's `speculation` object.
+
+`timings` uses llama-server's names so its clients and dashboards read SpecChat unchanged;
+`speculation` reuses the metric names of app.metrics.summary (their definitions live there).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.engine.events import FinishReason
+from app.engine.result import GenerationResult
+from app.metrics.summary import ratio
+from app.server.owner import Started
+from app.server.schemas import NMax
+
+# GenerationStats fields that describe speculation, in the order clients see them.
+SPECULATION_FIELDS = (
+    "rounds",
+    "drafted",
+    "accepted",
+    "acceptance_rate",
+    "per_position_acceptance",
+    "tokens_per_round",
+    "accepted_per_round",
+    "c_draft",
+    "c_verify",
+)
+
+
+def timings(result: GenerationResult, started: Started) -> dict[str, Any]:
+    s = result.stats
+    prompt_n = started.prompt_tokens - started.cached_tokens
+    prompt_ms = s.prompt_s * 1000.0
+    predicted_ms = s.generation_s * 1000.0
+    return {
+        "cache_n": started.cached_tokens,
+        "prompt_n": prompt_n,
+        "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": ratio(prompt_ms, prompt_n),
+        "prompt_per_second": ratio(prompt_n, s.prompt_s),
+        "predicted_n": s.generated_tokens,
+        "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": ratio(predicted_ms, s.generated_tokens),
+        "predicted_per_second": s.tokens_per_second,
+        "draft_n": s.drafted,
+        "draft_n_accepted": s.accepted,
+    }
+
+
+def speculation(result: GenerationResult, n_max: NMax, p_min: float) -> dict[str, Any]:
+    stats = result.stats.to_dict()
+    out: dict[str, Any] = {"mode": result.mode, "n_max": n_max, "p_min": p_min}
+    out.update((name, stats[name]) for name in SPECULATION_FIELDS)
+    out["notices"] = list(result.notices)
+    return out
+
+
+def usage(result: GenerationResult, started: Started) -> dict[str, int]:
+    completion = result.stats.generated_tokens
+    return {
+        "prompt_tokens": started.prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": started.prompt_tokens + completion,
+    }
+
+
+def finish_reason(engine_reason: FinishReason, stop_hit: bool) -> str:
+    """OpenAI's finish_reason: a full context reads as "length", a stop string as "stop"."""
+    if stop_hit or engine_reason == "stop":
+        return "stop"
+    return "length"

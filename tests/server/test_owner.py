@@ -1,0 +1,201 @@
+"""RuntimeOwner's queue on a scripted runtime: order, refusals, cancels, a failing receiver.
+
+The real engine runs in the server tests; here a scripted runtime makes each case certain.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from app.engine.config import GenerationConfig
+from app.engine.control import GenerationControl
+from app.engine.events import Event, FinishEvent, RoundEvent, RoundRecord, TokenEvent
+from app.engine.result import GenerationResult
+from app.errors import ContextOverflowError, InvalidSettingError
+from app.metrics.summary import summarize
+from app.server.owner import Failed, Job, OwnerEvent, QueueFullError, RuntimeOwner, Started
+
+CONFIG = GenerationConfig(max_tokens=3)
+N_CTX = 50
+
+
+class ScriptedRuntime:
+    """Emits one token per round; each round waits for `gate` so tests control the pace."""
+
+    mode = "plain"
+
+    def __init__(self) -> None:
+        self.target = SimpleNamespace(tokens=[])
+        self.gate = threading.Event()
+        self.gate.set()
+        self.started: list[str] = []
+        self.closed = False
+
+    def text_prompt(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+    def chat_prompt(self, _messages: Sequence[Any]) -> list[int]:
+        raise InvalidSettingError("the model's chat template failed: no")
+
+    def generate(
+        self, ids: Sequence[int], config: GenerationConfig, control: GenerationControl, **_: Any
+    ) -> Iterator[Event]:
+        def events() -> Iterator[Event]:
+            if len(ids) >= N_CTX:
+                raise ContextOverflowError(len(ids), N_CTX)
+            self.started.append("".join(map(chr, ids)))
+            rounds = []
+            for i in range(config.max_tokens):
+                if control.stop_requested:
+                    break
+                assert self.gate.wait(10)
+                yield TokenEvent(65 + i, chr(65 + i), False, i)
+                rounds.append(RoundRecord(i, "plain", 0, 0, 0, 1, 0.0, 0.01, 0))
+                yield RoundEvent(rounds[-1])
+            reason = "cancelled" if control.stop_requested else "length"
+            stats = summarize(
+                rounds, prompt_tokens=len(ids), generated_tokens=len(rounds), gamma=0,
+                prompt_s=0.0, generation_s=0.01, ttft_s=None, plain_step_s=None,
+            )  # fmt: skip
+            text = "".join(chr(65 + r.index) for r in rounds)
+            ids_out = [65 + r.index for r in rounds]
+            yield FinishEvent(GenerationResult(text, ids_out, reason, "plain", stats, (), ()))
+
+        return events()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.events: list[OwnerEvent] = []
+        self.done = threading.Event()
+
+    def __call__(self, event: OwnerEvent) -> None:
+        self.events.append(event)
+        if isinstance(event, FinishEvent | Failed):
+            self.done.set()
+
+    def wait(self) -> list[OwnerEvent]:
+        assert self.done.wait(10)
+        return self.events
+
+
+@pytest.fixture
+def runtime() -> ScriptedRuntime:
+    return ScriptedRuntime()
+
+
+def make_owner(runtime: ScriptedRuntime, max_queue: int = 4) -> RuntimeOwner:
+    return RuntimeOwner(runtime, max_queue=max_queue)  # type: ignore[arg-type]
+
+
+def text_job(prompt: str) -> Job:
+    return Job(CONFIG, speculative=False, prompt=prompt)
+
+
+def test_jobs_run_in_order_each_with_its_own_reply(runtime: ScriptedRuntime) -> None:
+    owner = make_owner(runtime)
+    runtime.gate.clear()
+    sinks = [Collector() for _ in range(3)]
+    for name, sink in zip("abc", sinks, strict=True):
+        owner.submit(text_job(name), sink)
+    runtime.gate.set()
+    results = [sink.wait() for sink in sinks]
+    owner.close()
+    assert runtime.started == ["a", "b", "c"]
+    for events in results:
+        assert isinstance(events[0], Started)
+        assert isinstance(events[-1], FinishEvent)
+        assert events[-1].result.text == "ABC"
+    assert owner.health()["served"] == 3
+    assert runtime.closed
+
+
+def test_a_full_queue_refuses_instead_of_growing(runtime: ScriptedRuntime) -> None:
+    owner = make_owner(runtime, max_queue=1)
+    runtime.gate.clear()
+    running, waiting = Collector(), Collector()
+    owner.submit(text_job("a"), running)
+    while not runtime.started:  # "a" has left the queue
+        threading.Event().wait(0.01)
+    owner.submit(text_job("b"), waiting)
+    with pytest.raises(QueueFullError):
+        owner.submit(text_job("c"), Collector())
+    assert owner.health()["rejected"] == 1
+    runtime.gate.set()
+    running.wait()
+    waiting.wait()
+    owner.close()
+
+
+def test_cancel_before_start_skips_the_job(runtime: ScriptedRuntime) -> None:
+    owner = make_owner(runtime)
+    runtime.gate.clear()
+    first, second = Collector(), Collector()
+    owner.submit(text_job("a"), first)
+    ticket = owner.submit(text_job("b"), second)
+    ticket.cancel("client disconnected")
+    runtime.gate.set()
+    events = second.wait()
+    first.wait()
+    owner.close()
+    assert runtime.started == ["a"]
+    assert isinstance(events[-1], Failed) and events[-1].kind == "cancelled"
+
+
+def test_cancel_while_running_stops_within_one_round(runtime: ScriptedRuntime) -> None:
+    owner = make_owner(runtime)
+    runtime.gate.clear()
+    sink = Collector()
+    ticket = owner.submit(Job(GenerationConfig(max_tokens=50), False, prompt="a"), sink)
+    while not runtime.started:
+        threading.Event().wait(0.01)
+    ticket.cancel("client disconnected")
+    runtime.gate.set()
+    events = sink.wait()
+    owner.close()
+    finish = events[-1]
+    assert isinstance(finish, FinishEvent) and finish.result.finish_reason == "cancelled"
+    last = owner.health()["last_cancel"]
+    assert last["reason"] == "client disconnected"
+    assert last["rounds_after_cancel"] <= 1
+    assert owner.health()["cancelled"] == 1
+
+
+def test_refusals_arrive_as_failures_and_the_owner_keeps_serving(
+    runtime: ScriptedRuntime,
+) -> None:
+    owner = make_owner(runtime)
+    too_long, bad_template, fine = Collector(), Collector(), Collector()
+    owner.submit(text_job("x" * N_CTX), too_long)
+    owner.submit(Job(CONFIG, False, messages=({"role": "user", "content": "hi"},)), bad_template)
+    owner.submit(text_job("ok"), fine)
+    context_failure = too_long.wait()[-1]
+    template_failure = bad_template.wait()[-1]
+    fine_events = fine.wait()
+    owner.close()
+    assert isinstance(context_failure, Failed) and context_failure.kind == "context"
+    assert isinstance(template_failure, Failed) and template_failure.kind == "invalid"
+    assert isinstance(fine_events[-1], FinishEvent)
+
+
+def test_a_receiver_that_fails_cancels_its_job_only(runtime: ScriptedRuntime) -> None:
+    owner = make_owner(runtime)
+
+    def broken(event: OwnerEvent) -> None:
+        raise RuntimeError("event loop closed")
+
+    ticket = owner.submit(Job(GenerationConfig(max_tokens=50), False, prompt="a"), broken)
+    after = Collector()
+    owner.submit(text_job("b"), after)
+    events = after.wait()
+    owner.close()
+    assert ticket.cancelled
+    assert isinstance(events[-1], FinishEvent) and events[-1].result.text == "ABC"
