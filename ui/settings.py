@@ -44,6 +44,9 @@ DEFAULTS: dict[str, Any] = {
     "generation/exact": False,
     "view/highlight_draft": True,
     "view/theme": "system",  # a key of ui.themes.THEMES
+    # The window's Local server (off at every start; only ever on 127.0.0.1).
+    "server/port": 8080,
+    "server/api_key": "",
     "window/geometry": QByteArray(),
     "window/splitter": QByteArray(),
 }

@@ -10,7 +10,6 @@ loaded here and handed to one RuntimeOwner thread (app/server/owner.py) that run
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
 import signal
@@ -28,14 +27,13 @@ from app.cli.main import (
 )
 from app.engine.config import MAX_GAMMA
 from app.errors import InvalidSettingError
+from app.server.host import exposure_warning, listen, make_server, url_of
 from app.server.owner import DEFAULT_QUEUE_SIZE
 from app.server.schemas import AUTO, NMax
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 API_KEY_ENV = "SPECCHAT_API_KEY"
-# Seconds in-flight replies get to finish on Ctrl+C before the server stops them.
-GRACEFUL_SHUTDOWN_S = 3
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -120,12 +118,10 @@ def run_serve(args: argparse.Namespace) -> int:
             api_key=args.api_key or None,
             cors_origins=tuple(args.cors_origin),
         )
-        host, port = sock.getsockname()[:2]
-        shown = f"[{host}]" if ":" in host else host
         key = "API key required" if settings.api_key else "no API key"
         banner = (
             f"specchat: serving {settings.model_id} ({runtime.mode}) at "
-            f"http://{shown}:{port}/v1 ({key}); Ctrl+C stops"
+            f"{url_of(sock)} ({key}); Ctrl+C stops"
         )
         _serve(create_app(owner, settings), sock, banner, owner.stop_accepting)
     except KeyboardInterrupt:
@@ -137,28 +133,12 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def _serve(app: object, sock: socket.socket, banner: str, on_shutdown: Callable[[], None]) -> None:
-    import uvicorn  # noqa: PLC0415
-
-    class Server(uvicorn.Server):
-        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            # Stop the replies in flight first: they then end within a round, well inside
-            # the graceful timeout, instead of being cut off with an error after it.
-            on_shutdown()
-            await super().shutdown(sockets)
-
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     print(banner, file=sys.stderr, flush=True)
-    config = uvicorn.Config(
-        app,  # type: ignore[arg-type]
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-    )
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal; SIGTERM then
     # ends as Ctrl+C does, so the models are freed and the exit status is 0 either way.
     signal.signal(signal.SIGTERM, _interrupt)
-    Server(config).run(sockets=[sock])
+    make_server(app, on_shutdown).run(sockets=[sock])
 
 
 def _interrupt(_signum: int, _frame: object) -> None:
@@ -166,38 +146,10 @@ def _interrupt(_signum: int, _frame: object) -> None:
 
 
 def _listen(host: str, port: int, *, keyed: bool) -> socket.socket:
-    """Bind before loading models, so a taken port fails in a second, not after a load."""
     if not 0 <= port <= 65535:
         raise InvalidSettingError(f"--port must be between 0 and 65535, got {port}")
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise InvalidSettingError(f"cannot listen on {host}: {exc.strerror}") from None
-    family, kind, proto, _name, address = infos[0]
-    warning = exposure_warning(host, str(address[0]), keyed=keyed)
+    sock = listen(host, port)
+    warning = exposure_warning(host, str(sock.getsockname()[0]), keyed=keyed)
     if warning:
         print(warning, file=sys.stderr)
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise InvalidSettingError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     return sock
-
-
-def exposure_warning(host: str, address: str, *, keyed: bool) -> str | None:
-    """One line for a bind other machines can reach; None for a loopback address."""
-    if _is_loopback(address):
-        return None
-    reach = f"warning: listening on {host}: other machines on the network can reach the models"
-    return reach + ("" if keyed else "; no API key is required (--api-key)")
-
-
-def _is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address.split("%", maxsplit=1)[0]).is_loopback
-    except ValueError:
-        return False

@@ -146,38 +146,44 @@ class OwnerStats:
     last_cancel: CancelRecord | None = None
 
 
-class RuntimeOwner:
-    """Owns a loaded Runtime from construction on; call close() to stop it and free the models."""
+class JobRunner:
+    """Runs one job at a time on a Runtime and keeps the counters /health reports.
 
-    def __init__(self, runtime: Runtime, *, max_queue: int = DEFAULT_QUEUE_SIZE) -> None:
-        if max_queue < 1:
-            raise ValueError("the queue must hold at least one request")
+    Called on whichever thread owns the models: RuntimeOwner's own thread for `specchat
+    serve`, the window's engine worker thread when the window serves its loaded models.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
-        self._queue: queue.Queue[tuple[Job, Sink, Ticket] | None] = queue.Queue(max_queue)
         self._lock = threading.Lock()
-        self._next_id = 0
         self._current: Ticket | None = None
         self._stats = OwnerStats()
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="engine-owner", daemon=True)
-        self._thread.start()
 
-    # -- the caller's side (any thread) ---------------------------------------------------------
-
-    def submit(self, job: Job, sink: Sink) -> Ticket:
+    def run(self, job: Job, sink: Sink, ticket: Ticket, *, closed: bool = False) -> None:
+        """Serve one job to the end. closed: the owner stopped accepting while it waited."""
         with self._lock:
-            if self._closed:
-                raise QueueFullError("the server is shutting down")
-            self._next_id += 1
-            ticket = Ticket(self._next_id)
-            try:
-                self._queue.put_nowait((job, sink, ticket))
-            except queue.Full:
-                self._stats.rejected += 1
-                raise QueueFullError(
-                    f"{self._queue.maxsize} requests are already waiting; retry later"
-                ) from None
-        return ticket
+            self._current = ticket
+            self._stats.running = True
+        if closed:
+            ticket.cancel("server shutting down")
+        try:
+            outcome = self._serve(job, sink, ticket)
+        finally:
+            ticket._finish()
+            with self._lock:
+                self._current = None
+                self._stats.running = False
+        self._record(outcome, ticket)
+
+    def cancel_current(self, reason: str) -> None:
+        with self._lock:
+            current = self._current
+        if current is not None:
+            current.cancel(reason)
+
+    def reject(self) -> None:
+        with self._lock:
+            self._stats.rejected += 1
 
     def health(self) -> dict[str, Any]:
         with self._lock:
@@ -185,57 +191,12 @@ class RuntimeOwner:
             last = stats.last_cancel
             return {
                 "running": stats.running,
-                "queued": self._queue.qsize(),
-                "queue_size": self._queue.maxsize,
                 "served": stats.served,
                 "cancelled": stats.cancelled,
                 "failed": stats.failed,
                 "rejected": stats.rejected,
                 "last_cancel": None if last is None else asdict(last),
             }
-
-    def close(self) -> None:
-        """Cancel the running and queued jobs, stop the thread, free the models."""
-        self.stop_accepting()
-        self._queue.put(None)
-        self._thread.join()
-        self._runtime.close()
-
-    def stop_accepting(self) -> None:
-        """Refuse new jobs and cancel the running and queued ones, so their replies end now."""
-        with self._lock:
-            self._closed = True
-            current = self._current
-        if current is not None:
-            current.cancel("server shutting down")
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None:
-                _job, sink, ticket = item
-                ticket.cancel("server shutting down")
-                _deliver(sink, ticket, Failed("the server is shutting down", "cancelled"))
-
-    # -- the owner thread ---------------------------------------------------------------------
-
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            job, sink, ticket = item
-            with self._lock:
-                self._current = ticket
-                self._stats.running = True
-                if self._closed:  # dequeued just as stop_accepting() drained the queue
-                    ticket.cancel("server shutting down")
-            try:
-                outcome = self._serve(job, sink, ticket)
-            finally:
-                ticket._finish()
-                with self._lock:
-                    self._current = None
-                    self._stats.running = False
-            self._record(outcome, ticket)
 
     def _serve(self, job: Job, sink: Sink, ticket: Ticket) -> str:
         if ticket.cancelled:
@@ -307,6 +268,77 @@ class RuntimeOwner:
                         record.rounds_after_cancel,
                         record.seconds_after_cancel,
                     )
+
+
+class RuntimeOwner:
+    """Owns a loaded Runtime from construction on; call close() to stop it and free the models."""
+
+    def __init__(self, runtime: Runtime, *, max_queue: int = DEFAULT_QUEUE_SIZE) -> None:
+        if max_queue < 1:
+            raise ValueError("the queue must hold at least one request")
+        self._runtime = runtime
+        self._runner = JobRunner(runtime)
+        self._queue: queue.Queue[tuple[Job, Sink, Ticket] | None] = queue.Queue(max_queue)
+        self._lock = threading.Lock()
+        self._next_id = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="engine-owner", daemon=True)
+        self._thread.start()
+
+    # -- the caller's side (any thread) ---------------------------------------------------------
+
+    def submit(self, job: Job, sink: Sink) -> Ticket:
+        with self._lock:
+            if self._closed:
+                raise QueueFullError("the server is shutting down")
+            self._next_id += 1
+            ticket = Ticket(self._next_id)
+            try:
+                self._queue.put_nowait((job, sink, ticket))
+            except queue.Full:
+                self._runner.reject()
+                raise QueueFullError(
+                    f"{self._queue.maxsize} requests are already waiting; retry later"
+                ) from None
+        return ticket
+
+    def health(self) -> dict[str, Any]:
+        return {
+            **self._runner.health(),
+            "queued": self._queue.qsize(),
+            "queue_size": self._queue.maxsize,
+        }
+
+    def close(self) -> None:
+        """Cancel the running and queued jobs, stop the thread, free the models."""
+        self.stop_accepting()
+        self._queue.put(None)
+        self._thread.join()
+        self._runtime.close()
+
+    def stop_accepting(self) -> None:
+        """Refuse new jobs and cancel the running and queued ones, so their replies end now."""
+        with self._lock:
+            self._closed = True
+        self._runner.cancel_current("server shutting down")
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                _job, sink, ticket = item
+                ticket.cancel("server shutting down")
+                _deliver(sink, ticket, Failed("the server is shutting down", "cancelled"))
+
+    # -- the owner thread ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            job, sink, ticket = item
+            with self._lock:
+                closed = self._closed  # dequeued just as stop_accepting() drained the queue
+            self._runner.run(job, sink, ticket, closed=closed)
 
 
 def _deliver(sink: Sink, ticket: Ticket, event: OwnerEvent) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli.serve import exposure_warning
+from app.server.host import exposure_warning
 
 ROOT = Path(__file__).resolve().parents[2]
 

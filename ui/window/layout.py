@@ -33,6 +33,7 @@ from ui.widgets.insight_panel import InsightPanel
 from ui.widgets.metrics_panel import MetricsPanel
 from ui.widgets.model_controls import ModelControls
 from ui.widgets.prompt_input import PromptInput
+from ui.widgets.server_panel import ServerPanel
 from ui.widgets.settings_panel import SettingsPanel
 
 METRICS_INTERVAL_MS = 200  # five refreshes a second while generating
@@ -98,6 +99,7 @@ class WindowLayout(QMainWindow):
         self.metrics = MetricsPanel()
         self.metrics.set_speculation(self.settings.get_bool("generation/speculation"))
         self.settings_panel = SettingsPanel(self.settings)
+        self.server_panel = ServerPanel(self.settings)
         self.insight = InsightPanel()
         self.controls.speculation.setChecked(self.settings.get_bool("generation/speculation"))
         self.controls.gamma.setValue(self.settings.get_int("generation/gamma"))
@@ -139,6 +141,7 @@ class WindowLayout(QMainWindow):
         side_layout = QVBoxLayout(side)
         side_layout.addWidget(self.metrics)
         side_layout.addWidget(self.settings_panel)
+        side_layout.addWidget(self.server_panel)
         side_layout.addStretch(1)
         self.side_tabs = QTabWidget()
         self.side_tabs.setObjectName("sideTabs")

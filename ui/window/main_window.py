@@ -40,6 +40,7 @@ from ui.window.layout import WindowLayout
 from ui.window.menu_actions import choose_theme, show_about, show_shortcuts
 from ui.window.model_session import ModelSession
 from ui.window.reply_flow import ReplyFlow
+from ui.window.server_switch import ServerSwitch
 from ui.workers.catalog import Catalog
 from ui.workers.engine import (
     EngineHost,
@@ -52,6 +53,7 @@ T = TypeVar("T")
 
 SHUTDOWN_TIMEOUT_MS = 20000
 NO_MODEL_MESSAGE = "No model loaded: choose a target model above."
+SERVING_MESSAGE = "Answering a request from the local server; your chat can send when it ends."
 
 
 class UiState(enum.Enum):
@@ -60,6 +62,7 @@ class UiState(enum.Enum):
     Idle = "idle"
     Generating = "generating"
     Stopping = "stopping"
+    Serving = "answering a local server request"
 
 
 class MainWindow(WindowLayout):
@@ -98,7 +101,7 @@ class MainWindow(WindowLayout):
             host,
             self.ops,
             self.models_folder,
-            busy=lambda: self._state in (UiState.Generating, UiState.Stopping),
+            busy=lambda: self._state in (UiState.Generating, UiState.Stopping, UiState.Serving),
             parent=self,
         )
         self._state = UiState.NoModel
@@ -109,6 +112,18 @@ class MainWindow(WindowLayout):
             metrics=self.metrics,
             insight=self.insight,
             timer=self.metrics_timer,
+            clock=clock,
+            parent=self,
+        )
+        self.server_switch = ServerSwitch(
+            host=host,
+            panel=self.server_panel,
+            metrics=self.metrics,
+            models=self.models,
+            reply_settings=lambda: (
+                self.generation_config(),
+                self.controls.speculation.isChecked(),
+            ),
             clock=clock,
             parent=self,
         )
@@ -158,6 +173,10 @@ class MainWindow(WindowLayout):
         self.compare_button.clicked.connect(self.open_compare_dialog)
         self.settings.changed.connect(self._on_setting_changed)
         self.memory_timer.timeout.connect(self._refresh_memory)
+        switch = self.server_switch
+        switch.servingChanged.connect(self._on_serving_changed)
+        switch.errorRaised.connect(self.show_error)
+        switch.statusMessage.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.view.examplePicked.connect(self._use_example)
         self.view.editRequested.connect(self.edit_last_message)
         self.view.copied.connect(lambda _text: self.statusBar().showMessage("Copied.", 3000))
@@ -219,7 +238,9 @@ class MainWindow(WindowLayout):
         bar = self.statusBar()
         if s == UiState.NoModel:
             bar.showMessage(NO_MODEL_MESSAGE)
-        elif bar.currentMessage() == NO_MODEL_MESSAGE:
+        elif s == UiState.Serving:
+            bar.showMessage(SERVING_MESSAGE)
+        elif bar.currentMessage() in (NO_MODEL_MESSAGE, SERVING_MESSAGE):
             bar.clearMessage()
 
     def show_error(self, text: str) -> None:
@@ -494,6 +515,9 @@ class MainWindow(WindowLayout):
         if self.chat.conversation_id is not None:
             self._export_dialog(self.chat.conversation_id)
 
+    def _reply_settings(self) -> tuple[GenerationConfig, bool]:
+        return self.generation_config(), self.controls.speculation.isChecked()
+
     def generation_config(self) -> GenerationConfig:
         return generation_config(self.settings)
 
@@ -539,6 +563,18 @@ class MainWindow(WindowLayout):
         self.show_error(message)
         self.replyFailed.emit(message)
 
+    # -- the local server ---------------------------------------------------------------------
+
+    def set_local_server(self, on: bool) -> None:
+        self.server_switch.set_on(on)
+
+    def _on_serving_changed(self, serving: bool) -> None:
+        if serving and self._state == UiState.Idle:
+            self._set_state(UiState.Serving)
+        elif not serving and self._state == UiState.Serving:
+            self._set_state(UiState.Idle)
+            self.models.run_pending()
+
     # -- settings and memory ------------------------------------------------------------------
 
     def _on_setting_changed(self, key: str) -> None:
@@ -573,6 +609,7 @@ class MainWindow(WindowLayout):
         self._closed = True
         self.flow.stop()
         self.cancel_load()
+        self.server_switch.set_on(False)
         self.metrics_timer.stop()
         self.memory_timer.stop()
         if self._compare_dialog is not None:

@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -27,6 +28,7 @@ from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, NoticeEvent, RoundEvent, TokenEvent
 from app.engine.runtime import MemoryUsage, Runtime
 from app.errors import Cancelled, DraftIncompatibleError
+from app.server.owner import Failed, Job, JobRunner, OwnerEvent, Sink, Ticket
 from models.compat import check_draft_file
 from models.demo import DemoModels, ensure_demo_models
 from ui.messages import describe
@@ -103,6 +105,16 @@ class GenerateRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ServeRequest:
+    """A local server job for the worker: closed() says the server stopped meanwhile."""
+
+    job: Job
+    sink: Sink
+    ticket: Ticket
+    closed: Callable[[], bool]
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationFailure:
     request_id: int
     message: str
@@ -118,6 +130,8 @@ class EngineWorker(QObject):
         tokenReceived(TokenEvent), roundReceived(RoundRecord), noticeReceived(str):
             a generation's stream, in order.
         generationFinished(GenerationResult), generationFailed(GenerationFailure).
+        serveStarted(), serveRound(RoundRecord), serveEnded(GenerationResult or None): a local
+            server request running on these models (ui/workers/local_server.py).
         shutDown(): the models are freed; the thread is about to end.
     """
 
@@ -129,11 +143,16 @@ class EngineWorker(QObject):
     noticeReceived = Signal(str)
     generationFinished = Signal(object)
     generationFailed = Signal(object)
+    serveStarted = Signal()
+    serveRound = Signal(object)
+    serveEnded = Signal(object)
     shutDown = Signal()
 
     def __init__(self, runtime: Runtime | None = None) -> None:
         super().__init__()
         self._runtime = runtime or Runtime(vet_draft=check_draft_file)
+        # Local server requests run here, on the models the chat uses: one owner per model.
+        self.jobs = JobRunner(self._runtime)
         self._target: ModelConfig | None = None
         self._draft = DraftChoice("none")
         self._demo: DemoModels | None = None
@@ -250,6 +269,22 @@ class EngineWorker(QObject):
         except Exception as exc:
             self.generationFailed.emit(GenerationFailure(request.request_id, describe(exc)))
 
+    @Slot(object)
+    def serve(self, request: ServeRequest) -> None:
+        """Answer one local server request; the chat's replies and these take turns."""
+
+        def sink(event: OwnerEvent) -> None:
+            if isinstance(event, RoundEvent):
+                self.serveRound.emit(event.record)
+            elif isinstance(event, FinishEvent):
+                self.serveEnded.emit(event.result)
+            elif isinstance(event, Failed):
+                self.serveEnded.emit(None)
+            request.sink(event)
+
+        self.serveStarted.emit()
+        self.jobs.run(request.job, sink, request.ticket, closed=request.closed())
+
     # -- lifetime -----------------------------------------------------------------------------
 
     @Slot()
@@ -305,11 +340,13 @@ class EngineHost(QObject):
     """The UI thread's handle on the worker: starts its thread, forwards requests, stops it.
 
     Signals:
-        loadRequested(LoadRequest), generateRequested(GenerateRequest), shutdownRequested().
+        loadRequested(LoadRequest), generateRequested(GenerateRequest),
+        serveRequested(ServeRequest), shutdownRequested().
     """
 
     loadRequested = Signal(object)
     generateRequested = Signal(object)
+    serveRequested = Signal(object)
     shutdownRequested = Signal()
 
     def __init__(self, parent: QObject | None = None, *, runtime: Runtime | None = None) -> None:
@@ -322,6 +359,7 @@ class EngineHost(QObject):
         queued = Qt.ConnectionType.QueuedConnection
         self.loadRequested.connect(self.worker.load, queued)
         self.generateRequested.connect(self.worker.generate, queued)
+        self.serveRequested.connect(self.worker.serve, queued)
         self.shutdownRequested.connect(self.worker.shutdown, queued)
         self.engine_thread.started.connect(self.worker.lower_priority, queued)
         self.engine_thread.start()

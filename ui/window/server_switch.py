@@ -1,0 +1,107 @@
+"""The Local server switch: starts and stops the server on the loaded models, and tells the
+window while a request is answered (the chat waits), showing the request in the live panel."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, Signal
+
+from app.engine.config import GenerationConfig
+from app.engine.events import RoundRecord
+from app.engine.result import GenerationResult
+from app.errors import SpecChatError
+from ui.formatting import rate
+from ui.widgets.live_metrics import LiveReply
+from ui.widgets.metrics_panel import MetricsPanel
+from ui.widgets.server_panel import ServerPanel
+from ui.window.model_session import ModelSession
+from ui.workers.engine import EngineHost
+from ui.workers.local_server import LocalServer, ServerModels, n_max_for
+
+
+class ServerSwitch(QObject):
+    """Signals: servingChanged(bool): a request started or ended; errorRaised(str);
+    statusMessage(str)."""
+
+    servingChanged = Signal(bool)
+    errorRaised = Signal(str)
+    statusMessage = Signal(str)
+
+    def __init__(
+        self,
+        *,
+        host: EngineHost,
+        panel: ServerPanel,
+        metrics: MetricsPanel,
+        models: ModelSession,
+        reply_settings: Callable[[], tuple[GenerationConfig, bool]],
+        clock: Callable[[], float] = time.perf_counter,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.server = LocalServer(host, self)
+        self._panel = panel
+        self._metrics = metrics
+        self._models = models
+        self._reply_settings = reply_settings
+        self._live = LiveReply(clock=clock)
+        worker = host.worker
+        queued = Qt.ConnectionType.QueuedConnection
+        worker.serveStarted.connect(self._on_started, queued)
+        worker.serveRound.connect(self._on_round, queued)
+        worker.serveEnded.connect(self._on_ended, queued)
+        panel.switched.connect(self.set_on)
+
+    def set_on(self, on: bool) -> None:
+        """Serve (or stop serving) the loaded models on 127.0.0.1 at the panel's port."""
+        if not on:
+            self.server.stop()
+            self._panel.show_state("")
+            return
+        loaded = self._models.loaded
+        if loaded is None or loaded.target is None:
+            self._panel.show_state("", "Load a target model first.")
+            return
+        config, speculation = self._reply_settings()
+        models = ServerModels(
+            model_id=Path(loaded.target.path).stem,
+            n_ctx=loaded.target.n_ctx,
+            config=config,
+            n_max=n_max_for(config, speculation and loaded.draft.kind != "none"),
+        )
+        try:
+            url = self.server.start(
+                self._panel.port.value(), self._panel.api_key.text().strip(), models
+            )
+        except SpecChatError as exc:
+            self._panel.show_state("", str(exc))
+            self.errorRaised.emit(f"The local server did not start: {exc}.")
+            return
+        self._panel.show_state(url, "Requests take turns with your chat.")
+
+    def _on_started(self) -> None:
+        config, _speculation = self._reply_settings()
+        self._live.start(config.gamma)
+        self._metrics.clear()
+        self.servingChanged.emit(True)
+
+    def _on_round(self, record: RoundRecord) -> None:
+        for _ in range(record.emitted):
+            self._live.on_token()
+        self._live.on_round(record)
+        self._metrics.show_stats(self._live.stats(), speculative=record.drafted > 0)
+
+    def _on_ended(self, result: GenerationResult | None) -> None:
+        if result is not None:
+            self._metrics.show_stats(result.stats, speculative=result.mode != "plain")
+            self.statusMessage.emit(
+                f"Answered a local server request: {result.stats.generated_tokens} tokens, "
+                f"{rate(result.stats.tokens_per_second)}."
+            )
+        owner = self.server.owner
+        if owner is not None and self.server.url:
+            self._panel.show_state(self.server.url, f"{owner.health()['served']} answered")
+        self.servingChanged.emit(False)

@@ -1,0 +1,149 @@
+"""The window's Local server: the OpenAI-compatible API of `specchat serve`, answered by the
+models the window has loaded, through its own engine worker (never a second copy of a model).
+
+Requests reach the worker thread as queued signals, so they take turns with the chat's replies
+in the worker's one queue. The HTTP side (uvicorn) runs on a thread of its own. Only 127.0.0.1
+is offered: other machines never reach a server started from the window.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, Signal
+
+from app.engine.config import GenerationConfig
+from app.engine.events import FinishEvent
+from app.server.app import ServerSettings, create_app
+from app.server.host import BackgroundServer, listen
+from app.server.owner import (
+    DEFAULT_QUEUE_SIZE,
+    Failed,
+    Job,
+    OwnerEvent,
+    QueueFullError,
+    Sink,
+    Ticket,
+)
+from app.server.schemas import AUTO, Defaults, NMax
+from ui.workers.engine import EngineHost, ServeRequest
+
+LOOPBACK = "127.0.0.1"
+
+
+class WorkerOwner:
+    """The server's EngineOwner on the window's worker thread, with a bounded wait list."""
+
+    def __init__(self, host: EngineHost, *, max_queue: int = DEFAULT_QUEUE_SIZE) -> None:
+        self._host = host
+        self._runner = host.worker.jobs
+        self._max_queue = max_queue
+        self._lock = threading.Lock()
+        self._waiting: list[Ticket] = []
+        self._next_id = 0
+        self._closed = False
+
+    def submit(self, job: Job, sink: Sink) -> Ticket:
+        with self._lock:
+            if self._closed:
+                raise QueueFullError("the server is shutting down")
+            if len(self._waiting) >= self._max_queue:
+                self._runner.reject()
+                raise QueueFullError(f"{self._max_queue} requests are already waiting")
+            self._next_id += 1
+            ticket = Ticket(self._next_id)
+            self._waiting.append(ticket)
+
+        def forward(event: OwnerEvent) -> None:
+            if isinstance(event, FinishEvent | Failed):
+                self._done(ticket)
+            sink(event)
+
+        self._host.serveRequested.emit(ServeRequest(job, forward, ticket, self._is_closed))
+        return ticket
+
+    def health(self) -> dict[str, object]:
+        with self._lock:
+            queued = max(0, len(self._waiting) - (1 if self._runner.health()["running"] else 0))
+        return {**self._runner.health(), "queued": queued, "queue_size": self._max_queue}
+
+    def stop_accepting(self) -> None:
+        """Refuse new requests and cancel the waiting and running ones."""
+        with self._lock:
+            self._closed = True
+            waiting = list(self._waiting)
+        for ticket in waiting:
+            ticket.cancel("server stopped")
+
+    def _is_closed(self) -> bool:
+        with self._lock:
+            return self._closed
+
+    def _done(self, ticket: Ticket) -> None:
+        with self._lock:
+            if ticket in self._waiting:
+                self._waiting.remove(ticket)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerModels:
+    """What the server announces and its defaults, from the window's loaded models."""
+
+    model_id: str
+    n_ctx: int
+    config: GenerationConfig
+    n_max: NMax
+
+
+class LocalServer(QObject):
+    """Signals: stateChanged(str url): the server started ("" when it stopped)."""
+
+    stateChanged = Signal(str)
+
+    def __init__(self, host: EngineHost, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._host = host
+        self._server: BackgroundServer | None = None
+        self._owner: WorkerOwner | None = None
+
+    @property
+    def url(self) -> str:
+        return self._server.url if self._server else ""
+
+    @property
+    def owner(self) -> WorkerOwner | None:
+        return self._owner
+
+    def start(self, port: int, api_key: str, models: ServerModels) -> str:
+        """Listen on 127.0.0.1:port; returns the base URL. Raises InvalidSettingError (port
+        taken, out of range) with one readable line."""
+        self.stop()
+        sock = listen(LOOPBACK, port)
+        owner = WorkerOwner(self._host)
+        settings = ServerSettings(
+            defaults=Defaults(models.config, models.n_max),
+            model_id=models.model_id,
+            n_ctx=models.n_ctx,
+            api_key=api_key or None,
+        )
+        self._owner = owner
+        self._server = BackgroundServer(create_app(owner, settings), sock, owner.stop_accepting)
+        self.stateChanged.emit(self._server.url)
+        return self._server.url
+
+    def stop(self) -> None:
+        server, owner = self._server, self._owner
+        self._server = self._owner = None
+        if owner is not None:
+            owner.stop_accepting()
+        if server is not None:
+            server.stop()
+            self.stateChanged.emit("")
+
+
+def n_max_for(config: GenerationConfig, speculation: bool) -> NMax:
+    """The window's γ setting as the server's default speculative.n_max."""
+    if not speculation:
+        return 0
+    return AUTO if config.adaptive else config.gamma
