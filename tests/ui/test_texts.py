@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from app.errors import Cancelled, ContextOverflowError, DraftIncompatibleError, ModelLoadError
+from app.errors import (
+    Cancelled,
+    ContextOverflowError,
+    DraftIncompatibleError,
+    KvCacheFullError,
+    ModelLoadError,
+)
 from app.store import StoreError
 from ui.formatting import percent, rate, seconds, stats_line
 from ui.messages import describe
@@ -24,6 +30,11 @@ def test_user_errors_read_as_one_sentence() -> None:
     assert describe(ContextOverflowError(5000, 4096)) == (
         "The conversation is 5000 tokens but the context holds 4096; start a new chat or raise "
         "the context size in Settings."
+    )
+    # A full cache is not a prompt that is too long: it gets its own words.
+    assert describe(KvCacheFullError(900, 40, 1024)) == (
+        "The model's memory for this conversation is full (1024 tokens of context); start a "
+        "new chat or raise the context size in Settings."
     )
 
 
