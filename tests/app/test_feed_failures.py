@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.engine.config import MAX_GAMMA, ModelConfig
+from app.engine.config import ModelConfig
 from app.errors import ContextOverflowError, KvCacheFullError
 from app.llama.model import LlamaModel
+from app.metrics.cost_model import MAX_GAMMA
 
 _BATCH = MAX_GAMMA + 1  # the smallest batch a model accepts
 

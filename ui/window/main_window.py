@@ -32,14 +32,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.bench import run as bench
+from app.bench import plan as bench_plan
+from app.bench import session as bench_session
 from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
 from app.engine.control import GenerationControl
-from app.engine.events import RoundRecord, TokenEvent
+from app.engine.events import TokenEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import MemoryUsage
 from app.llama.resources import GpuProbe, process_ram_bytes
+from app.metrics.rounds import RoundRecord
 from app.paths import models_dir
 from app.store import ConversationStore, StoreError
 from models.compat import check_draft_file
@@ -472,7 +474,7 @@ class MainWindow(QMainWindow):
                 return stored.content
         return None
 
-    def compare_drafts(self) -> list[bench.DraftChoice]:
+    def compare_drafts(self) -> list[bench_plan.DraftChoice]:
         """Every installed draft the catalog finds compatible with the target and smaller."""
         catalog = self.models.catalog
         if catalog is None or catalog.target is None:
@@ -482,14 +484,14 @@ class MainWindow(QMainWindow):
         names = [Path(d.path).name for d in usable]
         return [
             # The bench needs distinct labels; same-named files in two folders get the folder.
-            bench.DraftChoice(
+            bench_plan.DraftChoice(
                 name if names.count(name) == 1 else f"{Path(d.path).parent.name}/{name}",
                 Path(d.path),
             )
             for d, name in zip(usable, names, strict=True)
         ]
 
-    def compare_bench(self) -> bench.BenchCallable | None:
+    def compare_bench(self) -> bench_session.BenchCallable | None:
         """The comparison the Compare dialog runs: this chat's target, settings and γ, with
         every compatible draft. None without a target or a draft."""
         loaded = self.models.loaded
@@ -498,7 +500,7 @@ class MainWindow(QMainWindow):
             return None
         target = loaded.target
         config = self.generation_config()
-        gamma: bench.GammaSetting = bench.AUTO if config.adaptive else config.gamma
+        gamma: bench_plan.GammaSetting = bench_plan.AUTO if config.adaptive else config.gamma
         draft_template = loaded.draft.config or ModelConfig(
             "",
             n_ctx=target.n_ctx,
@@ -507,7 +509,7 @@ class MainWindow(QMainWindow):
         )
         # prompt_bench loads its own copies of the models on the dialog's thread: the window's
         # engine thread and its models are never touched.
-        return bench.prompt_bench(
+        return bench_session.prompt_bench(
             target=target,
             drafts=drafts,
             gammas=[gamma],
@@ -787,7 +789,7 @@ class MainWindow(QMainWindow):
         self._live.sample()
         self.metrics.show_stats(result.stats, speculative=stats["mode"] != "plain")
         self.metrics.show_samples(self._live.samples)
-        self.insight.update_from_result(result, _plain_step_s(result))
+        self.insight.update_from_result(result)
         self._refresh_conversations()
         self._render_state()
         self.replyFinished.emit(stats)
@@ -876,18 +878,3 @@ def _draft_label(draft: DraftChoice) -> str | None:
     if draft.kind == "model" and draft.path:
         return Path(draft.path).name
     return None
-
-
-def _plain_step_s(result: GenerationResult) -> float | None:
-    """Seconds of one plain target step, as far as the finished reply tells.
-
-    The engine's own figure lives on the worker thread; its result carries it folded into
-    c_verify (mean speculative verify time / plain step), so that is undone first. Without
-    speculative rounds, the reply's plain rounds give it; otherwise None (the panel copes).
-    """
-    spec = [r.verify_s for r in result.rounds if r.drafted > 0]
-    c_verify = result.stats.c_verify
-    if spec and c_verify:
-        return sum(spec) / len(spec) / c_verify
-    plain = [r.verify_s for r in result.rounds if r.drafted == 0]
-    return sum(plain) / len(plain) if plain else None
