@@ -75,6 +75,8 @@ def test_stats_line_names_the_mode_and_its_figures() -> None:
         "mode draft · draft Q4_1.gguf · γ 5 · acceptance 90.0 % · 80.0 tok/s · TTFT 50 ms · "
         "48 tokens"
     )
+    auto = stats_line(base_stats(gamma_label="Auto", gamma=3.4285))
+    assert "· γ Auto (mean 3.4) ·" in auto
     plain = stats_line(base_stats(mode="plain", acceptance_rate=None))
     assert plain.startswith("mode plain · 80.0 tok/s") and "acceptance" not in plain
     stopped = stats_line(base_stats(finish_reason="cancelled", switched=True))
