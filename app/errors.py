@@ -40,6 +40,19 @@ class ContextOverflowError(SpecChatError):
         self.n_ctx = n_ctx
 
 
+class KvCacheFullError(SpecChatError):
+    """llama.cpp found no room in the KV cache for a batch, although the history fits n_ctx."""
+
+    def __init__(self, n_cached: int, n_new: int, n_ctx: int) -> None:
+        super().__init__(
+            f"the model's KV cache has no room for {n_new} more tokens after {n_cached} "
+            f"(context of {n_ctx} tokens); start a new conversation or raise --n-ctx"
+        )
+        self.n_cached = n_cached
+        self.n_new = n_new
+        self.n_ctx = n_ctx
+
+
 class InvalidSettingError(SpecChatError):
     """A setting is out of range or contradicts another one."""
 

@@ -65,7 +65,12 @@ def stats_line(stats: dict[str, Any]) -> str:
     if mode != "plain":
         if stats.get("draft"):
             parts.append(f"draft {stats['draft']}")
-        parts.append(f"γ {stats.get('gamma_label', stats.get('gamma', DASH))}")
+        label = stats.get("gamma_label", stats.get("gamma", DASH))
+        ran = stats.get("gamma")
+        if label == "Auto" and isinstance(ran, int | float) and ran > 0:
+            # γ auto's choice is what ran: the mean over the reply's speculative rounds.
+            label = f"Auto (mean {ran:.1f})"
+        parts.append(f"γ {label}")
         parts.append(f"acceptance {percent(stats.get('acceptance_rate'))}")
         if stats.get("speedup"):
             parts.append(f"{float(stats['speedup']):.2f}× plain speed")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from app.errors import Cancelled, ContextOverflowError, SpecChatError
+from app.errors import Cancelled, ContextOverflowError, KvCacheFullError, SpecChatError
 from app.store import StoreError
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,11 @@ def describe(exc: BaseException) -> str:
         return (
             f"The conversation is {exc.n_tokens} tokens but the context holds {exc.n_ctx}; "
             "start a new chat or raise the context size in Settings."
+        )
+    if isinstance(exc, KvCacheFullError):
+        return (
+            f"The model's memory for this conversation is full ({exc.n_ctx} tokens of "
+            "context); start a new chat or raise the context size in Settings."
         )
     if isinstance(exc, SpecChatError | StoreError):
         return sentence(str(exc))

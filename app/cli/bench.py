@@ -15,27 +15,22 @@ import json
 import sys
 from pathlib import Path
 
+from app.bench.chart import save_plot
+from app.bench.plan import AUTO, DraftChoice, GammaSetting, parse_gammas
 from app.bench.prompts import BUILTIN, BUILTIN_CLASSES, load_prompts
-from app.bench.run import (
-    AUTO,
-    DraftChoice,
-    GammaSetting,
-    format_table,
-    parse_gammas,
-    run_benchmark,
-    save_plot,
-    to_csv,
-)
-from app.cli.main import (
+from app.bench.session import run_benchmark
+from app.bench.table import format_table, to_csv
+from app.cli.args import (
     DEMO,
     add_model_arguments,
     add_sampling_arguments,
     generation_from_args,
     resolve_model_path,
 )
-from app.engine.config import MAX_GAMMA, ModelConfig
+from app.engine.config import ModelConfig
 from app.engine.runtime import NGRAM
 from app.errors import InvalidSettingError
+from app.metrics.cost_model import MAX_GAMMA
 from models.compat import check_draft_file
 
 DEMO_PRUNED = "demo-pruned"

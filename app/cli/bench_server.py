@@ -26,14 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.prompts import BenchPrompt, load_prompts
-from app.cli.main import (
+from app.cli.args import (
     add_model_arguments,
     add_sampling_arguments,
-    gamma_value,
     generation_from_args,
-    load_runtime,
     resolve_model_path,
 )
+from app.cli.main import gamma_value, load_runtime
 from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
 from app.engine.runtime import NGRAM, Runtime

@@ -1,4 +1,4 @@
-"""`specchat`: the window with no arguments; `generate`, `bench`, `serve` and `models` headless.
+"""`specchat`: the window with no arguments; `generate`, `bench` and `models` headless.
 
 User errors end as one `error: ...` line on stderr and exit status 1 (2 for bad flags), never a
 traceback; only real bugs show one.
@@ -13,19 +13,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, cast
 
-from app.engine.config import (
-    DEFAULT_GAMMA,
-    MAX_GAMMA,
-    GenerationConfig,
-    ModelConfig,
-    SamplingConfig,
+from app.cli.args import (
+    add_model_arguments,
+    add_sampling_arguments,
+    generation_from_args,
+    resolve_model_path,
 )
+from app.engine.config import ModelConfig
 from app.engine.events import FinishEvent, NoticeEvent, TokenEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import NGRAM, Runtime
 from app.errors import InvalidSettingError, SpecChatError
-
-DEMO = "demo"
+from app.metrics.cost_model import MAX_GAMMA
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,44 +41,6 @@ def gamma_value(value: str) -> int | str:
         return int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {value!r}") from None
-
-
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--target",
-        required=True,
-        help="target GGUF file, or 'demo' for the bundled SmolLM2 F32 demo target",
-    )
-    parser.add_argument("--n-ctx", type=int, default=4096, help="context size in tokens")
-    parser.add_argument(
-        "--n-gpu-layers", type=int, default=-1, help="target layers on the GPU (-1 = all)"
-    )
-    parser.add_argument(
-        "--draft-n-gpu-layers", type=int, default=-1, help="draft layers on the GPU (-1 = all)"
-    )
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads per model")
-
-
-def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    parser.add_argument("--top-k", type=int, default=0, help="0 = off")
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--min-p", type=float, default=0.0)
-    parser.add_argument("--repeat-penalty", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--max-tokens", type=int, default=256)
-    parser.add_argument(
-        "--p-min",
-        type=float,
-        default=0.0,
-        help="stop drafting when the draft's top probability falls below this",
-    )
-    parser.add_argument(
-        "--exact",
-        action="store_true",
-        help="bit-exact greedy: plain steps use the same kernels as verification, so "
-        "speculation cannot change the reply (plain steps 1.2-1.4x slower on a CPU)",
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,48 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _register_optional(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # Sub-command modules register themselves; each owns its flags and handler.
     from app.cli import bench as bench_cli  # noqa: PLC0415
-    from app.cli import serve as serve_cli  # noqa: PLC0415
     from models import cli as models_cli  # noqa: PLC0415
 
     bench_cli.register(commands)
-    serve_cli.register(commands)
     models_cli.register(commands)
-
-
-def resolve_model_path(value: str, *, role: str) -> str:
-    if value != DEMO:
-        return value
-    from models.demo import ensure_demo_models  # noqa: PLC0415
-
-    demo = ensure_demo_models(progress=_progress_line)
-    return str(demo.f32 if role == "target" else demo.q4_1)
-
-
-def _progress_line(done: int, total: int, message: str) -> None:
-    print(f"[{done}/{total}] {message}", file=sys.stderr)
-
-
-def sampling_from_args(args: argparse.Namespace) -> SamplingConfig:
-    return SamplingConfig(
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        min_p=args.min_p,
-        repeat_penalty=args.repeat_penalty,
-        seed=args.seed,
-    )
-
-
-def generation_from_args(args: argparse.Namespace, gamma: int | str) -> GenerationConfig:
-    adaptive = gamma == "auto"
-    return GenerationConfig(
-        max_tokens=args.max_tokens,
-        gamma=DEFAULT_GAMMA if adaptive else int(gamma),
-        adaptive=adaptive,
-        p_min=args.p_min,
-        sampling=sampling_from_args(args),
-        exact=args.exact,
-    )
 
 
 def load_runtime(args: argparse.Namespace, draft: str | None) -> Runtime:

@@ -18,15 +18,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from app.cli.main import (
-    add_model_arguments,
-    add_sampling_arguments,
-    gamma_value,
-    generation_from_args,
-    load_runtime,
-)
-from app.engine.config import MAX_GAMMA
+from app.cli.args import add_model_arguments, add_sampling_arguments, generation_from_args
+from app.cli.main import gamma_value, load_runtime
 from app.errors import InvalidSettingError
+from app.metrics.cost_model import MAX_GAMMA
 from app.server.host import exposure_warning, listen, make_server, url_of
 from app.server.owner import DEFAULT_QUEUE_SIZE
 from app.server.schemas import AUTO, NMax

@@ -1,6 +1,6 @@
 """Exact speculative sampling: accept a draft token with probability min(1, p(x)/q(x)), otherwise
 draw from the normalised residual max(0, p - q). The token that comes out is distributed exactly
-as p, whatever q is (Leviathan et al. 2023; seed 000's toy example). A draft that proposes a
+as p, whatever q is (Leviathan et al. 2023). A draft that proposes a
 fixed token (greedy draft, prompt lookup) has a point-mass q, written here as q = None.
 """
 
@@ -41,20 +41,3 @@ def accept_or_correct(
     if rng.random() < acceptance_probability(p, q, x):
         return True, x
     return False, sample(residual(p, q, x), rng)
-
-
-def output_distribution(p: FloatArray, q: FloatArray) -> FloatArray:
-    """Closed form of what accept_or_correct emits when x ~ q; equals p (used by tests)."""
-    kept = np.minimum(p, q)
-    rejected_mass = 1.0 - kept.sum()
-    r = np.maximum(p - q, 0.0)
-    mass = r.sum()
-    if mass <= 0.0:
-        return kept
-    out: FloatArray = kept + rejected_mass * r / mass
-    return out
-
-
-def natural_acceptance(p: FloatArray, q: FloatArray) -> float:
-    """Σ min(p, q) = 1 - total variation distance: the chance one draft token is kept."""
-    return float(np.minimum(p, q).sum())

@@ -1,6 +1,6 @@
 """Adaptive draft length with auto-off, fed only by the timings of rounds already run.
 
-The controller applies seed 000's cost model to live measurements: per-position conditional
+The controller applies the cost model (app/metrics) to live measurements: per-position conditional
 acceptance (so a draft that slips more at later positions is priced as it is), seconds per draft
 token, and verify seconds by the number of rows checked. Each round it picks the γ with the most
 expected tokens per second and compares that with plain decoding's one token per plain step.
@@ -16,8 +16,9 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from app.engine.events import RoundRecord
-from app.metrics.cost_model import expected_tokens_by_position
+from app.metrics.cost_model import MAX_GAMMA, expected_tokens_by_position, fit_verify_line
+from app.metrics.measured import judged_positions
+from app.metrics.rounds import RoundRecord
 
 # Guards divisions by measured times that a coarse clock may report as zero.
 _MIN_SECONDS = 1e-9
@@ -63,7 +64,7 @@ class _Acceptance:
     def add(self, drafted: int, accepted: int) -> None:
         self.tried = [t * self.decay for t in self.tried]
         self.kept = [k * self.decay for k in self.kept]
-        judged = min(accepted + 1, drafted)
+        judged = judged_positions(drafted, accepted)
         while len(self.tried) < judged:
             self.tried.append(0.0)
             self.kept.append(0.0)
@@ -145,18 +146,9 @@ class _VerifyCost:
             if rows <= counts[i]:
                 share = (rows - counts[i - 1]) / (counts[i] - counts[i - 1])
                 return max(costs[i - 1] + share * (costs[i] - costs[i - 1]), _MIN_SECONDS)
-        return max(costs[-1] + self._slope(points) * (rows - counts[-1]), _MIN_SECONDS)
-
-    @staticmethod
-    def _slope(points: list[tuple[int, float, float]]) -> float:
-        total = math.fsum(w for _, _, w in points)
-        x_bar = math.fsum(w * r for r, _, w in points) / total
-        y_bar = math.fsum(w * y for _, y, w in points) / total
-        sxx = math.fsum(w * (r - x_bar) ** 2 for r, _, w in points)
-        if sxx <= 0.0:
-            return 0.0
-        # Checking more rows never makes a pass faster; a negative slope is noise.
-        return max(math.fsum(w * (r - x_bar) * (y - y_bar) for r, y, w in points) / sxx, 0.0)
+        line = fit_verify_line((float(r), y, w) for r, y, w in points)
+        slope = line.per_row if line is not None else 0.0
+        return max(costs[-1] + slope * (rows - counts[-1]), _MIN_SECONDS)
 
 
 def _non_decreasing(values: list[float], weights: list[float]) -> list[float]:
@@ -183,7 +175,7 @@ class GammaController:
     def __init__(
         self,
         *,
-        max_gamma: int = 12,
+        max_gamma: int = MAX_GAMMA,
         initial_gamma: int = 4,
         window: int = 16,
         probe_every: int = 24,

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 from app.errors import InvalidSettingError
+from app.metrics.cost_model import MAX_GAMMA
 
-DraftMode = Literal["plain", "draft", "ngram"]
-
-# Largest draft length accepted anywhere: verification batches stay small (γ + 1 rows) and the
-# cost model's sweep stops here too.
-MAX_GAMMA = 32
 # The fixed draft length when none is given, and where γ auto starts before it has measured.
 DEFAULT_GAMMA = 5
 
@@ -68,6 +63,7 @@ class ModelConfig:
             raise InvalidSettingError(
                 f"GPU layers must be -1 (all), 0 (none) or a count, got {self.n_gpu_layers}"
             )
+        # A verification pass of the longest draft (γ + 1 rows) must fit in one batch.
         if self.n_batch < MAX_GAMMA + 1:
             raise InvalidSettingError(f"batch size must be at least {MAX_GAMMA + 1}")
 

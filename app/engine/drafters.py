@@ -15,9 +15,10 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from app.engine.config import DraftMode, SamplingConfig
+from app.engine.config import SamplingConfig
 from app.engine.sampling import FloatArray, distribution, penalized_logits, sample, top_probability
 from app.llama.model import LlamaModel
+from app.metrics.rounds import DraftMode
 
 
 @dataclass(frozen=True, slots=True)

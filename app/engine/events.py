@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
 
-from app.engine.config import DraftMode
-
-if TYPE_CHECKING:
-    # Only for annotations: app.engine.result itself imports this module.
-    from app.engine.result import GenerationResult
-
-FinishReason = Literal["stop", "length", "context", "cancelled"]
+from app.engine.result import GenerationResult
+from app.metrics.rounds import RoundRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,32 +16,6 @@ class TokenEvent:
     text: str
     from_draft: bool
     index: int
-
-
-@dataclass(frozen=True, slots=True)
-class RoundRecord:
-    """One target verification pass and the draft work that fed it.
-
-    drafted: draft tokens sent to verification (0 for a plain step).
-    accepted: how many of them the target kept, always a prefix of the draft.
-    emitted: tokens the round added to the reply, accepted + 1 unless generation stopped early
-    (end of sequence inside the accepted run, or the token limit).
-    """
-
-    index: int
-    mode: DraftMode
-    gamma: int
-    drafted: int
-    accepted: int
-    emitted: int
-    draft_s: float
-    verify_s: float
-    draft_steps: int
-
-    @property
-    def rejected_at(self) -> int | None:
-        """1-based draft position the target refused, or None when all were kept."""
-        return self.accepted + 1 if self.accepted < self.drafted else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,22 +18,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.engine.acceptance import accept_or_correct
-from app.engine.config import DraftMode, GenerationConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import Draft, Drafter
-from app.engine.events import (
-    Event,
-    FinishEvent,
-    FinishReason,
-    NoticeEvent,
-    RoundEvent,
-    RoundRecord,
-    TokenEvent,
-)
-from app.engine.result import GenerationResult
+from app.engine.events import Event, FinishEvent, NoticeEvent, RoundEvent, TokenEvent
+from app.engine.result import FinishReason, GenerationResult
 from app.engine.sampling import distribution, greedy_token, sample
 from app.errors import ContextOverflowError, InvalidSettingError
 from app.llama.model import LlamaModel
+from app.metrics.rounds import DraftMode, RoundRecord
 from app.metrics.summary import summarize
 
 Clock = Callable[[], float]
@@ -91,9 +84,6 @@ class SpeculativeEngine:
         rng = np.random.default_rng(config.sampling.seed)
         mode: DraftMode = self.mode if speculative else "plain"
         controller = self._gamma_controller(config) if mode != "plain" else None
-        # The reply's mode is what actually ran: a reply whose every round had speculation
-        # switched off (GenerationControl.speculative) is plain even with a drafter loaded.
-        speculated = False
 
         if self.target.uniform_batches != config.exact:
             self.target.uniform_batches = config.exact
@@ -101,11 +91,14 @@ class SpeculativeEngine:
             self.target.reset()
         tokens = list(prompt_ids)
         self.target.feed(tokens[:-1], 0)
+        draft_prefill_s = 0.0
         if mode != "plain" and self.drafter is not None:
             # The draft reads the prompt now, with the target, so its prefill counts as prompt
             # time (TTFT) rather than inflating the first round's draft cost, which would
             # mislead c_draft and the adaptive controller's first estimate.
+            t_prefill = clock()
             self.drafter.prefill(tokens[:-1])
+            draft_prefill_s = clock() - t_prefill
         t_generation = clock()
 
         reply: list[int] = []
@@ -127,7 +120,6 @@ class SpeculativeEngine:
             if room < 0:
                 finish = "context"
                 break
-            speculated = speculated or (mode != "plain" and control.speculative)
             gamma = self._round_gamma(config, control, controller, mode)
             # Never draft past the token budget or the context: the bonus token needs a row.
             gamma = max(0, min(gamma, remaining - 1, room))
@@ -187,8 +179,8 @@ class SpeculativeEngine:
             rounds,
             prompt_tokens=len(prompt_ids),
             generated_tokens=len(reply),
-            gamma=config.gamma if speculated else 0,
             prompt_s=t_generation - t_request,
+            draft_prefill_s=draft_prefill_s,
             generation_s=t_end - t_generation,
             ttft_s=ttft,
             plain_step_s=self.plain_step_s,
@@ -198,11 +190,14 @@ class SpeculativeEngine:
                 text=self.target.detokenize(reply),
                 token_ids=reply,
                 finish_reason=finish,
-                mode=mode if speculated else "plain",
+                # The mode is what ran: a reply whose every round was a plain step (speculation
+                # switched off, or paused by γ auto throughout) is plain, drafter or not.
+                mode=mode if any(r.speculative for r in rounds) else "plain",
                 stats=stats,
                 rounds=tuple(rounds),
                 draft_token_mask=tuple(from_draft),
                 notices=tuple(notices),
+                plain_step_s=self.plain_step_s,
             )
         )
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from app.engine.config import DraftMode
-from app.engine.events import FinishReason, RoundRecord
+from app.metrics.rounds import DraftMode, RoundRecord
 from app.metrics.summary import GenerationStats
+
+FinishReason = Literal["stop", "length", "context", "cancelled"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,9 @@ class GenerationResult:
     draft_token_mask: tuple[bool, ...]
     # One-line messages raised during the reply, e.g. adaptive speculation pausing itself.
     notices: tuple[str, ...] = ()
+    # Seconds of one plain target step as the engine measured it when the reply ended: the
+    # unit c_draft and c_verify are expressed in (None if no plain step was ever timed).
+    plain_step_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -1,8 +1,8 @@
 """The engine's front door for the CLI, the benchmark and the window's worker thread.
 
-Owns at most one target and one drafter, frees the old model before loading a new one (two
-copies of a large target would not fit in VRAM), vets a draft against the target before paying
-for its load, and turns chat messages into prompt ids with the target's own template.
+Owns at most one target and the drafts loaded for it, frees the old model before loading a
+new one (two copies of a large target would not fit in VRAM), vets a draft against the target
+before paying for its load, and turns chat messages into prompt ids with the target's own template.
 """
 
 from __future__ import annotations
@@ -13,15 +13,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.engine.chat_template import ChatMessage, render_chat
-from app.engine.config import DraftMode, GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from app.engine.events import Event
 from app.engine.loop import Clock, SpeculativeEngine
 from app.errors import InvalidSettingError
 from app.llama.model import LlamaModel, LoadProgress, ModelFacts
+from app.metrics.rounds import DraftMode
 
 NGRAM = "ngram"
+# The label load_draft gives the one draft of a chat.
+DRAFT = "draft"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,12 @@ class MemoryUsage:
         return self.target_weights + self.target_kv + self.draft_weights + self.draft_kv
 
 
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    drafter: Drafter
+    facts: ModelFacts | None  # None for prompt lookup: no model
+
+
 DraftVetter = Callable[[Path, Path], None]
 """Raises DraftIncompatibleError unless a draft file (first) suits a target file (second).
 
@@ -52,6 +61,13 @@ ModelOpener = Callable[..., LlamaModel]
 
 
 class Runtime:
+    """At most one target, and drafts registered by label of which one at a time is selected.
+
+    The window and `generate` use one draft (load_draft / use_prompt_lookup / clear_draft);
+    the benchmark keeps several and selects one per run (add_draft / select_draft /
+    free_draft), so runs of different drafts interleave without reloading anything.
+    """
+
     def __init__(
         self,
         *,
@@ -63,10 +79,10 @@ class Runtime:
         self._vet_draft = vet_draft
         self._open_model = open_model
         self.target: LlamaModel | None = None
-        self.drafter: Drafter | None = None
         self.engine: SpeculativeEngine | None = None
         self._target_facts: ModelFacts | None = None
-        self._draft_facts: ModelFacts | None = None
+        self._drafts: dict[str, _Loaded] = {}
+        self._selected: str | None = None
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -84,22 +100,113 @@ class Runtime:
         *,
         vetted: bool = False,
     ) -> ModelFacts:
-        """Load a draft model for the current target; refuses an incompatible one in words.
+        """Make this draft the only one, selected; refuses an incompatible one in words.
 
         vetted=True skips the header check for callers that already vetted the file
         elsewhere (the window vets drafts in a helper process so the parse never holds the
         GIL of the thread that feeds the event loop).
         """
-        target = self._require_target()
+        self._require_target()
         if not vetted:
             self.check_draft(Path(config.path))
         self.clear_draft()
+        facts = self.add_draft(DRAFT, config, progress, vetted=True)
+        self.select_draft(DRAFT)
+        return facts
+
+    def use_prompt_lookup(self) -> None:
+        self._require_target()
+        self.clear_draft()
+        self.add_prompt_lookup(NGRAM)
+        self.select_draft(NGRAM)
+
+    def clear_draft(self) -> None:
+        """Free every draft; the engine decodes plain until another is selected."""
+        for label in list(self._drafts):
+            self.free_draft(label)
+
+    def add_draft(
+        self,
+        label: str,
+        config: ModelConfig,
+        progress: LoadProgress | None = None,
+        *,
+        vetted: bool = False,
+    ) -> ModelFacts:
+        """Load a draft model under `label` without selecting it."""
+        target = self._require_target()
+        self._require_free(label)
+        if not vetted:
+            self.check_draft(Path(config.path))
         # The draft never needs more context than the target; a smaller one saves KV memory.
         draft_config = replace(config, n_ctx=min(config.n_ctx, target.n_ctx))
         model = self._open_model(draft_config, progress=progress)
-        self._draft_facts = model.facts()
-        self._set_drafter(ModelDrafter(model, target.n_vocab, clock=self._clock))
-        return self._draft_facts
+        facts = model.facts()
+        drafter = ModelDrafter(model, target.n_vocab, label=label, clock=self._clock)
+        self._drafts[label] = _Loaded(drafter, facts)
+        return facts
+
+    def add_prompt_lookup(self, label: str) -> None:
+        """Register prompt lookup under `label` (no model, no memory) without selecting it."""
+        self._require_target()
+        self._require_free(label)
+        self._drafts[label] = _Loaded(PromptLookupDrafter(clock=self._clock), None)
+
+    def select_draft(self, label: str | None) -> None:
+        """Speculate with the draft registered as `label` from the next reply (None: plain).
+
+        γ auto starts afresh: what it learned about one draft does not describe another.
+        """
+        engine = self._require_engine()
+        if label is not None and label not in self._drafts:
+            raise InvalidSettingError(f"no draft named {label!r} is loaded")
+        self._selected = label
+        engine.set_drafter(self.drafter)
+
+    def free_draft(self, label: str) -> None:
+        """Close one draft and give its memory back; deselects it if it was selected."""
+        loaded = self._drafts.pop(label, None)
+        if loaded is None:
+            return
+        if self._selected == label:
+            self._selected = None
+            if self.engine is not None:
+                self.engine.set_drafter(None)
+        loaded.drafter.close()
+
+    @property
+    def draft_labels(self) -> tuple[str, ...]:
+        return tuple(self._drafts)
+
+    @property
+    def selected_draft(self) -> str | None:
+        return self._selected
+
+    @property
+    def drafter(self) -> Drafter | None:
+        return self._drafts[self._selected].drafter if self._selected is not None else None
+
+    @property
+    def target_facts(self) -> ModelFacts | None:
+        return self._target_facts
+
+    def find_draft(self, path: Path | None) -> str | None:
+        """The label of a loaded draft read from this file (None: of prompt lookup), if any."""
+        for label, loaded in self._drafts.items():
+            if path is None and loaded.facts is None:
+                return label
+            if (
+                path is not None
+                and loaded.facts is not None
+                and Path(loaded.facts.path).resolve() == path.resolve()
+            ):
+                return label
+        return None
+
+    def draft_facts(self, label: str) -> ModelFacts | None:
+        """What a registered draft model says about itself (None for prompt lookup)."""
+        loaded = self._drafts.get(label)
+        return loaded.facts if loaded is not None else None
 
     def check_draft(self, draft: Path) -> None:
         """Refuse, in words, a draft file the loaded target cannot use; reads headers only."""
@@ -107,18 +214,19 @@ class Runtime:
         if self._vet_draft is not None:
             self._vet_draft(draft, target.path)
 
-    def use_prompt_lookup(self) -> None:
-        self._require_target()
-        self.clear_draft()
-        self._set_drafter(PromptLookupDrafter(clock=self._clock))
+    def reset_caches(self) -> None:
+        """Empty the target's and every draft's KV cache and start γ auto afresh.
 
-    def clear_draft(self) -> None:
-        if self.drafter is not None:
-            self.drafter.close()
-        self.drafter = None
-        self._draft_facts = None
-        if self.engine is not None:
-            self.engine.set_drafter(None)
+        The next reply then starts cold, as the first reply of a conversation does; replaying a
+        prompt into a warm cache would make prefill and drafting look free.
+        """
+        engine = self._require_engine()
+        assert self.target is not None
+        self.target.reset()
+        for loaded in self._drafts.values():
+            if isinstance(loaded.drafter, ModelDrafter):
+                loaded.drafter.model.reset()
+        engine.set_drafter(self.drafter)
 
     def unload(self) -> None:
         self.clear_draft()
@@ -128,15 +236,19 @@ class Runtime:
         self.engine = None
         self._target_facts = None
 
-    def _set_drafter(self, drafter: Drafter) -> None:
-        self.drafter = drafter
-        assert self.engine is not None
-        self.engine.set_drafter(drafter)
-
     def _require_target(self) -> LlamaModel:
         if self.target is None:
             raise InvalidSettingError("no target model is loaded")
         return self.target
+
+    def _require_engine(self) -> SpeculativeEngine:
+        if self.engine is None:
+            raise InvalidSettingError("no target model is loaded")
+        return self.engine
+
+    def _require_free(self, label: str) -> None:
+        if label in self._drafts:
+            raise InvalidSettingError(f"a draft named {label!r} is already loaded")
 
     # -- prompts ------------------------------------------------------------------------------
 
@@ -172,12 +284,13 @@ class Runtime:
         *,
         speculative: bool = True,
     ) -> Iterator[Event]:
-        if self.engine is None:
-            raise InvalidSettingError("no target model is loaded")
-        return self.engine.generate(prompt_ids, config, control, speculative=speculative)
+        engine = self._require_engine()
+        return engine.generate(prompt_ids, config, control, speculative=speculative)
 
     def memory(self) -> MemoryUsage:
-        t, d = self._target_facts, self._draft_facts
+        """Bytes of the target and of the selected draft."""
+        t = self._target_facts
+        d = self.draft_facts(self._selected) if self._selected is not None else None
         return MemoryUsage(
             target_weights=t.weights_bytes if t else 0,
             target_kv=t.kv_cache_bytes if t else 0,

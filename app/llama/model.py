@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.engine.config import ModelConfig
-from app.errors import Cancelled, ContextOverflowError, ModelLoadError
+from app.errors import Cancelled, ContextOverflowError, KvCacheFullError, ModelLoadError
 
 log = logging.getLogger(__name__)
 
@@ -321,11 +321,17 @@ class LlamaModel:
             return np.empty((0, self.n_vocab), dtype=np.float32)
         start = 0
         last_at_least = max(n_rows, _MIN_UNIFORM_ROWS if self.uniform_batches else 1)
-        for size in self._chunk_sizes(len(pending), last_at_least):
-            chunk = pending[start : start + size]
-            last_chunk = start + size == len(pending)
-            self._decode(chunk, keep + start, min(n_rows, size) if last_chunk else 0)
-            start += size
+        try:
+            for size in self._chunk_sizes(len(pending), last_at_least):
+                chunk = pending[start : start + size]
+                last_chunk = start + size == len(pending)
+                self._decode(chunk, keep + start, min(n_rows, size) if last_chunk else 0)
+                start += size
+        except BaseException:
+            # Earlier chunks of this call are in the cache but not yet in `tokens`; drop
+            # everything this call decoded so the cache holds exactly `tokens` again.
+            self._forget_from(keep)
+            raise
         self.tokens.extend(pending)
         if n_logits == 0:
             return np.empty((0, self.n_vocab), dtype=np.float32)
@@ -353,12 +359,16 @@ class LlamaModel:
         """Forget every cached token from position n_keep on."""
         if n_keep >= len(self.tokens):
             return
-        if not self._lib.llama_memory_seq_rm(self._memory, _SEQ, n_keep, -1):
+        self._forget_from(n_keep)
+
+    def _forget_from(self, position: int) -> None:
+        """Drop cache rows from `position` on, whether or not `tokens` lists them yet."""
+        if not self._lib.llama_memory_seq_rm(self._memory, _SEQ, position, -1):
             # Recurrent models cannot drop a suffix; start over rather than corrupt the cache.
             self._lib.llama_memory_clear(self._memory, True)
             del self.tokens[:]
             return
-        del self.tokens[n_keep:]
+        del self.tokens[position:]
 
     def reset(self) -> None:
         if self._ctx is not None:
@@ -390,11 +400,9 @@ class LlamaModel:
         batch.n_tokens = n  # type: ignore[attr-defined]
         rc = self._lib.llama_decode(self._ctx, batch)
         if rc != 0:
-            # The cache may hold part of the batch now; resynchronise by dropping it all.
-            self._lib.llama_memory_seq_rm(self._memory, _SEQ, start_pos, -1)
-            del self.tokens[start_pos:]
+            # The caller (feed) drops whatever part of this call reached the cache.
             if rc == 1:
-                raise ContextOverflowError(start_pos + n, self.n_ctx)
+                raise KvCacheFullError(start_pos, n, self.n_ctx)
             raise RuntimeError(f"llama_decode failed with code {rc}")
 
     # -- lifetime -----------------------------------------------------------------------------

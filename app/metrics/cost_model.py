@@ -1,15 +1,15 @@
-"""Seed 000's cost model of speculative decoding, as pure functions.
+"""The cost model of speculative decoding, as pure functions.
 
 Every cost is in units of one plain target pass, which is also the cost of one token under plain
 decoding; so a speedup is tokens per unit of cost, and "1.0" means "as fast as plain decoding".
 Acceptance α is the chance that a draft token survives verification, positions assumed
-independent (the seed names that assumption as optimistic; `expected_tokens_by_position` drops it).
+independent (an optimistic assumption; `expected_tokens_by_position` drops it).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 # A verification pass may cost a fixed amount or, as measured on real hardware, grow with γ.
@@ -18,7 +18,10 @@ VerifyCost = float | Callable[[int], float]
 # Below this distance from 1 the closed form divides two vanishing quantities; the series is exact.
 _NEAR_ONE = 1e-12
 
-DEFAULT_MAX_GAMMA = 32
+# The one γ ceiling: the longest draft a setting may ask for, the last γ γ auto considers and
+# where every sweep of the cost model stops. Verification batches stay small (γ + 1 rows), and
+# on the hardware this runs on no measured draft has paid beyond it.
+MAX_GAMMA = 16
 
 
 def _check_alpha(alpha: float) -> None:
@@ -90,6 +93,38 @@ def ceiling_fraction(alpha: float, gamma: int) -> float:
 
 
 @dataclass(frozen=True, slots=True)
+class VerifyLine:
+    """Verify cost as intercept + per_row · rows, rows = γ + 1 (a plain step is one row)."""
+
+    intercept: float
+    per_row: float
+
+    def __call__(self, gamma: int) -> float:
+        # A pass never costs less than nothing; a fit from noisy points could say so at γ = 0.
+        return max(self.intercept + self.per_row * (gamma + 1), 1e-6)
+
+
+def fit_verify_line(points: Iterable[tuple[float, float, float]]) -> VerifyLine | None:
+    """Weighted least squares through (rows, cost, weight) points; None without two row counts.
+
+    Checking more rows never makes a pass faster, so a negative slope is noise and is clamped
+    to zero (the intercept then passes through the weighted mean).
+    """
+    pts = [(x, y, w) for x, y, w in points if w > 0.0]
+    total = math.fsum(w for _, _, w in pts)
+    if total <= 0.0:
+        return None
+    x_bar = math.fsum(w * x for x, _, w in pts) / total
+    y_bar = math.fsum(w * y for _, y, w in pts) / total
+    sxx = math.fsum(w * (x - x_bar) ** 2 for x, _, w in pts)
+    if sxx <= 0.0:
+        return None
+    slope = math.fsum(w * (x - x_bar) * (y - y_bar) for x, y, w in pts) / sxx
+    slope = max(slope, 0.0)
+    return VerifyLine(y_bar - slope * x_bar, slope)
+
+
+@dataclass(frozen=True, slots=True)
 class GammaChoice:
     """The best draft length of a sweep over γ = 0..max_gamma.
 
@@ -114,7 +149,7 @@ def best_gamma(
     alpha: float,
     c_draft: float,
     c_verify: VerifyCost = 1.0,
-    max_gamma: int = DEFAULT_MAX_GAMMA,
+    max_gamma: int = MAX_GAMMA,
 ) -> GammaChoice:
     """Sweep γ = 0..max_gamma and keep the fastest; ties go to the shorter draft (less work)."""
     _check_gamma(max_gamma)
@@ -130,126 +165,3 @@ def best_gamma(
     elif best == 0:
         message = "no draft length pays here: do not speculate"
     return GammaChoice(best, curve[best], curve, beyond, message)
-
-
-@dataclass(frozen=True, slots=True)
-class RoundRow:
-    """One round of a round table; the cumulative_* columns run up to and including it."""
-
-    index: int
-    drafted: int
-    accepted: int
-    rejected_at: int | None
-    tokens: int
-    cumulative_tokens: int
-    cumulative_draft_passes: int
-    cumulative_target_passes: int
-    cumulative_cost: float
-
-
-@dataclass(frozen=True, slots=True)
-class RoundTable:
-    """Rounds and their totals. acceptance is accepted / read flags (None when none were read).
-
-    A flag is read when the target judged that position: every accepted one plus the first
-    rejection. Positions after a rejection are never judged, so for measured rounds this is the
-    cost model's α estimate, not metrics' acceptance_rate (accepted / drafted), which is lower.
-
-    unused_flags counts trailing flags of an acceptance string that end before a round could:
-    fewer than γ of them and no rejection, so whether a bonus token follows is unknown.
-    """
-
-    rows: tuple[RoundRow, ...]
-    rounds: int
-    tokens: int
-    target_passes: int
-    draft_passes: int
-    cost: float
-    tokens_per_round: float | None
-    speedup: float | None
-    accepted_flags: int
-    read_flags: int
-    acceptance: float | None
-    unused_flags: int = 0
-
-
-def _table(
-    rounds: Sequence[tuple[int, int]], c_draft: float, c_verify: VerifyCost, unused: int
-) -> RoundTable:
-    _check_cost("c_draft", c_draft)
-    rows: list[RoundRow] = []
-    tokens = draft_passes = accepted_flags = read_flags = 0
-    cost = 0.0
-    for index, (drafted, accepted) in enumerate(rounds, start=1):
-        if not 0 <= accepted <= drafted:
-            raise ValueError(f"round {index}: accepted {accepted} outside 0..{drafted}")
-        rejected_at = accepted + 1 if accepted < drafted else None
-        yielded = accepted + 1
-        tokens += yielded
-        draft_passes += drafted
-        accepted_flags += accepted
-        read_flags += accepted + (1 if rejected_at is not None else 0)
-        cost += round_cost(drafted, c_draft, c_verify)
-        rows.append(
-            RoundRow(
-                index, drafted, accepted, rejected_at, yielded, tokens, draft_passes, index, cost
-            )
-        )
-    n = len(rows)
-    return RoundTable(
-        rows=tuple(rows),
-        rounds=n,
-        tokens=tokens,
-        target_passes=n,
-        draft_passes=draft_passes,
-        cost=cost,
-        tokens_per_round=tokens / n if n else None,
-        speedup=tokens / cost if cost else None,
-        accepted_flags=accepted_flags,
-        read_flags=read_flags,
-        acceptance=accepted_flags / read_flags if read_flags else None,
-        unused_flags=unused,
-    )
-
-
-def parse_acceptance_string(flags: str, gamma: int) -> tuple[list[tuple[int, int]], int]:
-    """Split a 1/0 string into (drafted, accepted) rounds of γ flags at most, each stopping at the
-    first 0; returns the rounds and the number of trailing flags that complete no round."""
-    if gamma < 1:
-        raise ValueError(f"a round table needs γ >= 1, got {gamma!r}")
-    bad = set(flags) - {"0", "1"}
-    if bad:
-        raise ValueError(f"acceptance string may hold only 1 and 0, found {sorted(bad)!r}")
-    rounds: list[tuple[int, int]] = []
-    pos = 0
-    while pos < len(flags):
-        chunk = flags[pos : pos + gamma]
-        zero = chunk.find("0")
-        if zero >= 0:
-            rounds.append((gamma, zero))
-            pos += zero + 1
-        elif len(chunk) == gamma:
-            rounds.append((gamma, gamma))
-            pos += gamma
-        else:
-            return rounds, len(chunk)
-    return rounds, 0
-
-
-def round_table(
-    acceptance_string: str, gamma: int, c_draft: float, c_verify: VerifyCost = 1.0
-) -> RoundTable:
-    """The seed's round-by-round ledger for a written-out acceptance string (no randomness)."""
-    rounds, unused = parse_acceptance_string(acceptance_string, gamma)
-    return _table(rounds, c_draft, c_verify, unused)
-
-
-def round_table_from_records(
-    records: Sequence[tuple[int, int]], c_draft: float, c_verify: VerifyCost = 1.0
-) -> RoundTable:
-    """The same ledger for measured rounds, given as (drafted, accepted) pairs.
-
-    Each round's verify cost is taken at its own drafted count, so a measured γ-dependent verify
-    model prices short and long rounds differently.
-    """
-    return _table(list(records), c_draft, c_verify, 0)

@@ -1,4 +1,4 @@
-"""The metric definitions every view shares (architecture.md's table), computed from rounds.
+"""The metric definitions every view shares, computed from rounds.
 
 Pure functions only: no clocks, no llama.cpp. Undefined ratios are None (shown as "—"), never 0,
 because "0 % accepted" and "nothing drafted" mean different things.
@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from app.engine.events import RoundRecord
+from app.metrics import measured
+from app.metrics.measured import ratio
+from app.metrics.rounds import RoundRecord
 
 METRIC_DEFINITIONS: dict[str, str] = {
     "drafted": "draft tokens proposed and sent to verification",
@@ -25,21 +27,23 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "tokens_per_second": "generated tokens / generation wall time (prompt processing excluded)",
     "ttft_s": "time from request to first generated token",
     "draft_s": "wall time spent drafting",
+    "draft_prefill_s": "wall time the draft spent reading the prompt (part of ttft_s)",
     "verify_s": "wall time spent in target passes",
-    "c_draft": "one draft step's time / one plain target step's time",
+    "c_draft": (
+        "one draft step's time / one plain target step's time (prompt lookup: per proposed token)"
+    ),
     "c_verify": "one verification pass's time / one plain target step's time",
+    "gamma": "mean draft length over the rounds that speculated (0: every round ran plain)",
+    "gamma_histogram": "rounds by the draft length they ran at (0: plain steps)",
 }
-
-
-def ratio(numerator: float, denominator: float) -> float | None:
-    return numerator / denominator if denominator else None
 
 
 @dataclass(frozen=True, slots=True)
 class GenerationStats:
     prompt_tokens: int
     generated_tokens: int
-    gamma: int
+    gamma: float
+    gamma_histogram: dict[int, int]
     drafted: int
     accepted: int
     acceptance_rate: float | None
@@ -50,6 +54,7 @@ class GenerationStats:
     tokens_per_second: float | None
     ttft_s: float | None
     prompt_s: float
+    draft_prefill_s: float
     generation_s: float
     draft_s: float
     verify_s: float
@@ -78,33 +83,28 @@ def summarize(
     *,
     prompt_tokens: int,
     generated_tokens: int,
-    gamma: int,
     prompt_s: float,
     generation_s: float,
     ttft_s: float | None,
     plain_step_s: float | None,
+    draft_prefill_s: float = 0.0,
 ) -> GenerationStats:
     """Fold a reply's rounds into its stats.
 
     plain_step_s is the measured time of one plain target step (None if never measured); the
-    c_draft and c_verify costs are expressed in that unit, as the seed's cost model needs.
+    c_draft and c_verify costs are expressed in that unit, as the cost model needs. γ is what
+    ran, read from the rounds, not what was asked for.
     """
     drafted = sum(r.drafted for r in rounds)
     accepted = sum(r.accepted for r in rounds)
     n_rounds = len(rounds)
     draft_s = sum(r.draft_s for r in rounds)
     verify_s = sum(r.verify_s for r in rounds)
-    draft_steps = sum(r.draft_steps for r in rounds)
-    spec_rounds = [r for r in rounds if r.drafted > 0]
-    c_draft = c_verify = None
-    if plain_step_s and draft_steps:
-        c_draft = draft_s / draft_steps / plain_step_s
-    if plain_step_s and spec_rounds:
-        c_verify = sum(r.verify_s for r in spec_rounds) / len(spec_rounds) / plain_step_s
     return GenerationStats(
         prompt_tokens=prompt_tokens,
         generated_tokens=generated_tokens,
-        gamma=gamma,
+        gamma=measured.mean_gamma(rounds),
+        gamma_histogram=measured.gamma_histogram(rounds),
         drafted=drafted,
         accepted=accepted,
         acceptance_rate=ratio(accepted, drafted),
@@ -115,9 +115,10 @@ def summarize(
         tokens_per_second=ratio(generated_tokens, generation_s),
         ttft_s=ttft_s,
         prompt_s=prompt_s,
+        draft_prefill_s=draft_prefill_s,
         generation_s=generation_s,
         draft_s=draft_s,
         verify_s=verify_s,
-        c_draft=c_draft,
-        c_verify=c_verify,
+        c_draft=measured.c_draft(rounds, plain_step_s),
+        c_verify=measured.c_verify(rounds, plain_step_s),
     )

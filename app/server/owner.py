@@ -26,11 +26,12 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol
 
 from app.engine.chat_template import ChatMessage
-from app.engine.config import DraftMode, GenerationConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event, FinishEvent, RoundEvent
 from app.engine.runtime import Runtime
 from app.errors import ContextOverflowError, SpecChatError
+from app.metrics.rounds import DraftMode
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 from app.engine.chat_template import ChatMessage
-from app.engine.config import MAX_GAMMA, GenerationConfig
+from app.engine.config import GenerationConfig
 from app.errors import InvalidSettingError
+from app.metrics.cost_model import MAX_GAMMA
 from app.server.errors import ApiError, invalid
 
 _T = TypeVar("_T")

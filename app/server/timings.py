@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.engine.events import FinishReason
-from app.engine.result import GenerationResult
-from app.metrics.summary import ratio
+from app.engine.result import FinishReason, GenerationResult
+from app.metrics.measured import ratio
 from app.server.owner import Started
 from app.server.schemas import NMax
 

@@ -10,10 +10,9 @@ from hypothesis import strategies as st
 from app.engine.acceptance import (
     accept_or_correct,
     acceptance_probability,
-    natural_acceptance,
-    output_distribution,
     residual,
 )
+from tests.helpers.acceptance_oracle import natural_acceptance, output_distribution
 
 SEED_P = np.array([0.50, 0.25, 0.15, 0.10])
 SEED_Q = np.array([0.40, 0.30, 0.20, 0.10])

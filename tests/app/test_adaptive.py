@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.engine.adaptive import GammaController
-from app.engine.events import RoundRecord
 from app.metrics.cost_model import best_gamma, expected_tokens_by_position
+from app.metrics.rounds import RoundRecord
 
 PLAIN_S = 0.02
 

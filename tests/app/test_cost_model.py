@@ -9,16 +9,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.metrics.cost_model import (
+    MAX_GAMMA,
     best_gamma,
     ceiling_fraction,
     expected_tokens,
     expected_tokens_by_position,
-    parse_acceptance_string,
     passes_per_token,
     round_cost,
+    speedup,
+)
+from tests.helpers.round_table import (
+    parse_acceptance_string,
     round_table,
     round_table_from_records,
-    speedup,
 )
 
 alphas = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
@@ -52,7 +55,7 @@ def test_best_gamma_default_figures() -> None:
     choice = best_gamma(0.8, 0.10, 1.0)
     assert choice.gamma == 6
     assert r(choice.speedup, 2) == 2.47
-    assert len(choice.curve) == 33
+    assert len(choice.curve) == MAX_GAMMA + 1  # the sweep runs γ = 0..MAX_GAMMA
     assert choice.curve[6] == choice.speedup
     assert not choice.peak_beyond_sweep
     assert choice.message is None
@@ -79,7 +82,7 @@ def test_expensive_draft_says_do_not_speculate() -> None:
 
 
 def test_free_draft_peak_lies_beyond_sweep() -> None:
-    choice = best_gamma(0.8, 0.0)
+    choice = best_gamma(0.8, 0.0, max_gamma=32)  # the reference sweep runs to 32
     assert choice.gamma == 32
     assert r(choice.speedup, 2) == 5.00
     assert choice.peak_beyond_sweep
@@ -98,9 +101,9 @@ def test_callable_verify_cost_is_priced_per_gamma() -> None:
 
     assert round_cost(4, 0.1, linear) == pytest.approx(0.4 + 0.75 + 0.625)
     choice = best_gamma(0.8, 0.10, linear)
-    by_hand = [expected_tokens(0.8, g) / (g * 0.10 + linear(g)) for g in range(33)]
+    by_hand = [expected_tokens(0.8, g) / (g * 0.10 + linear(g)) for g in range(MAX_GAMMA + 1)]
     assert choice.curve == pytest.approx(tuple(by_hand))
-    assert choice.gamma == max(range(33), key=lambda g: by_hand[g])
+    assert choice.gamma == max(range(MAX_GAMMA + 1), key=lambda g: by_hand[g])
     # A verify pass that grows with γ must pull the peak left of the flat-cost peak (6).
     assert choice.gamma < 6
 

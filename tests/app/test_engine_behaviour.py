@@ -4,6 +4,7 @@ chat templates and memory accounting, on the real demo models."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from app.engine.loop import SpeculativeEngine
 from app.engine.runtime import Runtime
 from app.errors import ContextOverflowError, InvalidSettingError
 from app.llama.model import LlamaModel
+from app.metrics.cost_model import MAX_GAMMA
 from tests.helpers.engine import loaded_runtime, run_to_end
 
 QUESTION = [{"role": "user", "content": "Explain what a binary search tree is."}]
@@ -164,7 +166,7 @@ def test_memory_report_counts_the_draft_separately(runtime: Runtime) -> None:
     ("config", "message"),
     [
         (GenerationConfig(gamma=0), "gamma"),
-        (GenerationConfig(gamma=33), "gamma"),
+        (GenerationConfig(gamma=MAX_GAMMA + 1), "gamma"),
         (GenerationConfig(max_tokens=0), "max tokens"),
     ],
 )
@@ -189,3 +191,54 @@ def test_rows_asked_for_across_a_batch_boundary_all_come_back(runtime: Runtime) 
     target.reset()
     assert straddling.shape == (6, target.n_vocab)
     assert np.array_equal(straddling, in_one_pass)
+
+
+def test_stats_report_the_gamma_that_ran_not_the_one_asked_for(runtime: Runtime) -> None:
+    prompt = runtime.chat_prompt(QUESTION)
+    control = GenerationControl()
+    result = None
+    for event in _engine(runtime).generate(
+        prompt, GenerationConfig(max_tokens=48, gamma=4), control
+    ):
+        if isinstance(event, TokenEvent) and event.index == 20:
+            control.gamma = 2  # a manual change in the middle of the reply
+        elif isinstance(event, FinishEvent):
+            result = event.result
+    assert result is not None
+    spec = [r.gamma for r in result.rounds if r.drafted > 0]
+    histogram = result.stats.gamma_histogram
+    assert 2 in histogram and 4 in histogram
+    assert set(histogram) <= {0, 1, 2, 3, 4}  # 1, 3: the last round, cut by the token budget
+    assert sum(histogram.values()) == result.stats.rounds
+    assert histogram[0] == sum(1 for r in result.rounds if r.drafted == 0) >= 1
+    assert result.stats.gamma == pytest.approx(sum(spec) / len(spec))
+    assert 2 < result.stats.gamma < 4
+    assert result.to_json()["stats"]["gamma_histogram"] == histogram
+
+
+def test_a_reply_whose_every_round_ran_plain_reports_mode_plain(runtime: Runtime) -> None:
+    prompt = runtime.chat_prompt(QUESTION)
+    # One token: the only round is the plain step that times the unit cost, drafter or not.
+    result, _ = run_to_end(_engine(runtime), prompt, GenerationConfig(max_tokens=1, gamma=4))
+    assert [r.drafted for r in result.rounds] == [0]
+    assert result.mode == "plain"
+    assert result.stats.gamma == 0
+    assert result.stats.gamma_histogram == {0: 1}
+
+
+def test_the_result_carries_the_plain_step_the_engine_measured(runtime: Runtime) -> None:
+    prompt = runtime.chat_prompt(QUESTION)
+    result, _ = run_to_end(_engine(runtime), prompt, GenerationConfig(max_tokens=12, gamma=3))
+    assert result.plain_step_s is not None and result.plain_step_s > 0
+    assert result.plain_step_s == _engine(runtime).plain_step_s
+    spec = [r.verify_s for r in result.rounds if r.drafted > 0]
+    assert result.stats.c_verify == pytest.approx(sum(spec) / len(spec) / result.plain_step_s)
+
+
+def test_gamma_auto_accepts_every_gamma_the_settings_accept(runtime: Runtime) -> None:
+    prompt = runtime.chat_prompt(QUESTION)
+    config = GenerationConfig(max_tokens=8, gamma=MAX_GAMMA, adaptive=True)
+    result, _ = run_to_end(_engine(runtime), prompt, config)
+    assert result.finish_reason in {"stop", "length"}
+    with pytest.raises(InvalidSettingError, match="gamma"):
+        run_to_end(_engine(runtime), prompt, replace(config, gamma=MAX_GAMMA + 1))

@@ -1,19 +1,21 @@
 """Scripted rounds and bench reports for UI tests that need figures but not a model run.
 
-The rounds are seed 000's round table (acceptance string 111111001110101111 at γ = 4, a draft
-step a tenth of a plain step, a verification as dear as a plain step), so every figure derived
-from them has a known value: 20 tokens, cost 8.40, 2.38× measured.
+The rounds are the cost model's worked round table (acceptance string 111111001110101111 at
+γ = 4, a draft step a tenth of a plain step, a verification as dear as a plain step), so every
+figure derived from them has a known value: 20 tokens, cost 8.40, 2.38× measured.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from app.bench.figures import RunRecord
+from app.bench.plan import BenchConfig, DraftChoice
 from app.bench.prompts import BenchPrompt
-from app.bench.run import BenchConfig, BenchReport, DraftChoice, RunRecord, summarize
+from app.bench.summary import BenchReport, summarize
 from app.engine.config import GenerationConfig
-from app.engine.events import RoundRecord
 from app.engine.result import GenerationResult
+from app.metrics.rounds import RoundRecord
 from app.metrics.summary import summarize as summarize_stats
 
 PLAIN_STEP_S = 0.01
@@ -60,7 +62,6 @@ def result_from_rounds(rounds: list[RoundRecord]) -> GenerationResult:
         rounds,
         prompt_tokens=5,
         generated_tokens=tokens,
-        gamma=4,
         prompt_s=0.01,
         generation_s=seconds,
         ttft_s=0.02,
@@ -74,6 +75,7 @@ def result_from_rounds(rounds: list[RoundRecord]) -> GenerationResult:
         stats=stats,
         rounds=tuple(rounds),
         draft_token_mask=tuple(False for _ in range(tokens)),
+        plain_step_s=PLAIN_STEP_S,
     )
 
 

@@ -11,7 +11,10 @@ import pytest
 from PySide6.QtWidgets import QTableWidgetItem
 from pytestqt.qtbot import QtBot
 
-from app.bench.run import AUTO, BenchReport, DraftChoice, ProgressFn, prompt_bench
+from app.bench.plan import AUTO, DraftChoice
+from app.bench.run import ProgressFn
+from app.bench.session import prompt_bench
+from app.bench.summary import BenchReport
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.control import GenerationControl
 from app.errors import Cancelled, InvalidSettingError

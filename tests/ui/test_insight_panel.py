@@ -1,5 +1,5 @@
-"""The Insight panel: the cost model's reference values in the what-if sliders, the round
-table and the speedup chart from real rounds (scripted, then from the engine on the demo models)."""
+"""The Insight panel: the cost model's reference values in the what-if sliders, the round table
+and the speedup chart from real rounds (scripted, then from the engine on the demo models)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pytestqt.qtbot import QtBot
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.events import FinishEvent, RoundEvent
 from app.engine.runtime import Runtime
+from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.insight import analyse
 from tests.helpers.bench_data import (
     PLAIN_STEP_S,
@@ -52,9 +53,10 @@ def test_what_if_opens_on_the_seed_defaults(panel: InsightPanel) -> None:
 
 def test_what_if_sliders_move_the_figures(panel: InsightPanel) -> None:
     w = panel.what_if
-    w.gamma.setValue(32)
-    assert w.expected.text().startswith("4.997")
-    assert w.speedup.text().startswith("1.19×")
+    assert w.gamma.maximum() == MAX_GAMMA == 16  # the one γ ceiling
+    w.gamma.setValue(16)
+    assert w.expected.text().startswith("4.887")  # (1 - 0.8^17) / 0.2
+    assert w.speedup.text().startswith("1.88×")  # 4.887 / (16 × 0.10 + 1)
     w.set_defaults()
     w.c_draft.setValue(99)  # a draft as dear as the target: no γ pays
     assert w.best.text().startswith("0 at 1.00×") and "do not speculate" in w.best.text()
@@ -64,7 +66,7 @@ def test_what_if_sliders_move_the_figures(panel: InsightPanel) -> None:
 
 def test_finished_reply_fills_the_round_table_and_chart(panel: InsightPanel, qtbot: QtBot) -> None:
     result = result_from_rounds(seed_rounds())
-    panel.update_from_result(result, PLAIN_STEP_S)
+    panel.update_from_result(result)
     table = panel.table
     assert table.rowCount() == 6
     headers = [_text(table.horizontalHeaderItem(c)) for c in range(table.columnCount())]
@@ -159,7 +161,8 @@ def test_real_reply_feeds_the_panel(panel: InsightPanel, runtime: Runtime) -> No
             result = event.result
     assert result is not None
     assert runtime.engine is not None
-    panel.update_from_result(result, runtime.engine.plain_step_s)
+    assert result.plain_step_s == runtime.engine.plain_step_s
+    panel.update_from_result(result)
     assert panel.table.rowCount() == len(result.rounds)
     insight = panel.insight
     assert insight is not None and insight.spec_rounds > 0

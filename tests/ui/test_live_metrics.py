@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.events import RoundRecord
+from app.metrics.rounds import RoundRecord
 from tests.helpers.bench_data import round_record
 from ui.widgets.live_metrics import ACCEPTANCE_WINDOW_ROUNDS, LiveReply
 

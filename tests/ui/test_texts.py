@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from app.errors import Cancelled, ContextOverflowError, DraftIncompatibleError, ModelLoadError
+from app.errors import (
+    Cancelled,
+    ContextOverflowError,
+    DraftIncompatibleError,
+    KvCacheFullError,
+    ModelLoadError,
+)
 from app.store import StoreError
 from ui.formatting import percent, rate, seconds, stats_line
 from ui.messages import describe
@@ -24,6 +30,11 @@ def test_user_errors_read_as_one_sentence() -> None:
     assert describe(ContextOverflowError(5000, 4096)) == (
         "The conversation is 5000 tokens but the context holds 4096; start a new chat or raise "
         "the context size in Settings."
+    )
+    # A full cache is not a prompt that is too long: it gets its own words.
+    assert describe(KvCacheFullError(900, 40, 1024)) == (
+        "The model's memory for this conversation is full (1024 tokens of context); start a "
+        "new chat or raise the context size in Settings."
     )
 
 
@@ -64,6 +75,8 @@ def test_stats_line_names_the_mode_and_its_figures() -> None:
         "mode draft · draft Q4_1.gguf · γ 5 · acceptance 90.0 % · 80.0 tok/s · TTFT 50 ms · "
         "48 tokens"
     )
+    auto = stats_line(base_stats(gamma_label="Auto", gamma=3.4285))
+    assert "· γ Auto (mean 3.4) ·" in auto
     plain = stats_line(base_stats(mode="plain", acceptance_rate=None))
     assert plain.startswith("mode plain · 80.0 tok/s") and "acceptance" not in plain
     stopped = stats_line(base_stats(finish_reason="cancelled", switched=True))

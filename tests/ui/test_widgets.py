@@ -121,7 +121,6 @@ def test_metrics_panel_labels_and_definitions(qtbot: QtBot) -> None:
         [record(0, 0, 0), record(1, 4, 3)],
         prompt_tokens=10,
         generated_tokens=5,
-        gamma=4,
         prompt_s=0.1,
         generation_s=0.5,
         ttft_s=0.12,

@@ -30,7 +30,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.bench.run import BenchCallable, BenchReport, ConfigReport, draw_speedup_chart
+from app.bench.chart import draw_speedup_chart
+from app.bench.session import BenchCallable
+from app.bench.summary import BenchReport, ConfigReport
 from app.engine.control import GenerationControl
 from app.errors import Cancelled, SpecChatError
 

@@ -11,7 +11,7 @@ Three parts:
   of a round, the speedup, target passes per token, the ceiling fraction and the best γ.
 
 Standalone: the window calls update_live(rounds) from its metrics timer while a reply streams
-and update_from_result(result, engine.plain_step_s) when it ends. The chart is painted with
+and update_from_result(result) when it ends. The chart is painted with
 QPainter (a redraw a few times a second must cost well under a millisecond).
 """
 
@@ -37,10 +37,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.events import RoundRecord
 from app.engine.result import GenerationResult
 from app.metrics import cost_model
-from app.metrics.insight import DEFAULT_MAX_GAMMA, Insight, analyse
+from app.metrics.cost_model import MAX_GAMMA
+from app.metrics.insight import Insight, analyse
+from app.metrics.rounds import RoundRecord
 
 DASH = "—"
 CURVE_COLOR = QColor(52, 120, 246)
@@ -124,7 +125,7 @@ class SpeedupChart(QWidget):
         metrics = painter.fontMetrics()
         left = metrics.horizontalAdvance("0.00×") + 8
         area = QRectF(self.rect()).adjusted(left, 8, -10, -metrics.height() - 8)
-        n_gamma = max(len(self.curve) - 1, max(self.measured, default=0), DEFAULT_MAX_GAMMA)
+        n_gamma = max(len(self.curve) - 1, max(self.measured, default=0), MAX_GAMMA)
         top = self._y_top()
 
         def point(gamma: float, speedup: float) -> QPointF:
@@ -218,7 +219,7 @@ class WhatIf(QGroupBox):
         self.alpha = _slider(
             "whatIfAlpha", s, round(d["alpha"] * s), "α: chance a draft token is accepted"
         )
-        self.gamma = _slider("whatIfGamma", cost_model.DEFAULT_MAX_GAMMA, int(d["gamma"]), "γ")
+        self.gamma = _slider("whatIfGamma", MAX_GAMMA, int(d["gamma"]), "γ")
         self.c_draft = _slider(
             "whatIfDraftCost", s, round(d["c_draft"] * s), "one draft pass, in target passes"
         )
@@ -387,10 +388,11 @@ class InsightPanel(QWidget):
         self.insight = analyse(rounds, self._plain_step_s)
         self._show(self.insight)
 
-    def update_from_result(self, result: GenerationResult, plain_step_s: float | None) -> None:
-        """The finished reply: chart, figures and its full round table."""
-        if plain_step_s:
-            self._plain_step_s = plain_step_s
+    def update_from_result(self, result: GenerationResult) -> None:
+        """The finished reply: chart, figures and its full round table, in the unit of the
+        plain step the engine measured (result.plain_step_s)."""
+        if result.plain_step_s:
+            self._plain_step_s = result.plain_step_s
         self.insight = analyse(result.rounds, self._plain_step_s)
         self._show(self.insight)
         self._fill_table(self.insight)

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.engine.events import RoundRecord
+from app.metrics.rounds import RoundRecord
 from app.metrics.summary import GenerationStats, summarize
 
 Clock = Callable[[], float]
@@ -77,7 +77,6 @@ class LiveReply:
             self.rounds,
             prompt_tokens=0,
             generated_tokens=max(self.n_tokens - 1, 0),
-            gamma=self.gamma,
             prompt_s=0.0,
             generation_s=span,
             ttft_s=self.ttft_s,

@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.config import MAX_GAMMA
 from app.llama.resources import format_bytes
+from app.metrics.cost_model import MAX_GAMMA
 from ui.settings import DRAFT_NGRAM, DRAFT_NONE
 from ui.workers.catalog import Catalog
 

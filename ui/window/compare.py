@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.bench import run as bench
+from app.bench import plan as bench_plan
+from app.bench import session as bench_session
 from app.engine.config import ModelConfig
 from models.compat import check_draft_file
 from ui.settings import Settings
@@ -13,7 +14,7 @@ from ui.workers.catalog import Catalog
 from ui.workers.engine import LoadedState
 
 
-def compare_drafts(catalog: Catalog | None) -> list[bench.DraftChoice]:
+def compare_drafts(catalog: Catalog | None) -> list[bench_plan.DraftChoice]:
     """Every installed draft the catalog finds compatible with the target and smaller."""
     if catalog is None or catalog.target is None:
         return []
@@ -22,7 +23,7 @@ def compare_drafts(catalog: Catalog | None) -> list[bench.DraftChoice]:
     names = [Path(d.path).name for d in usable]
     return [
         # The bench needs distinct labels; same-named files in two folders get the folder.
-        bench.DraftChoice(
+        bench_plan.DraftChoice(
             name if names.count(name) == 1 else f"{Path(d.path).parent.name}/{name}",
             Path(d.path),
         )
@@ -32,14 +33,14 @@ def compare_drafts(catalog: Catalog | None) -> list[bench.DraftChoice]:
 
 def compare_bench(
     loaded: LoadedState | None, catalog: Catalog | None, settings: Settings
-) -> bench.BenchCallable | None:
+) -> bench_session.BenchCallable | None:
     """The comparison for the Compare dialog; None without a target or a draft."""
     drafts = compare_drafts(catalog)
     if loaded is None or loaded.target is None or not drafts:
         return None
     target = loaded.target
     config = generation_config(settings)
-    gamma: bench.GammaSetting = bench.AUTO if config.adaptive else config.gamma
+    gamma: bench_plan.GammaSetting = bench_plan.AUTO if config.adaptive else config.gamma
     draft_template = loaded.draft.config or ModelConfig(
         "",
         n_ctx=target.n_ctx,
@@ -48,7 +49,7 @@ def compare_bench(
     )
     # prompt_bench loads its own copies of the models on the dialog's thread: the window's
     # engine thread and its models are never touched.
-    return bench.prompt_bench(
+    return bench_session.prompt_bench(
         target=target,
         drafts=drafts,
         gammas=[gamma],

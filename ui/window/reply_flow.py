@@ -17,8 +17,9 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
-from app.engine.events import RoundRecord, TokenEvent
+from app.engine.events import TokenEvent
 from app.engine.result import GenerationResult
+from app.metrics.rounds import RoundRecord
 from app.store import StoreError
 from ui.formatting import speedup_headline, stats_line
 from ui.widgets.conversation_view import ConversationView
@@ -194,7 +195,7 @@ class ReplyFlow(QObject):
             return
         self._end()
         self.last_result = result
-        self._plain_step_s = _plain_step_s(result) or self._plain_step_s
+        self._plain_step_s = result.plain_step_s or self._plain_step_s
         speedup = _speedup(result.stats.tokens_per_second, self._plain_step_s)
         stats = reply.stats(result, speedup=speedup)
         shown = self._view.finish_reply(result.text, stats_line(stats))
@@ -207,7 +208,7 @@ class ReplyFlow(QObject):
         speculative = stats["mode"] != "plain"
         self._metrics.show_stats(result.stats, speculative=speculative)
         self._metrics.show_samples(self.live.samples)
-        self._insight.update_from_result(result, self._plain_step_s)
+        self._insight.update_from_result(result)
         self._show_headline(result.stats.tokens_per_second, speculative)
         self.finished.emit(stats)
 
@@ -238,18 +239,3 @@ def _draft_label(draft: DraftChoice) -> str | None:
     if draft.kind == "model" and draft.path:
         return Path(draft.path).name
     return None
-
-
-def _plain_step_s(result: GenerationResult) -> float | None:
-    """Seconds of one plain target step, as far as the finished reply tells.
-
-    The engine's own figure lives on the worker thread; its result carries it folded into
-    c_verify (mean speculative verify time / plain step), so that is undone first. Without
-    speculative rounds, the reply's plain rounds give it; otherwise None (the panel copes).
-    """
-    spec = [r.verify_s for r in result.rounds if r.drafted > 0]
-    c_verify = result.stats.c_verify
-    if spec and c_verify:
-        return sum(spec) / len(spec) / c_verify
-    plain = [r.verify_s for r in result.rounds if r.drafted == 0]
-    return sum(plain) / len(plain) if plain else None

@@ -10,9 +10,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt, Signal
 
 from app.engine.config import GenerationConfig
-from app.engine.events import RoundRecord
 from app.engine.result import GenerationResult
 from app.errors import SpecChatError
+from app.metrics.rounds import RoundRecord
 from ui.formatting import rate
 from ui.widgets.live_metrics import LiveReply
 from ui.widgets.metrics_panel import MetricsPanel

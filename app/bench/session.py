@@ -1,0 +1,320 @@
+"""A whole benchmark: models into a Runtime, the phases measured, the report summarised.
+
+Two ways in. `run_benchmark` loads the target and every draft into a Runtime of its own (what
+`specchat bench` does), so every configuration runs interleaved with every other. `bench_on_runtime`
+works on a Runtime that already serves a chat (the window's): the drafts it already holds are
+used as they are, and every other draft is loaded alone, measured side by side with plain
+decoding in a phase of its own, and freed before the next is loaded, so no second copy of any
+model is ever made. Both are cancellable between runs and during a draft's load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from app.bench.figures import RunRecord
+from app.bench.plan import (
+    PLAIN_LABEL,
+    BenchConfig,
+    DraftChoice,
+    GammaSetting,
+    check_drafts,
+    plan_configs,
+)
+from app.bench.prompts import BenchPrompt
+from app.bench.run import Phase, ProgressFn, measure, phase_runs
+from app.bench.summary import BenchReport, summarize
+from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.control import GenerationControl
+from app.engine.runtime import DraftVetter, Runtime
+from app.errors import InvalidSettingError
+from app.llama.model import LoadProgress
+
+# Drafts the benchmark loads are held under this prefix, apart from the labels of a chat's own.
+_LABEL_PREFIX = "bench: "
+
+
+def prompt_ids_for(runtime: Runtime, prompts: Sequence[BenchPrompt]) -> list[list[int]]:
+    return [
+        runtime.chat_prompt([{"role": "user", "content": p.text}])
+        if p.chat
+        else runtime.text_prompt(p.text)
+        for p in prompts
+    ]
+
+
+def _check(base: GenerationConfig, drafts: Sequence[DraftChoice], prompts: Sequence[Any]) -> None:
+    base.validate()
+    check_drafts(drafts)
+    if not prompts:
+        raise InvalidSettingError("the benchmark needs at least one prompt")
+
+
+def _cancellable(control: GenerationControl) -> LoadProgress:
+    return lambda _fraction: not control.stop_requested
+
+
+def _add_draft(
+    runtime: Runtime,
+    draft: DraftChoice,
+    template: ModelConfig | None,
+    control: GenerationControl,
+) -> str:
+    """Load one draft into the runtime for the benchmark; returns the label it is held under."""
+    label = _LABEL_PREFIX + draft.label
+    if draft.path is None:
+        runtime.add_prompt_lookup(label)
+        return label
+    config = replace(template or ModelConfig(str(draft.path)), path=str(draft.path))
+    runtime.add_draft(label, config, progress=_cancellable(control))
+    return label
+
+
+def _model_bytes(runtime: Runtime, label: str | None) -> int:
+    facts = runtime.target_facts if label is None else runtime.draft_facts(label)
+    return facts.weights_bytes + facts.kv_cache_bytes if facts is not None else 0
+
+
+def _phase_configs(
+    configs: Sequence[BenchConfig], drafts: Sequence[DraftChoice]
+) -> tuple[int, ...]:
+    names = {d.label for d in drafts}
+    return tuple(i for i, c in enumerate(configs) if c.draft is not None and c.draft.label in names)
+
+
+def _report(
+    *,
+    runtime: Runtime,
+    configs: Sequence[BenchConfig],
+    prompts: Sequence[BenchPrompt],
+    ids: Sequence[Sequence[int]],
+    runs: Sequence[RunRecord],
+    base: GenerationConfig,
+    repeats: int,
+    memory: dict[str, int],
+    warmup: bool,
+) -> BenchReport:
+    assert runtime.target is not None
+    target = runtime.target.config
+    return summarize(
+        target=target.path,
+        configs=configs,
+        prompts=prompts,
+        prompt_tokens=[len(i) for i in ids],
+        runs=runs,
+        base=base,
+        repeats=repeats,
+        memory_bytes=memory,
+        extra_settings={
+            "n_ctx": target.n_ctx,
+            "n_gpu_layers": target.n_gpu_layers,
+            "threads": target.n_threads,
+            "warmup": warmup,
+        },
+    )
+
+
+def run_benchmark(
+    *,
+    target: ModelConfig,
+    drafts: Sequence[DraftChoice],
+    gammas: Sequence[GammaSetting],
+    prompts: Sequence[BenchPrompt],
+    base: GenerationConfig,
+    repeats: int = 1,
+    draft_template: ModelConfig | None = None,
+    warmup: bool = True,
+    progress: ProgressFn | None = None,
+    control: GenerationControl | None = None,
+    vet_draft: DraftVetter | None = None,
+) -> BenchReport:
+    """Load the target and every draft (vetted first), run them all interleaved, summarise.
+
+    draft_template carries the drafts' context, GPU-layer and thread settings (path ignored).
+    """
+    _check(base, drafts, prompts)
+    control = control or GenerationControl()
+    configs = plan_configs(drafts, gammas)
+    runtime = Runtime(vet_draft=vet_draft)
+    try:
+        runtime.load_target(target, progress=_cancellable(control))
+        labels = {d.label: _add_draft(runtime, d, draft_template, control) for d in drafts}
+        memory = {PLAIN_LABEL: _model_bytes(runtime, None)}
+        memory.update({name: _model_bytes(runtime, label) for name, label in labels.items()})
+        ids = prompt_ids_for(runtime, prompts)
+        runs = measure(
+            runtime,
+            configs,
+            labels,
+            ids,
+            [p.prompt_class for p in prompts],
+            base=base,
+            repeats=repeats,
+            warmup=warmup,
+            progress=progress,
+            control=control,
+        )
+        return _report(
+            runtime=runtime,
+            configs=configs,
+            prompts=prompts,
+            ids=ids,
+            runs=runs,
+            base=base,
+            repeats=repeats,
+            memory=memory,
+            warmup=warmup,
+        )
+    finally:
+        runtime.close()
+
+
+def bench_on_runtime(
+    runtime: Runtime,
+    *,
+    drafts: Sequence[DraftChoice],
+    gammas: Sequence[GammaSetting],
+    prompts: Sequence[BenchPrompt],
+    base: GenerationConfig,
+    repeats: int = 1,
+    draft_template: ModelConfig | None = None,
+    warmup: bool = True,
+    progress: ProgressFn | None = None,
+    control: GenerationControl | None = None,
+) -> BenchReport:
+    """Benchmark on a Runtime that already holds the target, loading no second copy of anything.
+
+    Drafts the runtime holds (same file, or prompt lookup) run in phase 0 with plain decoding;
+    each other draft gets a phase of its own: loaded, measured with plain, freed. Each
+    configuration's speedup is over the plain runs of its own phase. Afterwards the draft that
+    was selected is selected again, with cold caches.
+    """
+    if runtime.target is None:
+        raise InvalidSettingError("no target model is loaded")
+    _check(base, drafts, prompts)
+    control = control or GenerationControl()
+    configs = plan_configs(drafts, gammas)
+    labels: dict[str, str] = {}
+    for d in drafts:
+        held = runtime.find_draft(d.path)
+        if held is not None:
+            labels[d.label] = held
+    resident = [d for d in drafts if d.label in labels]
+    phases = ([resident] if resident else []) + [[d] for d in drafts if d.label not in labels]
+    ids = prompt_ids_for(runtime, prompts)
+    counts = [len(_phase_configs(configs, group)) + 1 for group in phases]
+    total = sum(phase_runs(n, len(ids), repeats) for n in counts)
+    memory = {PLAIN_LABEL: _model_bytes(runtime, None)}
+    memory.update({name: _model_bytes(runtime, label) for name, label in labels.items()})
+    selected = runtime.selected_draft
+    runs: list[RunRecord] = []
+    try:
+        for index, group in enumerate(phases):
+            added: list[str] = []
+            try:
+                for d in group:
+                    if d.label not in labels:
+                        labels[d.label] = _add_draft(runtime, d, draft_template, control)
+                        added.append(labels[d.label])
+                        memory[d.label] = _model_bytes(runtime, labels[d.label])
+                runs += measure(
+                    runtime,
+                    configs,
+                    labels,
+                    ids,
+                    [p.prompt_class for p in prompts],
+                    base=base,
+                    repeats=repeats,
+                    warmup=warmup,
+                    progress=progress,
+                    control=control,
+                    phase=Phase(index, _phase_configs(configs, group), len(runs), total),
+                )
+            finally:
+                for label in added:
+                    runtime.free_draft(label)
+    finally:
+        runtime.select_draft(selected if selected in runtime.draft_labels else None)
+        runtime.reset_caches()
+    return _report(
+        runtime=runtime,
+        configs=configs,
+        prompts=prompts,
+        ids=ids,
+        runs=runs,
+        base=base,
+        repeats=repeats,
+        memory=memory,
+        warmup=warmup,
+    )
+
+
+BenchCallable = Callable[[str, ProgressFn, GenerationControl], BenchReport]
+"""run(prompt_text, progress, control) -> report: what the Compare dialog runs off the UI thread."""
+
+
+def _one_prompt(text: str) -> list[BenchPrompt]:
+    if not text.strip():
+        raise InvalidSettingError("write a prompt to compare on")
+    return [BenchPrompt("prompt", "prompt", text)]
+
+
+def prompt_bench(
+    *,
+    target: ModelConfig,
+    drafts: Sequence[DraftChoice],
+    gammas: Sequence[GammaSetting],
+    base: GenerationConfig,
+    repeats: int = 1,
+    draft_template: ModelConfig | None = None,
+    vet_draft: DraftVetter | None = None,
+) -> BenchCallable:
+    """A benchmark of one user-written prompt that loads its own copies of the models."""
+
+    def run(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+        return run_benchmark(
+            target=target,
+            drafts=drafts,
+            gammas=gammas,
+            prompts=_one_prompt(text),
+            base=base,
+            repeats=repeats,
+            draft_template=draft_template,
+            progress=progress,
+            control=control,
+            vet_draft=vet_draft,
+        )
+
+    return run
+
+
+def prompt_bench_on(
+    runtime: Runtime,
+    *,
+    drafts: Sequence[DraftChoice],
+    gammas: Sequence[GammaSetting],
+    base: GenerationConfig,
+    repeats: int = 1,
+    draft_template: ModelConfig | None = None,
+) -> BenchCallable:
+    """A benchmark of one user-written prompt on an already-loaded Runtime.
+
+    The callable must run on the thread that owns the runtime (the window's engine worker).
+    """
+
+    def run(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+        return bench_on_runtime(
+            runtime,
+            drafts=drafts,
+            gammas=gammas,
+            prompts=_one_prompt(text),
+            base=base,
+            repeats=repeats,
+            draft_template=draft_template,
+            progress=progress,
+            control=control,
+        )
+
+    return run

@@ -1,0 +1,135 @@
+"""The benchmark report as text: the table the CLI prints, and CSV rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from typing import Any
+
+from app.bench.plan import ALL_CLASSES
+from app.bench.summary import BenchReport
+
+# Paired speedups of one configuration spread wider than this (max / min) over prompts and
+# repeats mean the machine's load changed under the runs; the table then says so.
+NOISY_SPREAD = 2.0
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "—" if value is None else f"{value:{spec}}{suffix}"
+
+
+def format_table(report: BenchReport) -> str:
+    """The human-readable summary the CLI prints."""
+    header = (
+        f"{'configuration':<28} {'tok/s':>7} {'speedup':>8} {'range':>11} {'2nd½':>6} "
+        f"{'pred.':>6} "
+        f"{'accept':>7} {'tok/rnd':>7} {'c_dr':>5} {'c_ver':>5} {'TTFT':>7} {'same':>5}"
+    )
+    lines = [header, "-" * len(header)]
+    for c in (report.plain, *report.configs):
+        f = c.figures
+        spread = (
+            f"{f.speedup_min:.2f}-{f.speedup_max:.2f}"
+            if f.speedup_min is not None and f.speedup_max is not None and c.draft is not None
+            else ""
+        )
+        same = (
+            "" if c.draft is None else {True: "yes", False: "NO", None: "n/a"}[f.identical_to_plain]
+        )
+        lines.append(
+            f"{c.label:<28.28} {_fmt(f.tokens_per_second, '.1f'):>7} "
+            f"{_fmt(f.speedup, '.2f', '×'):>8} {spread:>11} "
+            f"{_fmt(f.speedup_second_half if c.draft else None, '.2f', '×'):>6} "
+            f"{_fmt(f.predicted_speedup if c.draft else None, '.2f', '×'):>6} "
+            f"{_fmt(f.acceptance_rate, '.1%'):>7} {_fmt(f.tokens_per_round, '.2f'):>7} "
+            f"{_fmt(f.c_draft, '.2f'):>5} {_fmt(f.c_verify, '.2f'):>5} "
+            f"{_fmt(None if f.ttft_s is None else f.ttft_s * 1000, '.0f', 'ms'):>7} {same:>5}"
+        )
+    lines.append(
+        "speedup: tok/s over plain on the same prompts; range: per prompt and repeat; 2nd½: "
+        "over the second half of each reply; pred.: cost model from measured per-position "
+        "acceptance and costs; accept: accepted/drafted; c_dr, c_ver: in plain steps; "
+        "same: greedy output identical to plain"
+    )
+    noisy = [
+        c.label
+        for c in report.configs
+        if c.figures.speedup_min
+        and c.figures.speedup_max
+        and c.figures.speedup_max / c.figures.speedup_min > NOISY_SPREAD
+    ]
+    if noisy:
+        lines.append(
+            f"warning: paired speedups of {len(noisy)} configuration(s) varied more than "
+            f"{NOISY_SPREAD:.1f}-fold between prompts or repeats ({', '.join(noisy[:3])}"
+            f"{', …' if len(noisy) > 3 else ''}); the machine was probably busy: read the "
+            "aggregates with care, raise --repeat, or use fewer --threads"
+        )
+    if report.classes and len(report.classes) > 1:
+        lines.append("")
+        lines.append("speedup by prompt class")
+        lines.append(f"{'configuration':<28} " + " ".join(f"{c:>10.10}" for c in report.classes))
+        for c in report.configs:
+            cells = [_fmt(c.by_class[name].speedup, ".2f", "×") for name in report.classes]
+            lines.append(f"{c.label:<28.28} " + " ".join(f"{x:>10}" for x in cells))
+    if report.settings.get("exact"):
+        lines.append(
+            "exact mode: every target pass, plain included, computed at least two rows, so "
+            "speedups are over exact plain decoding (1.2-1.4× slower than one-row plain "
+            "steps on a CPU); run without --exact to measure speed"
+        )
+    for d in report.drafts:
+        if d.auto is not None and d.best_fixed is not None:
+            lines.append("")
+            best = _fmt(d.best_fixed_speedup, ".2f", "×")
+            lines.append(
+                f"{d.draft}: best fixed {d.best_fixed} at {best}; "
+                f"auto {_fmt(d.auto_speedup, '.2f', '×')} "
+                f"({_fmt(d.auto_vs_best_fixed, '.1%')} of the best fixed γ)"
+            )
+    return "\n".join(lines)
+
+
+CSV_COLUMNS = (
+    "label",
+    "draft",
+    "gamma",
+    "class",
+    "runs",
+    "generated_tokens",
+    "tokens_per_second",
+    "speedup",
+    "speedup_min",
+    "speedup_max",
+    "speedup_second_half",
+    "predicted_speedup",
+    "predicted_speedup_iid",
+    "acceptance_rate",
+    "alpha",
+    "tokens_per_round",
+    "mean_gamma",
+    "c_draft",
+    "c_verify",
+    "ttft_s",
+    "identical_to_plain",
+)
+
+
+def csv_rows(report: BenchReport) -> Iterator[dict[str, Any]]:
+    """One row per configuration and prompt class, plus an `all` row per configuration."""
+    for c in (report.plain, *report.configs):
+        for name, f in [(ALL_CLASSES, c.figures), *c.by_class.items()]:
+            data = f.to_json()
+            row = {k: data.get(k) for k in CSV_COLUMNS}
+            row.update({"label": c.label, "draft": c.draft or "", "gamma": c.gamma, "class": name})
+            yield row
+
+
+def to_csv(report: BenchReport) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for row in csv_rows(report):
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return buffer.getvalue()

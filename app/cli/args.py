@@ -1,0 +1,88 @@
+"""Flags and settings the sub-commands share: model files, sampling, the demo models.
+
+Its own module so that sub-command modules (bench) and the main parser import it, not each
+other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.engine.config import DEFAULT_GAMMA, GenerationConfig, SamplingConfig
+
+DEMO = "demo"
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--target",
+        required=True,
+        help="target GGUF file, or 'demo' for the bundled SmolLM2 F32 demo target",
+    )
+    parser.add_argument("--n-ctx", type=int, default=4096, help="context size in tokens")
+    parser.add_argument(
+        "--n-gpu-layers", type=int, default=-1, help="target layers on the GPU (-1 = all)"
+    )
+    parser.add_argument(
+        "--draft-n-gpu-layers", type=int, default=-1, help="draft layers on the GPU (-1 = all)"
+    )
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads per model")
+
+
+def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    parser.add_argument("--top-k", type=int, default=0, help="0 = off")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--min-p", type=float, default=0.0)
+    parser.add_argument("--repeat-penalty", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument(
+        "--p-min",
+        type=float,
+        default=0.0,
+        help="stop drafting when the draft's top probability falls below this",
+    )
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="bit-exact greedy: plain steps use the same kernels as verification, so "
+        "speculation cannot change the reply (plain steps 1.2-1.4x slower on a CPU)",
+    )
+
+
+def resolve_model_path(value: str, *, role: str) -> str:
+    if value != DEMO:
+        return value
+    from models.demo import ensure_demo_models  # noqa: PLC0415
+
+    demo = ensure_demo_models(progress=_progress_line)
+    return str(demo.f32 if role == "target" else demo.q4_1)
+
+
+def _progress_line(done: int, total: int, message: str) -> None:
+    print(f"[{done}/{total}] {message}", file=sys.stderr)
+
+
+def sampling_from_args(args: argparse.Namespace) -> SamplingConfig:
+    return SamplingConfig(
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        repeat_penalty=args.repeat_penalty,
+        seed=args.seed,
+    )
+
+
+def generation_from_args(args: argparse.Namespace, gamma: int | str) -> GenerationConfig:
+    adaptive = gamma == "auto"
+    return GenerationConfig(
+        max_tokens=args.max_tokens,
+        gamma=DEFAULT_GAMMA if adaptive else int(gamma),
+        adaptive=adaptive,
+        p_min=args.p_min,
+        sampling=sampling_from_args(args),
+        exact=args.exact,
+    )

@@ -1,0 +1,175 @@
+"""The benchmark through Runtime: several drafts held by label and selected per run, cold caches
+on demand, and a benchmark on a Runtime that already serves a chat, on the real demo models.
+
+The target is the Q8_0 demo model (quick to load); drafts are the Q4_1 and Q4_0 ones.
+Timings are never asserted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from app.bench.plan import DraftChoice
+from app.bench.prompts import BenchPrompt
+from app.bench.session import bench_on_runtime
+from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.drafters import ModelDrafter, PromptLookupDrafter
+from app.engine.runtime import DRAFT, Runtime
+from app.errors import Cancelled, InvalidSettingError
+
+THREADS = 1
+PROMPT = [BenchPrompt("prompt", "colours", "Name three colours.")]
+BASE = GenerationConfig(max_tokens=8)
+
+
+def _config(path: Any) -> ModelConfig:
+    return ModelConfig(str(path), n_ctx=512, n_threads=THREADS)
+
+
+@pytest.fixture(scope="module")
+def runtime(demo_models: Any) -> Iterator[Runtime]:
+    rt = Runtime()
+    try:
+        rt.load_target(_config(demo_models.q8_0))
+        yield rt
+    finally:
+        rt.close()
+
+
+@pytest.fixture
+def chat(runtime: Runtime, demo_models: Any) -> Iterator[Runtime]:
+    """The runtime as a chat leaves it: one draft loaded and selected."""
+    runtime.load_draft(_config(demo_models.q4_1))
+    yield runtime
+    runtime.clear_draft()
+
+
+def test_drafts_are_held_by_label_and_selected_one_at_a_time(
+    runtime: Runtime, demo_models: Any
+) -> None:
+    runtime.add_draft("a", _config(demo_models.q4_1))
+    runtime.add_prompt_lookup("lookup")
+    try:
+        assert runtime.draft_labels == ("a", "lookup")
+        assert runtime.selected_draft is None and runtime.drafter is None
+        runtime.select_draft("a")
+        assert isinstance(runtime.drafter, ModelDrafter)
+        assert runtime.engine is not None and runtime.engine.drafter is runtime.drafter
+        runtime.select_draft("lookup")
+        assert isinstance(runtime.drafter, PromptLookupDrafter)
+        assert runtime.find_draft(demo_models.q4_1) == "a"
+        assert runtime.find_draft(None) == "lookup"
+        assert runtime.find_draft(demo_models.q4_0) is None
+        with pytest.raises(InvalidSettingError, match="already loaded"):
+            runtime.add_prompt_lookup("a")
+        with pytest.raises(InvalidSettingError, match="no draft named"):
+            runtime.select_draft("missing")
+        runtime.free_draft("lookup")
+        assert runtime.selected_draft is None and runtime.engine.drafter is None
+        assert runtime.draft_labels == ("a",)
+    finally:
+        runtime.clear_draft()
+    assert runtime.draft_labels == ()
+
+
+def test_reset_caches_empties_the_target_and_every_draft(
+    runtime: Runtime, demo_models: Any
+) -> None:
+    runtime.add_draft("a", _config(demo_models.q4_1))
+    runtime.add_draft("b", _config(demo_models.q4_0))
+    try:
+        runtime.select_draft("a")
+        prompt = runtime.text_prompt("One, two, three,")
+        list(runtime.generate(prompt, replace_tokens(4)))
+        a = runtime.drafter
+        assert isinstance(a, ModelDrafter) and a.model.tokens
+        assert runtime.target is not None and runtime.target.tokens
+        runtime.reset_caches()
+        assert runtime.target.tokens == [] and a.model.tokens == []
+        assert runtime.selected_draft == "a"
+    finally:
+        runtime.clear_draft()
+
+
+def replace_tokens(n: int) -> GenerationConfig:
+    return GenerationConfig(max_tokens=n, gamma=2)
+
+
+def test_bench_on_a_loaded_runtime_reuses_its_draft_and_loads_others_one_at_a_time(
+    chat: Runtime, demo_models: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[tuple[str, str, tuple[str, ...]]] = []
+    add, free = chat.add_draft, chat.free_draft
+
+    def spy_add(label: str, *args: Any, **kwargs: Any) -> Any:
+        events.append(("add", label, chat.draft_labels))
+        return add(label, *args, **kwargs)
+
+    def spy_free(label: str) -> None:
+        events.append(("free", label, chat.draft_labels))
+        free(label)
+
+    monkeypatch.setattr(chat, "add_draft", spy_add)
+    monkeypatch.setattr(chat, "free_draft", spy_free)
+    drafts = [
+        DraftChoice("q4_1", demo_models.q4_1),
+        DraftChoice("q4_0", demo_models.q4_0),
+        DraftChoice("lookup", None),
+    ]
+    report = bench_on_runtime(
+        chat, drafts=drafts, gammas=[2], prompts=PROMPT, base=BASE, warmup=False
+    )
+    # The chat's own Q4_1 is used as it is; Q4_0 and lookup are added, each alone, then freed.
+    assert [(kind, label) for kind, label, _ in events] == [
+        ("add", "bench: q4_0"),
+        ("free", "bench: q4_0"),
+        ("free", "bench: lookup"),
+    ]
+    assert events[0][2] == (DRAFT,)
+    assert chat.draft_labels == (DRAFT,) and chat.selected_draft == DRAFT
+    phases = {(run["config"], run["phase"]) for run in report.runs}
+    assert phases == {
+        ("plain", 0),
+        ("q4_1 γ=2", 0),
+        ("plain", 1),
+        ("q4_0 γ=2", 1),
+        ("plain", 2),
+        ("lookup γ=2", 2),
+    }
+    assert [run["sequence"] for run in report.runs] == list(range(6))
+    for config in report.configs:
+        assert config.figures.runs == 1
+        assert config.figures.identical_to_plain is True  # greedy: every draft is exact
+        assert config.figures.speedup is not None
+    assert report.config("q4_1 γ=2").model_memory_bytes > report.plain.model_memory_bytes
+
+
+def test_a_cancelled_bench_leaves_the_chat_as_it_was(chat: Runtime, demo_models: Any) -> None:
+    from app.engine.control import GenerationControl
+
+    control = GenerationControl()
+    seen: list[int] = []
+
+    def progress(done: int, _total: int, _message: str) -> None:
+        seen.append(done)
+        if done == 2:  # inside the phase of the draft the bench loaded itself
+            control.stop()
+
+    drafts = [DraftChoice("q4_1", demo_models.q4_1), DraftChoice("q4_0", demo_models.q4_0)]
+    with pytest.raises(Cancelled):
+        bench_on_runtime(
+            chat,
+            drafts=drafts,
+            gammas=[2],
+            prompts=PROMPT,
+            base=BASE,
+            warmup=False,
+            progress=progress,
+            control=control,
+        )
+    assert seen == [0, 1, 2]
+    assert chat.draft_labels == (DRAFT,) and chat.selected_draft == DRAFT
+    assert chat.target is not None and chat.target.tokens == []
