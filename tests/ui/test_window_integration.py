@@ -5,9 +5,12 @@ Real demo models; one window shared by the module (see conftest.chat), left idle
 
 from __future__ import annotations
 
+import gc
+import threading
 from pathlib import Path
 from typing import Any
 
+import psutil
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPushButton
 from pytestqt.qtbot import QtBot
@@ -96,6 +99,27 @@ def test_reply_feeds_the_insight_panel_and_locks_compare(window: MainWindow, qtb
     assert panel.table.rowCount() == 0 and not compare.isEnabled()
 
 
+class PeakRss:
+    """The process's resident memory before a block and at its highest during it (sampled)."""
+
+    def __enter__(self) -> PeakRss:
+        self._process = psutil.Process()
+        self.start = self.peak = self._process.memory_info().rss
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.01):
+            self.peak = max(self.peak, self._process.memory_info().rss)
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._process.memory_info().rss)
+
+
 def test_compare_dialog_runs_on_the_last_prompt(window: MainWindow, qtbot: QtBot) -> None:
     prompt = "Name three colours."
     send(qtbot, window, prompt)
@@ -110,18 +134,31 @@ def test_compare_dialog_runs_on_the_last_prompt(window: MainWindow, qtbot: QtBot
     assert {d.label for d in compare_drafts(window.catalog)} == expected
 
     loaded_before = window.loaded
+    assert loaded_before is not None and loaded_before.target is not None
+    target_weights = loaded_before.memory.target_weights
     window.settings.set("generation/max_tokens", 8)  # the comparison's length: keep it short
     qtbot.mouseClick(button(window, "compareButton"), Qt.MouseButton.LeftButton)
     dialog = window._compare_dialog
     assert isinstance(dialog, CompareDialog) and dialog.isVisible()
     assert dialog.prompt.toPlainText() == prompt
-    with qtbot.waitSignal(dialog.reportReady, timeout=COMPARE_TIMEOUT_MS) as blocker:
+    gc.collect()
+    with (
+        PeakRss() as rss,
+        qtbot.waitSignal(dialog.reportReady, timeout=COMPARE_TIMEOUT_MS) as blocker,
+    ):
         qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
     report = blocker.args[0]
     assert dialog.table.rowCount() == 1 + len(expected)  # plain, then each draft at γ 5
     assert {c.label for c in report.configs} == {f"{name} γ=5" for name in expected}
     assert dialog.wait()
-    # The comparison ran on its own models: the chat's are the ones it held before.
+    # It ran on the chat's own models, one extra draft at a time: no second copy of the target
+    # (which would add 100 % of its weights).
+    rise = rss.peak - rss.start
+    print(
+        f"\nCompare, {len(expected)} drafts: peak RSS rose {rise / 2**20:.0f} MiB = "
+        f"{rise / target_weights:.0%} of the target's weights"
+    )
+    assert rise < 0.30 * target_weights
     assert window.loaded is loaded_before and window.state == UiState.Idle
 
     dialog.reject()

@@ -1,17 +1,26 @@
-"""What Compare drafts runs: this chat's target, settings and γ, against every fitting draft."""
+"""What Compare drafts runs: this chat's target, settings and γ, against every fitting draft,
+on the window's engine thread and its loaded models."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from app.bench import plan as bench_plan
 from app.bench import session as bench_session
+from app.bench.run import ProgressFn
+from app.bench.summary import BenchReport
 from app.engine.config import ModelConfig
-from models.compat import check_draft_file
+from app.engine.control import GenerationControl
+from app.engine.runtime import Runtime
+from app.errors import Cancelled
 from ui.settings import Settings
 from ui.window.generation_settings import generation_config
 from ui.workers.catalog import Catalog
-from ui.workers.engine import LoadedState
+from ui.workers.engine import EngineHost, LoadedState
+
+# How often the waiting dialog thread looks at its Stop flag.
+WAIT_STEP_S = 0.2
 
 
 def compare_drafts(catalog: Catalog | None) -> list[bench_plan.DraftChoice]:
@@ -32,9 +41,15 @@ def compare_drafts(catalog: Catalog | None) -> list[bench_plan.DraftChoice]:
 
 
 def compare_bench(
-    loaded: LoadedState | None, catalog: Catalog | None, settings: Settings
+    loaded: LoadedState | None, catalog: Catalog | None, settings: Settings, host: EngineHost
 ) -> bench_session.BenchCallable | None:
-    """The comparison for the Compare dialog; None without a target or a draft."""
+    """The comparison for the Compare dialog, on the window's own loaded models; None without
+    a target or a draft.
+
+    It runs on the engine thread (bench_on_runtime): the target and the drafts the chat holds
+    are used as they are, every other draft is loaded alone and freed after its turn, so no
+    second copy of any model is made. The dialog's thread only waits for the answer.
+    """
     drafts = compare_drafts(catalog)
     if loaded is None or loaded.target is None or not drafts:
         return None
@@ -47,13 +62,38 @@ def compare_bench(
         n_gpu_layers=settings.get_int("models/draft_gpu_layers"),
         n_threads=target.n_threads,
     )
-    # prompt_bench loads its own copies of the models on the dialog's thread: the window's
-    # engine thread and its models are never touched.
-    return bench_session.prompt_bench(
-        target=target,
-        drafts=drafts,
-        gammas=[gamma],
-        base=config,
-        draft_template=draft_template,
-        vet_draft=check_draft_file,
-    )
+
+    def run(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+        outcome: list[BenchReport | BaseException] = []
+        done = threading.Event()
+        abandoned = threading.Event()
+
+        def task(runtime: Runtime) -> None:
+            try:
+                if abandoned.is_set():
+                    return  # stopped while it waited behind a reply: nothing to measure
+                bench = bench_session.prompt_bench_on(
+                    runtime,
+                    drafts=drafts,
+                    gammas=[gamma],
+                    base=config,
+                    draft_template=draft_template,
+                )
+                outcome.append(bench(text, progress, control))
+            except BaseException as exc:  # handed to the dialog, which says it in words
+                outcome.append(exc)
+            finally:
+                done.set()
+
+        host.request_task(task)
+        while not done.wait(WAIT_STEP_S):
+            if control.stop_requested and not outcome:
+                abandoned.set()
+        if not outcome:
+            raise Cancelled("the comparison was stopped before it started")
+        result = outcome[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    return run

@@ -231,8 +231,8 @@ class MainWindow(WindowLayout):
         self.controls.target_combo.setEnabled(s in (UiState.Idle, UiState.NoModel))
         self.controls.draft_combo.setEnabled(s == UiState.Idle)
         self.controls.add_button.setEnabled(s in (UiState.Idle, UiState.NoModel))
-        # The comparison loads its own copies of the models; running it beside a reply would
-        # halve both on a CPU and falsify its timings.
+        # The comparison runs on the chat's engine thread and models: only from Idle, so no
+        # reply runs beside it to falsify its timings.
         self.compare_button.setEnabled(s == UiState.Idle and self.chat.last_prompt() is not None)
         self.load_row.setVisible(s == UiState.LoadingModel)
         bar = self.statusBar()
@@ -356,7 +356,7 @@ class MainWindow(WindowLayout):
         prompt = self.chat.last_prompt()
         if self._state != UiState.Idle or prompt is None:
             return None
-        run = compare_bench(self.models.loaded, self.models.catalog, self.settings)
+        run = compare_bench(self.models.loaded, self.models.catalog, self.settings, self.host)
         if run is None:
             self.show_error("No compatible draft is installed to compare with the target.")
             return None

@@ -104,6 +104,9 @@ class GenerateRequest:
     speculative: bool
 
 
+RuntimeTask = Callable[[Runtime], None]
+
+
 @dataclass(frozen=True, slots=True)
 class ServeRequest:
     """A local server job for the worker: closed() says the server stopped meanwhile."""
@@ -285,6 +288,14 @@ class EngineWorker(QObject):
         self.serveStarted.emit()
         self.jobs.run(request.job, sink, request.ticket, closed=request.closed())
 
+    @Slot(object)
+    def run_task(self, task: RuntimeTask) -> None:
+        """Run work that needs the loaded models (the Compare benchmark) on this thread."""
+        try:
+            task(self._runtime)
+        except Exception:
+            log.exception("a task on the engine thread failed")
+
     # -- lifetime -----------------------------------------------------------------------------
 
     @Slot()
@@ -341,12 +352,13 @@ class EngineHost(QObject):
 
     Signals:
         loadRequested(LoadRequest), generateRequested(GenerateRequest),
-        serveRequested(ServeRequest), shutdownRequested().
+        serveRequested(ServeRequest), taskRequested(RuntimeTask), shutdownRequested().
     """
 
     loadRequested = Signal(object)
     generateRequested = Signal(object)
     serveRequested = Signal(object)
+    taskRequested = Signal(object)
     shutdownRequested = Signal()
 
     def __init__(self, parent: QObject | None = None, *, runtime: Runtime | None = None) -> None:
@@ -360,6 +372,7 @@ class EngineHost(QObject):
         self.loadRequested.connect(self.worker.load, queued)
         self.generateRequested.connect(self.worker.generate, queued)
         self.serveRequested.connect(self.worker.serve, queued)
+        self.taskRequested.connect(self.worker.run_task, queued)
         self.shutdownRequested.connect(self.worker.shutdown, queued)
         self.engine_thread.started.connect(self.worker.lower_priority, queued)
         self.engine_thread.start()
@@ -370,6 +383,10 @@ class EngineHost(QObject):
 
     def request_generate(self, request: GenerateRequest) -> None:
         self.generateRequested.emit(request)
+
+    def request_task(self, task: RuntimeTask) -> None:
+        """Queue work for the engine thread; it runs after what is queued before it."""
+        self.taskRequested.emit(task)
 
     def stop(self, timeout_ms: int = 15000) -> bool:
         """Free the models on the worker thread and end it; True if it ended in time.
