@@ -33,7 +33,7 @@ from app.engine.events import (
 from app.engine.result import GenerationResult
 from app.engine.sampling import distribution, greedy_token, sample
 from app.errors import ContextOverflowError, InvalidSettingError
-from app.llama.model import LlamaModel
+from app.llama.handle import ModelHandle
 from app.metrics.summary import summarize
 
 Clock = Callable[[], float]
@@ -50,7 +50,7 @@ class SpeculativeEngine:
 
     def __init__(
         self,
-        target: LlamaModel,
+        target: ModelHandle,
         drafter: Drafter | None = None,
         *,
         clock: Clock = time.perf_counter,

@@ -1,0 +1,400 @@
+"""The real speculative engine reproduces plain sampling exactly: a statistical harness.
+
+`SpeculativeEngine` runs with its real drafters (`ModelDrafter`, `PromptLookupDrafter`), its
+real sampling transform and acceptance rule, over deterministic fake models
+(tests/helpers/fake_llama.py) whose logits are toy functions of the history, so the exact
+distribution of plain sampling's replies can be enumerated (tests/helpers/plain_oracle.py).
+Each configuration below runs the engine `runs` times with seeds 0..runs-1 and compares the
+replies' joint distribution over runs of three positions (the first three tokens, and further
+windows up to the bonus token after a full draft of γ) with the exact one, by Pearson's
+chi-square test.
+
+False-alarm rate: the correct engine is declared inexact when any window of any configuration
+has p < ALPHA_FAMILY / (number of windows), Bonferroni; so the chance that a correct engine
+fails this file is at most ALPHA_FAMILY = 1e-3 (nominal: the chi-square law is asymptotic, which
+is why cells expecting fewer than 10 draws are pooled). The seeds are fixed, so the outcome is
+reproducible; the rate is over the choice of seeds.
+
+Power: MUTANTS lists plausible bugs, each applied by monkeypatching the engine's own functions;
+every one must be rejected at the same per-window threshold. The real-model tests
+(test_engine_sampling.py and others) stay: this file adds power, it does not replace them.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+import pytest
+
+from app.engine import acceptance, loop
+from app.engine.config import GenerationConfig, SamplingConfig
+from app.engine.drafters import Draft, Drafter, ModelDrafter, PromptLookupDrafter
+from app.engine.events import FinishEvent, RoundRecord
+from app.engine.loop import SpeculativeEngine
+from app.engine.sampling import FloatArray, distribution
+from tests.helpers.fake_llama import FakeLlama, blend, toy_logits
+from tests.helpers.plain_oracle import (
+    Fit,
+    Reply,
+    chi_square,
+    counts,
+    reply_distribution,
+    window_distribution,
+    windows,
+)
+
+ALPHA_FAMILY = 1e-3
+
+N_VOCAB = 6
+EOS = 5
+
+
+def _count_up(history: Sequence[int]) -> np.ndarray:
+    # A pull towards last + 1 (mod EOS): the prompt's own pattern, which prompt lookup copies.
+    row = np.zeros(N_VOCAB, dtype=np.float32)
+    row[(history[-1] + 1) % EOS] = 1.0
+    return row
+
+
+# The end token is less likely than the rest, so most replies reach the token budget.
+TARGET = blend(
+    toy_logits(11, N_VOCAB, order=2, scale=1.0, bias=[0.0] * EOS + [-1.0]), _count_up, 2.5
+)
+DRAFT = blend(TARGET, toy_logits(23, N_VOCAB, order=1, scale=1.0), 0.8)
+# Repeats its own n-grams, so prompt lookup finds continuations at every length.
+PROMPT = (0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2)
+
+DrafterKind = Literal["sampled", "greedy", "lookup"]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    drafter: DrafterKind
+    gamma: int
+    sampling: SamplingConfig
+    length: int  # max_tokens; γ + 1 lets the first round end on a bonus token
+    p_min: float = 0.0
+    runs: int = 1500
+
+
+def _s(**kwargs: float) -> SamplingConfig:
+    return SamplingConfig(**kwargs)  # type: ignore[arg-type]
+
+
+CASES = [
+    Case("sampled-g1", "sampled", 1, _s(temperature=0.7, top_k=4), 3),
+    Case("sampled-g2", "sampled", 2, _s(temperature=1.4, top_p=0.85, repeat_penalty=1.3), 3),
+    Case(
+        "sampled-g3",
+        "sampled",
+        3,
+        _s(temperature=0.8, min_p=0.08, repeat_penalty=1.6, repeat_last_n=4),
+        4,
+    ),
+    Case(
+        "sampled-g4",
+        "sampled",
+        4,
+        _s(temperature=0.6, top_k=4, top_p=0.9, min_p=0.05, repeat_penalty=1.2),
+        5,
+    ),
+    Case(
+        "sampled-g5-pmin",
+        "sampled",
+        5,
+        _s(temperature=0.9, top_k=3, repeat_penalty=1.3),
+        6,
+        p_min=0.4,
+    ),
+    Case("sampled-g6", "sampled", 6, _s(temperature=0.5, top_k=3, repeat_penalty=1.4), 7),
+    Case("greedy-g2", "greedy", 2, _s(temperature=0.8, top_k=4, repeat_penalty=1.3), 3),
+    Case("greedy-g4-pmin", "greedy", 4, _s(temperature=1.2, top_p=0.8), 5, p_min=0.4),
+    Case("greedy-g6", "greedy", 6, _s(temperature=0.6, top_k=3, min_p=0.1), 7),
+    Case("lookup-g3", "lookup", 3, _s(temperature=0.7, top_k=4, repeat_penalty=1.1), 4),
+    Case("lookup-g6", "lookup", 6, _s(temperature=0.5, top_k=3), 7),
+]
+CASE = {case.name: case for case in CASES}
+N_WINDOWS = sum(len(windows(case.length)) for case in CASES)
+ALPHA = ALPHA_FAMILY / N_WINDOWS  # per window, for the correct engine and the mutants alike
+
+
+class GreedyProposals:
+    """The real ModelDrafter proposing its argmax, a point-mass q, while the target samples."""
+
+    mode = ModelDrafter.mode
+
+    def __init__(self, inner: ModelDrafter) -> None:
+        self.inner = inner
+        self.label = inner.label
+
+    def propose(
+        self,
+        history: Sequence[int],
+        max_tokens: int,
+        sampling: SamplingConfig,
+        rng: np.random.Generator,
+        p_min: float,
+    ) -> Draft:
+        greedy = replace(sampling, temperature=0.0)
+        return self.inner.propose(history, max_tokens, greedy, rng, p_min)
+
+    def prefill(self, history: Sequence[int]) -> None:
+        self.inner.prefill(history)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def make_drafter(kind: DrafterKind) -> Drafter:
+    if kind == "lookup":
+        return PromptLookupDrafter()
+    model = ModelDrafter(FakeLlama(DRAFT, N_VOCAB, name="draft.gguf"), N_VOCAB)
+    return model if kind == "sampled" else GreedyProposals(model)
+
+
+@dataclass
+class Runs:
+    replies: list[Reply]
+    rounds: list[RoundRecord]
+
+
+def run_engine(case: Case) -> Runs:
+    target = FakeLlama(TARGET, N_VOCAB, eog=[EOS], name="target.gguf")
+    engine = SpeculativeEngine(target, make_drafter(case.drafter))
+    config = GenerationConfig(max_tokens=case.length, gamma=case.gamma, p_min=case.p_min)
+    # The engine measures one plain step before it speculates; a warm-up reply pays for it, so
+    # every counted reply drafts from its first round.
+    _generate(engine, replace(config, sampling=replace(case.sampling, seed=10**6)))
+    out = Runs([], [])
+    # Each case draws its own seeds, so that the cases are independent evidence.
+    first = zlib.crc32(case.name.encode()) % 1_000_000 * 1_000
+    for seed in range(first, first + case.runs):
+        sampling = replace(case.sampling, seed=seed)
+        reply, rounds = _generate(engine, replace(config, sampling=sampling))
+        out.replies.append(reply)
+        out.rounds.extend(rounds)
+    return out
+
+
+def _generate(
+    engine: SpeculativeEngine, config: GenerationConfig
+) -> tuple[Reply, list[RoundRecord]]:
+    events = list(engine.generate(PROMPT, config))
+    finish = events[-1]
+    assert isinstance(finish, FinishEvent)
+    result = finish.result
+    stop = (EOS,) if result.finish_reason == "stop" else ()
+    return tuple(result.token_ids) + stop, list(result.rounds)
+
+
+def exact_replies(case: Case) -> dict[Reply, float]:
+    return reply_distribution(TARGET, PROMPT, case.sampling, case.length, frozenset([EOS]))
+
+
+def fits(case: Case, runs: Runs) -> list[tuple[tuple[int, int], Fit]]:
+    exact = exact_replies(case)
+    return [
+        ((a, b), chi_square(counts(runs.replies, a, b), window_distribution(exact, a, b)))
+        for a, b in windows(case.length)
+    ]
+
+
+def _describe(found: list[tuple[tuple[int, int], Fit]]) -> str:
+    return "; ".join(
+        f"tokens {a + 1}-{b}: X²={f.statistic:.1f} dof={f.dof} p={f.p_value:.2e}"
+        + (f" impossible={f.impossible}" if f.impossible else "")
+        for (a, b), f in found
+    )
+
+
+# -- the oracle itself -----------------------------------------------------------------------
+
+
+def test_the_sampling_transform_matches_a_hand_worked_case() -> None:
+    # logits 2.0, 1.0, 0.5, -0.3, -1.0, 0.1; ids 0 and 3 were seen, penalty 1.25:
+    # id 0: 2.0 / 1.25 = 1.6 and id 3: -0.3 * 1.25 = -0.375.
+    logits = np.array([2.0, 1.0, 0.5, -0.3, -1.0, 0.1], dtype=np.float32)
+    config = SamplingConfig(temperature=0.5, top_k=4, top_p=0.9, min_p=0.2, repeat_penalty=1.25)
+    # top-k 4 keeps ids 0, 1, 2, 5 (1.6, 1.0, 0.5, 0.1). Their softmax at temperature 1:
+    z = np.array([1.6, 1.0, 0.5, 0.1])
+    soft = np.exp(z) / np.exp(z).sum()  # 0.4751, 0.2607, 0.1581, 0.1060 (rounded)
+    # top-p 0.9: the first three hold 0.8940 < 0.9, so id 5 is needed to reach it. min-p 0.2
+    # cuts at 0.2 * 0.4751 = 0.0950 <= 0.1060: id 5 stays. Temperature 0.5 over the four.
+    assert soft[:3].sum() < 0.9 <= soft.sum() and soft[3] >= 0.2 * soft[0]
+    scaled = np.exp(z / 0.5)
+    expected = np.zeros(6)
+    expected[[0, 1, 2, 5]] = scaled / scaled.sum()
+    got = distribution(logits, [0, 3], config)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    # With min-p 0.25 the cut 0.1188 drops id 5 (0.1060); ids 0, 1 and 2 remain.
+    tighter = distribution(logits, [0, 3], replace(config, min_p=0.25))
+    assert np.flatnonzero(tighter).tolist() == [0, 1, 2]
+
+
+def test_the_enumeration_is_the_product_of_plain_sampling_steps() -> None:
+    sampling = SamplingConfig(temperature=0.8, top_k=4, repeat_penalty=1.3)
+    exact = reply_distribution(TARGET, PROMPT, sampling, 3, frozenset([EOS]))
+    assert sum(exact.values()) == pytest.approx(1.0, abs=1e-12)
+    reply = max(exact, key=lambda r: exact[r] if len(r) == 3 else 0.0)
+    history = list(PROMPT)
+    mass = 1.0
+    for token in reply:
+        mass *= distribution(TARGET(history), history, sampling)[token]
+        history.append(token)
+    assert exact[reply] == pytest.approx(mass, rel=1e-12)
+    # An end token ends the reply: every reply holding one holds it last.
+    assert all(EOS not in r[:-1] for r in exact)
+    assert any(r[-1] == EOS for r in exact)
+
+
+def test_the_chi_square_test_keeps_its_false_alarm_rate_on_exact_draws() -> None:
+    # Draw straight from an exact window distribution: a 5 % test should reject about 5 %.
+    exact = window_distribution(exact_replies(CASE["sampled-g6"]), 0, 3)
+    keys = list(exact)
+    probs = np.array([exact[k] for k in keys])
+    rng = np.random.default_rng(7)
+    trials = 400
+    rejected = 0
+    for _ in range(trials):
+        draws = rng.multinomial(1500, probs / probs.sum())
+        observed = {k: int(c) for k, c in zip(keys, draws, strict=True) if c}
+        rejected += chi_square(Counter(observed), exact).p_value < 0.05
+    # Binomial(400, 0.05): mean 20, sd 4.4; outside 5..40 is a miscalibrated test.
+    assert 5 <= rejected <= 40
+
+
+# -- the correct engine ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_the_engine_samples_exactly_like_plain_decoding(case: Case) -> None:
+    runs = run_engine(case)
+    found = fits(case, runs)
+    assert all(f.p_value >= ALPHA for _, f in found), _describe(found)
+    # The configuration exercised what it claims: rejections, and full drafts of γ (or of
+    # what lookup found) that ended on a bonus token.
+    drafted = [r for r in runs.rounds if r.drafted]
+    assert any(r.accepted < r.drafted for r in drafted)
+    assert any(r.accepted == r.drafted and r.emitted == r.drafted + 1 for r in drafted)
+    if case.p_min:
+        assert any(0 < r.drafted < r.gamma for r in drafted)  # the draft stopped, unsure
+    elif case.drafter != "lookup":
+        assert any(r.drafted == case.gamma for r in drafted)
+
+
+# -- mutants: each must fail ------------------------------------------------------------------
+
+Mutant = Callable[[pytest.MonkeyPatch], None]
+
+
+def _softmax(row: FloatArray) -> FloatArray:
+    shifted = np.exp(row.astype(np.float64) - float(row.max()))
+    out: FloatArray = shifted / shifted.sum()
+    return out
+
+
+def _rewrite_q(make_q: Callable[[np.ndarray, list[int], SamplingConfig], FloatArray]) -> Mutant:
+    """The draft samples from the right q but reports another one to the acceptance test."""
+
+    def apply(monkeypatch: pytest.MonkeyPatch) -> None:
+        real = ModelDrafter.propose
+
+        def propose(  # noqa: PLR0917 - ModelDrafter.propose's own signature
+            self: ModelDrafter,
+            history: Sequence[int],
+            max_tokens: int,
+            sampling: SamplingConfig,
+            rng: np.random.Generator,
+            p_min: float,
+        ) -> Draft:
+            draft = real(self, history, max_tokens, sampling, rng, p_min)
+            probs: list[FloatArray | None] = []
+            for i, q in enumerate(draft.probs):
+                sequence = [*history, *draft.tokens[:i]]
+                row = self.model.feed(sequence, 1)[0]
+                probs.append(None if q is None else make_q(row, sequence, sampling))
+            return replace(draft, probs=probs)
+
+        monkeypatch.setattr(ModelDrafter, "propose", propose)
+
+    return apply
+
+
+q_from_unprocessed_logits = _rewrite_q(lambda row, _seq, _sampling: _softmax(row))
+q_without_temperature = _rewrite_q(
+    lambda row, seq, sampling: distribution(row, seq, replace(sampling, temperature=1.0))
+)
+
+
+def stale_penalty_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    """p at every draft position is penalised by the history as the round began."""
+    real_verify = SpeculativeEngine._verify
+    round_start = [0]
+
+    def verify(self: SpeculativeEngine, tokens: list[int], *rest: object) -> object:
+        round_start[0] = len(tokens)
+        return real_verify(self, tokens, *rest)  # type: ignore[arg-type]
+
+    def stale(logits: np.ndarray, history: Sequence[int], config: SamplingConfig) -> FloatArray:
+        return distribution(logits, history[: round_start[0]], config)
+
+    monkeypatch.setattr(SpeculativeEngine, "_verify", verify)
+    monkeypatch.setattr(loop, "distribution", stale)
+
+
+def bonus_from_wrong_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bonus token is drawn from the last draft position's row, not the row after it."""
+    real_verify = SpeculativeEngine._verify
+
+    def verify(
+        self: SpeculativeEngine, tokens: list[int], draft: Draft, rows: np.ndarray, *rest: object
+    ) -> object:
+        if len(rows) > 1:
+            rows = rows.copy()
+            rows[-1] = rows[-2]
+        return real_verify(self, tokens, draft, rows, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SpeculativeEngine, "_verify", verify)
+
+
+def accept_with_q_over_p(monkeypatch: pytest.MonkeyPatch) -> None:
+    def probability(p: FloatArray, q: FloatArray | None, x: int) -> float:
+        qx = 1.0 if q is None else float(q[x])
+        return 1.0 if p[x] <= 0.0 else min(1.0, qx / float(p[x]))
+
+    monkeypatch.setattr(acceptance, "acceptance_probability", probability)
+
+
+def residual_from_p(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(acceptance, "residual", lambda p, _q, _x: p)
+
+
+MUTANTS: list[tuple[str, Mutant, str]] = [
+    ("q from unprocessed draft logits", q_from_unprocessed_logits, "sampled-g4"),
+    ("q without temperature", q_without_temperature, "sampled-g6"),
+    ("stale penalty history", stale_penalty_history, "sampled-g3"),
+    ("bonus from the wrong row", bonus_from_wrong_row, "sampled-g1"),
+    ("bonus from the wrong row", bonus_from_wrong_row, "lookup-g3"),
+    ("min(1, q/p)", accept_with_q_over_p, "sampled-g2"),
+    ("min(1, q/p)", accept_with_q_over_p, "lookup-g3"),
+    ("residual from p", residual_from_p, "sampled-g2"),
+    ("residual from p", residual_from_p, "greedy-g2"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "mutant", "case_name"), MUTANTS, ids=[f"{m[0]} @ {m[2]}" for m in MUTANTS]
+)
+def test_the_harness_rejects_each_mutant(
+    name: str, mutant: Mutant, case_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = CASE[case_name]
+    mutant(monkeypatch)
+    found = fits(case, run_engine(case))
+    assert min(f.p_value for _, f in found) < ALPHA, f"{name} passed: {_describe(found)}"
