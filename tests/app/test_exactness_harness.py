@@ -22,6 +22,7 @@ every one must be rejected at the same per-window threshold. The real-model test
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -80,6 +81,7 @@ class Case:
     sampling: SamplingConfig
     length: int  # max_tokens; γ + 1 lets the first round end on a bonus token
     p_min: float = 0.0
+    adaptive: bool = False  # γ auto: the draft length changes between rounds, pauses too
     runs: int = 1500
 
 
@@ -116,8 +118,20 @@ CASES = [
     Case("greedy-g2", "greedy", 2, _s(temperature=0.8, top_k=4, repeat_penalty=1.3), 3),
     Case("greedy-g4-pmin", "greedy", 4, _s(temperature=1.2, top_p=0.8), 5, p_min=0.4),
     Case("greedy-g6", "greedy", 6, _s(temperature=0.6, top_k=3, min_p=0.1), 7),
-    Case("lookup-g3", "lookup", 3, _s(temperature=0.7, top_k=4, repeat_penalty=1.1), 4),
+    # No truncation: every reply stays possible, so only the counts can tell a bug apart.
+    Case(
+        "sampled-g2-full", "sampled", 2, _s(temperature=0.8, repeat_penalty=1.8, repeat_last_n=3), 3
+    ),
+    Case("lookup-g3", "lookup", 3, _s(temperature=0.7, repeat_penalty=1.1), 4),
     Case("lookup-g6", "lookup", 6, _s(temperature=0.5, top_k=3), 7),
+    Case(
+        "sampled-auto",
+        "sampled",
+        4,
+        _s(temperature=1.3, top_k=5, min_p=0.05, repeat_penalty=1.2),
+        7,
+        adaptive=True,
+    ),
 ]
 CASE = {case.name: case for case in CASES}
 N_WINDOWS = sum(len(windows(case.length)) for case in CASES)
@@ -151,10 +165,10 @@ class GreedyProposals:
         self.inner.close()
 
 
-def make_drafter(kind: DrafterKind) -> Drafter:
+def make_drafter(kind: DrafterKind, clock: Callable[[], float]) -> Drafter:
     if kind == "lookup":
-        return PromptLookupDrafter()
-    model = ModelDrafter(FakeLlama(DRAFT, N_VOCAB, name="draft.gguf"), N_VOCAB)
+        return PromptLookupDrafter(clock=clock)
+    model = ModelDrafter(FakeLlama(DRAFT, N_VOCAB, name="draft.gguf"), N_VOCAB, clock=clock)
     return model if kind == "sampled" else GreedyProposals(model)
 
 
@@ -166,8 +180,19 @@ class Runs:
 
 def run_engine(case: Case) -> Runs:
     target = FakeLlama(TARGET, N_VOCAB, eog=[EOS], name="target.gguf")
-    engine = SpeculativeEngine(target, make_drafter(case.drafter))
-    config = GenerationConfig(max_tokens=case.length, gamma=case.gamma, p_min=case.p_min)
+    # A clock that ticks a millisecond per reading keeps γ auto's choices reproducible.
+    ticks = itertools.count()
+
+    def clock() -> float:
+        return next(ticks) * 1e-3
+
+    engine = SpeculativeEngine(target, make_drafter(case.drafter, clock), clock=clock)
+    config = GenerationConfig(
+        max_tokens=case.length,
+        gamma=case.gamma,
+        adaptive=case.adaptive,
+        p_min=case.p_min,
+    )
     # The engine measures one plain step before it speculates; a warm-up reply pays for it, so
     # every counted reply drafts from its first round.
     _generate(engine, replace(config, sampling=replace(case.sampling, seed=10**6)))
@@ -282,10 +307,23 @@ def test_the_engine_samples_exactly_like_plain_decoding(case: Case) -> None:
     drafted = [r for r in runs.rounds if r.drafted]
     assert any(r.accepted < r.drafted for r in drafted)
     assert any(r.accepted == r.drafted and r.emitted == r.drafted + 1 for r in drafted)
-    if case.p_min:
+    if case.adaptive:
+        assert len({r.gamma for r in drafted}) >= 2  # γ auto changed the draft length
+    elif case.p_min:
         assert any(0 < r.drafted < r.gamma for r in drafted)  # the draft stopped, unsure
     elif case.drafter != "lookup":
         assert any(r.drafted == case.gamma for r in drafted)
+
+
+@pytest.mark.parametrize("kind", ["sampled", "lookup"])
+@pytest.mark.parametrize("gamma", range(1, 7))
+def test_greedy_speculation_gives_the_plain_greedy_reply(kind: DrafterKind, gamma: int) -> None:
+    sampling = SamplingConfig(temperature=0.0, repeat_penalty=1.3, repeat_last_n=6)
+    case = Case(f"greedy-target-{kind}-g{gamma}", kind, gamma, sampling, 12, runs=3)
+    (plain,) = exact_replies(case)
+    runs = run_engine(case)
+    assert runs.replies == [plain] * case.runs
+    assert any(r.accepted for r in runs.rounds)
 
 
 # -- mutants: each must fail ------------------------------------------------------------------
@@ -379,9 +417,10 @@ MUTANTS: list[tuple[str, Mutant, str]] = [
     ("q from unprocessed draft logits", q_from_unprocessed_logits, "sampled-g4"),
     ("q without temperature", q_without_temperature, "sampled-g6"),
     ("stale penalty history", stale_penalty_history, "sampled-g3"),
-    ("bonus from the wrong row", bonus_from_wrong_row, "sampled-g1"),
+    ("stale penalty history", stale_penalty_history, "sampled-g2-full"),
+    ("bonus from the wrong row", bonus_from_wrong_row, "sampled-g2-full"),
     ("bonus from the wrong row", bonus_from_wrong_row, "lookup-g3"),
-    ("min(1, q/p)", accept_with_q_over_p, "sampled-g2"),
+    ("min(1, q/p)", accept_with_q_over_p, "sampled-g2-full"),
     ("min(1, q/p)", accept_with_q_over_p, "lookup-g3"),
     ("residual from p", residual_from_p, "sampled-g2"),
     ("residual from p", residual_from_p, "greedy-g2"),
