@@ -4,16 +4,16 @@
 real sampling transform and acceptance rule, over deterministic fake models
 (tests/helpers/fake_llama.py) whose logits are toy functions of the history, so the exact
 distribution of plain sampling's replies can be enumerated (tests/helpers/plain_oracle.py).
-Each configuration below runs the engine `runs` times with seeds 0..runs-1 and compares the
+Each configuration below runs the engine `runs` times, with seeds of its own, and compares the
 replies' joint distribution over runs of three positions (the first three tokens, and further
 windows up to the bonus token after a full draft of γ) with the exact one, by Pearson's
 chi-square test.
 
 False-alarm rate: the correct engine is declared inexact when any window of any configuration
-has p < ALPHA_FAMILY / (number of windows), Bonferroni; so the chance that a correct engine
-fails this file is at most ALPHA_FAMILY = 1e-3 (nominal: the chi-square law is asymptotic, which
-is why cells expecting fewer than 10 draws are pooled). The seeds are fixed, so the outcome is
-reproducible; the rate is over the choice of seeds.
+(CASES, and VALID_VARIANTS of the draft) has p < ALPHA_FAMILY / (number of windows), Bonferroni;
+so the chance that a correct engine fails this file is at most ALPHA_FAMILY = 1e-3 (nominal: the
+chi-square law is asymptotic, which is why cells expecting fewer than 10 draws are pooled). The
+seeds are fixed, so the outcome is reproducible; the rate is over the choice of seeds.
 
 Power: MUTANTS lists plausible bugs, each applied by monkeypatching the engine's own functions;
 every one must be rejected at the same per-window threshold. The real-model tests
@@ -22,28 +22,31 @@ every one must be rejected at the same per-window threshold. The real-model test
 
 from __future__ import annotations
 
-import itertools
-import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from app.engine import acceptance, loop
-from app.engine.config import GenerationConfig, SamplingConfig
-from app.engine.drafters import Draft, Drafter, ModelDrafter, PromptLookupDrafter
-from app.engine.events import FinishEvent, RoundRecord
+from app.engine import acceptance, drafters, loop
+from app.engine.config import SamplingConfig
+from app.engine.drafters import Draft, ModelDrafter
 from app.engine.loop import SpeculativeEngine
 from app.engine.sampling import FloatArray, distribution
-from tests.helpers.fake_llama import FakeLlama, blend, toy_logits
+from tests.helpers.exact_engine import (
+    EOS,
+    PROMPT,
+    TARGET,
+    Case,
+    DrafterKind,
+    describe,
+    exact_replies,
+    fits,
+    run_engine,
+)
 from tests.helpers.plain_oracle import (
-    Fit,
-    Reply,
     chi_square,
-    counts,
     reply_distribution,
     window_distribution,
     windows,
@@ -51,191 +54,86 @@ from tests.helpers.plain_oracle import (
 
 ALPHA_FAMILY = 1e-3
 
-N_VOCAB = 6
-EOS = 5
-
-
-def _count_up(history: Sequence[int]) -> np.ndarray:
-    # A pull towards last + 1 (mod EOS): the prompt's own pattern, which prompt lookup copies.
-    row = np.zeros(N_VOCAB, dtype=np.float32)
-    row[(history[-1] + 1) % EOS] = 1.0
-    return row
-
-
-# The end token is less likely than the rest, so most replies reach the token budget.
-TARGET = blend(
-    toy_logits(11, N_VOCAB, order=2, scale=1.0, bias=[0.0] * EOS + [-1.0]), _count_up, 2.5
-)
-DRAFT = blend(TARGET, toy_logits(23, N_VOCAB, order=1, scale=1.0), 0.8)
-# Repeats its own n-grams, so prompt lookup finds continuations at every length.
-PROMPT = (0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2)
-
-DrafterKind = Literal["sampled", "greedy", "lookup"]
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    drafter: DrafterKind
-    gamma: int
-    sampling: SamplingConfig
-    length: int  # max_tokens; γ + 1 lets the first round end on a bonus token
-    p_min: float = 0.0
-    adaptive: bool = False  # γ auto: the draft length changes between rounds, pauses too
-    runs: int = 1500
-
-
-def _s(**kwargs: float) -> SamplingConfig:
-    return SamplingConfig(**kwargs)  # type: ignore[arg-type]
-
-
 CASES = [
-    Case("sampled-g1", "sampled", 1, _s(temperature=0.7, top_k=4), 3),
-    Case("sampled-g2", "sampled", 2, _s(temperature=1.4, top_p=0.85, repeat_penalty=1.3), 3),
+    Case("sampled-g1", "sampled", 1, SamplingConfig(temperature=0.7, top_k=4), 3),
+    Case(
+        "sampled-g2",
+        "sampled",
+        2,
+        SamplingConfig(temperature=1.4, top_p=0.85, repeat_penalty=1.3),
+        3,
+    ),
     Case(
         "sampled-g3",
         "sampled",
         3,
-        _s(temperature=0.8, min_p=0.08, repeat_penalty=1.6, repeat_last_n=4),
+        SamplingConfig(temperature=0.8, min_p=0.08, repeat_penalty=1.6, repeat_last_n=4),
         4,
     ),
     Case(
         "sampled-g4",
         "sampled",
         4,
-        _s(temperature=0.6, top_k=4, top_p=0.9, min_p=0.05, repeat_penalty=1.2),
+        SamplingConfig(temperature=0.6, top_k=4, top_p=0.9, min_p=0.05, repeat_penalty=1.2),
         5,
     ),
     Case(
         "sampled-g5-pmin",
         "sampled",
         5,
-        _s(temperature=0.9, top_k=3, repeat_penalty=1.3),
+        SamplingConfig(temperature=0.9, top_k=3, repeat_penalty=1.3),
         6,
         p_min=0.4,
     ),
-    Case("sampled-g6", "sampled", 6, _s(temperature=0.5, top_k=3, repeat_penalty=1.4), 7),
-    Case("greedy-g2", "greedy", 2, _s(temperature=0.8, top_k=4, repeat_penalty=1.3), 3),
-    Case("greedy-g4-pmin", "greedy", 4, _s(temperature=1.2, top_p=0.8), 5, p_min=0.4),
-    Case("greedy-g6", "greedy", 6, _s(temperature=0.6, top_k=3, min_p=0.1), 7),
+    Case(
+        "sampled-g6", "sampled", 6, SamplingConfig(temperature=0.5, top_k=3, repeat_penalty=1.4), 7
+    ),
+    Case("greedy-g2", "greedy", 2, SamplingConfig(temperature=0.8, top_k=4, repeat_penalty=1.3), 3),
+    Case("greedy-g4-pmin", "greedy", 4, SamplingConfig(temperature=1.2, top_p=0.8), 5, p_min=0.4),
+    Case("greedy-g6", "greedy", 6, SamplingConfig(temperature=0.6, top_k=3, min_p=0.1), 7),
     # No truncation: every reply stays possible, so only the counts can tell a bug apart.
     Case(
-        "sampled-g2-full", "sampled", 2, _s(temperature=0.8, repeat_penalty=1.8, repeat_last_n=3), 3
+        "sampled-g2-full",
+        "sampled",
+        2,
+        SamplingConfig(temperature=0.8, repeat_penalty=1.8, repeat_last_n=3),
+        3,
     ),
-    Case("lookup-g3", "lookup", 3, _s(temperature=0.7, repeat_penalty=1.1), 4),
-    Case("lookup-g6", "lookup", 6, _s(temperature=0.5, top_k=3), 7),
+    Case("lookup-g3", "lookup", 3, SamplingConfig(temperature=0.7, repeat_penalty=1.1), 4),
+    Case("lookup-g6", "lookup", 6, SamplingConfig(temperature=0.5, top_k=3), 7),
     Case(
         "sampled-auto",
         "sampled",
         4,
-        _s(temperature=1.3, top_k=5, min_p=0.05, repeat_penalty=1.2),
+        SamplingConfig(temperature=1.3, top_k=5, min_p=0.05, repeat_penalty=1.2),
         7,
         adaptive=True,
     ),
 ]
 CASE = {case.name: case for case in CASES}
-N_WINDOWS = sum(len(windows(case.length)) for case in CASES)
+
+
+# -- a draft may propose from any q it reports truthfully -------------------------------------
+
+Patch = Callable[[pytest.MonkeyPatch], None]
+
+
+def consistent_q_at_temperature_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The draft samples from, and reports, a q that ignores temperature: slower, still exact."""
+
+    def q(logits: np.ndarray, history: Sequence[int], config: SamplingConfig) -> FloatArray:
+        return distribution(logits, history, replace(config, temperature=1.0))
+
+    monkeypatch.setattr(drafters, "distribution", q)
+
+
+VALID_VARIANTS: list[tuple[str, Patch, str]] = [
+    ("consistent q at temperature 1", consistent_q_at_temperature_one, "sampled-g6"),
+]
+N_WINDOWS = sum(len(windows(c.length)) for c in CASES) + sum(
+    len(windows(CASE[name].length)) for _, _, name in VALID_VARIANTS
+)
 ALPHA = ALPHA_FAMILY / N_WINDOWS  # per window, for the correct engine and the mutants alike
-
-
-class GreedyProposals:
-    """The real ModelDrafter proposing its argmax, a point-mass q, while the target samples."""
-
-    mode = ModelDrafter.mode
-
-    def __init__(self, inner: ModelDrafter) -> None:
-        self.inner = inner
-        self.label = inner.label
-
-    def propose(
-        self,
-        history: Sequence[int],
-        max_tokens: int,
-        sampling: SamplingConfig,
-        rng: np.random.Generator,
-        p_min: float,
-    ) -> Draft:
-        greedy = replace(sampling, temperature=0.0)
-        return self.inner.propose(history, max_tokens, greedy, rng, p_min)
-
-    def prefill(self, history: Sequence[int]) -> None:
-        self.inner.prefill(history)
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-def make_drafter(kind: DrafterKind, clock: Callable[[], float]) -> Drafter:
-    if kind == "lookup":
-        return PromptLookupDrafter(clock=clock)
-    model = ModelDrafter(FakeLlama(DRAFT, N_VOCAB, name="draft.gguf"), N_VOCAB, clock=clock)
-    return model if kind == "sampled" else GreedyProposals(model)
-
-
-@dataclass
-class Runs:
-    replies: list[Reply]
-    rounds: list[RoundRecord]
-
-
-def run_engine(case: Case) -> Runs:
-    target = FakeLlama(TARGET, N_VOCAB, eog=[EOS], name="target.gguf")
-    # A clock that ticks a millisecond per reading keeps γ auto's choices reproducible.
-    ticks = itertools.count()
-
-    def clock() -> float:
-        return next(ticks) * 1e-3
-
-    engine = SpeculativeEngine(target, make_drafter(case.drafter, clock), clock=clock)
-    config = GenerationConfig(
-        max_tokens=case.length,
-        gamma=case.gamma,
-        adaptive=case.adaptive,
-        p_min=case.p_min,
-    )
-    # The engine measures one plain step before it speculates; a warm-up reply pays for it, so
-    # every counted reply drafts from its first round.
-    _generate(engine, replace(config, sampling=replace(case.sampling, seed=10**6)))
-    out = Runs([], [])
-    # Each case draws its own seeds, so that the cases are independent evidence.
-    first = zlib.crc32(case.name.encode()) % 1_000_000 * 1_000
-    for seed in range(first, first + case.runs):
-        sampling = replace(case.sampling, seed=seed)
-        reply, rounds = _generate(engine, replace(config, sampling=sampling))
-        out.replies.append(reply)
-        out.rounds.extend(rounds)
-    return out
-
-
-def _generate(
-    engine: SpeculativeEngine, config: GenerationConfig
-) -> tuple[Reply, list[RoundRecord]]:
-    events = list(engine.generate(PROMPT, config))
-    finish = events[-1]
-    assert isinstance(finish, FinishEvent)
-    result = finish.result
-    stop = (EOS,) if result.finish_reason == "stop" else ()
-    return tuple(result.token_ids) + stop, list(result.rounds)
-
-
-def exact_replies(case: Case) -> dict[Reply, float]:
-    return reply_distribution(TARGET, PROMPT, case.sampling, case.length, frozenset([EOS]))
-
-
-def fits(case: Case, runs: Runs) -> list[tuple[tuple[int, int], Fit]]:
-    exact = exact_replies(case)
-    return [
-        ((a, b), chi_square(counts(runs.replies, a, b), window_distribution(exact, a, b)))
-        for a, b in windows(case.length)
-    ]
-
-
-def _describe(found: list[tuple[tuple[int, int], Fit]]) -> str:
-    return "; ".join(
-        f"tokens {a + 1}-{b}: X²={f.statistic:.1f} dof={f.dof} p={f.p_value:.2e}"
-        + (f" impossible={f.impossible}" if f.impossible else "")
-        for (a, b), f in found
-    )
 
 
 # -- the oracle itself -----------------------------------------------------------------------
@@ -301,7 +199,7 @@ def test_the_chi_square_test_keeps_its_false_alarm_rate_on_exact_draws() -> None
 def test_the_engine_samples_exactly_like_plain_decoding(case: Case) -> None:
     runs = run_engine(case)
     found = fits(case, runs)
-    assert all(f.p_value >= ALPHA for _, f in found), _describe(found)
+    assert all(f.p_value >= ALPHA for _, f in found), describe(found)
     # The configuration exercised what it claims: rejections, and full drafts of γ (or of
     # what lookup found) that ended on a bonus token.
     drafted = [r for r in runs.rounds if r.drafted]
@@ -326,9 +224,21 @@ def test_greedy_speculation_gives_the_plain_greedy_reply(kind: DrafterKind, gamm
     assert any(r.accepted for r in runs.rounds)
 
 
-# -- mutants: each must fail ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "variant", "case_name"), VALID_VARIANTS, ids=[v[0] for v in VALID_VARIANTS]
+)
+def test_the_harness_accepts_a_valid_variant_of_the_draft(
+    name: str, variant: Patch, case_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = CASE[case_name]
+    variant(monkeypatch)
+    runs = run_engine(case)
+    found = fits(case, runs)
+    assert all(f.p_value >= ALPHA for _, f in found), f"{name}: {describe(found)}"
+    assert any(r.accepted < r.drafted for r in runs.rounds)
 
-Mutant = Callable[[pytest.MonkeyPatch], None]
+
+# -- mutants: each must fail ------------------------------------------------------------------
 
 
 def _softmax(row: FloatArray) -> FloatArray:
@@ -337,7 +247,7 @@ def _softmax(row: FloatArray) -> FloatArray:
     return out
 
 
-def _rewrite_q(make_q: Callable[[np.ndarray, list[int], SamplingConfig], FloatArray]) -> Mutant:
+def _rewrite_q(make_q: Callable[[np.ndarray, list[int], SamplingConfig], FloatArray]) -> Patch:
     """The draft samples from the right q but reports another one to the acceptance test."""
 
     def apply(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -413,7 +323,7 @@ def residual_from_p(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(acceptance, "residual", lambda p, _q, _x: p)
 
 
-MUTANTS: list[tuple[str, Mutant, str]] = [
+MUTANTS: list[tuple[str, Patch, str]] = [
     ("q from unprocessed draft logits", q_from_unprocessed_logits, "sampled-g4"),
     ("q without temperature", q_without_temperature, "sampled-g6"),
     ("stale penalty history", stale_penalty_history, "sampled-g3"),
@@ -431,9 +341,9 @@ MUTANTS: list[tuple[str, Mutant, str]] = [
     ("name", "mutant", "case_name"), MUTANTS, ids=[f"{m[0]} @ {m[2]}" for m in MUTANTS]
 )
 def test_the_harness_rejects_each_mutant(
-    name: str, mutant: Mutant, case_name: str, monkeypatch: pytest.MonkeyPatch
+    name: str, mutant: Patch, case_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     case = CASE[case_name]
     mutant(monkeypatch)
     found = fits(case, run_engine(case))
-    assert min(f.p_value for _, f in found) < ALPHA, f"{name} passed: {_describe(found)}"
+    assert min(f.p_value for _, f in found) < ALPHA, f"{name} passed: {describe(found)}"
