@@ -341,6 +341,8 @@ class LlamaModel:
         Logits come only from the last batch, so it must hold every row asked for; in uniform
         mode it must also never be a single token.
         """
+        if last_at_least > self.n_batch:
+            raise ValueError(f"cannot return more rows than one batch holds ({self.n_batch})")
         sizes: list[int] = []
         rest = n_pending
         while rest > 0:
