@@ -57,8 +57,12 @@ class ModelConfig:
     n_batch: int = 512
 
     def validate(self) -> None:
-        if self.n_ctx < 16:
-            raise InvalidSettingError(f"context size must be at least 16 tokens, got {self.n_ctx}")
+        # llama.cpp caps its batch at the n_ctx asked for, and a verification pass needs γ + 1
+        # rows in one batch.
+        if self.n_ctx < MAX_GAMMA + 1:
+            raise InvalidSettingError(
+                f"context size must be at least {MAX_GAMMA + 1} tokens, got {self.n_ctx}"
+            )
         if self.n_gpu_layers < -1:
             raise InvalidSettingError(
                 f"GPU layers must be -1 (all), 0 (none) or a count, got {self.n_gpu_layers}"

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from app.engine.config import SamplingConfig
 from app.engine.sampling import FloatArray, distribution, penalized_logits, sample, top_probability
-from app.llama.model import LlamaModel
+from app.llama.handle import ModelHandle
 from app.metrics.rounds import DraftMode
 
 
@@ -56,7 +56,7 @@ class ModelDrafter:
 
     def __init__(
         self,
-        model: LlamaModel,
+        model: ModelHandle,
         target_n_vocab: int,
         *,
         label: str | None = None,

@@ -25,7 +25,7 @@ from app.engine.events import Event, FinishEvent, NoticeEvent, RoundEvent, Token
 from app.engine.result import FinishReason, GenerationResult
 from app.engine.sampling import distribution, greedy_token, sample
 from app.errors import ContextOverflowError, InvalidSettingError
-from app.llama.model import LlamaModel
+from app.llama.handle import ModelHandle
 from app.metrics.rounds import DraftMode, RoundRecord
 from app.metrics.summary import summarize
 
@@ -43,7 +43,7 @@ class SpeculativeEngine:
 
     def __init__(
         self,
-        target: LlamaModel,
+        target: ModelHandle,
         drafter: Drafter | None = None,
         *,
         clock: Clock = time.perf_counter,

@@ -178,7 +178,9 @@ class LlamaModel:
         self.vocab = llama_cpp.llama_model_get_vocab(self._model)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
         self.n_ctx = int(llama_cpp.llama_n_ctx(self._ctx))
-        self.n_batch = config.n_batch
+        # llama.cpp rounds n_ctx up (to a multiple of 256) but caps the batch at the n_ctx asked
+        # for; a decode larger than its batch aborts the process, so chunk by what it set.
+        self.n_batch = int(llama_cpp.llama_n_batch(self._ctx))
         self._eog_ids = frozenset(
             t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self.vocab, t)
         )
@@ -345,6 +347,8 @@ class LlamaModel:
         Logits come only from the last batch, so it must hold every row asked for; in uniform
         mode it must also never be a single token.
         """
+        if last_at_least > self.n_batch:
+            raise ValueError(f"cannot return more rows than one batch holds ({self.n_batch})")
         sizes: list[int] = []
         rest = n_pending
         while rest > 0:
