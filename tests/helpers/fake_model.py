@@ -1,8 +1,8 @@
-"""A deterministic stand-in for LlamaModel, so the window's state machine runs in seconds.
+"""A stand-in for LlamaModel with words and a chat template, so the window runs in seconds.
 
-It keeps `LlamaModel`'s contract (feed returns the logits of the last n_logits rows of exactly
-`history`; tokenize, token texts, the chat template, facts, close), with a small word
-vocabulary and a next-token rule that is a pure function of the previous token and its
+It is the exactness harness's FakeLlama (tests/helpers/fake_llama.py: the same `feed`
+contract) given a small word vocabulary, a tokenizer, a chat template, facts and load
+behaviour, with a next-token rule that is a pure function of the previous token and its
 position. The real Runtime, engine, drafters, sampling and acceptance run on top of it, so
 replies have real rounds and stats. A draft made with `disagree_every=k` proposes a wrong token
 at every k-th position, so acceptance is known in advance.
@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 
 from app.engine.config import ModelConfig
-from app.errors import Cancelled, ContextOverflowError, ModelLoadError
+from app.errors import Cancelled, ModelLoadError
 from app.llama.model import LoadProgress, ModelFacts
+from tests.helpers.fake_llama import FakeLlama, LogitFn, Logits
 
 SPECIALS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
 EOS = 2
@@ -87,9 +87,27 @@ def next_word(previous: int, position: int) -> int:
     return FIRST_WORD + (previous * 31 + position * 7) % N_WORDS
 
 
-class FakeModel:
-    """Duck-types LlamaModel for the engine. `step_s` is slept per pass, so a reply lasts long
-    enough for a test to stop or toggle it mid-way; a path containing "broken" fails to load."""
+def word_logits(disagree_every: int = 0) -> LogitFn:
+    """Logits peaked on next_word; with disagree_every=k, wrong at every k-th position."""
+
+    def logits(history: Sequence[int]) -> Logits:
+        position = len(history) - 1
+        choice = next_word(history[-1], position)
+        if disagree_every and position % disagree_every == disagree_every - 1:
+            choice = FIRST_WORD + (choice - FIRST_WORD + 1) % N_WORDS
+        row = np.full(len(VOCAB), -10.0, dtype=np.float32)
+        row[choice] = 10.0
+        # A runner-up, so sampling at a temperature has somewhere else to go.
+        row[FIRST_WORD + (choice - FIRST_WORD + 3) % N_WORDS] = 9.5
+        return row
+
+    return logits
+
+
+class FakeModel(FakeLlama):
+    """Opens like LlamaModel(config, progress=...). `step_s` is slept per pass, so a reply
+    lasts long enough for a test to stop or toggle it mid-way; a file named "broken…" fails to
+    load."""
 
     def __init__(
         self,
@@ -105,17 +123,16 @@ class FakeModel:
         for fraction in (0.5, 1.0):
             if progress is not None and not progress(fraction):
                 raise Cancelled("model loading cancelled")
+        super().__init__(
+            word_logits(disagree_every),
+            len(VOCAB),
+            eog=(EOS, 4),
+            n_ctx=config.n_ctx,
+            name=config.path,
+        )
         self.config = config
-        self.path = Path(config.path)
-        self.tokens: list[int] = []
-        self.uniform_batches = False
-        self.n_vocab = len(VOCAB)
-        self.n_ctx = config.n_ctx
         self.n_batch = config.n_batch
         self.step_s = step_s
-        self.disagree_every = disagree_every
-        self.passes: list[int] = []  # rows decoded per pass, for tests that count work
-        self._closed = False
 
     @staticmethod
     def factory(
@@ -133,6 +150,10 @@ class FakeModel:
             )
 
         return open_model
+
+    def feed(self, history: Sequence[int], n_logits: int) -> Logits:
+        time.sleep(self.step_s)
+        return super().feed(history, n_logits)
 
     def meta(self, key: str) -> str | None:
         return CHATML if key == "tokenizer.chat_template" else None
@@ -176,12 +197,6 @@ class FakeModel:
             return b""
         return VOCAB[token].encode()
 
-    def detokenize(self, tokens: Sequence[int], *, special: bool = False) -> str:
-        return b"".join(self.token_bytes(t, special=special) for t in tokens).decode()
-
-    def is_eog(self, token: int) -> bool:
-        return token in (EOS, 4)
-
     def token_text(self, token: int) -> str:
         return VOCAB[token]
 
@@ -190,46 +205,8 @@ class FakeModel:
         return 1
 
     @property
-    def eos_id(self) -> int:
-        return EOS
-
-    @property
     def add_bos(self) -> bool:
         return True
 
-    def feed(self, history: Sequence[int], n_logits: int) -> npt.NDArray[np.float32]:
-        if self._closed:
-            raise RuntimeError("feed on a closed model")
-        if len(history) > self.n_ctx:
-            raise ContextOverflowError(len(history), self.n_ctx)
-        keep = 0
-        while keep < min(len(self.tokens), len(history)) and self.tokens[keep] == history[keep]:
-            keep += 1
-        self.passes.append(max(len(history) - keep, n_logits))
-        self.tokens = list(history)
-        time.sleep(self.step_s)
-        logits = np.full((n_logits, self.n_vocab), -10.0, dtype=np.float32)
-        first = len(history) - n_logits
-        for row in range(n_logits):
-            position = first + row
-            choice = next_word(history[position], position)
-            if self.disagree_every and position % self.disagree_every == self.disagree_every - 1:
-                choice = FIRST_WORD + (choice - FIRST_WORD + 1) % N_WORDS
-            logits[row, choice] = 10.0
-            # A runner-up, so sampling at a temperature has somewhere else to go.
-            logits[row, FIRST_WORD + (choice - FIRST_WORD + 3) % N_WORDS] = 9.5
-        return logits
-
     def truncate(self, n_keep: int) -> None:
         del self.tokens[n_keep:]
-
-    def reset(self) -> None:
-        self.tokens.clear()
-
-    def close(self) -> None:
-        self._closed = True
-        self.tokens = []
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
