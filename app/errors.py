@@ -50,3 +50,27 @@ class DownloadError(SpecChatError):
 
 class Cancelled(SpecChatError):  # noqa: N818 - reads as an outcome, like asyncio.CancelledError
     """The user stopped a long operation; not shown as an error."""
+
+
+class RpcError(SpecChatError):
+    """A remote worker (llama.cpp's RPC backend) could not be used."""
+
+
+class RpcUnavailableError(RpcError):
+    """The installed llama.cpp was built without the RPC backend."""
+
+
+class RpcConnectError(RpcError):
+    """A worker is unreachable, did not complete the handshake, or speaks another version."""
+
+    def __init__(self, endpoint: str, reason: str) -> None:
+        super().__init__(f"RPC worker {endpoint}: {reason}")
+        self.endpoint = endpoint
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[RpcConnectError], tuple[str, str]]:
+        return (type(self), (self.endpoint, self.reason))
+
+
+class RpcWorkerLostError(RpcError):
+    """The process running a worker-backed model died or a worker stopped answering mid-way."""
