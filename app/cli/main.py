@@ -269,7 +269,8 @@ def run_generate(args: argparse.Namespace) -> int:
         assert result is not None
         if args.json:
             out = result.to_json()
-            out["devices"] = placement_json(facts)
+            if uses_rpc(args):
+                out["devices"] = placement_json(facts)
             print(json.dumps(out, ensure_ascii=False))
         else:
             sys.stdout.write("\n")
