@@ -26,6 +26,7 @@ from app.bench.run import (
     save_plot,
     to_csv,
 )
+from app.cli.contained import run_contained
 from app.cli.main import (
     DEMO,
     add_model_arguments,
@@ -33,6 +34,7 @@ from app.cli.main import (
     generation_from_args,
     resolve_model_path,
 )
+from app.cli.rpc_options import add_rpc_arguments, draft_endpoints, target_endpoints, uses_rpc
 from app.engine.config import MAX_GAMMA, ModelConfig
 from app.engine.runtime import NGRAM
 from app.errors import InvalidSettingError
@@ -97,6 +99,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--no-warmup", action="store_true", help="skip the untimed warm-up run of each model"
     )
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_rpc_arguments(bench)
     bench.set_defaults(handler=run_bench)
 
 
@@ -135,6 +138,13 @@ def _progress(done: int, total: int, message: str) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    if uses_rpc(args):
+        # llama.cpp aborts its process when a worker fails; keep that away from this one.
+        return run_contained(measure_and_report, args)
+    return measure_and_report(args)
+
+
+def measure_and_report(args: argparse.Namespace) -> int:
     base = generation_from_args(args, AUTO)  # γ auto starts where `generate --gamma auto` does
     base.validate()
     if args.repeat < 1:
@@ -148,12 +158,14 @@ def run_bench(args: argparse.Namespace) -> int:
         n_ctx=args.n_ctx,
         n_gpu_layers=args.n_gpu_layers,
         n_threads=args.threads,
+        rpc_servers=target_endpoints(args),
     )
     draft_template = ModelConfig(
         target.path,
         n_ctx=args.n_ctx,
         n_gpu_layers=args.draft_n_gpu_layers,
         n_threads=args.threads,
+        rpc_servers=draft_endpoints(args),
     )
     report = run_benchmark(
         target=target,

@@ -38,7 +38,8 @@ HANDSHAKE_TIMEOUT_S = 6.0
 LIVENESS_INTERVAL_S = 5.0
 _POLL_S = 0.25
 _MISMATCH = re.compile(r"RPC server version mismatch: (\S+)")
-_MALFORMED = "crashed or returned malformed response"
+# What llama.cpp prints before aborting when a worker's connection fails or carries garbage.
+WORKER_LOST_MARKER = "crashed or returned malformed response"
 
 
 class IsolatedRuntime:
@@ -112,7 +113,7 @@ class IsolatedRuntime:
                 "answered something that is not llama.cpp's RPC protocol, or closed the "
                 "connection during the handshake (is it a `specchat worker` of the same version?)",
             )
-        if _MALFORMED in log:
+        if WORKER_LOST_MARKER in log:
             return RpcWorkerLostError(
                 f"an RPC worker ({endpoints}) stopped answering; the reply so far is kept. "
                 "Check that the worker is still running, then load the model again"

@@ -180,3 +180,45 @@ def test_cli_keeps_the_partial_reply_when_the_worker_dies(target: ModelConfig) -
     assert err.strip().splitlines()[-1].startswith("error: an RPC worker")
     assert len(first) == 20
     assert (first + rest).strip()
+
+
+@pytest.mark.model
+def test_bench_on_a_worker_that_dies_ends_with_one_error_line(target: ModelConfig) -> None:
+    with running_worker() as worker:
+        proc = _cli(
+            [
+                "bench",
+                "--target",
+                target.path,
+                "--draft",
+                "ngram",
+                "--gamma",
+                "4",
+                "--prompts",
+                "builtin:code",
+                "--max-tokens",
+                "200",
+                "--threads",
+                "1",
+                "--n-ctx",
+                "512",
+                "--no-warmup",
+                "--rpc",
+                worker.endpoint,
+            ]
+        )
+        assert proc.stderr is not None
+        first_progress = proc.stderr.readline()  # runs have started on the worker
+        worker.kill()
+        timer = threading.Timer(GUARD_S, proc.kill)
+        timer.start()
+        try:
+            _, err = proc.communicate()
+        finally:
+            timer.cancel()
+    assert first_progress.startswith("[0/")
+    assert proc.returncode == 1
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("error: an RPC worker")
+    assert not any("ggml" in line for line in lines)  # llama.cpp's abort stays in its log
