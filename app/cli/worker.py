@@ -77,6 +77,7 @@ def run_worker(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InvalidSettingError(f"--cache: cannot create {cache}: {exc.strerror}") from None
     device = args.device or rpc.default_worker_device()
+    rpc.find_device(device)
     threads = args.threads or default_thread_count()
     if not rpc.is_loopback(args.host):
         print(f"warning: listening on {args.host}: {rpc.SECURITY_WARNING}", file=sys.stderr)

@@ -244,6 +244,15 @@ def local_devices() -> list[Device]:
     return [d for d in devices() if not d.remote]
 
 
+def find_device(name: str) -> int:
+    """The handle of a local device by its llama.cpp name (CPU, CUDA0, Vulkan0, ...)."""
+    handle = _ggml().ggml_backend_dev_by_name(name.encode())
+    if not handle:
+        known = ", ".join(d.name for d in local_devices())
+        raise InvalidSettingError(f"no device named {name!r} here (devices: {known})")
+    return int(handle)
+
+
 def start_server(
     endpoint: str, device_names: Sequence[str], n_threads: int, cache_dir: str | None
 ) -> None:
@@ -252,13 +261,7 @@ def start_server(
     Returns (after llama.cpp prints why) only when the port cannot be bound.
     """
     lib = _ggml()
-    handles: list[int] = []
-    for name in device_names:
-        handle = lib.ggml_backend_dev_by_name(name.encode())
-        if not handle:
-            known = ", ".join(d.name for d in local_devices())
-            raise InvalidSettingError(f"no device named {name!r} here (devices: {known})")
-        handles.append(int(handle))
+    handles = [find_device(name) for name in device_names]
     array = (ctypes.c_void_p * len(handles))(*handles)
     lib.ggml_backend_rpc_start_server(
         endpoint.encode(),

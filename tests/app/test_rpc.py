@@ -14,7 +14,7 @@ import pytest
 
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.events import FinishEvent
-from app.engine.isolated import IsolatedRuntime
+from app.engine.isolated import IsolatedRuntime, probe_workers
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
 from app.llama import rpc
@@ -194,3 +194,9 @@ def test_cli_json_lists_the_devices_that_held_each_model(
     target_buffers = [d["buffer"] for d in devices["target"] if d["bytes"] > 0]
     assert f"RPC0[{endpoint}]" in target_buffers
     assert devices["draft"] and all("RPC" not in d["buffer"] for d in devices["draft"])
+
+
+def test_idle_workers_report_their_memory_for_the_memory_panel(workers: list[Worker]) -> None:
+    found = probe_workers([w.endpoint for w in workers])
+    assert [m.endpoint for m in found] == [w.endpoint for w in workers]
+    assert all(m.device.startswith("RPC") and 0 < m.free_bytes <= m.total_bytes for m in found)
