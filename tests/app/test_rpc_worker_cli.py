@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from app.cli.main import main
+from app.llama import rpc
 from tests.helpers.rpc_workers import REPO, free_port
 
 GUARD_S = 60
@@ -69,3 +71,21 @@ def test_a_port_in_use_is_refused_in_words() -> None:
         _, err = proc.communicate(timeout=GUARD_S)
     assert proc.returncode == 1
     assert err.strip() == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["worker"],
+        ["generate", "--target", "any.gguf", "--prompt", "Hi", "--rpc", "127.0.0.1:50052"],
+    ],
+)
+def test_a_build_without_rpc_says_how_to_rebuild_in_one_line(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(rpc, "supports_rpc", lambda: False)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    hint = f"rebuild it with: {rpc.REBUILD_COMMAND}"
+    assert err == f"error: this llama-cpp-python was built without RPC; {hint}\n"
+    assert "-DGGML_RPC=on" in rpc.REBUILD_COMMAND
