@@ -192,6 +192,10 @@ class IsolatedRuntime:
         """Register workers in the child (reachability first, then the RPC handshake)."""
         rpc.require_rpc()
         found: list[rpc.Device] = []
+        if endpoints:
+            # Start the child and load llama.cpp there first: the handshake timeout below
+            # must time the worker, not a slow process start on a busy machine.
+            self._call("ready")
         for endpoint in endpoints:
             if endpoint in self._endpoints:
                 continue

@@ -68,6 +68,7 @@ def serve(conn: Connection, log_path: str, vet_draft: DraftVetter | None) -> Non
 
     runtime = Runtime(vet_draft=vet_draft)
     handlers: dict[str, Callable[..., Any]] = {
+        "ready": rpc.local_devices,  # loads llama.cpp and binds ggml
         "connect": rpc.add_server,
         "load_target": lambda config: runtime.load_target(config, progress),
         "load_draft": lambda config, vetted: runtime.load_draft(config, progress, vetted=vetted),

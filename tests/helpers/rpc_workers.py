@@ -84,14 +84,24 @@ def fake_server(reply: str) -> Iterator[str]:
     stop = threading.Event()
     clients: list[socket.socket] = []
 
+    def exactly(client: socket.socket, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = client.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")  # e.g. a plain reachability probe
+            data += chunk
+        return data
+
     def answer(client: socket.socket) -> None:
         with contextlib.suppress(OSError):
-            head = client.recv(9)  # a request starts with a command byte and a u64 size
+            # A request starts with a command byte and a little-endian u64 payload size.
+            head = exactly(client, 9)
             if reply == "garbage":
                 client.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n" * 4)
-            elif reply == "old-version" and len(head) == 9:
+            elif reply == "old-version":
                 size = struct.unpack("<Q", head[1:9])[0]
-                client.recv(size)
+                exactly(client, size)
                 # hello reply: u64 size, then major, minor, patch, padding, capabilities
                 client.sendall(struct.pack("<Q", 4 + size) + bytes([6, 1, 0, 0]) + bytes(size))
             while not stop.is_set() and client.recv(4096):
