@@ -16,7 +16,7 @@ from typing import NoReturn, cast
 from app.cli.rpc_options import add_rpc_arguments, draft_endpoints, target_endpoints, uses_rpc
 from app.engine.config import MAX_GAMMA, GenerationConfig, ModelConfig, SamplingConfig
 from app.engine.events import FinishEvent, NoticeEvent, TokenEvent
-from app.engine.isolated import IsolatedRuntime
+from app.engine.isolated import AnyRuntime, IsolatedRuntime
 from app.engine.result import GenerationResult
 from app.engine.runtime import NGRAM, Runtime
 from app.errors import InvalidSettingError, RpcWorkerLostError, SpecChatError
@@ -161,9 +161,6 @@ def generation_from_args(args: argparse.Namespace, gamma: int | str) -> Generati
         sampling=sampling_from_args(args),
         exact=args.exact,
     )
-
-
-AnyRuntime = Runtime | IsolatedRuntime
 
 
 def load_runtime(

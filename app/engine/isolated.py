@@ -29,7 +29,7 @@ from app.engine.config import DraftMode, GenerationConfig, ModelConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event
 from app.engine.isolated_child import serve
-from app.engine.runtime import DraftVetter, MemoryUsage
+from app.engine.runtime import DraftVetter, MemoryUsage, Runtime
 from app.errors import Cancelled, RpcConnectError, RpcWorkerLostError, SpecChatError
 from app.llama import rpc
 from app.llama.model import LoadProgress, ModelFacts
@@ -52,6 +52,13 @@ class IsolatedRuntime:
         self._endpoints: list[str] = []
         self._log_path = ""
         self._mode: DraftMode = "plain"
+        self._target: ModelFacts | None = None
+
+    @property
+    def target(self) -> ModelFacts | None:
+        """The loaded target's facts (path, n_ctx, ...), or None: reads as Runtime.target does
+        for callers that check for a target or read its path and context size."""
+        return self._target
 
     # -- child lifetime -------------------------------------------------------------------------
 
@@ -81,6 +88,7 @@ class IsolatedRuntime:
         self._conn, self._proc = None, None
         self._endpoints = []
         self._mode = "plain"
+        self._target = None
         if self._log_path:
             with contextlib.suppress(OSError):
                 os.unlink(self._log_path)
@@ -210,6 +218,7 @@ class IsolatedRuntime:
         self.connect(config.rpc_servers)
         facts: ModelFacts = self._call("load_target", config, progress=progress)
         self._mode = "plain"
+        self._target = facts
         return facts
 
     def load_draft(
@@ -326,3 +335,7 @@ def probe_workers(endpoints: Sequence[str]) -> list[rpc.WorkerMemory]:
         return runtime.worker_memory()
     finally:
         runtime.close()
+
+
+AnyRuntime = Runtime | IsolatedRuntime
+"""What the composition roots hold: a Runtime, or an IsolatedRuntime when models use workers."""

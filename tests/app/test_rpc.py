@@ -84,6 +84,7 @@ def test_plain_greedy_through_one_worker_matches_local_and_runs_there(
     worker = workers[0]
     runtime = _remote_runtime(target, (worker.endpoint,))
     try:
+        assert runtime.target is not None and runtime.target.path == target.path
         before = worker.cpu_seconds()
         result = _generate(runtime, speculative=False)
         worker_cpu = worker.cpu_seconds() - before

@@ -103,6 +103,7 @@ def test_worker_killed_mid_reply_keeps_the_tokens_and_the_runtime_stays_usable(
                         worker.kill()
     assert len(received) >= 3
     assert "stopped answering" in str(caught.value)
+    assert runtime.target is None  # the lost model is not pretended to be loaded
     # The same runtime loads a local model and answers again.
     runtime.load_target(target)
     events = list(runtime.generate(prompt, GenerationConfig(max_tokens=4), speculative=False))
