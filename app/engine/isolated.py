@@ -7,8 +7,9 @@ streamed stay with the caller, and the window or CLI carries on. The child speak
 events and results as Runtime (app/engine/isolated_child.py is the other end of the pipe).
 
 Never a hang: each worker is first reached with a plain TCP connect under a timeout, the RPC
-handshake must finish within HANDSHAKE_TIMEOUT_S, and while a reply is silent the workers'
-ports are probed every LIVENESS_INTERVAL_S so a worker that vanished ends the wait.
+handshake must finish within HANDSHAKE_TIMEOUT_S, and the child switches TCP keepalive on for
+its worker connections (app/llama/rpc_keepalive.py), so a worker machine that vanished
+mid-reply drops the connection, which ends the child like a killed worker does.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from app.llama import rpc
 from app.llama.model import LoadProgress, ModelFacts
 
 HANDSHAKE_TIMEOUT_S = 6.0
-LIVENESS_INTERVAL_S = 5.0
 _POLL_S = 0.25
 _MISMATCH = re.compile(r"RPC server version mismatch: (\S+)")
 # What llama.cpp prints before aborting when a worker's connection fails or carries garbage.
@@ -132,22 +132,11 @@ class IsolatedRuntime:
             f"the model process stopped unexpectedly (exit code {code}){detail}"
         )
 
-    def _probe_workers(self) -> None:
-        for endpoint in self._endpoints:
-            try:
-                rpc.check_reachable(endpoint, timeout=rpc.CONNECT_TIMEOUT_S)
-            except RpcConnectError as exc:
-                self._discard_child()
-                raise RpcWorkerLostError(
-                    f"RPC worker {endpoint} stopped answering ({exc.reason}); "
-                    "the reply so far is kept"
-                ) from None
-
     def _receive(self, *, timeout: float | None = None, connecting: str | None = None) -> Any:
         """The child's next message; its death or silence becomes a typed error."""
         conn = self._conn
         assert conn is not None
-        start = last_probe = time.monotonic()
+        start = time.monotonic()
         while True:
             try:
                 if conn.poll(_POLL_S):
@@ -165,9 +154,6 @@ class IsolatedRuntime:
                     f"no RPC handshake within {timeout:.0f} s (is it a `specchat worker` of "
                     "the same version?)",
                 )
-            if self._endpoints and now - last_probe > LIVENESS_INTERVAL_S:
-                self._probe_workers()
-                last_probe = now
 
     def _call(
         self,

@@ -20,6 +20,7 @@ from app.engine.control import GenerationControl
 from app.engine.runtime import DraftVetter, Runtime
 from app.errors import SpecChatError
 from app.llama import rpc
+from app.llama.rpc_keepalive import start_keepalive_thread
 
 
 def _redirect_output(log_path: str) -> None:
@@ -61,6 +62,7 @@ def serve(conn: Connection, log_path: str, vet_draft: DraftVetter | None) -> Non
     """The child's main loop; returns when told to close or when the parent goes away."""
     _redirect_output(log_path)
     os.environ["GGML_NO_BACKTRACE"] = "1"  # an abort here is expected, not a bug to debug
+    start_keepalive_thread()  # a vanished worker machine then ends this process too
 
     def progress(fraction: float) -> bool:
         conn.send(("progress", fraction))
