@@ -14,6 +14,7 @@ from pathlib import Path
 
 from app.errors import InvalidSettingError
 from app.llama import rpc
+from app.llama.rpc_keepalive import start_keepalive_thread
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,5 +91,8 @@ def run_worker(args: argparse.Namespace) -> int:
     # The server blocks inside llama.cpp, where Python's Ctrl-C handler never runs: let the
     # signals end the process the ordinary way.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # The worker waits on its one client without a timeout; a client machine that vanished
+    # would block it for good. Keepalive drops that connection so the next client gets in.
+    start_keepalive_thread()
     rpc.start_server(f"{args.host}:{args.port}", [device], threads, str(cache) if cache else None)
     raise InvalidSettingError(f"the worker could not serve on {args.host}:{args.port}")

@@ -44,14 +44,24 @@ def test_connected_tcp_sockets_of_this_process_get_keepalive(connection: socket.
     assert rpc_keepalive.arm_tcp_connections(seen) == 0  # each socket is armed once
 
 
-def _client_timers(worker_port: int) -> list[str]:
-    """The timer column of every established connection to the worker's port."""
+def _timers(port: int, *, side: int) -> list[str]:
+    """The timer column of every established connection with `port` on one side: 1 for this
+    end (a worker's accepted clients), 2 for the far end (a client's worker connections)."""
     timers = []
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
-        remote_port = int(fields[2].split(":")[1], 16)
-        if remote_port == worker_port and fields[3] == "01":  # 01: ESTABLISHED
+        if int(fields[side].split(":")[1], 16) == port and fields[3] == "01":  # ESTABLISHED
             timers.append(fields[5].split(":")[0])
+    return timers
+
+
+def _wait_for_keepalive(port: int, *, side: int) -> list[str]:
+    timers: list[str] = []
+    for _ in range(20):  # the arming thread looks every half second
+        timers = _timers(port, side=side)
+        if timers and all(t == _KEEPALIVE_TIMER for t in timers):
+            break
+        time.sleep(0.5)
     return timers
 
 
@@ -64,13 +74,17 @@ def test_the_engine_process_keeps_its_worker_connection_alive_with_probes(
         runtime = IsolatedRuntime()
         try:
             runtime.load_target(replace(target, rpc_servers=(worker.endpoint,)))
-            port = int(worker.endpoint.rsplit(":", 1)[1])
-            for _ in range(20):  # the arming thread looks every half second
-                timers = _client_timers(port)
-                if timers and all(t == _KEEPALIVE_TIMER for t in timers):
-                    break
-                time.sleep(0.5)
+            timers = _wait_for_keepalive(int(worker.endpoint.rsplit(":", 1)[1]), side=2)
         finally:
             runtime.close()
     assert timers, "the engine process holds a connection to the worker"
+    assert all(timer == _KEEPALIVE_TIMER for timer in timers), timers
+
+
+def test_a_worker_keeps_its_client_connection_alive_with_probes() -> None:
+    with running_worker() as worker:
+        host, port = worker.endpoint.rsplit(":", 1)
+        with socket.create_connection((host, int(port))):  # a client that then goes quiet
+            timers = _wait_for_keepalive(int(port), side=1)
+    assert timers, "the worker accepted the client"
     assert all(timer == _KEEPALIVE_TIMER for timer in timers), timers
