@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -201,3 +202,49 @@ def test_idle_workers_report_their_memory_for_the_memory_panel(workers: list[Wor
     found = probe_workers([w.endpoint for w in workers])
     assert [m.endpoint for m in found] == [w.endpoint for w in workers]
     assert all(m.device.startswith("RPC") and 0 < m.free_bytes <= m.total_bytes for m in found)
+
+
+def test_bench_runs_its_configurations_on_a_worker(
+    target: ModelConfig, workers: list[Worker], tmp_path: Path
+) -> None:
+    out = tmp_path / "bench.json"
+    worker = workers[0]
+    before = worker.cpu_seconds()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "bench",
+            "--target",
+            target.path,
+            "--draft",
+            "ngram",
+            "--gamma",
+            "4",
+            "--prompts",
+            "builtin:code",
+            "--max-tokens",
+            "16",
+            "--threads",
+            "1",
+            "--n-ctx",
+            "512",
+            "--no-warmup",
+            "--quiet",
+            "--rpc",
+            worker.endpoint,
+            "--json",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert [c["label"] for c in report["configs"]] == ["ngram γ=4"]
+    assert len(report["runs"]) == 2 * len(report["prompts"])  # plain and ngram, every prompt
+    assert worker.cpu_seconds() - before > MIN_WORKER_CPU_S
