@@ -20,7 +20,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -132,12 +132,22 @@ class IsolatedRuntime:
             f"the model process stopped unexpectedly (exit code {code}){detail}"
         )
 
-    def _receive(self, *, timeout: float | None = None, connecting: str | None = None) -> Any:
-        """The child's next message; its death or silence becomes a typed error."""
+    def _receive(
+        self,
+        *,
+        timeout: float | None = None,
+        connecting: str | None = None,
+        on_wait: Callable[[], None] | None = None,
+    ) -> Any:
+        """The child's next message; its death or silence becomes a typed error.
+
+        on_wait runs between polls, e.g. to pass a Stop on while the child is busy."""
         conn = self._conn
         assert conn is not None
         start = time.monotonic()
         while True:
+            if on_wait is not None:
+                on_wait()
             try:
                 if conn.poll(_POLL_S):
                     return conn.recv()
@@ -254,18 +264,24 @@ class IsolatedRuntime:
     ) -> Iterator[Event]:
         """Stream the child's events; a dead worker raises RpcWorkerLostError after the tokens
         that did arrive, so the caller keeps the partial reply."""
-        control = control or GenerationControl()
+        live = control or GenerationControl()
         conn = self._ensure_child()
-        state = (control.stop_requested, control.speculative, control.gamma)
-        conn.send(("generate", (list(prompt_ids), config, speculative, state)))
+        sent = (live.stop_requested, live.speculative, live.gamma)
+        conn.send(("generate", (list(prompt_ids), config, speculative, sent)))
+
+        def forward_changes() -> None:
+            # The user's Stop, γ and speculation switches reach the child as they happen.
+            nonlocal sent
+            now = (live.stop_requested, live.speculative, live.gamma)
+            if now != sent:
+                sent = now
+                with contextlib.suppress(OSError, ValueError):  # a dead child is seen next poll
+                    conn.send(("control", now))
+
         finished = False
         try:
             while True:
-                kind, value = self._receive()
-                now = (control.stop_requested, control.speculative, control.gamma)
-                if now != state:
-                    state = now
-                    conn.send(("control", state))
+                kind, value = self._receive(on_wait=forward_changes)
                 if kind == "done":
                     finished = True
                     return
