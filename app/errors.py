@@ -19,13 +19,22 @@ class ModelLoadError(SpecChatError):
         self.path = path
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[ModelLoadError], tuple[str, str]]:
+        # Errors cross a process boundary (app/engine/isolated.py) by pickle.
+        return (type(self), (self.path, self.reason))
+
 
 class DraftIncompatibleError(SpecChatError):
     """The draft cannot speculate for the target (different vocabulary or special tokens)."""
 
     def __init__(self, draft: str, target: str, reason: str) -> None:
         super().__init__(f"draft {draft} is not compatible with target {target}: {reason}")
+        self.draft = draft
+        self.target = target
         self.reason = reason
+
+    def __reduce__(self) -> tuple[type[DraftIncompatibleError], tuple[str, str, str]]:
+        return (type(self), (self.draft, self.target, self.reason))
 
 
 class ContextOverflowError(SpecChatError):
@@ -38,6 +47,9 @@ class ContextOverflowError(SpecChatError):
         )
         self.n_tokens = n_tokens
         self.n_ctx = n_ctx
+
+    def __reduce__(self) -> tuple[type[ContextOverflowError], tuple[int, int]]:
+        return (type(self), (self.n_tokens, self.n_ctx))
 
 
 class KvCacheFullError(SpecChatError):
@@ -63,3 +75,27 @@ class DownloadError(SpecChatError):
 
 class Cancelled(SpecChatError):  # noqa: N818 - reads as an outcome, like asyncio.CancelledError
     """The user stopped a long operation; not shown as an error."""
+
+
+class RpcError(SpecChatError):
+    """A remote worker (llama.cpp's RPC backend) could not be used."""
+
+
+class RpcUnavailableError(RpcError):
+    """The installed llama.cpp was built without the RPC backend."""
+
+
+class RpcConnectError(RpcError):
+    """A worker is unreachable, did not complete the handshake, or speaks another version."""
+
+    def __init__(self, endpoint: str, reason: str) -> None:
+        super().__init__(f"RPC worker {endpoint}: {reason}")
+        self.endpoint = endpoint
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[RpcConnectError], tuple[str, str]]:
+        return (type(self), (self.endpoint, self.reason))
+
+
+class RpcWorkerLostError(RpcError):
+    """The process running a worker-backed model died or a worker stopped answering mid-way."""

@@ -304,17 +304,23 @@ def plan_fit(
     memory: SystemMemory | None = None,
     kv_bytes_per_element: float = F16_BYTES,
     headroom_bytes: int = DEFAULT_HEADROOM_BYTES,
+    remote_free_bytes: int = 0,
 ) -> FitPlan:
     """Will target (+ draft) fit? Warnings in words, and GPU-layer counts that would fit.
 
     The draft is kept whole on the GPU when it can be (it runs γ times per round, so it is the
-    latency-critical model); the target takes the layers that remain.
+    latency-critical model); the target takes the layers that remain. `remote_free_bytes` is
+    the free memory of the RPC workers that take the target's offloaded layers (as they report
+    it); offloaded layers may use it besides local VRAM. With workers and no local GPU the
+    draft stays on this machine's CPU.
     """
     memory = system_memory() if memory is None else memory
     draft_ctx = n_ctx if draft_n_ctx is None else draft_n_ctx
     warnings: list[str] = []
 
-    if not memory.has_gpu:
+    if not memory.has_gpu and remote_free_bytes > 0:
+        draft_n_gpu_layers = 0
+    elif not memory.has_gpu:
         t_mem = estimate_model_memory(
             target, n_ctx=n_ctx, n_gpu_layers=0, kv_bytes_per_element=kv_bytes_per_element
         )
@@ -337,7 +343,7 @@ def plan_fit(
             t_mem, d_mem, memory, 0, host, None, fits_host, 0, 0 if draft else None, tuple(warnings)
         )
 
-    vram_free = memory.vram_free_bytes or 0
+    vram_free = (memory.vram_free_bytes or 0) + remote_free_bytes
     budget = max(vram_free - headroom_bytes, 0)
     t_mem = estimate_model_memory(
         target, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, kv_bytes_per_element=kv_bytes_per_element
@@ -377,8 +383,9 @@ def plan_fit(
             and suggested_draft != (d_mem.n_gpu_layers if d_mem else None)
         ):
             advice += f" and --draft-n-gpu-layers {suggested_draft}"
+        where = "GPU and RPC worker" if remote_free_bytes > 0 else "GPU"
         warnings.append(
-            f"{what} need about {format_bytes(gpu)} of GPU memory but "
+            f"{what} need about {format_bytes(gpu)} of {where} memory but "
             f"{format_bytes(vram_free)} is free (keeping {format_bytes(headroom_bytes)} spare): "
             f"{advice}, or a shorter context"
         )

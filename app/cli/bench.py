@@ -27,6 +27,8 @@ from app.cli.args import (
     generation_from_args,
     resolve_model_path,
 )
+from app.cli.contained import run_contained
+from app.cli.rpc_options import add_rpc_arguments, draft_endpoints, target_endpoints, uses_rpc
 from app.engine.config import ModelConfig
 from app.engine.runtime import NGRAM
 from app.errors import InvalidSettingError
@@ -92,6 +94,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--no-warmup", action="store_true", help="skip the untimed warm-up run of each model"
     )
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_rpc_arguments(bench)
     bench.set_defaults(handler=run_bench)
 
 
@@ -130,6 +133,13 @@ def _progress(done: int, total: int, message: str) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    if uses_rpc(args):
+        # llama.cpp aborts its process when a worker fails; keep that away from this one.
+        return run_contained(measure_and_report, args)
+    return measure_and_report(args)
+
+
+def measure_and_report(args: argparse.Namespace) -> int:
     base = generation_from_args(args, AUTO)  # γ auto starts where `generate --gamma auto` does
     base.validate()
     if args.repeat < 1:
@@ -143,12 +153,14 @@ def run_bench(args: argparse.Namespace) -> int:
         n_ctx=args.n_ctx,
         n_gpu_layers=args.n_gpu_layers,
         n_threads=args.threads,
+        rpc_servers=target_endpoints(args),
     )
     draft_template = ModelConfig(
         target.path,
         n_ctx=args.n_ctx,
         n_gpu_layers=args.draft_n_gpu_layers,
         n_threads=args.threads,
+        rpc_servers=draft_endpoints(args),
     )
     report = run_benchmark(
         target=target,

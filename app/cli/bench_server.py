@@ -35,7 +35,8 @@ from app.cli.args import (
 from app.cli.main import gamma_value, load_runtime
 from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
-from app.engine.runtime import NGRAM, Runtime
+from app.engine.isolated import AnyRuntime
+from app.engine.runtime import NGRAM
 from app.errors import InvalidSettingError, SpecChatError
 
 _READY = re.compile(r"at http://127\.0\.0\.1:(\d+)/v1")
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _in_process(
-    runtime: Runtime, prompt: BenchPrompt, config: GenerationConfig, speculative: bool
+    runtime: AnyRuntime, prompt: BenchPrompt, config: GenerationConfig, speculative: bool
 ) -> tuple[int, float]:
     start = time.perf_counter()
     ids = (

@@ -19,11 +19,14 @@ from app.cli.args import (
     generation_from_args,
     resolve_model_path,
 )
+from app.cli.rpc_options import add_rpc_arguments, draft_endpoints, target_endpoints, uses_rpc
 from app.engine.config import ModelConfig
 from app.engine.events import FinishEvent, NoticeEvent, TokenEvent
+from app.engine.isolated import AnyRuntime, IsolatedRuntime
 from app.engine.result import GenerationResult
 from app.engine.runtime import NGRAM, Runtime
-from app.errors import InvalidSettingError, SpecChatError
+from app.errors import InvalidSettingError, RpcWorkerLostError, SpecChatError
+from app.llama.model import ModelFacts
 from app.metrics.cost_model import MAX_GAMMA
 
 
@@ -74,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--prompt")
     source.add_argument("--prompt-file", type=Path)
     gen.add_argument("--json", action="store_true", help="print one JSON object")
+    add_rpc_arguments(gen)
 
     _register_optional(commands)
     return parser
@@ -82,40 +86,68 @@ def build_parser() -> argparse.ArgumentParser:
 def _register_optional(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # Sub-command modules register themselves; each owns its flags and handler.
     from app.cli import bench as bench_cli  # noqa: PLC0415
+    from app.cli import worker as worker_cli  # noqa: PLC0415
     from models import cli as models_cli  # noqa: PLC0415
 
     bench_cli.register(commands)
     models_cli.register(commands)
+    worker_cli.register(commands)
 
 
-def load_runtime(args: argparse.Namespace, draft: str | None) -> Runtime:
+def load_runtime(
+    args: argparse.Namespace, draft: str | None, facts: list[ModelFacts] | None = None
+) -> AnyRuntime:
+    """Load the models; with RPC workers, in a child process that may die (app/engine/isolated).
+
+    `facts`, when given, receives the loaded models' facts (target first).
+    """
     from models.compat import check_draft_file  # noqa: PLC0415 - only when generating
 
-    runtime = Runtime(vet_draft=check_draft_file)
+    runtime: AnyRuntime = (
+        IsolatedRuntime(vet_draft=check_draft_file)
+        if uses_rpc(args)
+        else Runtime(vet_draft=check_draft_file)
+    )
+    loaded = facts if facts is not None else []
     try:
-        runtime.load_target(
-            ModelConfig(
-                resolve_model_path(args.target, role="target"),
-                n_ctx=args.n_ctx,
-                n_gpu_layers=args.n_gpu_layers,
-                n_threads=args.threads,
+        loaded.append(
+            runtime.load_target(
+                ModelConfig(
+                    resolve_model_path(args.target, role="target"),
+                    n_ctx=args.n_ctx,
+                    n_gpu_layers=args.n_gpu_layers,
+                    n_threads=args.threads,
+                    rpc_servers=target_endpoints(args),
+                )
             )
         )
         if draft == NGRAM:
             runtime.use_prompt_lookup()
         elif draft is not None:
-            runtime.load_draft(
-                ModelConfig(
-                    resolve_model_path(draft, role="draft"),
-                    n_ctx=args.n_ctx,
-                    n_gpu_layers=args.draft_n_gpu_layers,
-                    n_threads=args.threads,
+            loaded.append(
+                runtime.load_draft(
+                    ModelConfig(
+                        resolve_model_path(draft, role="draft"),
+                        n_ctx=args.n_ctx,
+                        n_gpu_layers=args.draft_n_gpu_layers,
+                        n_threads=args.threads,
+                        rpc_servers=draft_endpoints(args),
+                    )
                 )
             )
     except BaseException:
         runtime.close()
         raise
     return runtime
+
+
+def placement_json(facts: list[ModelFacts]) -> dict[str, list[dict[str, object]]]:
+    """Where each model's weights went, by llama.cpp's buffer names (RPC0[host:port], CPU...)."""
+    roles = ("target", "draft")
+    return {
+        role: [{"buffer": name, "bytes": size} for name, size in f.placement]
+        for role, f in zip(roles, facts, strict=False)
+    }
 
 
 def _read_prompt(args: argparse.Namespace) -> str:
@@ -134,7 +166,9 @@ def run_generate(args: argparse.Namespace) -> int:
     config = generation_from_args(args, args.gamma)
     config.validate()  # before loading anything: a bad flag should not cost a model load
     prompt = _read_prompt(args)
-    runtime = load_runtime(args, None if args.no_spec else args.draft)
+    facts: list[ModelFacts] = []
+    runtime = load_runtime(args, None if args.no_spec else args.draft, facts)
+    reply: list[str] = []
     try:
         if args.chat:
             messages = [{"role": "system", "content": args.system}] if args.system else []
@@ -143,17 +177,29 @@ def run_generate(args: argparse.Namespace) -> int:
         else:
             prompt_ids = runtime.text_prompt(prompt)
         result: GenerationResult | None = None
-        for event in runtime.generate(prompt_ids, config, speculative=not args.no_spec):
-            if isinstance(event, TokenEvent) and not args.json:
-                sys.stdout.write(event.text)
-                sys.stdout.flush()
-            elif isinstance(event, NoticeEvent):
-                print(f"note: {event.message}", file=sys.stderr)
-            elif isinstance(event, FinishEvent):
-                result = event.result
+        try:
+            for event in runtime.generate(prompt_ids, config, speculative=not args.no_spec):
+                if isinstance(event, TokenEvent):
+                    reply.append(event.text)
+                    if not args.json:
+                        sys.stdout.write(event.text)
+                        sys.stdout.flush()
+                elif isinstance(event, NoticeEvent):
+                    print(f"note: {event.message}", file=sys.stderr)
+                elif isinstance(event, FinishEvent):
+                    result = event.result
+        except RpcWorkerLostError as exc:
+            # The reply so far stays: on the terminal already, or in the JSON object.
+            text = "".join(reply)
+            partial = {"text": text, "finish_reason": "error", "error": str(exc)}
+            print(json.dumps(partial, ensure_ascii=False) if args.json else "")
+            raise
         assert result is not None
         if args.json:
-            print(json.dumps(result.to_json(), ensure_ascii=False))
+            out = result.to_json()
+            if uses_rpc(args):
+                out["devices"] = placement_json(facts)
+            print(json.dumps(out, ensure_ascii=False))
         else:
             sys.stdout.write("\n")
             print(format_stats_line(result), file=sys.stderr)

@@ -55,6 +55,8 @@ class ModelConfig:
     n_threads: int | None = None
     n_threads_batch: int | None = None
     n_batch: int = 512
+    # RPC workers ("host:port") that hold this model's offloaded layers; () keeps it local.
+    rpc_servers: tuple[str, ...] = ()
 
     def validate(self) -> None:
         # llama.cpp caps its batch at the n_ctx asked for, and a verification pass needs γ + 1

@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import numpy.typing as npt
 
 from app.engine.config import ModelConfig
 from app.errors import Cancelled, ContextOverflowError, KvCacheFullError, ModelLoadError
+from app.llama import rpc
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,8 @@ LoadProgress = Callable[[float], bool]
 _backend_lock = threading.Lock()
 _backend_ready = False
 _recent_log_lines: list[str] = []
+_buffer_lines: list[str] = []  # "<device> model buffer size = N MiB" lines of the latest load
+_BUFFER_LINE = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([0-9.]+) MiB")
 _log_callback: object = None  # kept referenced: llama.cpp holds the raw pointer
 
 
@@ -56,6 +60,8 @@ def ensure_backend() -> None:
                 # Keep the tail so a failed load can say what llama.cpp complained about.
                 _recent_log_lines.append(line)
                 del _recent_log_lines[:-20]
+                if _BUFFER_LINE.search(line):
+                    _buffer_lines.append(line)
                 log.debug("llama.cpp[%d]: %s", level, line)
 
         _log_callback = llama_cpp.llama_log_callback(on_log)
@@ -123,6 +129,23 @@ class ModelFacts:
     weights_bytes: int
     kv_cache_bytes: int
     n_gpu_layers: int
+    # Where llama.cpp put the weights: (buffer name, bytes), e.g. ("RPC0[10.0.0.2:50052]", ...).
+    placement: tuple[tuple[str, int], ...] = ()
+
+
+def _placement(lines: Sequence[str]) -> tuple[tuple[str, int], ...]:
+    found: list[tuple[str, int]] = []
+    for line in lines:
+        match = _BUFFER_LINE.search(line)
+        if match:
+            found.append((match.group(1), int(float(match.group(2)) * 1024 * 1024)))
+    return tuple(found)
+
+
+def _device_list(config: ModelConfig) -> ctypes.Array[ctypes.c_void_p] | None:
+    for endpoint in config.rpc_servers:
+        rpc.add_server(endpoint)
+    return rpc.model_devices(config.rpc_servers)
 
 
 class LlamaModel:
@@ -153,6 +176,9 @@ class LlamaModel:
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if config.n_gpu_layers < 0 else config.n_gpu_layers
+        devices = _device_list(config)
+        if devices is not None:
+            model_params.devices = ctypes.addressof(devices)
         cancelled = False
         if progress is not None:
 
@@ -165,7 +191,9 @@ class LlamaModel:
             self._progress_cb = llama_cpp.llama_progress_callback(on_progress)
             model_params.progress_callback = self._progress_cb
         _recent_log_lines.clear()
+        _buffer_lines.clear()
         self._model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), model_params)
+        self.placement = _placement(_buffer_lines)
         if not self._model:
             if cancelled:
                 raise Cancelled("model loading cancelled")
@@ -238,6 +266,7 @@ class LlamaModel:
             weights_bytes=int(lib.llama_model_size(self._model)),
             kv_cache_bytes=kv_bytes,
             n_gpu_layers=n_layer if n_gpu < 0 else min(n_gpu, n_layer),
+            placement=self.placement,
         )
 
     # -- text <-> tokens ----------------------------------------------------------------------

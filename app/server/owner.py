@@ -29,6 +29,7 @@ from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event, FinishEvent, RoundEvent
+from app.engine.isolated import AnyRuntime
 from app.engine.runtime import Runtime
 from app.errors import ContextOverflowError, SpecChatError
 from app.metrics.rounds import DraftMode
@@ -154,7 +155,7 @@ class JobRunner:
     serve`, the window's engine worker thread when the window serves its loaded models.
     """
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: AnyRuntime) -> None:
         self._runtime = runtime
         self._lock = threading.Lock()
         self._current: Ticket | None = None
@@ -274,7 +275,7 @@ class JobRunner:
 class RuntimeOwner:
     """Owns a loaded Runtime from construction on; call close() to stop it and free the models."""
 
-    def __init__(self, runtime: Runtime, *, max_queue: int = DEFAULT_QUEUE_SIZE) -> None:
+    def __init__(self, runtime: AnyRuntime, *, max_queue: int = DEFAULT_QUEUE_SIZE) -> None:
         if max_queue < 1:
             raise ValueError("the queue must hold at least one request")
         self._runtime = runtime
@@ -354,9 +355,12 @@ def _deliver(sink: Sink, ticket: Ticket, event: OwnerEvent) -> None:
         ticket.cancel("receiver gone")
 
 
-def _cached_prefix(runtime: Runtime, prompt_ids: Sequence[int]) -> int:
-    """Prompt tokens the target's cache already holds (the engine feeds all but the last)."""
-    cached = runtime.target.tokens if runtime.target is not None else []
+def _cached_prefix(runtime: AnyRuntime, prompt_ids: Sequence[int]) -> int:
+    """Prompt tokens the target's cache already holds (the engine feeds all but the last).
+
+    A runtime in a child process (RPC workers) does not show its cache: 0 is reported."""
+    target = runtime.target if isinstance(runtime, Runtime) else None
+    cached = target.tokens if target is not None else []
     limit = min(len(cached), len(prompt_ids) - 1)
     n = 0
     while n < limit and cached[n] == prompt_ids[n]:

@@ -1,0 +1,344 @@
+"""Runtime's API with the models in a child process, for models whose layers run on RPC workers.
+
+llama.cpp aborts the whole process when a worker is unreachable at connect time, answers in
+another protocol version or in garbage, or drops its connection mid-reply. Here that process is
+a child: its death becomes one typed error (app/errors.py) in the parent, the tokens already
+streamed stay with the caller, and the window or CLI carries on. The child speaks the same
+events and results as Runtime (app/engine/isolated_child.py is the other end of the pipe).
+
+Never a hang: each worker is first reached with a plain TCP connect under a timeout, the RPC
+handshake must finish within HANDSHAKE_TIMEOUT_S, and the child switches TCP keepalive on for
+its worker connections (app/llama/rpc_keepalive.py), so a worker machine that vanished
+mid-reply drops the connection, which ends the child like a killed worker does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from app.engine.chat_template import ChatMessage
+from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.control import GenerationControl
+from app.engine.events import Event
+from app.engine.isolated_child import serve
+from app.engine.runtime import DraftVetter, MemoryUsage, Runtime
+from app.errors import Cancelled, RpcConnectError, RpcWorkerLostError, SpecChatError
+from app.llama import rpc
+from app.llama.model import LoadProgress, ModelFacts
+from app.metrics.rounds import DraftMode
+
+HANDSHAKE_TIMEOUT_S = 6.0
+_POLL_S = 0.25
+_MISMATCH = re.compile(r"RPC server version mismatch: (\S+)")
+# What llama.cpp prints before aborting when a worker's connection fails or carries garbage.
+WORKER_LOST_MARKER = "crashed or returned malformed response"
+
+
+class IsolatedRuntime:
+    """Load, prompt, generate, stop and close, as Runtime does, in a disposable child process."""
+
+    def __init__(self, *, vet_draft: DraftVetter | None = None) -> None:
+        self._vet_draft = vet_draft
+        self._proc: Any = None  # multiprocessing's SpawnProcess
+        self._conn: Connection | None = None
+        self._endpoints: list[str] = []
+        self._log_path = ""
+        self._mode: DraftMode = "plain"
+        self._target: ModelFacts | None = None
+
+    @property
+    def target(self) -> ModelFacts | None:
+        """The loaded target's facts (path, n_ctx, ...), or None: reads as Runtime.target does
+        for callers that check for a target or read its path and context size."""
+        return self._target
+
+    # -- child lifetime -------------------------------------------------------------------------
+
+    def _ensure_child(self) -> Connection:
+        if self._conn is not None and self._proc is not None and self._proc.is_alive():
+            return self._conn
+        self._discard_child()
+        context = multiprocessing.get_context("spawn")  # no fork: llama.cpp holds threads
+        parent_end, child_end = context.Pipe()
+        fd, self._log_path = tempfile.mkstemp(prefix="specchat-engine-", suffix=".log")
+        os.close(fd)
+        self._proc = context.Process(
+            target=serve, args=(child_end, self._log_path, self._vet_draft), daemon=True
+        )
+        self._proc.start()
+        child_end.close()  # so the parent sees EOF the moment the child dies
+        self._conn = parent_end
+        return parent_end
+
+    def _discard_child(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join(timeout=5)
+        self._conn, self._proc = None, None
+        self._endpoints = []
+        self._mode = "plain"
+        self._target = None
+        if self._log_path:
+            with contextlib.suppress(OSError):
+                os.unlink(self._log_path)
+            self._log_path = ""
+
+    def _child_log(self) -> str:
+        try:
+            return Path(self._log_path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def _death(self, *, connecting: str | None = None) -> SpecChatError:
+        """The error that says why the child died, made from what llama.cpp wrote before."""
+        if self._proc is not None:
+            self._proc.join(timeout=5)
+        code = self._proc.exitcode if self._proc is not None else None
+        log = self._child_log()
+        endpoints = ", ".join(self._endpoints) or "none"
+        self._discard_child()
+        mismatch = _MISMATCH.search(log)
+        if connecting is not None and mismatch:
+            return RpcConnectError(
+                connecting,
+                f"it speaks RPC protocol {mismatch.group(1)}, another version than this "
+                "SpecChat's llama.cpp; run the same SpecChat and llama-cpp-python on both machines",
+            )
+        if connecting is not None:
+            return RpcConnectError(
+                connecting,
+                "answered something that is not llama.cpp's RPC protocol, or closed the "
+                "connection during the handshake (is it a `specchat worker` of the same version?)",
+            )
+        if WORKER_LOST_MARKER in log:
+            return RpcWorkerLostError(
+                f"an RPC worker ({endpoints}) stopped answering; the reply so far is kept. "
+                "Check that the worker is still running, then load the model again"
+            )
+        last = next((ln.strip() for ln in reversed(log.splitlines()) if ln.strip()), "")
+        detail = f": {last}" if last else ""
+        return RpcWorkerLostError(
+            f"the model process stopped unexpectedly (exit code {code}){detail}"
+        )
+
+    def _receive(
+        self,
+        *,
+        timeout: float | None = None,
+        connecting: str | None = None,
+        on_wait: Callable[[], None] | None = None,
+    ) -> Any:
+        """The child's next message; its death or silence becomes a typed error.
+
+        on_wait runs between polls, e.g. to pass a Stop on while the child is busy."""
+        conn = self._conn
+        assert conn is not None
+        start = time.monotonic()
+        while True:
+            if on_wait is not None:
+                on_wait()
+            try:
+                if conn.poll(_POLL_S):
+                    return conn.recv()
+            except (EOFError, OSError):
+                raise self._death(connecting=connecting) from None
+            if self._proc is None or not self._proc.is_alive():
+                raise self._death(connecting=connecting)
+            now = time.monotonic()
+            if timeout is not None and now - start > timeout:
+                assert connecting is not None
+                self._discard_child()
+                raise RpcConnectError(
+                    connecting,
+                    f"no RPC handshake within {timeout:.0f} s (is it a `specchat worker` of "
+                    "the same version?)",
+                )
+
+    def _call(
+        self,
+        command: str,
+        *args: Any,
+        connecting: str | None = None,
+        progress: LoadProgress | None = None,
+    ) -> Any:
+        conn = self._ensure_child()
+        try:
+            conn.send((command, args))
+        except (OSError, ValueError):
+            raise self._death(connecting=connecting) from None
+        timeout = HANDSHAKE_TIMEOUT_S if connecting is not None else None
+        while True:
+            kind, value = self._receive(timeout=timeout, connecting=connecting)
+            if kind != "progress":
+                break
+            if progress is not None and not progress(value):
+                # The child is inside llama.cpp's load and cannot be asked; end it instead.
+                self._discard_child()
+                raise Cancelled("model loading cancelled")
+        if kind == "error":
+            raise value
+        return value
+
+    # -- loading --------------------------------------------------------------------------------
+
+    def connect(self, endpoints: Sequence[str]) -> list[rpc.Device]:
+        """Register workers in the child (reachability first, then the RPC handshake)."""
+        rpc.require_rpc()
+        found: list[rpc.Device] = []
+        if endpoints:
+            # Start the child and load llama.cpp there first: the handshake timeout below
+            # must time the worker, not a slow process start on a busy machine.
+            self._call("ready")
+        for endpoint in endpoints:
+            if endpoint in self._endpoints:
+                continue
+            rpc.check_reachable(endpoint)
+            found.extend(self._call("connect", endpoint, connecting=endpoint))
+            self._endpoints.append(endpoint)
+        return found
+
+    def load_target(self, config: ModelConfig, progress: LoadProgress | None = None) -> ModelFacts:
+        # A fresh child per target: llama.cpp cannot forget a registered worker.
+        self._discard_child()
+        self.connect(config.rpc_servers)
+        facts: ModelFacts = self._call("load_target", config, progress=progress)
+        self._mode = "plain"
+        self._target = facts
+        return facts
+
+    def load_draft(
+        self, config: ModelConfig, progress: LoadProgress | None = None, *, vetted: bool = False
+    ) -> ModelFacts:
+        self.connect(config.rpc_servers)
+        facts: ModelFacts = self._call("load_draft", config, vetted, progress=progress)
+        self._mode = self._call("mode")
+        return facts
+
+    def check_draft(self, draft: Path) -> None:
+        self._call("check_draft", draft)
+
+    def use_prompt_lookup(self) -> None:
+        self._call("use_prompt_lookup")
+        self._mode = self._call("mode")
+
+    def clear_draft(self) -> None:
+        if self._conn is not None:
+            self._call("clear_draft")
+        self._mode = "plain"
+
+    def unload(self) -> None:
+        self._discard_child()
+
+    # -- prompts and generating -----------------------------------------------------------------
+
+    def chat_prompt(self, messages: Sequence[ChatMessage]) -> list[int]:
+        ids: list[int] = self._call("chat_prompt", list(messages))
+        return ids
+
+    def text_prompt(self, text: str) -> list[int]:
+        ids: list[int] = self._call("text_prompt", text)
+        return ids
+
+    @property
+    def mode(self) -> DraftMode:
+        return self._mode
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        config: GenerationConfig,
+        control: GenerationControl | None = None,
+        *,
+        speculative: bool = True,
+    ) -> Iterator[Event]:
+        """Stream the child's events; a dead worker raises RpcWorkerLostError after the tokens
+        that did arrive, so the caller keeps the partial reply."""
+        live = control or GenerationControl()
+        conn = self._ensure_child()
+        sent = (live.stop_requested, live.speculative, live.gamma)
+        conn.send(("generate", (list(prompt_ids), config, speculative, sent)))
+
+        def forward_changes() -> None:
+            # The user's Stop, γ and speculation switches reach the child as they happen.
+            nonlocal sent
+            now = (live.stop_requested, live.speculative, live.gamma)
+            if now != sent:
+                sent = now
+                with contextlib.suppress(OSError, ValueError):  # a dead child is seen next poll
+                    conn.send(("control", now))
+
+        finished = False
+        try:
+            while True:
+                kind, value = self._receive(on_wait=forward_changes)
+                if kind == "done":
+                    finished = True
+                    return
+                if kind == "error":
+                    finished = True
+                    raise value
+                yield value
+        finally:
+            if not finished and self._conn is not None:
+                self._drain_after_abandon()
+
+    def _drain_after_abandon(self) -> None:
+        # The caller stopped reading early: stop the child and wait for its end of the stream.
+        assert self._conn is not None
+        with contextlib.suppress(OSError, ValueError):
+            self._conn.send(("control", (True, False, None)))
+        try:
+            while True:
+                kind, _ = self._receive()
+                if kind in {"done", "error"}:
+                    return
+        except SpecChatError:
+            return
+
+    def memory(self) -> MemoryUsage:
+        if self._conn is None:
+            return MemoryUsage(0, 0, 0, 0, 0, 0)
+        usage: MemoryUsage = self._call("memory")
+        return usage
+
+    def worker_memory(self) -> list[rpc.WorkerMemory]:
+        """Each connected worker's free/total memory, asked over the model's own connection
+        (a worker serves one client at a time, so a second connection would wait)."""
+        if self._conn is None or not self._endpoints:
+            return []
+        found: list[rpc.WorkerMemory] = self._call("worker_memory")
+        return found
+
+    def close(self) -> None:
+        if self._conn is not None and self._proc is not None and self._proc.is_alive():
+            with contextlib.suppress(Exception):
+                self._conn.send(("close", ()))
+                if self._conn.poll(5):
+                    self._conn.recv()
+        self._discard_child()
+
+
+def probe_workers(endpoints: Sequence[str]) -> list[rpc.WorkerMemory]:
+    """Free/total memory of idle workers, asked from a throwaway child (safe if one is down)."""
+    runtime = IsolatedRuntime()
+    try:
+        runtime.connect(endpoints)
+        return runtime.worker_memory()
+    finally:
+        runtime.close()
+
+
+AnyRuntime = Runtime | IsolatedRuntime
+"""What the composition roots hold: a Runtime, or an IsolatedRuntime when models use workers."""

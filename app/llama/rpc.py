@@ -1,0 +1,284 @@
+"""llama.cpp's RPC backend (ggml-rpc), bound with ctypes: workers that hold a model's layers.
+
+llama-cpp-python has no bindings for it, so this module binds the few ggml functions it needs:
+registering a worker (`ggml_backend_rpc_add_server`), listing devices, reading a worker's memory
+(`ggml_backend_rpc_get_device_memory`) and serving this machine (`ggml_backend_rpc_start_server`).
+
+llama.cpp aborts the whole process when a worker cannot be reached, answers in another protocol
+version, or drops its connection: `add_server`, `device_memory` and any model on a worker must
+therefore run in a process that may die (see app/engine/isolated.py). `check_reachable` is a
+plain TCP connect with a timeout, safe anywhere, so an unreachable host fails fast in words.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import socket
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.errors import InvalidSettingError, RpcConnectError, RpcUnavailableError
+
+DEFAULT_PORT = 50052
+LOOPBACK = "127.0.0.1"
+CONNECT_TIMEOUT_S = 4.0
+REBUILD_COMMAND = (
+    'CMAKE_ARGS="-DGGML_RPC=on" pip install --force-reinstall --no-cache-dir llama-cpp-python'
+)
+SECURITY_WARNING = (
+    "the RPC protocol has no authentication and llama.cpp calls it unsafe on an open network: "
+    "anyone who can reach this port can run computations on this machine and read and write "
+    "the memory the worker allocates. Bind a LAN address only on a network you trust."
+)
+
+# ggml_backend_dev_type (ggml-backend.h)
+_DEVICE_KINDS = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}
+_RPC_PREFIX = "RPC"
+
+_lock = threading.Lock()
+_lib: Any = None
+_registered: dict[str, list[int]] = {}  # endpoint -> its device handles, in registration order
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One ggml backend device: CPU, a local GPU, or a worker's device (named RPC0, RPC1, ...)."""
+
+    name: str
+    description: str  # a worker's device describes itself as its host:port
+    kind: str
+
+    @property
+    def remote(self) -> bool:
+        return self.name.startswith(_RPC_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerMemory:
+    """Free and total memory of one worker's device, as the worker reports it."""
+
+    endpoint: str
+    device: str
+    free_bytes: int
+    total_bytes: int
+
+
+def supports_rpc() -> bool:
+    """Whether the installed llama.cpp was built with the RPC backend."""
+    import llama_cpp  # noqa: PLC0415 - native library, loaded on first use
+
+    return bool(llama_cpp.llama_supports_rpc())
+
+
+def require_rpc() -> None:
+    if not supports_rpc():
+        raise RpcUnavailableError(
+            f"this llama-cpp-python was built without RPC; rebuild it with: {REBUILD_COMMAND}"
+        )
+
+
+def parse_endpoints(value: str) -> tuple[str, ...]:
+    """'host:port[,host:port...]' -> endpoints, refused in words when malformed."""
+    endpoints: list[str] = []
+    for raw in value.split(","):
+        item = raw.strip()
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise InvalidSettingError(
+                f"RPC worker {item!r} is not HOST:PORT (e.g. 192.168.1.20:{DEFAULT_PORT})"
+            )
+        if item not in endpoints:
+            endpoints.append(item)
+    return tuple(endpoints)
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int]:
+    host, _, port = endpoint.rpartition(":")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    return host in {"localhost", "::1"} or host.startswith("127.")
+
+
+def check_reachable(endpoint: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Open and close a TCP connection to a worker; RpcConnectError in words when it fails."""
+    host, port = split_endpoint(endpoint)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except TimeoutError:
+        raise RpcConnectError(
+            endpoint, f"no answer within {timeout:.0f} s (is the machine on and the port open?)"
+        ) from None
+    except ConnectionRefusedError:
+        raise RpcConnectError(
+            endpoint, "connection refused (is `specchat worker` running there on that port?)"
+        ) from None
+    except OSError as exc:
+        raise RpcConnectError(endpoint, exc.strerror or str(exc)) from None
+
+
+# -- native side: everything below may abort the process on a network failure -----------------
+
+
+def _ggml() -> Any:
+    global _lib  # noqa: PLW0603 - one binding per process
+    if _lib is not None:
+        return _lib
+    require_rpc()
+    from app.llama.model import ensure_backend  # noqa: PLC0415 - avoids an import cycle
+
+    ensure_backend()
+    from llama_cpp import _ggml as ggml_module  # noqa: PLC0415
+
+    lib = ggml_module.libggml
+    vp, sz, cp, u32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_uint32
+    psz = ctypes.POINTER(sz)
+    for name, args, res in (
+        ("ggml_backend_reg_by_name", [cp], vp),
+        ("ggml_backend_reg_get_proc_address", [vp, cp], vp),
+        ("ggml_backend_register", [vp], None),
+        ("ggml_backend_reg_dev_count", [vp], sz),
+        ("ggml_backend_reg_dev_get", [vp, sz], vp),
+        ("ggml_backend_dev_count", [], sz),
+        ("ggml_backend_dev_get", [sz], vp),
+        ("ggml_backend_dev_by_name", [cp], vp),
+        ("ggml_backend_dev_name", [vp], cp),
+        ("ggml_backend_dev_description", [vp], cp),
+        ("ggml_backend_dev_type", [vp], ctypes.c_int),
+        ("ggml_backend_dev_memory", [vp, psz, psz], None),
+        ("ggml_backend_rpc_get_device_memory", [cp, u32, psz, psz], None),
+        ("ggml_backend_rpc_start_server", [cp, cp, sz, sz, ctypes.POINTER(vp)], None),
+    ):
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = res
+    _lib = lib
+    return lib
+
+
+def _describe(handle: int) -> Device:
+    lib = _ggml()
+    return Device(
+        name=lib.ggml_backend_dev_name(handle).decode(),
+        description=(lib.ggml_backend_dev_description(handle) or b"").decode(),
+        kind=_DEVICE_KINDS.get(int(lib.ggml_backend_dev_type(handle)), "unknown"),
+    )
+
+
+def add_server(endpoint: str) -> list[Device]:
+    """Register a worker so models can place layers on it; returns its devices.
+
+    Connects and shakes hands: aborts the process if the worker is unreachable or speaks
+    another protocol version. Registering the same endpoint twice returns the same devices.
+    """
+    lib = _ggml()
+    with _lock:
+        if endpoint not in _registered:
+            rpc_reg = lib.ggml_backend_reg_by_name(_RPC_PREFIX.encode())
+            address = lib.ggml_backend_reg_get_proc_address(rpc_reg, b"ggml_backend_rpc_add_server")
+            add = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)(address)
+            reg = add(endpoint.encode())
+            if not reg:
+                raise RpcConnectError(endpoint, "the worker offers no devices")
+            lib.ggml_backend_register(reg)
+            count = int(lib.ggml_backend_reg_dev_count(reg))
+            handles = [int(lib.ggml_backend_reg_dev_get(reg, i)) for i in range(count)]
+            _registered[endpoint] = handles
+        return [_describe(h) for h in _registered[endpoint]]
+
+
+def devices() -> list[Device]:
+    """Every device llama.cpp knows in this process, workers' included."""
+    lib = _ggml()
+    return [_describe(lib.ggml_backend_dev_get(i)) for i in range(lib.ggml_backend_dev_count())]
+
+
+def device_memory(endpoint: str, device: int = 0) -> tuple[int, int]:
+    """(free, total) bytes of a worker's device, as the worker reports them."""
+    lib = _ggml()
+    free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    lib.ggml_backend_rpc_get_device_memory(
+        endpoint.encode(), device, ctypes.byref(free), ctypes.byref(total)
+    )
+    return int(free.value), int(total.value)
+
+
+def registered_memory() -> list[WorkerMemory]:
+    """Memory of every device of every worker registered in this process."""
+    out: list[WorkerMemory] = []
+    for endpoint, handles in list(_registered.items()):
+        for index, handle in enumerate(handles):
+            free, total = device_memory(endpoint, index)
+            out.append(WorkerMemory(endpoint, _describe(handle).name, free, total))
+    return out
+
+
+def model_devices(endpoints: Sequence[str]) -> ctypes.Array[ctypes.c_void_p] | None:
+    """The NULL-terminated device list for `llama_model_params.devices`, or None for the default.
+
+    Registering a worker makes llama.cpp put every later model's layers on it; a model loaded
+    with no endpoints is kept on this machine's own devices instead. None (llama.cpp's default:
+    all devices) while no worker is registered in this process, so plain loads are untouched.
+    """
+    if not endpoints and not _registered:
+        return None
+    lib = _ggml()
+    handles: list[int] = []
+    for i in range(int(lib.ggml_backend_dev_count())):
+        handle = int(lib.ggml_backend_dev_get(i))
+        device = _describe(handle)
+        if device.kind in {"gpu", "igpu"} and not device.remote:
+            handles.append(handle)  # local accelerators always take part, as in llama.cpp
+    for endpoint in endpoints:
+        handles.extend(_registered.get(endpoint) or [])
+    array = (ctypes.c_void_p * (len(handles) + 1))(*handles, None)
+    return array
+
+
+def local_devices() -> list[Device]:
+    """This machine's own devices (what a worker can serve)."""
+    return [d for d in devices() if not d.remote]
+
+
+def find_device(name: str) -> int:
+    """The handle of a local device by its llama.cpp name (CPU, CUDA0, Vulkan0, ...)."""
+    handle = _ggml().ggml_backend_dev_by_name(name.encode())
+    if not handle:
+        known = ", ".join(d.name for d in local_devices())
+        raise InvalidSettingError(f"no device named {name!r} here (devices: {known})")
+    return int(handle)
+
+
+def start_server(
+    endpoint: str, device_names: Sequence[str], n_threads: int, cache_dir: str | None
+) -> None:
+    """Serve the named local devices over RPC on endpoint; blocks while serving.
+
+    Returns (after llama.cpp prints why) only when the port cannot be bound.
+    """
+    lib = _ggml()
+    handles = [find_device(name) for name in device_names]
+    array = (ctypes.c_void_p * len(handles))(*handles)
+    lib.ggml_backend_rpc_start_server(
+        endpoint.encode(),
+        cache_dir.encode() if cache_dir else None,
+        n_threads,
+        len(handles),
+        array,
+    )
+
+
+def default_worker_device() -> str:
+    """A worker serves its first local GPU when it has one, else the CPU (as llama.cpp does)."""
+    local = local_devices()
+    for device in local:
+        if device.kind in {"gpu", "igpu"}:
+            return device.name
+    cpu = [d for d in local if d.kind == "cpu"]
+    if not cpu:
+        raise RpcUnavailableError("llama.cpp reports no device to serve")
+    return cpu[0].name

@@ -1,0 +1,111 @@
+"""IsolatedRuntime behaves as Runtime does for its callers: progress, stop, early exit, errors."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.control import GenerationControl
+from app.engine.events import FinishEvent, TokenEvent
+from app.engine.isolated import IsolatedRuntime
+from app.errors import (
+    Cancelled,
+    ContextOverflowError,
+    DraftIncompatibleError,
+    ModelLoadError,
+    RpcConnectError,
+    RpcWorkerLostError,
+    SpecChatError,
+)
+
+pytestmark = pytest.mark.model
+PROMPT = "Once upon a time"
+
+
+@pytest.fixture(scope="module")
+def target(demo_models: Any) -> ModelConfig:
+    return ModelConfig(str(demo_models.f32), n_ctx=256, n_threads=1)
+
+
+@pytest.fixture
+def runtime() -> Iterator[IsolatedRuntime]:
+    rt = IsolatedRuntime()
+    yield rt
+    rt.close()
+
+
+def test_load_progress_reaches_the_caller_and_can_cancel(
+    runtime: IsolatedRuntime, target: ModelConfig
+) -> None:
+    seen: list[float] = []
+    runtime.load_target(target, lambda f: seen.append(f) or True)
+    assert seen and seen[-1] == pytest.approx(1.0)
+    with pytest.raises(Cancelled):
+        runtime.load_target(target, lambda _fraction: False)
+    assert runtime.target is None
+
+
+def test_stop_reaches_the_child_between_rounds(
+    runtime: IsolatedRuntime, target: ModelConfig
+) -> None:
+    runtime.load_target(target)
+    control = GenerationControl()
+    tokens = 0
+    result = None
+    for event in runtime.generate(
+        runtime.text_prompt(PROMPT), GenerationConfig(max_tokens=200), control, speculative=False
+    ):
+        if isinstance(event, TokenEvent):
+            tokens += 1
+            if tokens == 2:
+                control.stop()
+        elif isinstance(event, FinishEvent):
+            result = event.result
+    assert result is not None
+    assert result.finish_reason == "cancelled"
+    assert len(result.token_ids) < 200
+
+
+def test_a_reply_abandoned_early_leaves_the_runtime_ready(
+    runtime: IsolatedRuntime, target: ModelConfig
+) -> None:
+    runtime.load_target(target)
+    ids = runtime.text_prompt(PROMPT)
+    config = GenerationConfig(max_tokens=100)
+    for event in runtime.generate(ids, config, speculative=False):
+        if isinstance(event, TokenEvent):
+            break  # the caller walks away mid-reply
+    events = list(runtime.generate(ids, GenerationConfig(max_tokens=3), speculative=False))
+    assert isinstance(events[-1], FinishEvent)
+    assert len(events[-1].result.token_ids) == 3
+
+
+def test_errors_in_the_child_arrive_as_the_same_sentences(
+    runtime: IsolatedRuntime, tmp_path: Any
+) -> None:
+    missing = tmp_path / "missing.gguf"
+    with pytest.raises(SpecChatError) as caught:
+        runtime.load_target(ModelConfig(str(missing)))
+    assert isinstance(caught.value, ModelLoadError)  # the type survives the trip, too
+    assert str(caught.value) == str(ModelLoadError(str(missing), "no such file"))
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ModelLoadError("a.gguf", "not a GGUF file"),
+        DraftIncompatibleError("d.gguf", "t.gguf", "different vocabularies"),
+        ContextOverflowError(5000, 4096),
+        RpcConnectError("10.0.0.2:50052", "connection refused"),
+        RpcWorkerLostError("an RPC worker stopped answering"),
+    ],
+)
+def test_every_error_crosses_the_process_boundary_whole(error: SpecChatError) -> None:
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error)
+    assert str(again) == str(error)
+    assert vars(again) == vars(error)
