@@ -1,4 +1,5 @@
-"""`specchat`: the window with no arguments; `generate`, `bench` and `models` headless.
+"""`specchat`: the window with no arguments; `generate`, `bench`, `serve`, `worker` and `models`
+headless.
 
 User errors end as one `error: ...` line on stderr and exit status 1 (2 for bad flags), never a
 traceback; only real bugs show one.
@@ -86,10 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _register_optional(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # Sub-command modules register themselves; each owns its flags and handler.
     from app.cli import bench as bench_cli  # noqa: PLC0415
+    from app.cli import serve as serve_cli  # noqa: PLC0415
     from app.cli import worker as worker_cli  # noqa: PLC0415
     from models import cli as models_cli  # noqa: PLC0415
 
     bench_cli.register(commands)
+    serve_cli.register(commands)
     models_cli.register(commands)
     worker_cli.register(commands)
 

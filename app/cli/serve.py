@@ -20,6 +20,7 @@ from pathlib import Path
 
 from app.cli.args import add_model_arguments, add_sampling_arguments, generation_from_args
 from app.cli.main import gamma_value, load_runtime
+from app.cli.rpc_options import add_rpc_arguments
 from app.errors import InvalidSettingError
 from app.metrics.cost_model import MAX_GAMMA
 from app.server.host import exposure_warning, listen, make_server, url_of
@@ -52,6 +53,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=f"default speculative.n_max: 0 (off) to {MAX_GAMMA}, or 'auto'",
     )
     add_sampling_arguments(serve)
+    add_rpc_arguments(serve)
     serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
     serve.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help="TCP port (0 picks a free one)"
