@@ -93,7 +93,8 @@ class _Tensor:
 
 def _tensor_info(t: _Tensor, offset: int) -> bytes:
     head = _s(t.name) + struct.pack("<I", len(t.dims))
-    return head + b"".join(struct.pack("<Q", d) for d in t.dims) + struct.pack("<IQ", t.type_id, offset)
+    dims = b"".join(struct.pack("<Q", d) for d in t.dims)
+    return head + dims + struct.pack("<IQ", t.type_id, offset)
 
 
 def _write(
@@ -167,9 +168,7 @@ def build_corpus(source: Path, folder: Path) -> list[Case]:
         "block_count",
         llama__block_count=_kv("llama.block_count", ARRAY, struct.pack("<IQ", U32, 0)),
     )
-    meta_case(
-        "embedding-0", "embedding", llama__embedding_length=u32("llama.embedding_length", 0)
-    )
+    meta_case("embedding-0", "embedding", llama__embedding_length=u32("llama.embedding_length", 0))
     meta_case(
         "heads-2-31",
         "head count",
@@ -193,9 +192,7 @@ def build_corpus(source: Path, folder: Path) -> list[Case]:
         ),
     )
     # Tokenizers llama.cpp cannot use: refused at load, not by the header reader.
-    meta_case(
-        "tokenizer-none", None, tokenizer__ggml__model=string("tokenizer.ggml.model", "none")
-    )
+    meta_case("tokenizer-none", None, tokenizer__ggml__model=string("tokenizer.ggml.model", "none"))
     meta_case(
         "tokenizer-bogus", None, tokenizer__ggml__model=string("tokenizer.ggml.model", "bogus")
     )
@@ -241,9 +238,7 @@ def build_corpus(source: Path, folder: Path) -> list[Case]:
         "metadata keys",
         lambda p: _write(p, kvs + [u32(f"junk.{i}", i) for i in range(20_000)]),
     )
-    add(
-        "claims-1m-tensors", "tensors", lambda p: _write(p, kvs, _small_tensors(), n_tensors=10**6)
-    )
+    add("claims-1m-tensors", "tensors", lambda p: _write(p, kvs, _small_tensors(), n_tensors=10**6))
     add(
         "real-70k-tensors",
         "tensors",
@@ -280,7 +275,8 @@ def build_corpus(source: Path, folder: Path) -> list[Case]:
         add(name, refuse, lambda p: _write(p, kvs, tensors))
 
     tensor_case("tensor-offset-past-end", "offset", [_Tensor(b"a", (8,), offset=1 << 40)])
-    tensor_case("tensor-misaligned", "offset", [_Tensor(b"a", (8,)), _Tensor(b"b", (8,), offset=33)])
+    misaligned = [_Tensor(b"a", (8,)), _Tensor(b"b", (8,), offset=33)]
+    tensor_case("tensor-misaligned", "offset", misaligned)
     tensor_case("tensor-unknown-type", "type", [_Tensor(b"a", (8,), type_id=99)])
     tensor_case("tensor-0-dims", "dimensions", [_Tensor(b"a", ())])
     tensor_case("tensor-5-dims", "dimensions", [_Tensor(b"a", (1, 1, 1, 1, 1))])
@@ -301,7 +297,7 @@ def build_corpus(source: Path, folder: Path) -> list[Case]:
     add("not-gguf", "magic", lambda p: p.write_bytes(b"<html>404</html>\n" * 4))
 
     # Things that are not regular files.
-    add("fifo", "regular file", lambda p: os.mkfifo(p))
+    add("fifo", "regular file", os.mkfifo)
     add("directory", "directory", lambda p: p.mkdir())
     add("symlink-loop", "symbolic links", lambda p: os.symlink(p.name, p))
     return cases

@@ -78,7 +78,7 @@ def test_a_file_that_crashes_llama_is_caught_by_the_child_and_remembered(
 def test_a_good_model_is_checked_once_then_answered_from_the_cache(
     demo_models: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import models.probe  # noqa: PLC0415
+    import models.probe
 
     path = demo_models.q4_0  # type: ignore[attr-defined]
     ensure_loadable(path)
@@ -93,7 +93,7 @@ def test_a_good_model_is_checked_once_then_answered_from_the_cache(
 
 
 def test_a_fifo_is_refused_before_anything_opens_it(corpus: dict[str, Case]) -> None:
-    from app.llama.model import precheck_model_file  # noqa: PLC0415
+    from app.llama.model import precheck_model_file
 
     with pytest.raises(ModelLoadError, match="not a regular file"):
         precheck_model_file(corpus["fifo"].path)
