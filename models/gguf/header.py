@@ -16,7 +16,7 @@ from models.gguf.reader import READER_CLASS, TruncatedError
 from models.gguf.scan import HeaderRejectedError, scan_header
 from models.gguf.vetting import vet_shape
 
-__all__ = ["clear_inspect_cache", "inspect_gguf"]
+__all__ = ["clear_inspect_cache", "inspect_gguf", "vet_file"]
 
 GGUF_MAGIC = b"GGUF"
 _SUPPORTED_VERSIONS = (2, 3)
@@ -36,8 +36,7 @@ def _check_magic(path: Path, size: int) -> None:
         raise ModelLoadError(str(path), f"unsupported GGUF version {version}")
 
 
-def _read(path: Path, st: os.stat_result) -> GGUFInfo:
-    size = int(st.st_size)
+def _vet(path: Path, size: int) -> None:
     if size == 0:
         raise ModelLoadError(str(path), "file is empty")
     _check_magic(path, size)
@@ -45,6 +44,27 @@ def _read(path: Path, st: os.stat_result) -> GGUFInfo:
         vet_shape(scan_header(path, size))
     except HeaderRejectedError as exc:
         raise ModelLoadError(str(path), str(exc)) from None
+
+
+def vet_file(path: str | os.PathLike[str]) -> None:
+    """Raise ModelLoadError unless `path` is a regular GGUF file whose header passes the caps and
+    the shape rules; bounded in time and memory, reads nothing past the header and tensor table."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise ModelLoadError(str(p), _os_reason(exc)) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelLoadError(str(p), "not a regular file")
+    try:
+        _vet(p, int(st.st_size))
+    except OSError as exc:
+        raise ModelLoadError(str(p), _os_reason(exc)) from None
+
+
+def _read(path: Path, st: os.stat_result) -> GGUFInfo:
+    size = int(st.st_size)
+    _vet(path, size)
     try:
         reader = READER_CLASS(path, mode="r")
     except TruncatedError as exc:
