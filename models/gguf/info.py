@@ -72,7 +72,7 @@ class GGUFInfo:
     def problem(self) -> str | None:
         """Why this file cannot be loaded as a chat model, in words; None when it can."""
         if self.kind != "model":
-            return f"a {self.kind} file, not a language model"
+            return f"not a language model ({self.kind} file)"
         if self.n_layers is None:
             return f"no layer count in the header ({self.architecture}.block_count)"
         if self.vocab_type is None or self.vocab_type not in VOCAB_DEFAULTS:

@@ -27,7 +27,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    return write_tiny_gguf(tmp_path_factory.mktemp("g") / "m.gguf", tensor_elements=80_000).read_bytes()
+    return write_tiny_gguf(
+        tmp_path_factory.mktemp("g") / "m.gguf", tensor_elements=80_000
+    ).read_bytes()
 
 
 @pytest.fixture()
