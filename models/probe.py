@@ -24,12 +24,20 @@ import subprocess
 import sys
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import ModelLoadError
 from app.paths import data_dir
 
-__all__ = ["CHECKS_FILE", "PROBE_TIMEOUT_S", "ensure_loadable", "file_identity", "probe_file"]
+__all__ = [
+    "CHECKS_FILE",
+    "PROBE_TIMEOUT_S",
+    "ProbeVerdict",
+    "ensure_loadable",
+    "file_identity",
+    "probe_file",
+]
 
 CHECKS_FILE = "model-checks.json"
 PROBE_TIMEOUT_S = 300.0  # first touch of a large model's weights reads the whole file
@@ -72,8 +80,15 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def probe_file(path: Path, *, timeout_s: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
-    """Load `path` in a child process: (True, "loads") or (False, the reason in words)."""
+@dataclass(frozen=True)
+class ProbeVerdict:
+    ok: bool
+    reason: str  # "loads", or why not in words
+    lasting: bool = True  # False when the check itself could not finish: never remembered
+
+
+def probe_file(path: Path, *, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeVerdict:
+    """Load `path` in a child process and say whether llama.cpp could."""
     root = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -90,19 +105,24 @@ def probe_file(path: Path, *, timeout_s: float = PROBE_TIMEOUT_S) -> tuple[bool,
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return False, f"llama.cpp did not finish loading it within {timeout_s:.0f} s"
+        reason = f"llama.cpp did not finish loading it within {timeout_s:.0f} s"
+        return ProbeVerdict(False, reason, lasting=False)
     except OSError as exc:
-        return False, f"the load check could not start ({exc.strerror or exc})"
+        reason = f"the load check could not start ({exc.strerror or exc})"
+        return ProbeVerdict(False, reason, lasting=False)
     if done.returncode < 0:
-        return False, f"llama.cpp crashed loading it ({_signal_name(-done.returncode)})"
+        return ProbeVerdict(
+            False, f"llama.cpp crashed loading it ({_signal_name(-done.returncode)})"
+        )
     for line in reversed(done.stdout.splitlines()):
         try:
             verdict = json.loads(line)
         except ValueError:
             continue
         if isinstance(verdict, dict) and "ok" in verdict:
-            return bool(verdict["ok"]), str(verdict.get("reason") or "loads")
-    return False, f"the load check ended without a verdict (exit status {done.returncode})"
+            return ProbeVerdict(bool(verdict["ok"]), str(verdict.get("reason") or "loads"))
+    reason = f"the load check ended without a verdict (exit status {done.returncode})"
+    return ProbeVerdict(False, reason, lasting=False)
 
 
 def ensure_loadable(path: str | os.PathLike[str]) -> None:
@@ -128,11 +148,12 @@ def ensure_loadable(path: str | os.PathLike[str]) -> None:
         if not ok:
             raise ModelLoadError(str(p), f"{reason} (found by an earlier check)")
         return
-    ok, reason = probe_file(p)
-    with _lock:
-        _save_check(identity, ok, reason)
-    if not ok:
-        raise ModelLoadError(str(p), reason)
+    verdict = probe_file(p)
+    if verdict.lasting:
+        with _lock:
+            _save_check(identity, verdict.ok, verdict.reason)
+    if not verdict.ok:
+        raise ModelLoadError(str(p), verdict.reason)
 
 
 def _child(path: str) -> int:

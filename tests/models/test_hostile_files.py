@@ -9,7 +9,7 @@ import pytest
 
 from app.errors import ModelLoadError
 from models.inspect import inspect_gguf
-from models.probe import CHECKS_FILE, ensure_loadable, probe_file
+from models.probe import CHECKS_FILE, ProbeVerdict, ensure_loadable, probe_file
 from tests.helpers.hostile_gguf import Case, build_corpus
 from tests.helpers.model_files import bundled_q4_1
 
@@ -62,8 +62,9 @@ def test_a_file_that_crashes_llama_is_caught_by_the_child_and_remembered(
 ) -> None:
     crasher = corpus["duplicate-token-crashes-llama"].path
     assert inspect_gguf(crasher).is_model  # no header rule catches it: only a load does
-    ok, reason = probe_file(crasher)
-    assert not ok and "crashed" in reason and "SIGABRT" in reason
+    verdict = probe_file(crasher)
+    assert not verdict.ok and verdict.lasting
+    assert "crashed" in verdict.reason and "SIGABRT" in verdict.reason
 
     with pytest.raises(ModelLoadError, match="crashed"):
         ensure_loadable(crasher)
@@ -85,7 +86,7 @@ def test_a_good_model_is_checked_once_then_answered_from_the_cache(
     data_dir = Path(os.environ["SPECCHAT_DATA_DIR"])
     assert '"ok": true' in (data_dir / CHECKS_FILE).read_text()
 
-    def no_second_probe(_path: Path, **_kw: object) -> tuple[bool, str]:
+    def no_second_probe(_path: Path, **_kw: object) -> ProbeVerdict:
         raise AssertionError("the cached verdict should have answered")
 
     monkeypatch.setattr(models.probe, "probe_file", no_second_probe)
@@ -99,3 +100,21 @@ def test_a_fifo_is_refused_before_anything_opens_it(corpus: dict[str, Case]) -> 
         precheck_model_file(corpus["fifo"].path)
     with pytest.raises(ModelLoadError, match="not a regular file"):
         ensure_loadable(corpus["fifo"].path)
+
+
+@pytest.mark.model
+def test_a_check_that_cannot_finish_is_not_remembered(
+    demo_models: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import models.probe
+
+    path = demo_models.q4_0  # type: ignore[attr-defined]
+    verdict = probe_file(path, timeout_s=0.05)
+    assert not verdict.ok and not verdict.lasting and "did not finish" in verdict.reason
+
+    monkeypatch.setattr(models.probe, "probe_file", lambda _p: verdict)
+    with pytest.raises(ModelLoadError, match="did not finish"):
+        ensure_loadable(path)
+    assert not (Path(os.environ["SPECCHAT_DATA_DIR"]) / CHECKS_FILE).exists()
+    monkeypatch.undo()
+    ensure_loadable(path)  # the next try checks again, and this time it finishes
