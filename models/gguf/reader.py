@@ -12,6 +12,8 @@ from __future__ import annotations
 import inspect as _pyinspect
 import struct
 import sys
+from array import array
+from collections.abc import Iterator
 from typing import Any, cast
 
 import numpy as np
@@ -34,6 +36,30 @@ class TruncatedError(Exception):
     def __init__(self, needed: int) -> None:
         super().__init__(needed)
         self.needed = needed
+
+
+class _StringBlock:
+    """A whole string array as one part: 8 bytes per string instead of a view object each."""
+
+    __slots__ = ("_starts", "_view")
+
+    def __init__(self, view: memoryview, starts: array[int]) -> None:
+        self._view = view
+        self._starts = starts  # each string's first byte; one more entry past the last string
+
+    def __iter__(self) -> Iterator[bytes]:
+        view, starts = self._view, self._starts
+        for i in range(len(starts) - 1):
+            yield bytes(view[starts[i] : starts[i + 1] - 8])
+
+
+def _string_items(fld: Any) -> Iterator[bytes]:
+    for i in fld.data:
+        part = fld.parts[i]
+        if isinstance(part, _StringBlock):
+            yield from part
+        else:  # the stock reader: one part per string
+            yield bytes(part)
 
 
 class _HeaderReader(GGUFReader):
@@ -81,7 +107,7 @@ class _HeaderReader(GGUFReader):
             view = memoryview(cast(Any, self.data))
             size = len(view)
             unpack = struct.unpack_from
-            parts: list[Any] = [raw_itype, alen]
+            starts = array("Q")
             for _ in range(count):
                 if offs + 8 > size:
                     raise TruncatedError(offs + 8)
@@ -89,13 +115,13 @@ class _HeaderReader(GGUFReader):
                 offs += 8
                 if offs + length > size:
                     raise TruncatedError(offs + length)
-                # memoryview slices have .tobytes() and .nbytes like the numpy parts they replace.
-                parts.append(view[offs : offs + length])
+                starts.append(offs)
                 offs += length
+            starts.append(offs + 8)  # where a next string would start: ends the last one
             return (
                 offs - orig_offs,
-                parts,
-                list(range(2, count + 2)),
+                [raw_itype, alen, _StringBlock(view, starts)],
+                [2],
                 [
                     GGUFValueType.ARRAY,
                     GGUFValueType.STRING,
@@ -143,7 +169,7 @@ def _array(reader: GGUFReader, key: str) -> list[Any] | None:
     if fld is None or not fld.types or fld.types[0] != GGUFValueType.ARRAY:
         return None
     if len(fld.types) > 1 and fld.types[-1] == GGUFValueType.STRING:
-        return [bytes(fld.parts[i]).decode("utf-8", errors="replace") for i in fld.data]
+        return [raw.decode("utf-8", errors="replace") for raw in _string_items(fld)]
     out: list[Any] = []
     for i in fld.data:
         out.extend(np.asarray(fld.parts[i]).tolist())
@@ -174,7 +200,7 @@ def token_texts(reader: GGUFReader) -> TokenTable:
     fld = reader.fields.get("tokenizer.ggml.tokens")
     if fld is None or not fld.types or fld.types[0] != GGUFValueType.ARRAY:
         return TokenTable()
-    return TokenTable([bytes(fld.parts[i]) for i in fld.data])
+    return TokenTable(list(_string_items(fld)))
 
 
 def quantization_name(file_type: int | None, reader: GGUFReader) -> str:

@@ -32,8 +32,11 @@ __all__ = [
 
 MAX_KEYS = 16_384
 MAX_TENSORS = 65_536
-MAX_ARRAY_ITEMS = 4_000_000  # one array (token lists, merges)
+MAX_ARRAY_ITEMS = 4_000_000  # one array
 MAX_TOTAL_ARRAY_ITEMS = 12_000_000  # all arrays of one file together
+# Strings in all arrays together: each is walked one by one (real files: tokens + merges, under
+# 800k). Numbers are read as one block, hence their larger cap.
+MAX_STRING_ITEMS = 2_000_000
 MAX_STRING_BYTES = 64 * 1024 * 1024  # one string value (chat templates are tens of KB)
 MAX_KEY_BYTES = 65_536
 MAX_TENSOR_NAME_BYTES = 63  # llama.cpp's GGML_MAX_NAME, less the terminating NUL
@@ -78,6 +81,7 @@ class _Cursor:
         self.pos = 0
         self.order = order
         self.items_left = MAX_TOTAL_ARRAY_ITEMS
+        self.strings_left = MAX_STRING_ITEMS
 
     def need(self, n: int, what: str) -> None:
         if n < 0 or self.pos + n > self.size:
@@ -153,6 +157,11 @@ def _value(cur: _Cursor, vtype: int, key: str) -> int | float | str | bool | Non
         cur.need(nbytes, what)
         cur.pos += nbytes
     elif item_type == _STRING:
+        cur.strings_left -= count
+        if cur.strings_left < 0:
+            raise HeaderRejectedError(
+                f"string arrays hold more than {MAX_STRING_ITEMS:,} items".replace(",", " ")
+            )
         for _ in range(count):
             cur.skip_string(what)
     else:

@@ -252,6 +252,16 @@ def build_corpus(source: Path, folder: Path) -> list[Case]:
         "items",
         lambda p: _write(p, [*kvs, _kv("junk.arr", ARRAY, struct.pack("<IQ", U32, 1 << 40))]),
     )
+    many = 2_000_001  # one more string than the reader walks; only the count is written
+    add(
+        "string-array-over-cap",
+        "items",
+        lambda p: _write(p, [*kvs, _kv("junk.s", ARRAY, struct.pack("<IQ", STRING, many))]),
+    )
+    empty_strings = struct.pack("<IQ", STRING, 1_200_000) + b"\0" * 8 * 1_200_000  # 9.6 MB
+    add(
+        "1-2m-empty-strings", None, lambda p: _write(p, [*kvs, _kv("junk.e", ARRAY, empty_strings)])
+    )
     add(
         "string-claims-2-40-bytes",
         "bytes",
