@@ -85,7 +85,7 @@ def hub_errors(
     except RevisionNotFoundError:
         raise DownloadError(f"revision {revision} not found in {repo_id}") from None
     except EntryNotFoundError:
-        what = filename or "the file"
+        what = printable(filename) if filename else "the file"
         raise DownloadError(f"{what} not found in {repo_id} at revision {revision}") from None
     except OfflineModeIsEnabled:
         raise DownloadError(

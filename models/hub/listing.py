@@ -14,6 +14,7 @@ from huggingface_hub.utils._headers import build_hf_headers
 from app.errors import DownloadError
 from models.gguf import shard_info
 from models.hub.common import TIMEOUT, check_repo_id, hub_errors, resolve_endpoint, size_text
+from models.terminal import printable
 
 __all__ = ["RemoteFile", "list_gguf_files", "parts_of", "select_file"]
 
@@ -118,10 +119,10 @@ def _describe(files: Sequence[RemoteFile], all_files: Sequence[RemoteFile]) -> s
     for f in files[:_SHOWN_OPTIONS]:
         key = _shard_key(f)
         if key is None:
-            shown.append(f"{f.path} ({size_text(f.size)})")
+            shown.append(f"{printable(f.path)} ({size_text(f.size)})")
         else:
             total = sum(x.size for x in all_files if _shard_key(x) == key)
-            shown.append(f"{f.path} ({size_text(total)} in {key[1]} parts)")
+            shown.append(f"{printable(f.path)} ({size_text(total)} in {key[1]} parts)")
     more = len(files) - len(shown)
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
@@ -175,6 +176,7 @@ def parts_of(files: Sequence[RemoteFile], chosen: RemoteFile) -> list[RemoteFile
     numbers = [p.shard[0] for p in parts if p.shard is not None]
     if numbers != list(range(1, key[1] + 1)):
         raise DownloadError(
-            f"{chosen.path} is part of a {key[1]}-part model but the repository has parts {numbers}"
+            f"{printable(chosen.path)} is part of a {key[1]}-part model but the repository "
+            f"has parts {numbers}"
         )
     return parts

@@ -193,3 +193,12 @@ def test_cli_pull_of_a_redirect_loop_and_an_odd_name_are_one_line(
         assert "Traceback" not in done.stderr and "\x1b" not in done.stderr
         errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and expected in errors[0]
+
+
+def test_a_choice_among_hostile_names_lists_them_escaped(hub: FakeHub, gguf_bytes: bytes) -> None:
+    hub.add_repo(REPO, {"a\x1b[2J.gguf": FakeFile(gguf_bytes), "b\x1b]0;x\x07.gguf": FakeFile(b"")})
+    with pytest.raises(DownloadError) as caught:
+        pull(REPO, endpoint=hub.endpoint)
+    message = str(caught.value)
+    assert "pick one with --file" in message
+    assert "\x1b" not in message and "a\\x1b[2J.gguf" in message
