@@ -42,6 +42,7 @@ __all__ = [
 CHECKS_FILE = "model-checks.json"
 PROBE_TIMEOUT_S = 300.0  # first touch of a large model's weights reads the whole file
 _PROBE_CTX = 32
+_KEPT_CHECKS = 512
 _lock = threading.Lock()
 
 
@@ -64,7 +65,10 @@ def _load_checks() -> dict[str, dict[str, object]]:
 
 def _save_check(identity: str, ok: bool, reason: str) -> None:
     checks = _load_checks()
+    checks.pop(identity, None)
     checks[identity] = {"ok": ok, "reason": reason}
+    for stale in list(checks)[:-_KEPT_CHECKS]:  # oldest first: files long replaced or deleted
+        del checks[stale]
     target = _checks_path()
     with contextlib.suppress(OSError):  # an unwritable data folder only costs a re-check
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".model-checks.", suffix=".tmp")
