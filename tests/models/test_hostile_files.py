@@ -118,3 +118,17 @@ def test_a_check_that_cannot_finish_is_not_remembered(
     assert not (Path(os.environ["SPECCHAT_DATA_DIR"]) / CHECKS_FILE).exists()
     monkeypatch.undo()
     ensure_loadable(path)  # the next try checks again, and this time it finishes
+
+
+def test_the_verdict_file_keeps_only_the_newest_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import models.probe
+
+    monkeypatch.setattr(models.probe, "_KEPT_CHECKS", 3)
+    for i in range(5):
+        models.probe._save_check(f"/models/m{i}.gguf|1|2|3", i % 2 == 0, f"reason {i}")
+    models.probe._save_check("/models/m2.gguf|1|2|3", True, "checked again")
+    data = json.loads((Path(os.environ["SPECCHAT_DATA_DIR"]) / CHECKS_FILE).read_text())
+    assert list(data) == ["/models/m3.gguf|1|2|3", "/models/m4.gguf|1|2|3", "/models/m2.gguf|1|2|3"]
+    assert data["/models/m2.gguf|1|2|3"] == {"ok": True, "reason": "checked again"}
