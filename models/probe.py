@@ -70,11 +70,17 @@ def _save_check(identity: str, ok: bool, reason: str) -> None:
     for stale in list(checks)[:-_KEPT_CHECKS]:  # oldest first: files long replaced or deleted
         del checks[stale]
     target = _checks_path()
-    with contextlib.suppress(OSError):  # an unwritable data folder only costs a re-check
+    try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".model-checks.", suffix=".tmp")
+    except OSError:
+        return  # an unwritable data folder only costs a check again next time
+    try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             json.dump(checks, out, indent=1)
         os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def _signal_name(number: int) -> str:
