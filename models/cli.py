@@ -25,6 +25,7 @@ from app.errors import DraftIncompatibleError, InvalidSettingError
 from app.paths import models_dir
 from models.catalog import CATALOG
 from models.describe import detail_rows, format_params
+from models.terminal import printable
 
 if TYPE_CHECKING:
     from models.discovery import ModelEntry
@@ -107,16 +108,19 @@ def _bytes(n: float | None) -> str:
 def run_list(args: argparse.Namespace) -> int:
     from models.discovery import discover_models  # noqa: PLC0415
 
+    for folder in args.dir:
+        if not Path(folder).expanduser().is_dir():
+            raise InvalidSettingError(f"--dir {printable(folder)}: no such folder")
     entries = discover_models(args.dir)
     if args.json:
         print(json.dumps([e.to_dict() for e in entries], indent=2))
         return 0
     if not entries:
-        print(f"no GGUF files found (models folder: {models_dir()})")
+        print(f"no GGUF files found (models folder: {printable(models_dir())})")
         return 0
     rows = [["NAME", "ARCH", "QUANT", "PARAMS", "SIZE", "VOCAB", "SOURCE", "PATH / PROBLEM"]]
     for entry in entries:
-        rows.append(_list_row(entry))
+        rows.append([printable(cell) for cell in _list_row(entry)])
     _table(rows, sys.stdout)
     broken = sum(1 for e in entries if not e.ok)
     print(f"\n{len(entries)} files, {broken} unusable")
@@ -136,7 +140,7 @@ def _list_row(entry: ModelEntry) -> list[str]:
         _bytes(info.total_size_bytes),
         f"{info.vocab_type or '-'}/{info.vocab_size}",
         source,
-        str(entry.path),
+        str(entry.path) + (f": {info.problem}" if info.problem else ""),
     ]
 
 
@@ -147,7 +151,9 @@ def run_inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info.to_dict(include_template=True), indent=2))
         return 0
-    _table([[f"{k}:", v] for k, v in detail_rows(info, missing="-")], sys.stdout)
+    rows = detail_rows(info, missing="-")
+    rows.append(("usable", "yes" if info.problem is None else f"no, {info.problem}"))
+    _table([[f"{k}:", printable(v)] for k, v in rows], sys.stdout)
     return 0
 
 
@@ -167,10 +173,11 @@ class _ProgressPrinter:
             return
         self.current = p.filename
         self.last = now
+        name = printable(p.filename)
         total = _bytes(p.total) if p.total else "?"
         pct = f" {p.fraction:.0%}" if p.fraction is not None else ""
         verb = {"checking": "checking", "done": "done"}.get(p.phase, "downloading")
-        line = f"{verb} {p.filename}: {_bytes(p.downloaded)} / {total}{pct}"
+        line = f"{verb} {name}: {_bytes(p.downloaded)} / {total}{pct}"
         if p.resumed_from and p.phase != "checking":
             line += f" (resumed at {_bytes(p.resumed_from)})"
         if self.tty:
@@ -191,7 +198,7 @@ def run_pull(args: argparse.Namespace) -> int:
         progress=_ProgressPrinter(sys.stderr),
     )
     for path in paths:
-        print(path)
+        print(printable(path))
     return 0
 
 

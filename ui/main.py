@@ -19,7 +19,7 @@ from ui.messages import describe
 from ui.settings import Settings
 from ui.themes import apply_theme
 from ui.window.main_window import MainWindow
-from ui.workers.engine import EngineHost
+from ui.workers.engine import EngineHost, FileCheck
 
 APP_NAME = "SpecChat"
 
@@ -46,11 +46,13 @@ def create_window(
     settings: Settings | None = None,
     models_folder: Path | None = None,
     runtime: Runtime | None = None,
+    check_file: FileCheck | None = None,
 ) -> MainWindow:
     """Build a window with its own engine thread; the caller shows it and calls start().
 
-    runtime: the engine the worker thread owns (tests pass one over stand-in models)."""
-    host = EngineHost(runtime=runtime)
+    runtime: the engine the worker thread owns; check_file vets a model file before it loads
+    (tests pass stand-ins for both)."""
+    host = EngineHost(runtime=runtime, check_file=check_file)
     window = MainWindow(
         settings or Settings(),
         store or ConversationStore(database_path()),

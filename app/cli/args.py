@@ -53,12 +53,18 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_model_path(value: str, *, role: str) -> str:
+    """The file a --target/--draft value names, checked to load without crashing llama.cpp."""
+    from models.probe import ensure_loadable  # noqa: PLC0415
+
     if value != DEMO:
+        ensure_loadable(value)  # a file that would crash llama.cpp is refused here, in words
         return value
     from models.demo import ensure_demo_models  # noqa: PLC0415
 
     demo = ensure_demo_models(progress=_progress_line)
-    return str(demo.f32 if role == "target" else demo.q4_1)
+    path = demo.f32 if role == "target" else demo.q4_1
+    ensure_loadable(path)
+    return str(path)
 
 
 def _progress_line(done: int, total: int, message: str) -> None:

@@ -38,6 +38,7 @@ from app.engine.events import FinishEvent
 from app.engine.isolated import AnyRuntime
 from app.engine.runtime import NGRAM
 from app.errors import InvalidSettingError, SpecChatError
+from models.terminal import printable
 
 _READY = re.compile(r"at http://127\.0\.0\.1:(\d+)/v1")
 
@@ -62,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = run(args)
     except SpecChatError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc)}", file=sys.stderr)
         return 1
     text = json.dumps(report, indent=2)
     print(text)

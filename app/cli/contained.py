@@ -21,6 +21,7 @@ from pathlib import Path
 from app.cli.rpc_options import draft_endpoints, target_endpoints
 from app.engine.isolated import WORKER_LOST_MARKER, probe_workers
 from app.errors import RpcWorkerLostError, SpecChatError
+from models.terminal import printable
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -37,7 +38,7 @@ def _child(handler: Handler, args: argparse.Namespace, log_path: str) -> None:
     try:
         code = handler(args)
     except SpecChatError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc)}", file=sys.stderr)
         code = 1
     sys.stderr.flush()
     sys.exit(code)

@@ -29,6 +29,7 @@ from app.engine.runtime import NGRAM, Runtime
 from app.errors import InvalidSettingError, RpcWorkerLostError, SpecChatError
 from app.llama.model import ModelFacts
 from app.metrics.cost_model import MAX_GAMMA
+from models.terminal import printable
 
 
 class _Parser(argparse.ArgumentParser):
@@ -241,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args))
     except SpecChatError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

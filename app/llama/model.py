@@ -90,6 +90,8 @@ def precheck_model_file(path: Path) -> None:
         raise ModelLoadError(str(path), "no such file")
     if path.is_dir():
         raise ModelLoadError(str(path), "is a directory, not a GGUF file")
+    if not path.is_file():  # a FIFO or a device would block or stream forever once opened
+        raise ModelLoadError(str(path), "not a regular file")
     try:
         size = path.stat().st_size
         with path.open("rb") as handle:

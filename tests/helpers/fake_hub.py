@@ -14,8 +14,9 @@ mocked):
   EntryNotFound`.
 
 Faults, per file: report a wrong sha256 (checksum mismatch), cut the body after N bytes and
-drop the connection (a network failure mid-transfer), or redirect to a second server on another
-port, as the Hub redirects LFS downloads to its CDN. Every request is logged for assertions.
+drop the connection (a network failure mid-transfer), go silent mid-body (a stalled network),
+redirect to itself forever, or redirect to a second server on another port, as the Hub redirects
+LFS downloads to its CDN. Every request is logged for assertions.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class FakeFile:
     drop_after: int | None = None  # cut GET bodies after this many bytes ...
     drops_left: int = 0  # ... for this many GET requests
     via_cdn: bool = False  # /resolve answers 302 to the CDN server
+    stall_at: int | None = None  # GET bodies go silent at this byte until the hub stops
+    redirect_loop: bool = False  # GET /resolve answers 302 to itself, forever
 
     @property
     def sha256(self) -> str:
@@ -72,6 +75,7 @@ class FakeHub:
     requests: list[LoggedRequest] = field(default_factory=list)
     _servers: list[ThreadingHTTPServer] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def add_repo(self, repo_id: str, files: dict[str, FakeFile]) -> FakeRepo:
         commit = hashlib.sha1(repo_id.encode()).hexdigest()
@@ -106,6 +110,7 @@ class FakeHub:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()  # ends every stalled response
         for server in self._servers:
             server.shutdown()
             server.server_close()
@@ -282,6 +287,10 @@ class _Handler(BaseHTTPRequestHandler):
             headers["ETag"] = f'"{f.sha256}"'
         else:
             headers["ETag"] = f'"{f.git_oid}"'
+        if f.redirect_loop and not head:
+            headers["Location"] = f"{self.hub.endpoint}{self.path}"
+            self._send(302, b"", headers, head=head)
+            return
         if f.via_cdn:
             headers["Location"] = f"{self.hub.cdn}/blob/{f.sha256}"
             self._send(302, b"", headers, head=head)
@@ -321,6 +330,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if f.stall_at is not None:
+            self.wfile.write(body[: max(f.stall_at - start, 0)])
+            self.wfile.flush()
+            self.hub.stopping.wait(60)  # silent: no byte, no close, as a stalled network
+            self.close_connection = True
             return
         self.wfile.write(body)
 

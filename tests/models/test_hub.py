@@ -40,16 +40,23 @@ def payload(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return write_tiny_gguf(path, tensor_elements=300_000).read_bytes()
 
 
+@pytest.fixture(scope="module")
+def split_parts(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
+    """A real two-part split GGUF (each part a GGUF file of its own, as gguf-split writes)."""
+    first = write_tiny_gguf(tmp_path_factory.mktemp("split") / "big.gguf", split_max_tensors=2)
+    return [part.read_bytes() for part in sorted(first.parent.glob("big-*-of-*.gguf"))]
+
+
 @pytest.fixture()
-def hub(payload: bytes) -> Iterator[FakeHub]:
+def hub(payload: bytes, split_parts: list[bytes]) -> Iterator[FakeHub]:
     with FakeHub() as server:
         server.add_repo(
             REPO,
             {
                 "tiny-q4_0.gguf": FakeFile(payload),
                 "tiny-q8_0.gguf": FakeFile(payload + b"\0" * 64),
-                "sub/big-Q2_K-00001-of-00002.gguf": FakeFile(payload[:1000]),
-                "sub/big-Q2_K-00002-of-00002.gguf": FakeFile(payload[1000:]),
+                "sub/big-Q2_K-00001-of-00002.gguf": FakeFile(split_parts[0]),
+                "sub/big-Q2_K-00002-of-00002.gguf": FakeFile(split_parts[1]),
                 "README.md": FakeFile(b"# tiny\n", lfs=False),
             },
         )
@@ -113,13 +120,14 @@ def test_hf_endpoint_is_read_at_call_time(hub: FakeHub, monkeypatch: pytest.Monk
     assert [p.name for p in pull(REPO, "tiny-q8_0.gguf")] == ["tiny-q8_0.gguf"]
 
 
-def test_split_model_pulls_every_part(hub: FakeHub, payload: bytes) -> None:
+def test_split_model_pulls_every_part(hub: FakeHub, split_parts: list[bytes]) -> None:
     paths = pull(REPO, "Q2_K", endpoint=hub.endpoint)
-    assert [p.name for p in paths] == [
-        "big-Q2_K-00001-of-00002.gguf",
-        "big-Q2_K-00002-of-00002.gguf",
+    folder = models_dir() / "acme" / "Tiny-GGUF" / "sub"  # the repository's folder is kept
+    assert paths == [
+        folder / "big-Q2_K-00001-of-00002.gguf",
+        folder / "big-Q2_K-00002-of-00002.gguf",
     ]
-    assert paths[0].read_bytes() + paths[1].read_bytes() == payload
+    assert [p.read_bytes() for p in paths] == split_parts
 
 
 def test_interrupted_transfer_resumes_on_the_next_call(hub: FakeHub, payload: bytes) -> None:

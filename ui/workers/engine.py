@@ -31,6 +31,7 @@ from app.errors import Cancelled, DraftIncompatibleError
 from app.server.owner import Failed, Job, JobRunner, OwnerEvent, Sink, Ticket
 from models.compat import check_draft_file
 from models.demo import DemoModels, ensure_demo_models
+from models.probe import ensure_loadable
 from ui.messages import describe
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,8 @@ class GenerateRequest:
 
 
 RuntimeTask = Callable[[Runtime], None]
+FileCheck = Callable[[str], None]
+"""Raises a user error for a model file llama.cpp must not load (models.probe.ensure_loadable)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,9 +154,10 @@ class EngineWorker(QObject):
     serveEnded = Signal(object)
     shutDown = Signal()
 
-    def __init__(self, runtime: Runtime | None = None) -> None:
+    def __init__(self, runtime: Runtime | None = None, check_file: FileCheck | None = None) -> None:
         super().__init__()
         self._runtime = runtime or Runtime(vet_draft=check_draft_file)
+        self._check_file = check_file or ensure_loadable
         # Local server requests run here, on the models the chat uses: one owner per model.
         self.jobs = JobRunner(self._runtime)
         self._target: ModelConfig | None = None
@@ -203,11 +207,15 @@ class EngineWorker(QObject):
         if target != self._target or self._runtime.target is None:
             # Forget the draft too: it was vetted against the old target.
             self._target, self._draft = None, DraftChoice("none")
+            # A file llama.cpp would abort on is refused in words before it can take the
+            # window down (checked once per file, in a child process; cached).
+            self._check_file(target.path)
             self._runtime.load_target(target, self._progress(target.path, ticket, "target"))
             self._target = target
         if draft != self._draft:
             self._draft = DraftChoice("none")
             if draft.kind == "model" and draft.config is not None:
+                self._check_file(draft.config.path)
                 self._runtime.load_draft(
                     draft.config, self._progress(draft.config.path, ticket, "draft")
                 )
@@ -361,12 +369,18 @@ class EngineHost(QObject):
     taskRequested = Signal(object)
     shutdownRequested = Signal()
 
-    def __init__(self, parent: QObject | None = None, *, runtime: Runtime | None = None) -> None:
+    def __init__(
+        self,
+        parent: QObject | None = None,
+        *,
+        runtime: Runtime | None = None,
+        check_file: FileCheck | None = None,
+    ) -> None:
         super().__init__(parent)
         self.engine_thread = QThread()
         self.engine_thread.setObjectName("engine")
         # No parent: a QObject with a parent cannot move to another thread.
-        self.worker = EngineWorker(runtime)
+        self.worker = EngineWorker(runtime, check_file)
         self.worker.moveToThread(self.engine_thread)
         queued = Qt.ConnectionType.QueuedConnection
         self.loadRequested.connect(self.worker.load, queued)

@@ -61,6 +61,8 @@ def open_fake_window(data_dir: Path, files: dict[str, Path], **preferences: Any)
         settings,
         models_folder=data_dir / "models",
         runtime=runtime,
+        # The stand-in files are headers only: llama.cpp itself never loads them here.
+        check_file=lambda _path: None,
     )
     window.show()
     return window

@@ -1,0 +1,149 @@
+"""`inspect_gguf(path)`: a file's header, vetted, read and cached by (path, size, mtime)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+from app.errors import ModelLoadError
+from models.gguf.build import build_info
+from models.gguf.info import GGUFInfo
+from models.gguf.reader import READER_CLASS, TruncatedError
+from models.gguf.scan import HeaderRejectedError, scan_header
+from models.gguf.vetting import vet_shape
+
+__all__ = ["clear_inspect_cache", "inspect_gguf", "vet_file"]
+
+GGUF_MAGIC = b"GGUF"
+_SUPPORTED_VERSIONS = (2, 3)
+_CACHE_LIMIT = 128
+
+
+def _check_magic(path: Path, size: int) -> None:
+    with path.open("rb") as handle:
+        head = handle.read(8)
+    if head[: len(GGUF_MAGIC)] != GGUF_MAGIC[: len(head)] or not head:
+        raise ModelLoadError(str(path), "not a GGUF file (bad magic)")
+    if len(head) < 8:
+        raise ModelLoadError(str(path), f"file is truncated ({size} bytes, no complete header)")
+    version = int.from_bytes(head[4:8], "little")
+    swapped = int.from_bytes(head[4:8], "big")
+    if version not in _SUPPORTED_VERSIONS and swapped not in _SUPPORTED_VERSIONS:
+        raise ModelLoadError(str(path), f"unsupported GGUF version {version}")
+
+
+def _vet(path: Path, size: int) -> None:
+    if size == 0:
+        raise ModelLoadError(str(path), "file is empty")
+    _check_magic(path, size)
+    try:
+        vet_shape(scan_header(path, size))
+    except HeaderRejectedError as exc:
+        raise ModelLoadError(str(path), str(exc)) from None
+
+
+def vet_file(path: str | os.PathLike[str]) -> None:
+    """Raise ModelLoadError unless `path` is a regular GGUF file whose header passes the caps and
+    the shape rules; bounded in time and memory, reads nothing past the header and tensor table."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise ModelLoadError(str(p), _os_reason(exc)) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelLoadError(str(p), "not a regular file")
+    try:
+        _vet(p, int(st.st_size))
+    except OSError as exc:
+        raise ModelLoadError(str(p), _os_reason(exc)) from None
+
+
+def _read(path: Path, st: os.stat_result) -> GGUFInfo:
+    size = int(st.st_size)
+    _vet(path, size)
+    try:
+        reader = READER_CLASS(path, mode="r")
+    except TruncatedError as exc:
+        raise ModelLoadError(
+            str(path), f"file is truncated (needs at least {exc.needed} bytes, has {size})"
+        ) from None
+    try:
+        return build_info(path, reader, st)
+    except TruncatedError as exc:
+        raise ModelLoadError(
+            str(path), f"file is truncated (needs at least {exc.needed} bytes, has {size})"
+        ) from None
+    finally:
+        del reader  # drop the memory map now, not at the next garbage collection
+
+
+_cache: OrderedDict[tuple[str, int, int], GGUFInfo | str] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def clear_inspect_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+def inspect_gguf(path: str | os.PathLike[str]) -> GGUFInfo:
+    """Read a GGUF header. Raises ModelLoadError (and nothing else) for any unusable path."""
+    p = Path(path).expanduser()
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise ModelLoadError(str(p), "file not found") from None
+    except PermissionError:
+        raise ModelLoadError(str(p), "permission denied") from None
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(str(p), _os_reason(exc)) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ModelLoadError(str(p), "is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelLoadError(str(p), "not a regular file")
+
+    try:
+        key = (str(p.resolve()), int(st.st_size), int(st.st_mtime_ns))
+    except (OSError, RuntimeError):
+        key = (str(p.absolute()), int(st.st_size), int(st.st_mtime_ns))
+    with _cache_lock:
+        cached = _cache.get(key)
+        if cached is not None:
+            _cache.move_to_end(key)
+    if isinstance(cached, GGUFInfo):
+        return cached if cached.path == p else dataclasses.replace(cached, path=p)
+    if isinstance(cached, str):
+        raise ModelLoadError(str(p), cached)
+
+    try:
+        result: GGUFInfo | str = _read(p, st)
+    except ModelLoadError as exc:
+        result = exc.reason
+    except PermissionError:
+        result = "permission denied"
+    except OSError as exc:
+        result = _os_reason(exc)
+    except MemoryError:
+        result = "corrupt GGUF header (implausible sizes)"
+    except Exception as exc:  # any parser failure on bad bytes is a corrupt file
+        detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        result = f"corrupt GGUF header ({detail})"
+
+    with _cache_lock:
+        _cache[key] = result
+        _cache.move_to_end(key)
+        while len(_cache) > _CACHE_LIMIT:
+            _cache.popitem(last=False)
+    if isinstance(result, str):
+        raise ModelLoadError(str(p), result)
+    return result
+
+
+def _os_reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[0].lower() + exc.strerror[1:]
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,191 @@
+"""Load an unknown model file once in a child process, so a file that crashes llama.cpp cannot
+take the app down with it.
+
+Some files pass every header rule and still make llama.cpp abort the whole process (a vocabulary
+with two identical token texts, for one). `ensure_loadable(path)` is what the composition roots
+call before loading a file: it vets the header (`inspect_gguf`, `GGUFInfo.problem`), then, for a
+file it has not seen before, loads it once in a child Python process (vocabulary and weights, CPU
+only, a tiny context, one decoded token) and remembers the verdict by file identity (real path,
+size, mtime_ns, inode) in the data folder. A file that failed stays refused without another try
+until it changes on disk, so a remembered target that crashed is never auto-loaded again. A
+verdict costs one `stat` and one small JSON read once cached.
+
+The child is `python -m models.probe PATH`; it prints one JSON line, {"ok": true} or
+{"ok": false, "reason": "..."}.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.errors import ModelLoadError
+from app.paths import data_dir
+
+__all__ = [
+    "CHECKS_FILE",
+    "PROBE_TIMEOUT_S",
+    "ProbeVerdict",
+    "ensure_loadable",
+    "file_identity",
+    "probe_file",
+]
+
+CHECKS_FILE = "model-checks.json"
+PROBE_TIMEOUT_S = 300.0  # first touch of a large model's weights reads the whole file
+_PROBE_CTX = 32
+_KEPT_CHECKS = 512
+_lock = threading.Lock()
+
+
+def file_identity(path: Path) -> str:
+    st = path.stat()
+    return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+
+
+def _checks_path() -> Path:
+    return data_dir() / CHECKS_FILE
+
+
+def _load_checks() -> dict[str, dict[str, object]]:
+    try:
+        data = json.loads(_checks_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save_check(identity: str, ok: bool, reason: str) -> None:
+    checks = _load_checks()
+    checks.pop(identity, None)
+    checks[identity] = {"ok": ok, "reason": reason}
+    for stale in list(checks)[:-_KEPT_CHECKS]:  # oldest first: files long replaced or deleted
+        del checks[stale]
+    target = _checks_path()
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".model-checks.", suffix=".tmp")
+    except OSError:
+        return  # an unwritable data folder only costs a check again next time
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(checks, out, indent=1)
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+@dataclass(frozen=True)
+class ProbeVerdict:
+    ok: bool
+    reason: str  # "loads", or why not in words
+    lasting: bool = True  # False when the check itself could not finish: never remembered
+
+
+def probe_file(path: Path, *, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeVerdict:
+    """Load `path` in a child process and say whether llama.cpp could."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env["GGML_NO_BACKTRACE"] = "1"  # an abort would otherwise attach a debugger for seconds
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "models.probe", str(path)],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout_s,
+            env=env,
+            cwd=root,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        reason = f"llama.cpp did not finish loading it within {timeout_s:.0f} s"
+        return ProbeVerdict(False, reason, lasting=False)
+    except OSError as exc:
+        reason = f"the load check could not start ({exc.strerror or exc})"
+        return ProbeVerdict(False, reason, lasting=False)
+    if done.returncode < 0:
+        return ProbeVerdict(
+            False, f"llama.cpp crashed loading it ({_signal_name(-done.returncode)})"
+        )
+    for line in reversed(done.stdout.splitlines()):
+        try:
+            verdict = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(verdict, dict) and "ok" in verdict:
+            return ProbeVerdict(bool(verdict["ok"]), str(verdict.get("reason") or "loads"))
+    reason = f"the load check ended without a verdict (exit status {done.returncode})"
+    return ProbeVerdict(False, reason, lasting=False)
+
+
+def ensure_loadable(path: str | os.PathLike[str]) -> None:
+    """Raise ModelLoadError unless the file's header is sound and llama.cpp loads it.
+
+    Import-light and quick on a file seen before; the first sight of a file costs one load in a
+    child process.
+    """
+    from app.llama.model import precheck_model_file  # noqa: PLC0415
+    from models.inspect import inspect_gguf  # noqa: PLC0415 - gguf loads only when needed
+
+    p = Path(path).expanduser()
+    precheck_model_file(p)  # the loader's own first checks, in its words
+    info = inspect_gguf(p)
+    if info.problem is not None:
+        raise ModelLoadError(str(p), info.problem)
+    try:
+        identity = file_identity(p)
+    except OSError as exc:
+        raise ModelLoadError(str(p), exc.strerror or "cannot read it") from None
+    with _lock:
+        cached = _load_checks().get(identity)
+    if isinstance(cached, dict) and "ok" in cached:
+        ok, reason = bool(cached["ok"]), str(cached.get("reason", ""))
+        if not ok:
+            raise ModelLoadError(str(p), f"{reason} (found by an earlier check)")
+        return
+    verdict = probe_file(p)
+    if verdict.lasting:
+        with _lock:
+            _save_check(identity, verdict.ok, verdict.reason)
+    if not verdict.ok:
+        raise ModelLoadError(str(p), verdict.reason)
+
+
+def _child(path: str) -> int:
+    """The probe itself: load, tokenize, decode one token; one JSON verdict line on stdout."""
+    from app.engine.config import ModelConfig  # noqa: PLC0415
+    from app.llama.model import LlamaModel  # noqa: PLC0415
+
+    try:
+        with LlamaModel(ModelConfig(path, n_ctx=_PROBE_CTX, n_gpu_layers=0, n_threads=1)) as model:
+            tokens = model.tokenize("Hello", add_special=True)[:2] or [0]
+            model.feed(tokens, 1)
+    except ModelLoadError as exc:
+        print(json.dumps({"ok": False, "reason": exc.reason}), flush=True)
+        return 0
+    except Exception as exc:  # any other failure is also a verdict, not a crash of the parent
+        print(json.dumps({"ok": False, "reason": f"llama.cpp failed on it ({exc})"}), flush=True)
+        return 0
+    print(json.dumps({"ok": True, "reason": "loads"}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1]))
