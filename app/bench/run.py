@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from app.bench.prompts import BenchPrompt
-from app.engine.config import MAX_GAMMA, GenerationConfig, ModelConfig
+from app.engine.config import MAX_GAMMA, GenerationConfig, ModelConfig, check_gamma
 from app.engine.control import GenerationControl
 from app.engine.drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from app.engine.events import FinishEvent, NoticeEvent, RoundRecord
@@ -106,10 +106,9 @@ def parse_gammas(text: str) -> list[GammaSetting]:
                 value = int(item)
             except ValueError:
                 raise InvalidSettingError(
-                    f"γ must be a number 1..{MAX_GAMMA} or 'auto', got {item!r}"
+                    f"gamma must be a number in 1..{MAX_GAMMA} or 'auto', got {item!r}"
                 ) from None
-            if not 1 <= value <= MAX_GAMMA:
-                raise InvalidSettingError(f"γ must lie in 1..{MAX_GAMMA}, got {value}")
+            check_gamma(value)
         if value not in out:
             out.append(value)
     if not out:

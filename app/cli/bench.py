@@ -30,6 +30,7 @@ from app.cli.main import (
     DEMO,
     add_model_arguments,
     add_sampling_arguments,
+    check_model_args,
     generation_from_args,
     resolve_model_path,
 )
@@ -97,7 +98,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--no-warmup", action="store_true", help="skip the untimed warm-up run of each model"
     )
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    bench.set_defaults(handler=run_bench)
+    bench.set_defaults(handler=run_bench, check=check_bench_args)
 
 
 def _draft_choice(value: str) -> DraftChoice:
@@ -134,11 +135,16 @@ def _progress(done: int, total: int, message: str) -> None:
     print(f"[{done}/{total}] {message}", file=sys.stderr, flush=True)
 
 
-def run_bench(args: argparse.Namespace) -> int:
-    base = generation_from_args(args, AUTO)  # γ auto starts where `generate --gamma auto` does
-    base.validate()
+def check_bench_args(args: argparse.Namespace) -> None:
+    """Flag values alone, before anything loads; exit status 2 like every usage error."""
+    check_model_args(args)
+    generation_from_args(args, AUTO).validate()
     if args.repeat < 1:
         raise InvalidSettingError(f"--repeat must be at least 1, got {args.repeat}")
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    base = generation_from_args(args, AUTO)  # γ auto starts where `generate --gamma auto` does
     for path, flag in ((args.json, "--json"), (args.csv, "--csv"), (args.plot, "--plot")):
         _check_output(path, flag)
     prompts = load_prompts(args.prompts)

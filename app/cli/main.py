@@ -1,7 +1,9 @@
 """`specchat`: the window with no arguments; `generate`, `bench` and `models` headless.
 
-User errors end as one `error: ...` line on stderr and exit status 1 (2 for bad flags), never a
-traceback; only real bugs show one.
+User errors end as one `error: ...` line on stderr, never a traceback; only real bugs show one.
+Exit status 2 means the command line itself is wrong (an unknown flag, a value out of range,
+flags that contradict each other), checked before anything loads, the same way in every
+sub-command; 1 means a file, a model or the machine refused; 130/143 mean SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -11,9 +13,19 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, cast
+from typing import Any, NoReturn, cast
 
-from app.engine.config import MAX_GAMMA, GenerationConfig, ModelConfig, SamplingConfig
+from app.cli.signals import Interrupted, interrupt_on_signals, stop_on_signals
+from app.engine.config import (
+    MAX_GAMMA,
+    MAX_PROMPT_FILE_BYTES,
+    MAX_SEED,
+    GenerationConfig,
+    ModelConfig,
+    SamplingConfig,
+    check_gamma,
+)
+from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, NoticeEvent, TokenEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import NGRAM, Runtime
@@ -23,7 +35,12 @@ DEMO = "demo"
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports bad flags in the same one-line `error:` form as everything else."""
+    """argparse that reports bad flags in the same one-line `error:` form as everything else,
+    and whose --help shows every default."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
@@ -33,9 +50,16 @@ def _gamma(value: str) -> int | str:
     if value == "auto":
         return value
     try:
-        return int(value)
+        gamma = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"gamma must be a number in 1..{MAX_GAMMA} or 'auto', got {value!r}"
+        ) from None
+    try:
+        check_gamma(gamma)
+    except InvalidSettingError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return gamma
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,17 +75,27 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--draft-n-gpu-layers", type=int, default=-1, help="draft layers on the GPU (-1 = all)"
     )
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads per model")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads per model (default: automatic, see docs/threads.md)",
+    )
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     parser.add_argument("--top-k", type=int, default=0, help="0 = off")
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--min-p", type=float, default=0.0)
-    parser.add_argument("--repeat-penalty", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling; 1 = off")
+    parser.add_argument("--min-p", type=float, default=0.0, help="0 = off")
+    parser.add_argument("--repeat-penalty", type=float, default=1.0, help="1 = off")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help=f"0..{MAX_SEED} for a reproducible sampled reply (default: random)",
+    )
+    parser.add_argument("--max-tokens", type=int, default=256, help="longest reply in tokens")
     parser.add_argument(
         "--p-min",
         type=float,
@@ -104,9 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")
     gen.add_argument("--system", default=None, help="system message (with --chat)")
     source = gen.add_mutually_exclusive_group(required=True)
-    source.add_argument("--prompt")
-    source.add_argument("--prompt-file", type=Path)
+    source.add_argument("--prompt", help="the prompt text")
+    source.add_argument(
+        "--prompt-file",
+        type=Path,
+        help=f"read the prompt from a UTF-8 file (at most {MAX_PROMPT_FILE_BYTES // 2**20} MiB)",
+    )
     gen.add_argument("--json", action="store_true", help="print one JSON object")
+    gen.set_defaults(check=check_generate_args)
 
     _register_optional(commands)
     return parser
@@ -187,21 +226,51 @@ def load_runtime(args: argparse.Namespace, draft: str | None) -> Runtime:
     return runtime
 
 
+def check_model_args(args: argparse.Namespace) -> None:
+    """Flag values every model-loading command shares, checked before anything loads."""
+    target = ModelConfig("", args.n_ctx, args.n_gpu_layers, n_threads=args.threads)
+    target.validate()
+    ModelConfig("", args.n_ctx, args.draft_n_gpu_layers, n_threads=args.threads).validate()
+
+
+def check_generate_args(args: argparse.Namespace) -> None:
+    check_model_args(args)
+    generation_from_args(args, args.gamma).validate()
+    if args.system is not None and not args.chat:
+        raise InvalidSettingError("--system needs --chat (the system message is a chat turn)")
+    if args.prompt is not None and not args.prompt.strip():
+        raise InvalidSettingError("--prompt is empty")
+
+
 def _read_prompt(args: argparse.Namespace) -> str:
     if args.prompt is not None:
         return str(args.prompt)
     path: Path = args.prompt_file
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            # Read one byte past the cap: a larger file (or /dev/zero) is refused unread.
+            data = handle.read(MAX_PROMPT_FILE_BYTES + 1)
     except FileNotFoundError:
         raise InvalidSettingError(f"prompt file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidSettingError(f"cannot read prompt file {path}: {exc}") from None
+    except OSError as exc:
+        raise InvalidSettingError(f"cannot read prompt file {path}: {exc.strerror}") from None
+    if len(data) > MAX_PROMPT_FILE_BYTES:
+        raise InvalidSettingError(
+            f"prompt file {path} is larger than {MAX_PROMPT_FILE_BYTES // 2**20} MiB"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidSettingError(
+            f"prompt file {path} is not UTF-8 text (byte {exc.start})"
+        ) from None
+    if not text.strip():
+        raise InvalidSettingError(f"prompt file {path} is empty")
+    return text
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    config = generation_from_args(args, args.gamma)
-    config.validate()  # before loading anything: a bad flag should not cost a model load
+    config = generation_from_args(args, args.gamma)  # checked by check_generate_args
     prompt = _read_prompt(args)
     runtime = load_runtime(args, None if args.no_spec else args.draft)
     try:
@@ -212,14 +281,13 @@ def run_generate(args: argparse.Namespace) -> int:
         else:
             prompt_ids = runtime.text_prompt(prompt)
         result: GenerationResult | None = None
-        for event in runtime.generate(prompt_ids, config, speculative=not args.no_spec):
-            if isinstance(event, TokenEvent) and not args.json:
-                sys.stdout.write(event.text)
-                sys.stdout.flush()
-            elif isinstance(event, NoticeEvent):
-                print(f"note: {event.message}", file=sys.stderr)
-            elif isinstance(event, FinishEvent):
-                result = event.result
+        control = GenerationControl()
+        with stop_on_signals(control) as caught:
+            events = runtime.generate(prompt_ids, config, control, speculative=not args.no_spec)
+            for event in events:
+                _show(event, args)
+                if isinstance(event, FinishEvent):
+                    result = event.result
         assert result is not None
         if args.json:
             print(json.dumps(result.to_json(), ensure_ascii=False))
@@ -228,7 +296,16 @@ def run_generate(args: argparse.Namespace) -> int:
             print(format_stats_line(result), file=sys.stderr)
     finally:
         runtime.close()
-    return 0
+    # A signal stopped the reply: what was generated is printed, and the exit says why.
+    return 128 + caught.signum if caught.signum else 0
+
+
+def _show(event: object, args: argparse.Namespace) -> None:
+    if isinstance(event, TokenEvent) and not args.json:
+        sys.stdout.write(event.text)
+        sys.stdout.flush()
+    elif isinstance(event, NoticeEvent):
+        print(f"note: {event.message}", file=sys.stderr)
 
 
 def format_stats_line(result: GenerationResult) -> str:
@@ -258,14 +335,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 2
+    check = getattr(args, "check", None)
     try:
-        return int(handler(args))
+        if check is not None:
+            check(args)  # a bad flag must not cost a model load
+    except InvalidSettingError as exc:
+        print(f"error: {exc} (see specchat {args.command} --help)", file=sys.stderr)
+        return 2
+    try:
+        with interrupt_on_signals():
+            return int(handler(args))
     except SpecChatError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except Interrupted as exc:
+        print("error: interrupted", file=sys.stderr)
+        return 128 + exc.signum
 
 
 if __name__ == "__main__":
