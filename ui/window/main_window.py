@@ -337,6 +337,15 @@ class MainWindow(QMainWindow):
         self.banner.show_message(text)
         self.errorShown.emit(text)
 
+    def _stored(self, write: Callable[[], object]) -> bool:
+        """Run a store write; on a locked or full database say so and report False."""
+        try:
+            write()
+        except StoreError as exc:
+            self.show_error(describe(exc))
+            return False
+        return True
+
     # -- models -------------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -583,13 +592,15 @@ class MainWindow(QMainWindow):
         self._render_state()
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
-        self.store.rename(conversation_id, title)
+        if not self._stored(lambda: self.store.rename(conversation_id, title)):
+            return
         self._refresh_conversations()
         if conversation_id == self._conversation_id:
             self.setWindowTitle(f"SpecChat — {title.strip() or 'Untitled'}")
 
     def delete_conversation(self, conversation_id: int) -> None:
-        self.store.delete(conversation_id)
+        if not self._stored(lambda: self.store.delete(conversation_id)):
+            return
         if conversation_id == self._conversation_id:
             self.new_chat()
         self._refresh_conversations()
@@ -646,7 +657,8 @@ class MainWindow(QMainWindow):
         reply_id = self._last_reply_id()
         if self._state != UiState.Idle or reply_id is None:
             return
-        self.store.delete_message(reply_id)
+        if not self._stored(lambda: self.store.delete_message(reply_id)):
+            return
         self.view.drop_last_reply()
         self._start_generation()
 
