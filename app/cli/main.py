@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -348,6 +349,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpecChatError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`specchat generate ... | head`): not an error worth a traceback.
+        # Point stdout at nothing so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
