@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -172,3 +174,31 @@ def test_a_signal_mid_reply_prints_the_partial_json_and_exits_with_its_status(
     assert len(result["token_ids"]) == 3 and result["text"]
     # The handlers are put back once the command ends.
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_reader_that_goes_away_ends_the_command_without_a_traceback(demo_models: Any) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app.cli.main",
+            "generate",
+            "--target",
+            str(demo_models.f32),
+            "--threads",
+            "1",
+            "--max-tokens",
+            "4",
+            "--prompt",
+            "Hello",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # like `| head -c 0`: nobody reads the reply
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 141
+    assert "Traceback" not in err
