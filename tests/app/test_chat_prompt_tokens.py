@@ -7,6 +7,7 @@ import pytest
 
 from app.engine.chat_prompt import chat_prompt_ids
 from app.engine.chat_template import ChatMessage, render_chat
+from app.engine.control import GenerationControl
 from app.engine.runtime import Runtime
 from app.errors import Cancelled
 from app.llama.model import LlamaModel
@@ -97,3 +98,15 @@ def test_stop_ends_a_slow_template_while_tokenizing(f32_runtime: Runtime) -> Non
             eos_token="",
             should_stop=lambda: True,
         )
+
+
+def test_the_runtime_passes_stop_to_the_template(
+    f32_runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = _target(f32_runtime)
+    hostile = "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
+    monkeypatch.setattr(target, "meta", lambda _key: hostile)
+    control = GenerationControl()
+    control.stop()
+    with pytest.raises(Cancelled):
+        f32_runtime.chat_prompt([{"role": "user", "content": "hi"}], control)
