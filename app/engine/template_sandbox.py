@@ -34,7 +34,7 @@ from app.errors import Cancelled
 
 _ITER_FILTER = "__specchat_iter"
 _OUT_FILTER = "__specchat_out"
-_SIZE_FILTER = "__specchat_size"
+_CONCAT_FILTER = "__specchat_concat"
 # Time and cancel are checked every this many steps: cheap, and still many times a second.
 _CHECK_EVERY = 256
 # Largest integer a template may build (bits); chat templates count messages, nothing more.
@@ -93,7 +93,8 @@ class Budget:
         return value
 
     def check_argument(self, value: object) -> None:
-        """Refuse, before a call, integers that would size an allocation or a loop."""
+        """Refuse, before a call, integers that would size an allocation or a loop, and
+        containers whose text, joined or printed, would be too long."""
         if isinstance(value, bool):
             return
         if isinstance(value, int) and abs(value) > self.max_chars:
@@ -101,6 +102,13 @@ class Budget:
         if isinstance(value, tuple | list):
             for item in value[:64]:
                 self.check_argument(item)
+        self.check_text_size(value)
+
+    def check_text_size(self, value: object) -> None:
+        """Refuse a value whose text (str(), join, print) would exceed max_chars, before it
+        is built: a list of a million references to one long string costs nothing to hold."""
+        if _text_size(value, self.max_chars) > self.max_chars:
+            raise TemplateBudgetError(f"it built a value longer than {self.max_chars}")
 
     def check_format(self, fmt: object) -> None:
         """Refuse `%10000000000s` / `{:10000000000}`: padding is allocated before we see it."""
@@ -124,7 +132,9 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         self.filters = {name: self._metered_filter(f) for name, f in self.filters.items()}
         self.filters[_ITER_FILTER] = self._metered_iter
         self.filters[_OUT_FILTER] = self._metered_output
-        self.filters[_SIZE_FILTER] = self._metered_value
+        self.filters[_CONCAT_FILTER] = self._metered_concat
+        # Jinja's lorem-ipsum generator is a ready-made way to allocate; no template needs it.
+        self.globals.pop("lipsum", None)
         self.globals["range"] = self._bounded_range
 
     # -- the template tree is rewritten so loops and output pass through the meters ----------
@@ -144,13 +154,16 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
     @pass_context  # a context filter is never folded at compile time, so literal text counts too
     def _metered_output(self, _context: Context, value: Any) -> Any:
         self.budget.step()
+        self.budget.check_text_size(value)
         self.budget.write(len(value) if isinstance(value, Sized) else 1)
         return value
 
     @pass_context
-    def _metered_value(self, _context: Context, value: Any) -> Any:
+    def _metered_concat(self, _context: Context, values: list[Any]) -> str:
+        # `a ~ b ~ c ...` is one join of many operands: sized before it is built.
         self.budget.step()
-        return self.budget.check_size(value)
+        self.budget.check_text_size(values)
+        return "".join(str(v) for v in values)
 
     def _bounded_range(self, *args: int) -> range:
         for value in args:
@@ -168,6 +181,8 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
                 budget.check_format(args[0])
             elif function.__name__ == "do_replace" and len(args) >= 4:
                 _check_replace(budget, args[1], args[2], args[3])  # args[0]: eval context
+            elif function.__name__ == "do_join" and len(args) >= 2:
+                _check_join(budget, args[2] if len(args) > 2 else kwargs.get("d", ""), args[1])
             return budget.check_size(function(*args, **kwargs))
 
         # Keep Jinja's pass_context / pass_environment markers, which it reads off the function.
@@ -189,6 +204,8 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
                 budget.check_format(bound_to)
             elif name == "replace" and len(args) >= 2:
                 _check_replace(budget, bound_to, args[0], args[1])
+            elif name == "join" and args:
+                _check_join(budget, bound_to, args[0])
         return budget.check_size(super().call(__context, __obj, *args, **kwargs))
 
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
@@ -209,6 +226,7 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         elif operator == "%" and isinstance(left, str):
             budget.check_format(left)
             budget.check_argument(right)
+            budget.check_text_size([left, right])
         return budget.check_size(super().call_binop(context, operator, left, right))
 
 
@@ -227,7 +245,8 @@ class _Meter(NodeTransformer):
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
         self.generic_visit(node)
-        return _filtered(node, _SIZE_FILTER)
+        operands = nodes.List([_expression(n) for n in node.nodes], lineno=node.lineno)
+        return _filtered(operands, _CONCAT_FILTER)
 
 
 def _expression(child: nodes.Node) -> nodes.Expr:
@@ -240,6 +259,31 @@ def _expression(child: nodes.Node) -> nodes.Expr:
 
 def _filtered(node: nodes.Expr, name: str) -> nodes.Expr:
     return nodes.Filter(node, name, [], [], None, None, lineno=node.lineno)
+
+
+def _check_join(budget: Budget, separator: object, items: object) -> None:
+    """Refuse a join whose separators alone would be too long, before it is built."""
+    if (
+        isinstance(separator, str)
+        and isinstance(items, Sized)
+        and len(separator) * len(items) > budget.max_chars
+    ):
+        raise TemplateBudgetError(f"it built a value longer than {budget.max_chars}")
+
+
+def _text_size(value: object, limit: int) -> int:
+    """About how many characters str(value) or a join of it makes; stops counting past limit."""
+    if isinstance(value, str | bytes):
+        return len(value)
+    if isinstance(value, list | tuple | set | frozenset | dict):
+        total = 2
+        items = value.items() if isinstance(value, dict) else value
+        for item in items:
+            total += 2 + _text_size(item, limit - total)
+            if total > limit:
+                break
+        return total
+    return 8  # numbers, None, booleans, small objects: their text is short
 
 
 def _is_int(value: object) -> bool:

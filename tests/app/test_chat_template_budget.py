@@ -4,6 +4,7 @@ a render early; ordinary templates render exactly as before."""
 from __future__ import annotations
 
 import tracemalloc
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,14 @@ HOSTILE = {
     "buffered output": "{% set s %}{% for i in range(100000) %}{{ 'y' * 100000 }}{% endfor %}"
     "{% endset %}{{ s|length }}",
     "streamed output": "{% for i in range(100000) %}{{ 'z' * 100000 }}{% endfor %}",
+    "join of one long string": "{% set s = 'x' * 1000000 %}{{ ([s] * 1000000) | join }}",
+    "str.join of one long string": "{% set s = 'x' * 1000000 %}{{ ''.join([s] * 1000000) }}",
+    "long separator": "{{ ('x' * 1000000).join(range(1000) | map('string') | list) }}",
+    "long join filter separator": "{{ range(1000) | join('x' * 1000000) }}",
+    "printed list": "{% set s = 'x' * 1000000 %}{{ [s] * 1000000 }}",
+    "many operands": "{% set s = 'x' * 1000000 %}{{ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s }}",
+    "percent of many": "{% set s = 'x' * 1000000 %}{{ '%s%s%s%s%s' % (s, s, s, s, s) }}",
+    "lipsum": "{{ lipsum(n=1000000) }}",
     "division by zero": "{{ 1 / 0 }}",
     "syntax error": "{% for %}",
     "raise_exception": "{{ raise_exception('only user and assistant roles') }}",
@@ -58,6 +67,7 @@ def test_hostile_template_ends_with_one_line_error_and_bounded_memory(template: 
     message = str(caught.value)
     assert message.startswith("the model's chat template failed: ")
     assert "\n" not in message
+    assert "out of memory" not in message  # refused by a limit, not by luck
     assert peak < 64 * 1024 * 1024, f"peak Python allocation {peak} bytes"
 
 
@@ -111,3 +121,57 @@ def test_loops_macros_and_filters_of_real_templates_still_work() -> None:
     ]
     text = render_chat(template, messages, bos_token="<s>")
     assert text == "[2]USER:a|1  ASSISTANT:b|2  <s>!user,assistant."
+
+
+def _plain_jinja(template: str, messages: list[ChatMessage]) -> str:
+    """The same template rendered by Jinja's own sandbox, without any budget."""
+    from datetime import date
+
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["strftime_now"] = lambda fmt: date.today().strftime(fmt)
+    return env.from_string(template).render(
+        messages=messages, bos_token="<bos>", eos_token="<eos>", add_generation_prompt=True
+    )
+
+
+GEMMA_STYLE = (
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}"
+    "{% set first_user_prefix = messages[0]['content'] + '\\n\\n' %}"
+    "{% set loop_messages = messages[1:] %}{% else %}{% set first_user_prefix = '' %}"
+    "{% set loop_messages = messages %}{% endif %}{% for message in loop_messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate') }}{% endif %}"
+    "{% if message['role'] == 'assistant' %}{% set role = 'model' %}"
+    "{% else %}{% set role = message['role'] %}{% endif %}"
+    "{{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else '') }}"
+    "{{ message['content'] | trim }}{{ '<end_of_turn>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"
+)
+LLAMA_STYLE = (
+    "{% set ns = namespace(system='') %}{% for m in messages %}{% if m.role == 'system' %}"
+    "{% set ns.system = m.content | trim %}{% endif %}{% endfor %}{{ bos_token }}"
+    "{% if ns.system %}<|start_header_id|>system<|end_header_id|>\n\n{{ ns.system }}"
+    "<|eot_id|>{% endif %}{% for m in messages if m.role != 'system' %}"
+    "{{ '<|start_header_id|>' ~ m.role ~ '<|end_header_id|>\\n\\n' ~ (m.content | trim) "
+    "~ '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+
+
+def test_real_model_templates_render_exactly_as_jinja_renders_them(demo_models: Any) -> None:
+    from models.inspect import inspect_gguf
+
+    conversation: list[ChatMessage] = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "  Hi <b>there</b>  "},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "And now?"},
+    ]
+    smollm2 = inspect_gguf(demo_models.f32).chat_template
+    assert smollm2
+    for template in (smollm2, GEMMA_STYLE, LLAMA_STYLE):
+        rendered = render_chat(template, conversation, bos_token="<bos>", eos_token="<eos>")
+        assert rendered == _plain_jinja(template, conversation)
+        assert "Hi <b>there</b>" in rendered
