@@ -35,12 +35,24 @@ from app.errors import InvalidSettingError, SpecChatError
 DEMO = "demo"
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends each flag's default to its help, unless the help already names it or the
+    default is "not set" (None, False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        unset = action.default is None or action.default is False  # 0.0 == False: use `is`
+        if "default" in text or unset or action.default == argparse.SUPPRESS:
+            return text
+        return f"{text} (default: %(default)s)" if action.option_strings else text
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad flags in the same one-line `error:` form as everything else,
     and whose --help shows every default."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
