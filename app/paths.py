@@ -10,12 +10,30 @@ import platformdirs
 APP_NAME = "specchat"
 
 
+def make_private_dir(path: Path) -> None:
+    """Create `path` (and parents) if needed; the folder itself is the owner's alone (0700).
+
+    Chats and settings live here: other users of the machine must not read them, whatever
+    the umask. Parents that already exist keep their permissions."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.name == "posix" and (path.stat().st_mode & 0o777) != 0o700:
+        os.chmod(path, 0o700)
+
+
+def create_private_file(path: Path) -> None:
+    """Create `path` if missing, readable and writable by its owner only (0600, any umask)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    # O_CREAT's mode is filtered by the umask and ignored for existing files: set it outright.
+    os.chmod(path, 0o600)
+
+
 def data_dir() -> Path:
     override = os.environ.get("SPECCHAT_DATA_DIR")
     path = (
         Path(override) if override else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
     )
-    path.mkdir(parents=True, exist_ok=True)
+    make_private_dir(path)
     return path
 
 

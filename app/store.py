@@ -5,11 +5,19 @@ generated, and the reply is committed in one transaction when it finishes. A pro
 mid-reply therefore loses only the reply in flight. WAL with synchronous=NORMAL survives a
 killed process (committed pages sit in the WAL file); only a power cut can drop the last commits.
 
+Every failure is a StoreError with one readable line, never a raw sqlite3.Error: a damaged file
+(StoreDamagedError: `ConversationStore.recover` keeps it aside and starts fresh), a full disk
+(StoreFullError: the write was rolled back, the caller still holds the text to retry), a lock
+held too long by another program (StoreBusyError). The folder is private to the user (0700) and
+so are the files (0600), whatever the umask.
+
 Pure Python, no Qt: the CLI or a test can read the same database.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import sqlite3
 import time
@@ -17,7 +25,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
+
+from app.paths import create_private_file, make_private_dir
 
 # Bump when the schema changes and add a step to _MIGRATIONS; do not change or reuse numbers.
 SCHEMA_VERSION = 1
@@ -51,8 +61,43 @@ Segment = tuple[str, bool]
 Clock = Callable[[], float]
 
 
+# How long a write waits for another program's lock before giving up with StoreBusyError.
+BUSY_TIMEOUT_S = 5.0
+# SQLite keeps these beside the database; they belong to it and move with it.
+_SIDECARS = ("-wal", "-shm", "-journal")
+# Primary result codes (sqlite3.h): the low byte of sqlite_errorcode.
+_BUSY, _LOCKED, _READONLY, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 5, 6, 8, 11, 13, 14, 26
+_PERM, _AUTH = 3, 23
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
 class StoreError(Exception):
-    """The conversation database cannot be used (newer schema, corrupt file)."""
+    """The conversation database cannot be used; str() is one line saying what to do."""
+
+
+class StoreDamagedError(StoreError):
+    """The database file is corrupt, truncated, not a database, or a folder is in its place.
+
+    `ConversationStore.recover(path)` moves it aside (kept, never deleted) and starts fresh."""
+
+    def __init__(self, path: Path, detail: str) -> None:
+        # SQLite's integrity report can run to thousands of lines: the first says enough.
+        detail = (detail.strip().splitlines() or ["unreadable"])[0][:200]
+        super().__init__(
+            f"the conversation database {path} is damaged ({detail}); it can be kept aside "
+            "and a fresh history started"
+        )
+        self.path = path
+
+
+class StoreFullError(StoreError):
+    """The disk (or the database's size limit) is full; the write was undone, retry later."""
+
+
+class StoreBusyError(StoreError):
+    """Another program held the database locked for longer than the busy timeout."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,27 +120,97 @@ class StoredMessage:
     segments: list[Segment] | None
 
 
+def _guarded(method: Callable[P, R]) -> Callable[P, R]:
+    """Turn any sqlite3.Error out of a store method into a one-line StoreError."""
+
+    @functools.wraps(method)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.Error as exc:
+            path: Path = getattr(args[0], "path")  # noqa: B009 - args[0] is the store
+            raise _store_error(exc, path, method.__name__.replace("_", " ")) from None
+
+    return guarded
+
+
 class ConversationStore:
     """All conversation reads and writes. Not thread-safe: use it from one thread."""
 
-    def __init__(self, path: Path, *, clock: Clock = time.time) -> None:
+    def __init__(
+        self, path: Path, *, clock: Clock = time.time, busy_timeout_s: float = BUSY_TIMEOUT_S
+    ) -> None:
         self.path = path
         self._clock = clock
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: transactions are explicit (see _transaction), so a reply is
-        # never half-committed by Python's implicit BEGIN handling.
-        self._db = sqlite3.connect(str(path), isolation_level=None)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
+        self._db: sqlite3.Connection | None = None
+        try:
+            self._open(busy_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, busy_timeout_s: float) -> None:
+        path = self.path
+        if path.is_dir():
+            raise StoreDamagedError(path, "a folder is where the database file should be")
+        try:
+            if not path.parent.exists():
+                make_private_dir(path.parent)
+            # SQLite gives its -wal and -shm files the database file's permissions.
+            create_private_file(path)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot write the conversation database {path} ({exc.strerror}); "
+                f"check that {path.parent} is writable"
+            ) from None
+        try:
+            # isolation_level=None: transactions are explicit (see _transaction), so a reply is
+            # never half-committed by Python's implicit BEGIN handling.
+            self._db = sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout_s)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            # Find damage now, where the way out can be offered, not in the middle of a chat.
+            problems = [row[0] for row in self._db.execute("PRAGMA quick_check")]
+            if problems != ["ok"]:
+                raise StoreDamagedError(path, f"integrity check: {problems[0]}")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise _store_error(exc, path, "open") from None
+
+    @classmethod
+    def recover(
+        cls, path: Path, *, clock: Clock = time.time, busy_timeout_s: float = BUSY_TIMEOUT_S
+    ) -> tuple[ConversationStore, Path]:
+        """Move a damaged database (and its sidecar files) aside and open a fresh one.
+
+        Returns the new store and where the damaged file now is. Nothing is deleted: the old
+        file keeps its content for whoever wants to rescue it with other tools."""
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(clock()))
+        aside = path.with_name(f"{path.name}.damaged-{stamp}")
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+        try:
+            for suffix in _SIDECARS:
+                sidecar = path.with_name(path.name + suffix)
+                if sidecar.exists():
+                    sidecar.rename(aside.with_name(aside.name + suffix))
+            if path.exists():
+                path.rename(aside)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot move the damaged database {path} aside ({exc.strerror})"
+            ) from None
+        return cls(path, clock=clock, busy_timeout_s=busy_timeout_s), aside
 
     # -- schema -------------------------------------------------------------------------------
 
     def _migrate(self) -> None:
-        self._db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        row = self._db.execute("SELECT version FROM schema_version").fetchone()
+        self._conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = self._conn.execute("SELECT version FROM schema_version").fetchone()
         current = int(row[0]) if row else 0
         if current > SCHEMA_VERSION:
             raise StoreError(
@@ -105,24 +220,35 @@ class ConversationStore:
         with self._transaction():
             for version in range(current + 1, SCHEMA_VERSION + 1):
                 for statement in _split_sql(_MIGRATIONS[version]):
-                    self._db.execute(statement)
+                    self._conn.execute(statement)
             if current == 0:
-                self._db.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+                self._conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
             elif current < SCHEMA_VERSION:
-                self._db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+                self._conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise StoreError("the conversation database is closed")
+        return self._db
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
+        db = self._conn
+        db.execute("BEGIN IMMEDIATE")
         try:
-            yield self._db
+            yield db
+            db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            # SQLite may have rolled back already (a full disk does); then there is nothing to do.
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
 
     # -- conversations ------------------------------------------------------------------------
 
+    @_guarded
     def create_conversation(self, title: str = "New chat") -> int:
         now = self._clock()
         with self._transaction() as db:
@@ -133,9 +259,10 @@ class ConversationStore:
         assert cursor.lastrowid is not None
         return int(cursor.lastrowid)
 
+    @_guarded
     def conversations(self) -> list[ConversationSummary]:
         """Most recently active first."""
-        rows = self._db.execute(
+        rows = self._conn.execute(
             "SELECT c.id, c.title, c.created_at, c.updated_at, COUNT(m.id) AS n "
             "FROM conversations c LEFT JOIN messages m ON m.conversation_id = c.id "
             "GROUP BY c.id ORDER BY c.updated_at DESC, c.id DESC"
@@ -148,17 +275,20 @@ class ConversationStore:
     def conversation(self, conversation_id: int) -> ConversationSummary | None:
         return next((c for c in self.conversations() if c.id == conversation_id), None)
 
+    @_guarded
     def rename(self, conversation_id: int, title: str) -> None:
         title = title.strip() or "Untitled"
         with self._transaction() as db:
             db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
 
+    @_guarded
     def delete(self, conversation_id: int) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
     # -- messages -----------------------------------------------------------------------------
 
+    @_guarded
     def add_message(
         self,
         conversation_id: int,
@@ -189,18 +319,21 @@ class ConversationStore:
         assert cursor.lastrowid is not None
         return int(cursor.lastrowid)
 
+    @_guarded
     def messages(self, conversation_id: int) -> list[StoredMessage]:
-        rows = self._db.execute(
+        rows = self._conn.execute(
             "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
         ).fetchall()
         return [_message_from_row(r) for r in rows]
 
+    @_guarded
     def delete_message(self, message_id: int) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
 
     # -- export -------------------------------------------------------------------------------
 
+    @_guarded
     def export_markdown(self, conversation_id: int) -> str:
         summary = self.conversation(conversation_id)
         if summary is None:
@@ -214,7 +347,33 @@ class ConversationStore:
         return "\n".join(parts)
 
     def close(self) -> None:
-        self._db.close()
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
+
+
+def _store_error(exc: sqlite3.Error, path: Path, action: str) -> StoreError:
+    code = getattr(exc, "sqlite_errorcode", -1) & 0xFF
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if code in (_BUSY, _LOCKED):
+        return StoreBusyError(
+            f"the conversation database {path} is locked by another program ({action}); "
+            "close other SpecChat windows or programs using it and try again"
+        )
+    if code == _FULL:
+        return StoreFullError(
+            f"the disk holding {path} is full ({action}); nothing was saved: free some space "
+            "and try again"
+        )
+    if code in (_CORRUPT, _NOTADB):
+        return StoreDamagedError(path, detail)
+    if code in (_READONLY, _CANTOPEN, _PERM, _AUTH):
+        return StoreError(
+            f"cannot write the conversation database {path} ({detail}); "
+            f"check that it and {path.parent} are writable"
+        )
+    return StoreError(f"the conversation database {path} failed ({action}): {detail}")
 
 
 def _split_sql(script: str) -> list[str]:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QIcon
-from PySide6.QtWidgets import QApplication, QMessageBox
+from PySide6.QtWidgets import QApplication
 
 from app.engine.runtime import Runtime
 from app.paths import database_path, models_dir
-from app.store import ConversationStore, StoreError
-from ui.messages import describe
+from app.store import ConversationStore
+from ui.dialogs.storage_recovery import open_store
 from ui.settings import Settings
 from ui.themes import apply_theme
 from ui.window.main_window import MainWindow
@@ -67,10 +67,8 @@ def create_window(
 def run_app() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     app = ensure_application()
-    try:
-        store = ConversationStore(database_path())
-    except (StoreError, OSError) as exc:
-        QMessageBox.critical(None, APP_NAME, describe(exc))
+    store = open_store(database_path())
+    if store is None:
         return 1
     settings = Settings()
     apply_theme(app, settings.get_str("view/theme"))

@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 
 from PySide6.QtCore import QByteArray, QObject, QSettings, Signal
 
-from app.paths import data_dir
+from app.paths import create_private_file, data_dir
 
 # Values of "models/draft" (stored on disk: do not change).
 DRAFT_AUTO = ""  # the demo's Q4_1 draft with the demo target, no draft otherwise
@@ -71,7 +71,11 @@ class Settings(QObject):
 
     def __init__(self, backend: QSettings | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._qs = backend or QSettings(str(settings_file()), QSettings.Format.IniFormat)
+        if backend is None:
+            path = settings_file()
+            create_private_file(path)
+            backend = QSettings(str(path), QSettings.Format.IniFormat)
+        self._qs = backend
 
     def value(self, key: str) -> Any:
         default = DEFAULTS[key]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Literal
 
-from app.engine.config import GenerationConfig
+from app.engine.config import GenerationConfig, check_gamma
 from app.errors import InvalidSettingError
 from app.metrics.cost_model import MAX_GAMMA
 
@@ -55,10 +55,9 @@ def parse_gammas(text: str) -> list[GammaSetting]:
                 value = int(item)
             except ValueError:
                 raise InvalidSettingError(
-                    f"γ must be a number 1..{MAX_GAMMA} or 'auto', got {item!r}"
+                    f"gamma must be a number in 1..{MAX_GAMMA} or 'auto', got {item!r}"
                 ) from None
-            if not 1 <= value <= MAX_GAMMA:
-                raise InvalidSettingError(f"γ must lie in 1..{MAX_GAMMA}, got {value}")
+            check_gamma(value)
         if value not in out:
             out.append(value)
     if not out:

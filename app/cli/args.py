@@ -9,7 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.engine.config import DEFAULT_GAMMA, GenerationConfig, SamplingConfig
+from app.engine.config import (
+    DEFAULT_GAMMA,
+    MAX_SEED,
+    GenerationConfig,
+    ModelConfig,
+    SamplingConfig,
+)
 
 DEMO = "demo"
 
@@ -27,17 +33,27 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--draft-n-gpu-layers", type=int, default=-1, help="draft layers on the GPU (-1 = all)"
     )
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads per model")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads per model (default: automatic, see docs/threads.md)",
+    )
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     parser.add_argument("--top-k", type=int, default=0, help="0 = off")
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--min-p", type=float, default=0.0)
-    parser.add_argument("--repeat-penalty", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling; 1 = off")
+    parser.add_argument("--min-p", type=float, default=0.0, help="0 = off")
+    parser.add_argument("--repeat-penalty", type=float, default=1.0, help="1 = off")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help=f"0..{MAX_SEED} for a reproducible sampled reply (default: random)",
+    )
+    parser.add_argument("--max-tokens", type=int, default=256, help="longest reply in tokens")
     parser.add_argument(
         "--p-min",
         type=float,
@@ -50,6 +66,13 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
         help="bit-exact greedy: plain steps use the same kernels as verification, so "
         "speculation cannot change the reply (plain steps 1.2-1.4x slower on a CPU)",
     )
+
+
+def check_model_args(args: argparse.Namespace) -> None:
+    """Flag values every model-loading command shares, checked before anything loads."""
+    target = ModelConfig("", args.n_ctx, args.n_gpu_layers, n_threads=args.threads)
+    target.validate()
+    ModelConfig("", args.n_ctx, args.draft_n_gpu_layers, n_threads=args.threads).validate()
 
 
 def resolve_model_path(value: str, *, role: str) -> str:

@@ -24,6 +24,7 @@ from app.cli.args import (
     DEMO,
     add_model_arguments,
     add_sampling_arguments,
+    check_model_args,
     generation_from_args,
     resolve_model_path,
 )
@@ -95,7 +96,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_rpc_arguments(bench)
-    bench.set_defaults(handler=run_bench)
+    bench.set_defaults(handler=run_bench, check=check_bench_args)
 
 
 def _draft_choice(value: str) -> DraftChoice:
@@ -132,6 +133,14 @@ def _progress(done: int, total: int, message: str) -> None:
     print(f"[{done}/{total}] {message}", file=sys.stderr, flush=True)
 
 
+def check_bench_args(args: argparse.Namespace) -> None:
+    """Flag values alone, before anything loads; exit status 2 like every usage error."""
+    check_model_args(args)
+    generation_from_args(args, AUTO).validate()
+    if args.repeat < 1:
+        raise InvalidSettingError(f"--repeat must be at least 1, got {args.repeat}")
+
+
 def run_bench(args: argparse.Namespace) -> int:
     if uses_rpc(args):
         # llama.cpp aborts its process when a worker fails; keep that away from this one.
@@ -141,9 +150,6 @@ def run_bench(args: argparse.Namespace) -> int:
 
 def measure_and_report(args: argparse.Namespace) -> int:
     base = generation_from_args(args, AUTO)  # γ auto starts where `generate --gamma auto` does
-    base.validate()
-    if args.repeat < 1:
-        raise InvalidSettingError(f"--repeat must be at least 1, got {args.repeat}")
     for path, flag in ((args.json, "--json"), (args.csv, "--csv"), (args.plot, "--plot")):
         _check_output(path, flag)
     prompts = load_prompts(args.prompts)

@@ -1,27 +1,33 @@
 """`specchat`: the window with no arguments; `generate`, `bench`, `serve`, `worker` and `models`
 headless.
 
-User errors end as one `error: ...` line on stderr and exit status 1 (2 for bad flags), never a
-traceback; only real bugs show one.
+User errors end as one `error: ...` line on stderr, never a traceback; only real bugs show one.
+Exit status 2 means the command line itself is wrong (an unknown flag, a value out of range,
+flags that contradict each other), checked before anything loads, the same way in every
+sub-command; 1 means a file, a model or the machine refused; 130/143 mean SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, cast
+from typing import Any, NoReturn, cast
 
 from app.cli.args import (
     add_model_arguments,
     add_sampling_arguments,
+    check_model_args,
     generation_from_args,
     resolve_model_path,
 )
 from app.cli.rpc_options import add_rpc_arguments, draft_endpoints, target_endpoints, uses_rpc
-from app.engine.config import ModelConfig
+from app.cli.signals import Interrupted, interrupt_on_signals, stop_on_signals
+from app.engine.config import MAX_PROMPT_FILE_BYTES, ModelConfig, check_gamma
+from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, NoticeEvent, TokenEvent
 from app.engine.isolated import AnyRuntime, IsolatedRuntime
 from app.engine.result import GenerationResult
@@ -32,8 +38,25 @@ from app.metrics.cost_model import MAX_GAMMA
 from models.terminal import printable
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends each flag's default to its help, unless the help already names it or the
+    default is "not set" (None, False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        unset = action.default is None or action.default is False  # 0.0 == False: use `is`
+        if "default" in text or unset or action.default == argparse.SUPPRESS:
+            return text
+        return f"{text} (default: %(default)s)" if action.option_strings else text
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports bad flags in the same one-line `error:` form as everything else."""
+    """argparse that reports bad flags in the same one-line `error:` form as everything else,
+    and whose --help shows every default."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
@@ -43,9 +66,16 @@ def gamma_value(value: str) -> int | str:
     if value == "auto":
         return value
     try:
-        return int(value)
+        gamma = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"gamma must be a number in 1..{MAX_GAMMA} or 'auto', got {value!r}"
+        ) from None
+    try:
+        check_gamma(gamma)
+    except InvalidSettingError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return gamma
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,10 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")
     gen.add_argument("--system", default=None, help="system message (with --chat)")
     source = gen.add_mutually_exclusive_group(required=True)
-    source.add_argument("--prompt")
-    source.add_argument("--prompt-file", type=Path)
+    source.add_argument("--prompt", help="the prompt text")
+    source.add_argument(
+        "--prompt-file",
+        type=Path,
+        help=f"read the prompt from a UTF-8 file (at most {MAX_PROMPT_FILE_BYTES // 2**20} MiB)",
+    )
     gen.add_argument("--json", action="store_true", help="print one JSON object")
     add_rpc_arguments(gen)
+    gen.set_defaults(check=check_generate_args)
 
     _register_optional(commands)
     return parser
@@ -154,21 +189,44 @@ def placement_json(facts: list[ModelFacts]) -> dict[str, list[dict[str, object]]
     }
 
 
+def check_generate_args(args: argparse.Namespace) -> None:
+    check_model_args(args)
+    generation_from_args(args, args.gamma).validate()
+    if args.system is not None and not args.chat:
+        raise InvalidSettingError("--system needs --chat (the system message is a chat turn)")
+    if args.prompt is not None and not args.prompt.strip():
+        raise InvalidSettingError("--prompt is empty")
+
+
 def _read_prompt(args: argparse.Namespace) -> str:
     if args.prompt is not None:
         return str(args.prompt)
     path: Path = args.prompt_file
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            # Read one byte past the cap: a larger file (or /dev/zero) is refused unread.
+            data = handle.read(MAX_PROMPT_FILE_BYTES + 1)
     except FileNotFoundError:
         raise InvalidSettingError(f"prompt file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidSettingError(f"cannot read prompt file {path}: {exc}") from None
+    except OSError as exc:
+        raise InvalidSettingError(f"cannot read prompt file {path}: {exc.strerror}") from None
+    if len(data) > MAX_PROMPT_FILE_BYTES:
+        raise InvalidSettingError(
+            f"prompt file {path} is larger than {MAX_PROMPT_FILE_BYTES // 2**20} MiB"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidSettingError(
+            f"prompt file {path} is not UTF-8 text (byte {exc.start})"
+        ) from None
+    if not text.strip():
+        raise InvalidSettingError(f"prompt file {path} is empty")
+    return text
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    config = generation_from_args(args, args.gamma)
-    config.validate()  # before loading anything: a bad flag should not cost a model load
+    config = generation_from_args(args, args.gamma)  # checked by check_generate_args
     prompt = _read_prompt(args)
     facts: list[ModelFacts] = []
     runtime = load_runtime(args, None if args.no_spec else args.draft, facts)
@@ -181,17 +239,16 @@ def run_generate(args: argparse.Namespace) -> int:
         else:
             prompt_ids = runtime.text_prompt(prompt)
         result: GenerationResult | None = None
+        control = GenerationControl()
         try:
-            for event in runtime.generate(prompt_ids, config, speculative=not args.no_spec):
-                if isinstance(event, TokenEvent):
-                    reply.append(event.text)
-                    if not args.json:
-                        sys.stdout.write(event.text)
-                        sys.stdout.flush()
-                elif isinstance(event, NoticeEvent):
-                    print(f"note: {event.message}", file=sys.stderr)
-                elif isinstance(event, FinishEvent):
-                    result = event.result
+            with stop_on_signals(control) as caught:
+                events = runtime.generate(prompt_ids, config, control, speculative=not args.no_spec)
+                for event in events:
+                    if isinstance(event, TokenEvent):
+                        reply.append(event.text)
+                    _show(event, args)
+                    if isinstance(event, FinishEvent):
+                        result = event.result
         except RpcWorkerLostError as exc:
             # The reply so far stays: on the terminal already, or in the JSON object.
             text = "".join(reply)
@@ -209,7 +266,16 @@ def run_generate(args: argparse.Namespace) -> int:
             print(format_stats_line(result), file=sys.stderr)
     finally:
         runtime.close()
-    return 0
+    # A signal stopped the reply: what was generated is printed, and the exit says why.
+    return 128 + caught.signum if caught.signum else 0
+
+
+def _show(event: object, args: argparse.Namespace) -> None:
+    if isinstance(event, TokenEvent) and not args.json:
+        sys.stdout.write(event.text)
+        sys.stdout.flush()
+    elif isinstance(event, NoticeEvent):
+        print(f"note: {event.message}", file=sys.stderr)
 
 
 def format_stats_line(result: GenerationResult) -> str:
@@ -239,14 +305,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 2
+    check = getattr(args, "check", None)
     try:
-        return int(handler(args))
+        if check is not None:
+            check(args)  # a bad flag must not cost a model load
+    except InvalidSettingError as exc:
+        print(f"error: {printable(exc)} (see specchat {args.command} --help)", file=sys.stderr)
+        return 2
+    try:
+        with interrupt_on_signals():
+            return int(handler(args))
     except SpecChatError as exc:
         print(f"error: {printable(exc)}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`specchat generate ... | head`): not an error worth a traceback.
+        # Point stdout at nothing so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except Interrupted as exc:
+        print("error: interrupted", file=sys.stderr)
+        return 128 + exc.signum
 
 
 if __name__ == "__main__":

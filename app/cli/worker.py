@@ -65,7 +65,7 @@ def _check_port(host: str, port: int) -> None:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    from app.llama.model import default_thread_count  # noqa: PLC0415 - loads llama.cpp
+    from app.llama.threads import default_thread_count  # noqa: PLC0415 - loads llama.cpp
 
     rpc.require_rpc()
     if args.threads is not None and args.threads < 1:

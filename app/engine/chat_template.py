@@ -1,19 +1,27 @@
 """Render a conversation with the target model's own chat template (GGUF tokenizer.chat_template).
 
-Templates come from downloaded files, so they run in Jinja's immutable sandbox: a template can
-format text but cannot reach Python objects or the file system.
+Templates come from downloaded files, so they run in a budgeted Jinja sandbox
+(app/engine/template_sandbox.py): a template can format text but cannot reach Python objects or
+the file system, and cannot run for long, allocate without bound or outlive a Stop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 from typing import TypedDict
 
 from jinja2 import TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from app.errors import InvalidSettingError
+from app.engine.template_sandbox import Budget, BudgetedSandbox
+from app.errors import Cancelled, InvalidSettingError
+
+# A real chat template renders in milliseconds with a few thousand steps; these limits are far
+# above that and far below what a hostile template needs to hang or exhaust memory.
+MAX_TEMPLATE_STEPS = 1_000_000
+MAX_TEMPLATE_SECONDS = 5.0
+# The rendered prompt may hold every message plus the template's markup: allow generous room.
+MIN_TEMPLATE_CHARS = 1 << 20
 
 # Used only when a GGUF carries no template at all: ChatML, the most common instruct format.
 FALLBACK_TEMPLATE = (
@@ -39,17 +47,49 @@ def render_chat(
     bos_token: str = "",
     eos_token: str = "",
     add_generation_prompt: bool = True,
+    should_stop: Callable[[], bool] | None = None,
+    max_steps: int = MAX_TEMPLATE_STEPS,
+    max_seconds: float = MAX_TEMPLATE_SECONDS,
 ) -> str:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    """The prompt text; InvalidSettingError (one line) if the template fails or runs away.
+
+    `should_stop` is polled while the template runs; when it turns True the render ends with
+    Cancelled, so Stop and closing the window never wait for a hostile template.
+    """
+    input_chars = sum(len(m["content"]) + len(m["role"]) for m in messages)
+    budget = Budget(
+        max_chars=max(MIN_TEMPLATE_CHARS, 4 * input_chars),
+        max_steps=max_steps,
+        deadline_s=max_seconds,
+        should_stop=should_stop,
+    )
+    env = BudgetedSandbox(budget, trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = _raise
     env.globals["strftime_now"] = lambda fmt: date.today().strftime(fmt)
+    pieces: list[str] = []
     try:
         compiled = env.from_string(template or FALLBACK_TEMPLATE)
-        return compiled.render(
+        budget.start()
+        for piece in compiled.generate(
             messages=list(messages),
             bos_token=bos_token,
             eos_token=eos_token,
             add_generation_prompt=add_generation_prompt,
-        )
-    except TemplateError as exc:
-        raise InvalidSettingError(f"the model's chat template failed: {exc}") from exc
+        ):
+            pieces.append(piece)
+        return "".join(pieces)
+    except Cancelled:
+        raise
+    # Anything a template does wrong is the model file's fault, not a bug here: the user gets
+    # one line naming it: RecursionError (deep macros), MemoryError, TemplateError, and so on.
+    except Exception as exc:
+        raise InvalidSettingError(f"the model's chat template failed: {_reason(exc)}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "it recursed too deeply"
+    if isinstance(exc, MemoryError):
+        return "it ran out of memory"
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return text[:200] or type(exc).__name__

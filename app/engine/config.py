@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from app.errors import InvalidSettingError
@@ -9,6 +10,26 @@ from app.metrics.cost_model import MAX_GAMMA
 
 # The fixed draft length when none is given, and where γ auto starts before it has measured.
 DEFAULT_GAMMA = 5
+# llama.cpp takes counts as C int32: anything larger would silently wrap in ctypes.
+MAX_INT32 = 2**31 - 1
+# Seeds feed numpy's generator and are mixed into 32-bit per-position draft seeds.
+MAX_SEED = 2**32 - 1
+# More threads than any desktop has cores only adds scheduling overhead.
+MAX_THREADS = 1024
+# A prompt file larger than this is not a prompt (or is /dev/zero): refuse it unread.
+MAX_PROMPT_FILE_BYTES = 16 * 1024 * 1024
+
+
+def check_gamma(gamma: int) -> None:
+    """The one wording of the draft-length range, for every front end."""
+    if not 1 <= gamma <= MAX_GAMMA:
+        raise InvalidSettingError(f"gamma (draft length) must be in 1..{MAX_GAMMA}, got {gamma}")
+
+
+def _finite(name: str, value: float) -> None:
+    # NaN passes every `<` check unnoticed, and inf makes probabilities NaN downstream.
+    if not math.isfinite(value):
+        raise InvalidSettingError(f"{name} must be a finite number, got {value}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +53,17 @@ class SamplingConfig:
         return self.temperature <= 0.0
 
     def validate(self) -> None:
+        for name, value in (
+            ("temperature", self.temperature),
+            ("top-p", self.top_p),
+            ("min-p", self.min_p),
+            ("repeat penalty", self.repeat_penalty),
+        ):
+            _finite(name, value)
+        if self.temperature < 0.0:
+            raise InvalidSettingError(
+                f"temperature must be 0 (greedy) or positive, got {self.temperature}"
+            )
         if self.top_k < 0:
             raise InvalidSettingError(f"top-k must be 0 (off) or positive, got {self.top_k}")
         if not 0.0 < self.top_p <= 1.0:
@@ -42,6 +74,10 @@ class SamplingConfig:
             raise InvalidSettingError(f"repeat penalty must be positive, got {self.repeat_penalty}")
         if self.repeat_last_n < 0:
             raise InvalidSettingError(f"repeat-last-n must be >= 0, got {self.repeat_last_n}")
+        if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
+            raise InvalidSettingError(
+                f"seed must be in 0..{MAX_SEED}, got {self.seed}; leave it out for a random one"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,17 +97,22 @@ class ModelConfig:
     def validate(self) -> None:
         # llama.cpp caps its batch at the n_ctx asked for, and a verification pass needs γ + 1
         # rows in one batch.
-        if self.n_ctx < MAX_GAMMA + 1:
+        if not MAX_GAMMA + 1 <= self.n_ctx <= MAX_INT32:
             raise InvalidSettingError(
-                f"context size must be at least {MAX_GAMMA + 1} tokens, got {self.n_ctx}"
+                f"context size must be in {MAX_GAMMA + 1}..{MAX_INT32} tokens, got {self.n_ctx}"
             )
-        if self.n_gpu_layers < -1:
+        if not -1 <= self.n_gpu_layers <= MAX_INT32:
             raise InvalidSettingError(
                 f"GPU layers must be -1 (all), 0 (none) or a count, got {self.n_gpu_layers}"
             )
         # A verification pass of the longest draft (γ + 1 rows) must fit in one batch.
-        if self.n_batch < MAX_GAMMA + 1:
-            raise InvalidSettingError(f"batch size must be at least {MAX_GAMMA + 1}")
+        if not MAX_GAMMA + 1 <= self.n_batch <= MAX_INT32:
+            raise InvalidSettingError(f"batch size must be in {MAX_GAMMA + 1}..{MAX_INT32}")
+        for name, threads in (("threads", self.n_threads), ("batch threads", self.n_threads_batch)):
+            if threads is not None and not 1 <= threads <= MAX_THREADS:
+                raise InvalidSettingError(
+                    f"{name} must be in 1..{MAX_THREADS} (or left out for automatic), got {threads}"
+                )
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,13 +129,12 @@ class GenerationConfig:
     exact: bool = False
 
     def validate(self) -> None:
-        if self.max_tokens < 1:
-            raise InvalidSettingError(f"max tokens must be at least 1, got {self.max_tokens}")
-        if not 1 <= self.gamma <= MAX_GAMMA:
+        if not 1 <= self.max_tokens <= MAX_INT32:
             raise InvalidSettingError(
-                f"gamma (draft length) must be between 1 and {MAX_GAMMA}, got {self.gamma}; "
-                "use --no-spec to turn speculation off"
+                f"max tokens must be in 1..{MAX_INT32}, got {self.max_tokens}"
             )
+        check_gamma(self.gamma)
+        _finite("p-min", self.p_min)
         if not 0.0 <= self.p_min < 1.0:
             raise InvalidSettingError(f"p-min must be in [0, 1), got {self.p_min}")
         self.sampling.validate()

@@ -243,7 +243,12 @@ class IsolatedRuntime:
 
     # -- prompts and generating -----------------------------------------------------------------
 
-    def chat_prompt(self, messages: Sequence[ChatMessage]) -> list[int]:
+    def chat_prompt(
+        self, messages: Sequence[ChatMessage], control: GenerationControl | None = None
+    ) -> list[int]:
+        # The child renders with its own time and size budget; a Stop cannot reach a render
+        # that is already running there, and the budget ends it within seconds.
+        del control
         ids: list[int] = self._call("chat_prompt", list(messages))
         return ids
 

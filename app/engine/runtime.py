@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.engine.chat_template import ChatMessage, render_chat
+from app.engine.chat_prompt import chat_prompt_ids
+from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import Drafter, ModelDrafter, PromptLookupDrafter
@@ -252,20 +253,19 @@ class Runtime:
 
     # -- prompts ------------------------------------------------------------------------------
 
-    def chat_prompt(self, messages: Sequence[ChatMessage]) -> list[int]:
+    def chat_prompt(
+        self, messages: Sequence[ChatMessage], control: GenerationControl | None = None
+    ) -> list[int]:
+        """Prompt ids from the target's own template; Stop on `control` ends a slow render."""
         target = self._require_target()
-        bos_text = target.token_text(target.bos_id) if target.bos_id >= 0 else ""
-        eos_text = target.token_text(target.eos_id) if target.eos_id >= 0 else ""
-        text = render_chat(
+        return chat_prompt_ids(
+            target,
             target.meta("tokenizer.chat_template"),
             messages,
-            bos_token=bos_text,
-            eos_token=eos_text,
+            bos_token=target.token_text(target.bos_id) if target.bos_id >= 0 else "",
+            eos_token=target.token_text(target.eos_id) if target.eos_id >= 0 else "",
+            should_stop=None if control is None else (lambda: control.stop_requested),
         )
-        # A template that writes the BOS text itself must not get a second BOS from the
-        # tokenizer (llama-cpp-python's "duplicate leading BOS" trap).
-        add_special = not (bos_text and text.startswith(bos_text))
-        return target.tokenize(text, add_special=add_special, parse_special=True)
 
     def text_prompt(self, text: str) -> list[int]:
         return self._require_target().tokenize(text, add_special=True, parse_special=False)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -26,6 +25,7 @@ import numpy.typing as npt
 from app.engine.config import ModelConfig
 from app.errors import Cancelled, ContextOverflowError, KvCacheFullError, ModelLoadError
 from app.llama import rpc
+from app.llama.threads import configure_openmp, default_thread_count
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,7 @@ def ensure_backend() -> None:
     with _backend_lock:
         if _backend_ready:
             return
+        configure_openmp()  # before the OpenMP runtime loads with llama_cpp
         import llama_cpp  # noqa: PLC0415
 
         def on_log(level: int, text: bytes | None, _user: ctypes.c_void_p) -> None:
@@ -102,17 +103,6 @@ def precheck_model_file(path: Path) -> None:
         raise ModelLoadError(str(path), "the file is empty")
     if magic != GGUF_MAGIC:
         raise ModelLoadError(str(path), "not a GGUF file (wrong magic bytes)")
-
-
-def default_thread_count() -> int:
-    # Physical cores: hyper-threads slow llama.cpp's matrix kernels down rather than up.
-    try:
-        import psutil  # noqa: PLC0415
-
-        physical = psutil.cpu_count(logical=False)
-    except ImportError:  # pragma: no cover - psutil is a dependency
-        physical = None
-    return max(1, physical or os.cpu_count() or 1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -207,7 +207,7 @@ class JobRunner:
         runtime = self._runtime
         try:
             if job.messages is not None:
-                prompt_ids = runtime.chat_prompt(job.messages)
+                prompt_ids = runtime.chat_prompt(job.messages, ticket.control)
             else:
                 prompt_ids = runtime.text_prompt(job.prompt or "")
             cached = _cached_prefix(runtime, prompt_ids)

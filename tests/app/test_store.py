@@ -82,10 +82,11 @@ def test_everything_committed_survives_reopening(tmp_path: Path) -> None:
 
 def test_a_failed_write_leaves_nothing_behind(store: ConversationStore) -> None:
     chat = store.create_conversation("c")
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(StoreError, match="CHECK constraint failed"):
         store.add_message(chat, "robot", "not a role")
     assert store.messages(chat) == []
-    with pytest.raises(sqlite3.IntegrityError):
+    # A conversation deleted meanwhile (say, in another window) is refused in words too.
+    with pytest.raises(StoreError, match="FOREIGN KEY constraint failed"):
         store.add_message(chat + 100, "user", "no such conversation")
 
 

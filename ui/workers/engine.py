@@ -261,7 +261,7 @@ class EngineWorker(QObject):
     @Slot(object)
     def generate(self, request: GenerateRequest) -> None:
         try:
-            prompt_ids = self._runtime.chat_prompt(list(request.messages))
+            prompt_ids = self._runtime.chat_prompt(list(request.messages), request.control)
             events = self._runtime.generate(
                 prompt_ids,
                 request.config,

@@ -1,0 +1,76 @@
+"""SIGINT and SIGTERM for the headless commands: stop the reply, keep what was generated.
+
+The first signal during a generation asks the engine to stop at its next round boundary, so
+`generate` still prints the partial reply (and, with --json, the JSON object with finish reason
+"cancelled") before exiting 128 + the signal number. A second signal, or SIGTERM outside a
+generation, ends the command at once with one `error: interrupted` line.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
+
+from app.engine.control import GenerationControl
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):
+    """A signal ended the command; like KeyboardInterrupt, not an error of the user's input."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@dataclass
+class CaughtSignal:
+    signum: int = 0
+
+
+def _in_main_thread() -> bool:
+    # Python only lets the main thread install signal handlers.
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextmanager
+def interrupt_on_signals() -> Iterator[None]:
+    """SIGTERM (and SIGINT) raise Interrupted, so cleanup code runs and the exit says why."""
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        raise Interrupted(signum)
+
+    with _handlers(on_signal):
+        yield
+
+
+@contextmanager
+def stop_on_signals(control: GenerationControl) -> Iterator[CaughtSignal]:
+    caught = CaughtSignal()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if caught.signum:  # asked twice: stop waiting for the round to end
+            raise Interrupted(signum)
+        caught.signum = signum
+        control.stop()
+
+    with _handlers(on_signal):
+        yield caught
+
+
+@contextmanager
+def _handlers(handler: signal._HANDLER) -> Iterator[None]:
+    if not _in_main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

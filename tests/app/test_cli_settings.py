@@ -1,0 +1,204 @@
+"""Abusive CLI settings are refused before anything loads, worded and exit-coded the same in
+`generate` and `bench`; --help documents every flag; a signal mid-reply still prints it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.cli.main import build_parser, main
+from app.engine.events import Event, TokenEvent
+from app.engine.runtime import Runtime
+
+# (flags, what the one error line must name). Each is refused with exit status 2.
+SHARED_MISTAKES = [
+    (["--temperature", "nan"], "temperature must be a finite number"),
+    (["--temperature", "inf"], "temperature must be a finite number"),
+    (["--temperature", "-1"], "temperature must be 0 (greedy) or positive"),
+    (["--repeat-penalty", "nan"], "repeat penalty must be a finite number"),
+    (["--repeat-penalty", "-1"], "repeat penalty must be positive"),
+    (["--top-p", "nan"], "top-p must be a finite number"),
+    (["--top-p", "-0.5"], "top-p must be in (0, 1]"),
+    (["--min-p", "-0.1"], "min-p must be in [0, 1)"),
+    (["--p-min", "nan"], "p-min must be a finite number"),
+    (["--p-min", "-1"], "p-min must be in [0, 1)"),
+    (["--seed", "-1"], "seed must be in 0..4294967295"),
+    (["--seed", str(2**32)], "seed must be in 0..4294967295"),
+    (["--n-ctx", str(2**32 + 64)], "context size must be in 16..2147483647"),
+    (["--threads", "0"], "threads must be in 1..1024"),
+    (["--threads", "-4"], "threads must be in 1..1024"),
+    (["--n-gpu-layers", "-2"], "GPU layers must be -1"),
+    (["--max-tokens", "0"], "max tokens must be in 1..2147483647"),
+    (["--gamma", "0"], "gamma (draft length) must be in 1..32, got 0"),
+    (["--gamma", "many"], "gamma must be a number in 1..32 or 'auto'"),
+]
+
+
+def _run(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exited:  # argparse refuses some values itself, with the same status
+        return int(str(exited.code))
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ") and "Traceback" not in err
+    return lines[0]
+
+
+def _without_help_hint(line: str) -> str:
+    return line.split(" (see specchat", maxsplit=1)[0]
+
+
+@pytest.mark.parametrize(("flags", "message"), SHARED_MISTAKES)
+def test_generate_and_bench_refuse_the_same_mistake_the_same_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    # The model paths do not exist: every refusal here happens before anything loads.
+    target = ["--target", str(tmp_path / "t.gguf")]
+    generate = _run(["generate", *target, "--prompt", "hi", *flags])
+    generate_line = _one_error_line(capsys)
+    bench = _run(["bench", *target, "--draft", "ngram", *flags])
+    bench_line = _one_error_line(capsys)
+    assert generate == bench == 2
+    assert message in generate_line
+    assert _without_help_hint(generate_line) == _without_help_hint(bench_line)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--prompt", ""], "--prompt is empty"),
+        (["--prompt", "  \n"], "--prompt is empty"),
+        (["--prompt", "hi", "--system", "Be brief."], "--system needs --chat"),
+    ],
+)
+def test_generate_refuses_empty_prompts_and_a_system_message_without_chat(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    assert _run(["generate", "--target", str(tmp_path / "t.gguf"), *flags]) == 2
+    assert message in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b"", "is empty"), (b"\xff\xfe\x00", "is not UTF-8 text")],
+)
+def test_unusable_prompt_files_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, message: str
+) -> None:
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_bytes(content)
+    code = _run(["generate", "--target", str(tmp_path / "t.gguf"), "--prompt-file", str(prompt)])
+    assert code == 1
+    assert message in _one_error_line(capsys)
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_an_endless_prompt_file_is_refused_after_a_bounded_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _run(["generate", "--target", str(tmp_path / "t.gguf"), "--prompt-file", "/dev/zero"])
+    assert code == 1
+    assert "prompt file /dev/zero is larger than 16 MiB" in _one_error_line(capsys)
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("no sub-commands")
+
+
+@pytest.mark.parametrize("command", ["generate", "bench"])
+def test_help_documents_every_flag_with_its_default(command: str) -> None:
+    sub = _subcommands()[command]
+    for action in sub._actions:
+        assert action.help, f"{command} {action.option_strings} has no help"
+    text = sub.format_help()
+    assert "(default: 4096)" in text  # --n-ctx
+    assert "(default: 0.0)" in text  # --temperature
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_mid_reply_prints_the_partial_json_and_exits_with_its_status(
+    demo_models: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    signum: signal.Signals,
+    status: int,
+) -> None:
+    real_generate = Runtime.generate
+
+    def generate_then_signal(self: Runtime, *args: Any, **kwargs: Any) -> Iterator[Event]:
+        tokens = 0
+        for event in real_generate(self, *args, **kwargs):
+            yield event
+            tokens += isinstance(event, TokenEvent)
+            if tokens == 3 and isinstance(event, TokenEvent):
+                signal.raise_signal(signum)  # delivered to this (the main) thread, as a user would
+
+    monkeypatch.setattr(Runtime, "generate", generate_then_signal)
+    code = main(
+        [
+            "generate",
+            "--target",
+            str(demo_models.f32),
+            "--no-spec",
+            "--threads",
+            "1",
+            "--max-tokens",
+            "200",
+            "--prompt",
+            "Once upon a time",
+            "--json",
+        ]
+    )
+    out, _ = capsys.readouterr()
+    assert code == status
+    result = json.loads(out)
+    assert result["finish_reason"] == "cancelled"
+    # A plain step is one token: the stop lands right after the third.
+    assert len(result["token_ids"]) == 3 and result["text"]
+    # The handlers are put back once the command ends.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_reader_that_goes_away_ends_the_command_without_a_traceback(demo_models: Any) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app.cli.main",
+            "generate",
+            "--target",
+            str(demo_models.f32),
+            "--threads",
+            "1",
+            "--max-tokens",
+            "4",
+            "--prompt",
+            "Hello",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # like `| head -c 0`: nobody reads the reply
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 141
+    assert "Traceback" not in err
