@@ -14,8 +14,9 @@ import pytest
 
 from app.bench.plan import DraftChoice
 from app.bench.prompts import BenchPrompt
-from app.bench.session import bench_on_runtime
+from app.bench.session import bench_on_runtime, prompt_bench_on
 from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.control import GenerationControl
 from app.engine.drafters import ModelDrafter, PromptLookupDrafter
 from app.engine.runtime import DRAFT, Runtime
 from app.errors import Cancelled, InvalidSettingError
@@ -148,8 +149,6 @@ def test_bench_on_a_loaded_runtime_reuses_its_draft_and_loads_others_one_at_a_ti
 
 
 def test_a_cancelled_bench_leaves_the_chat_as_it_was(chat: Runtime, demo_models: Any) -> None:
-    from app.engine.control import GenerationControl
-
     control = GenerationControl()
     seen: list[int] = []
 
@@ -173,3 +172,14 @@ def test_a_cancelled_bench_leaves_the_chat_as_it_was(chat: Runtime, demo_models:
     assert seen == [0, 1, 2]
     assert chat.draft_labels == (DRAFT,) and chat.selected_draft == DRAFT
     assert chat.target is not None and chat.target.tokens == []
+
+
+def test_the_compare_callable_on_a_runtime_refuses_an_empty_prompt_before_running(
+    chat: Runtime, demo_models: Any
+) -> None:
+    run = prompt_bench_on(
+        chat, drafts=[DraftChoice("q4_1", demo_models.q4_1)], gammas=[2], base=BASE
+    )
+    with pytest.raises(InvalidSettingError, match="write a prompt"):
+        run("   ", lambda *_: None, GenerationControl())
+    assert chat.target is not None and chat.draft_labels == (DRAFT,)

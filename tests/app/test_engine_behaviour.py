@@ -210,7 +210,7 @@ def test_stats_report_the_gamma_that_ran_not_the_one_asked_for(runtime: Runtime)
     assert 2 in histogram and 4 in histogram
     assert set(histogram) <= {0, 1, 2, 3, 4}  # 1, 3: the last round, cut by the token budget
     assert sum(histogram.values()) == result.stats.rounds
-    assert histogram[0] == sum(1 for r in result.rounds if r.drafted == 0) >= 1
+    assert histogram.get(0, 0) == sum(1 for r in result.rounds if r.drafted == 0)
     assert result.stats.gamma == pytest.approx(sum(spec) / len(spec))
     assert 2 < result.stats.gamma < 4
     assert result.to_json()["stats"]["gamma_histogram"] == histogram
