@@ -19,7 +19,7 @@ from ui.messages import describe
 from ui.settings import Settings
 from ui.themes import apply_theme
 from ui.window.main_window import MainWindow
-from ui.workers.engine import EngineHost
+from ui.workers.engine import EngineHost, RemoteRuntimeFactory
 
 APP_NAME = "SpecChat"
 
@@ -46,11 +46,14 @@ def create_window(
     settings: Settings | None = None,
     models_folder: Path | None = None,
     runtime: Runtime | None = None,
+    remote_runtime: RemoteRuntimeFactory | None = None,
 ) -> MainWindow:
     """Build a window with its own engine thread; the caller shows it and calls start().
 
-    runtime: the engine the worker thread owns (tests pass one over stand-in models)."""
-    host = EngineHost(runtime=runtime)
+    runtime: the engine the worker thread owns (tests pass one over stand-in models);
+    remote_runtime: makes the engine for models on RPC workers (an IsolatedRuntime unless a
+    test passes another)."""
+    host = EngineHost(runtime=runtime, remote_runtime=remote_runtime)
     window = MainWindow(
         settings or Settings(),
         store or ConversationStore(database_path()),
