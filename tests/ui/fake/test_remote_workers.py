@@ -25,6 +25,7 @@ from app.llama import rpc
 from app.llama.model import LoadProgress
 from models.compat import check_draft_file
 from tests.helpers.fake_model import FakeModel
+from tests.helpers.rpc_workers import free_port
 from tests.ui.conftest import close_window, send
 from tests.ui.fake.conftest import TIMEOUT_MS, open_fake_window
 from ui.settings import Settings
@@ -225,3 +226,27 @@ def test_a_worker_lost_mid_reply_keeps_the_partial_reply_and_the_window_recovers
     assert loaded.args[0].target is not None and not loaded.args[0].remote
     qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
     send(qtbot, window, "Are you there?")
+
+
+def test_an_unreachable_worker_is_one_message_and_the_local_models_come_back(
+    isolated_data_dir: Path, files: dict[str, Path], qtbot: QtBot
+) -> None:
+    # The production engine for workers (an IsolatedRuntime): the connection is refused before
+    # any model loads, so the stand-in files never reach llama.cpp.
+    window = open_fake_window(isolated_data_dir, files)
+    try:
+        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+            window.start()
+        endpoint = f"127.0.0.1:{free_port()}"
+        errors: list[str] = []
+        window.errorShown.connect(errors.append)
+        with qtbot.waitSignal(window.modelsLoaded, timeout=TIMEOUT_MS) as loaded:
+            _enter(qtbot, window.settings_panel.remote_workers, endpoint)
+        assert len(errors) == 1 and endpoint in errors[0] and "connection refused" in errors[0]
+        state = loaded.args[0]
+        assert state.target is not None and state.target.path == str(files["target"])
+        assert not state.remote
+        qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+        send(qtbot, window, "Still here?")
+    finally:
+        close_window(window)
