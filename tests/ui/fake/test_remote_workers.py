@@ -28,6 +28,7 @@ from tests.helpers.fake_model import FakeModel
 from tests.helpers.rpc_workers import free_port
 from tests.ui.conftest import close_window, send
 from tests.ui.fake.conftest import TIMEOUT_MS, open_fake_window
+from tests.ui.fake.test_local_server_switch import in_thread, post
 from ui.settings import Settings
 from ui.widgets.metrics_panel import MetricsPanel
 from ui.widgets.remote_workers import RemoteWorkersBox
@@ -52,6 +53,7 @@ class StandInRemote(Runtime):
 
         super().__init__(vet_draft=check_draft_file, open_model=open_model)
         self.die_after: int | None = None
+        self.replies = 0
 
     def generate(
         self,
@@ -61,6 +63,7 @@ class StandInRemote(Runtime):
         *,
         speculative: bool = True,
     ) -> Iterator[Event]:
+        self.replies += 1
         tokens = 0
         events = super().generate(prompt_ids, config, control, speculative=speculative)
         with contextlib.closing(events):
@@ -250,3 +253,20 @@ def test_an_unreachable_worker_is_one_message_and_the_local_models_come_back(
         send(qtbot, window, "Still here?")
     finally:
         close_window(window)
+
+
+def test_the_local_server_answers_from_the_models_on_workers_once_they_moved_there(
+    remote_window: MainWindow, remotes: Remotes, qtbot: QtBot
+) -> None:
+    window = remote_window
+    window.server_panel.port.setValue(free_port())
+    window.server_panel.switch.setChecked(True)
+    url = window.server_switch.server.url
+    with qtbot.waitSignal(window.modelsLoaded, timeout=TIMEOUT_MS):
+        _enter(qtbot, window.settings_panel.remote_workers, WORKER)
+    body = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 6}
+    status, answer = in_thread(qtbot, lambda: post(f"{url}/chat/completions", body))
+    assert status == 200, answer
+    assert answer["choices"][0]["message"]["content"]
+    assert remotes.made[0].replies == 1  # served by the engine that holds the models now
+    window.server_panel.switch.setChecked(False)
