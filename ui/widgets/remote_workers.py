@@ -3,7 +3,8 @@
 Each field takes HOST:PORT[,HOST:PORT...] and writes its preference once the user is done
 typing and the list parses; a malformed list is named under the fields and not saved. The
 security warning sits where the user types, and a build without RPC gets disabled fields and
-the one-line rebuild command instead.
+the one-line rebuild command instead. Asking the build loads llama.cpp's library (half a second
+or more), so the window asks once its engine has loaded it (check_build), never while opening.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class RemoteWorkersBox(QGroupBox):
         super().__init__("Remote workers", parent)
         self.setObjectName("remoteWorkersBox")
         self._settings = settings
-        self.available = rpc.supports_rpc() if available is None else available
+        self.available: bool | None = None
         self.target = self._field("targetRpcInput", TARGET_KEY, _TARGET_TIP)
         self.draft = self._field("draftRpcInput", DRAFT_KEY, _DRAFT_TIP)
         self.problem = QLabel()
@@ -47,26 +48,36 @@ class RemoteWorkersBox(QGroupBox):
         self.notice = QLabel()
         self.notice.setObjectName("remoteWorkersNotice")
         self.notice.setWordWrap(True)
-        if self.available:
-            self.notice.setText(f"Warning: {rpc.SECURITY_WARNING}")
-        else:
-            self.notice.setText(
-                f"This llama.cpp was built without RPC. Rebuild it with: {rpc.REBUILD_COMMAND}"
-            )
-            # The command is meant to be copied into a terminal.
-            self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.notice.setText(f"Warning: {rpc.SECURITY_WARNING}")
         form = QFormLayout(self)
         form.addRow("Target", self.target)
         form.addRow("Draft", self.draft)
         form.addRow(self.problem)
         form.addRow(self.notice)
+        if available is not None:
+            self.set_available(available)
+
+    def check_build(self) -> None:
+        """Ask the installed llama.cpp whether it has RPC, once."""
+        if self.available is None:
+            self.set_available(rpc.supports_rpc())
+
+    def set_available(self, available: bool) -> None:
+        self.available = available
+        self.target.setEnabled(available)
+        self.draft.setEnabled(available)
+        if not available:
+            self.notice.setText(
+                f"This llama.cpp was built without RPC. Rebuild it with: {rpc.REBUILD_COMMAND}"
+            )
+            # The command is meant to be copied into a terminal.
+            self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
     def _field(self, name: str, key: str, tip: str) -> QLineEdit:
         field = QLineEdit(self._settings.get_str(key))
         field.setObjectName(name)
         field.setPlaceholderText(f"this machine (e.g. 192.168.1.20:{rpc.DEFAULT_PORT})")
         field.setToolTip(tip)
-        field.setEnabled(self.available)
         field.editingFinished.connect(lambda: self._commit(field, key))
         return field
 

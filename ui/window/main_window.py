@@ -294,6 +294,8 @@ class MainWindow(WindowLayout):
 
     def _on_models_loaded(self, state: LoadedState) -> None:
         self.controls.set_draft_loaded(state.draft.kind != "none")
+        # The engine has loaded llama.cpp's library by now: asking it for RPC costs nothing.
+        self.settings_panel.remote_workers.check_build()
         if state.target is None and self._state == UiState.Idle:
             self._set_state(UiState.NoModel)  # lost with a worker: nothing left to reply with
         self._refresh_memory()

@@ -138,8 +138,10 @@ def test_the_fields_warn_where_workers_are_entered_and_advise_a_local_draft(
 def test_without_rpc_in_the_build_the_fields_are_off_with_the_rebuild_command(
     qtbot: QtBot, tmp_path: Path
 ) -> None:
-    box = RemoteWorkersBox(_settings(tmp_path), available=False)
+    box = RemoteWorkersBox(_settings(tmp_path))  # undecided until the engine loaded llama.cpp
     qtbot.addWidget(box)
+    assert box.available is None and box.target.isEnabled()
+    box.set_available(False)
     assert not box.target.isEnabled() and not box.draft.isEnabled()
     assert rpc.REBUILD_COMMAND in box.notice.text()
     assert "\n" not in box.notice.text()
@@ -175,6 +177,8 @@ def test_workers_set_mid_reply_reload_after_it_onto_the_remote_engine_and_back(
     remote_window: MainWindow, remotes: Remotes, qtbot: QtBot
 ) -> None:
     window = remote_window
+    # Asked once the models loaded, when llama.cpp's library is already in the process.
+    assert window.settings_panel.remote_workers.available == rpc.supports_rpc()
     local_reply = send(qtbot, window, "Hello")["summary"]
     assert local_reply and not remotes.made
     window.prompt.setPlainText("Hello again")
