@@ -19,7 +19,7 @@ from ui.dialogs.storage_recovery import open_store
 from ui.settings import Settings
 from ui.themes import apply_theme
 from ui.window.main_window import MainWindow
-from ui.workers.engine import EngineHost, FileCheck
+from ui.workers.engine import EngineHost, FileCheck, RemoteRuntimeFactory
 
 APP_NAME = "SpecChat"
 
@@ -45,14 +45,17 @@ def create_window(
     store: ConversationStore | None = None,
     settings: Settings | None = None,
     models_folder: Path | None = None,
+    *,
     runtime: Runtime | None = None,
     check_file: FileCheck | None = None,
+    remote_runtime: RemoteRuntimeFactory | None = None,
 ) -> MainWindow:
     """Build a window with its own engine thread; the caller shows it and calls start().
 
-    runtime: the engine the worker thread owns; check_file vets a model file before it loads
-    (tests pass stand-ins for both)."""
-    host = EngineHost(runtime=runtime, check_file=check_file)
+    runtime: the engine the worker thread owns; check_file vets a model file before it loads;
+    remote_runtime makes the engine for models on RPC workers (an IsolatedRuntime). Tests pass
+    stand-ins for each."""
+    host = EngineHost(runtime=runtime, check_file=check_file, remote_runtime=remote_runtime)
     window = MainWindow(
         settings or Settings(),
         store or ConversationStore(database_path()),

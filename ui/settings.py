@@ -32,6 +32,10 @@ DEFAULTS: dict[str, Any] = {
     "models/draft_gpu_layers": -1,
     "models/n_ctx": 4096,
     "models/n_threads": 0,  # 0 = llama.cpp's choice (physical cores)
+    # llama.cpp RPC workers ("host:port,host:port") that hold the target's or the draft's
+    # layers; empty = this machine only.
+    "models/target_rpc": "",
+    "models/draft_rpc": "",
     "generation/speculation": True,
     "generation/gamma": 5,  # 0 = Auto (adaptive draft length)
     "generation/max_tokens": 512,

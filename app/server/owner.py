@@ -161,6 +161,11 @@ class JobRunner:
         self._current: Ticket | None = None
         self._stats = OwnerStats()
 
+    def use_runtime(self, runtime: AnyRuntime) -> None:
+        """Serve the next jobs on this runtime (the window switched between local models and
+        models on RPC workers); called on the thread that runs the jobs, so never mid-job."""
+        self._runtime = runtime
+
     def run(self, job: Job, sink: Sink, ticket: Ticket, *, closed: bool = False) -> None:
         """Serve one job to the end. closed: the owner stopped accepting while it waited."""
         with self._lock:

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.engine.runtime import MemoryUsage
 from app.llama.resources import GpuMemory, format_bytes
+from app.llama.rpc import WorkerMemory
 from app.metrics.summary import METRIC_DEFINITIONS, GenerationStats
 from ui import formatting as fmt
 from ui.widgets.charts import ACCEPT_COLOR, RATE_COLOR, PositionBars, Sparkline
@@ -90,9 +91,17 @@ class MetricsPanel(QWidget):
             "draftMemoryLabel",
             "Draft model: weights and KV cache: the memory that speculation costs.",
         )
+        self.workers_memory = _value_label(
+            "workersMemoryLabel",
+            "Each RPC worker's free / total memory, as the worker reported it after the models "
+            "loaded.",
+        )
+        self.workers_memory.setWordWrap(True)
         memory_box = QGroupBox("Memory")
         memory_form = QFormLayout(memory_box)
         memory_form.addRow(self.memory)
+        memory_form.addRow(self.workers_memory)
+        self.workers_memory.hide()
         memory_form.addRow("Target", self.target_memory)
         memory_form.addRow("Draft", self.draft_memory)
 
@@ -154,7 +163,12 @@ class MetricsPanel(QWidget):
         self.sparkline.set_series([], [])
 
     def show_memory(
-        self, gpu: GpuMemory | None, ram_bytes: int, usage: MemoryUsage, draft_kind: str
+        self,
+        gpu: GpuMemory | None,
+        ram_bytes: int,
+        usage: MemoryUsage,
+        draft_kind: str,
+        workers: Sequence[WorkerMemory] = (),
     ) -> None:
         if gpu is None:
             self.memory.setText(f"No GPU · process RAM {format_bytes(ram_bytes)}")
@@ -163,6 +177,14 @@ class MetricsPanel(QWidget):
                 f"VRAM {format_bytes(gpu.used_bytes)} / {format_bytes(gpu.total_bytes)} "
                 f"({gpu.name}) · process RAM {format_bytes(ram_bytes)}"
             )
+        self.workers_memory.setVisible(bool(workers))
+        self.workers_memory.setText(
+            "\n".join(
+                f"Worker {w.endpoint} ({w.device}): {format_bytes(w.free_bytes)} free / "
+                f"{format_bytes(w.total_bytes)}"
+                for w in workers
+            )
+        )
         self.target_memory.setText(
             f"weights {format_bytes(usage.target_weights)} · KV {format_bytes(usage.target_kv)}"
             if usage.target_weights

@@ -1,7 +1,8 @@
 """Generation settings under the metrics: GPU layers, sampling, reply length, system prompt.
 
 Each control reads its preference once and writes it back on change; the window reacts to
-Settings.changed (GPU layers reload the models; the rest apply to the next reply).
+Settings.changed (GPU layers and remote workers reload the models; the rest apply to the next
+reply).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from ui.settings import Settings
+from ui.widgets.remote_workers import RemoteWorkersBox
 
 _MAX_SEED = 2**31 - 1
 
@@ -121,6 +123,8 @@ class SettingsPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(box)
+        self.remote_workers = RemoteWorkersBox(settings)
+        layout.addWidget(self.remote_workers)
 
         s = settings
         self.target_layers.setValue(s.get_int("models/target_gpu_layers"))

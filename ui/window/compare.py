@@ -12,8 +12,9 @@ from app.bench.run import ProgressFn
 from app.bench.summary import BenchReport
 from app.engine.config import ModelConfig
 from app.engine.control import GenerationControl
+from app.engine.isolated import AnyRuntime
 from app.engine.runtime import Runtime
-from app.errors import Cancelled
+from app.errors import Cancelled, InvalidSettingError
 from ui.settings import Settings
 from ui.window.generation_settings import generation_config
 from ui.workers.catalog import Catalog
@@ -21,6 +22,12 @@ from ui.workers.engine import EngineHost, LoadedState
 
 # How often the waiting dialog thread looks at its Stop flag.
 WAIT_STEP_S = 0.2
+# Compare swaps drafts inside one in-process Runtime; the child process behind models on RPC
+# workers does not offer that.
+NOT_ON_WORKERS = (
+    "Compare is not available on remote workers yet: clear Remote workers in Settings to "
+    "compare drafts on this machine."
+)
 
 
 def compare_drafts(catalog: Catalog | None) -> list[bench_plan.DraftChoice]:
@@ -68,10 +75,12 @@ def compare_bench(
         done = threading.Event()
         abandoned = threading.Event()
 
-        def task(runtime: Runtime) -> None:
+        def task(runtime: AnyRuntime) -> None:
             try:
                 if abandoned.is_set():
                     return  # stopped while it waited behind a reply: nothing to measure
+                if not isinstance(runtime, Runtime):
+                    raise InvalidSettingError(NOT_ON_WORKERS)
                 bench = bench_session.prompt_bench_on(
                     runtime,
                     drafts=drafts,

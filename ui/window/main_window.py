@@ -34,7 +34,7 @@ from ui.settings import Settings
 from ui.widgets.conversation_view import ViewMessage
 from ui.widgets.live_metrics import LiveReply
 from ui.window.chat_controller import ChatController
-from ui.window.compare import compare_bench
+from ui.window.compare import NOT_ON_WORKERS, compare_bench
 from ui.window.generation_settings import generation_config
 from ui.window.layout import WindowLayout
 from ui.window.menu_actions import choose_theme, show_about, show_shortcuts
@@ -294,6 +294,10 @@ class MainWindow(WindowLayout):
 
     def _on_models_loaded(self, state: LoadedState) -> None:
         self.controls.set_draft_loaded(state.draft.kind != "none")
+        # The engine has loaded llama.cpp's library by now: asking it for RPC costs nothing.
+        self.settings_panel.remote_workers.check_build()
+        if state.target is None and self._state == UiState.Idle:
+            self._set_state(UiState.NoModel)  # lost with a worker: nothing left to reply with
         self._refresh_memory()
         self.modelsLoaded.emit(state)
 
@@ -355,6 +359,9 @@ class MainWindow(WindowLayout):
     def open_compare_dialog(self) -> CompareDialog | None:
         prompt = self.chat.last_prompt()
         if self._state != UiState.Idle or prompt is None:
+            return None
+        if self.models.loaded is not None and self.models.loaded.remote:
+            self.show_error(NOT_ON_WORKERS)
             return None
         run = compare_bench(self.models.loaded, self.models.catalog, self.settings, self.host)
         if run is None:
@@ -586,6 +593,8 @@ class MainWindow(WindowLayout):
             "models/draft_gpu_layers",
             "models/n_threads",
             "models/n_ctx",
+            "models/target_rpc",
+            "models/draft_rpc",
         ):
             self.models.reload()
 
@@ -593,7 +602,8 @@ class MainWindow(WindowLayout):
         loaded = self.models.loaded
         usage = loaded.memory if loaded else MemoryUsage(0, 0, 0, 0, 0, 0)
         kind = loaded.draft.kind if loaded else "none"
-        self.metrics.show_memory(self.gpu.read(), process_ram_bytes(), usage, kind)
+        workers = loaded.workers if loaded else ()
+        self.metrics.show_memory(self.gpu.read(), process_ram_bytes(), usage, kind, workers)
 
     # -- closing ------------------------------------------------------------------------------
 

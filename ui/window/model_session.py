@@ -18,6 +18,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt, Signal
 
 from app.engine.config import ModelConfig
+from app.errors import InvalidSettingError
+from app.llama import rpc
 from ui.messages import describe
 from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings
 from ui.workers.catalog import Catalog, Vetted, build_catalog, known_paths, vet_new_file
@@ -71,11 +73,14 @@ class ModelSession(QObject):
         self._in_flight = 0
         self._reload_pending = False
         self._choice: tuple[str, str] | None = None
+        # What was held when an RPC worker died with the models: what a reload loads again.
+        self._lost: tuple[str, str] | None = None
         queued = Qt.ConnectionType.QueuedConnection
         worker = host.worker
         worker.loadProgress.connect(self.loadProgress, queued)
         worker.modelsLoaded.connect(self._on_models_loaded, queued)
         worker.loadFailed.connect(self._on_load_failed, queued)
+        worker.modelsLost.connect(self._on_models_lost, queued)
 
     # -- state --------------------------------------------------------------------------------
 
@@ -144,14 +149,16 @@ class ModelSession(QObject):
         return DRAFT_NONE
 
     def reload(self) -> None:
-        """Load the same models again (new GPU layers or threads); after the reply if busy."""
-        target = self.target_path
-        if target is None:
+        """Load the same models again (new GPU layers, threads or workers); after the reply if
+        busy. After a worker died with the models, the models it held are loaded again."""
+        held = self.target_path
+        wanted = (held, self.draft_value) if held is not None else self._lost
+        if wanted is None:
             return
         if self._busy() or self.loading:
             self._reload_pending = True
             return
-        self._request(target, self.draft_value)
+        self._request(*wanted)
 
     def run_pending(self) -> None:
         """Called when a reply ends: do the reload it held back."""
@@ -173,7 +180,17 @@ class ModelSession(QObject):
                 "models/draft_gpu_layers" if draft else "models/target_gpu_layers"
             ),
             n_threads=threads if threads > 0 else None,
+            rpc_servers=self._workers("models/draft_rpc" if draft else "models/target_rpc"),
         )
+
+    def _workers(self, key: str) -> tuple[str, ...]:
+        text = self._settings.get_str(key).strip()
+        try:
+            return rpc.parse_endpoints(text) if text else ()
+        except InvalidSettingError as exc:
+            # Only a hand-edited preferences file gets here (the field refuses bad lists).
+            self.errorRaised.emit(f"{exc}; loading on this machine instead.")
+            return ()
 
     def _draft_choice(self, value: str, *, demo: bool) -> DraftChoice | None:
         if value == DRAFT_AUTO:
@@ -206,6 +223,12 @@ class ModelSession(QObject):
     def _on_models_loaded(self, state: LoadedState) -> None:
         self._after_load(state)
 
+    def _on_models_lost(self, state: LoadedState) -> None:
+        if self._loaded is not None and self._loaded.target is not None:
+            self._lost = (self._loaded.target.path, self.draft_value)
+        self._loaded = state
+        self.modelsLoaded.emit(state)
+
     def _on_load_failed(self, failure: LoadFailure) -> None:
         self._choice = None
         if failure.cancelled:
@@ -217,6 +240,8 @@ class ModelSession(QObject):
     def _after_load(self, state: LoadedState) -> None:
         self._in_flight -= 1
         self._loaded = state
+        if state.target is not None:
+            self._lost = None
         self._remember_choice(state)
         if self._in_flight == 0:
             self._ticket = None

@@ -213,10 +213,19 @@ class ReplyFlow(QObject):
         self.finished.emit(stats)
 
     def _on_failed(self, failure: GenerationFailure) -> None:
-        if self.reply is None:
+        reply = self.reply
+        if reply is None:
             return
         self._end()
-        self._view.finish_reply("", "", note=failure.message)
+        shown = self._view.finish_reply("", "", note=failure.message)
+        if shown is not None and shown.text.strip():
+            # Tokens had arrived (e.g. before an RPC worker died): the reply so far stays in
+            # the chat, with the error as its stats line, as a stopped reply would.
+            stats = {"finish_reason": "error", "summary": failure.message}
+            try:
+                self._chat.save_reply(reply.conversation_id, shown.text, stats, shown.segments)
+            except (StoreError, OSError) as exc:
+                self.saveFailed.emit(exc)
         self.failed.emit(failure.message)
 
     def _end(self) -> None:

@@ -26,8 +26,10 @@ from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, NoticeEvent, RoundEvent, TokenEvent
+from app.engine.isolated import AnyRuntime, IsolatedRuntime
 from app.engine.runtime import MemoryUsage, Runtime
-from app.errors import Cancelled, DraftIncompatibleError
+from app.errors import Cancelled, DraftIncompatibleError, SpecChatError
+from app.llama.rpc import WorkerMemory
 from app.server.owner import Failed, Job, JobRunner, OwnerEvent, Sink, Ticket
 from models.compat import check_draft_file
 from models.demo import DemoModels, ensure_demo_models
@@ -87,6 +89,22 @@ class LoadedState:
     draft: DraftChoice
     memory: MemoryUsage
     demo: DemoModels | None
+    # Each RPC worker's free/total memory as it reported it after the load; empty when local.
+    workers: tuple[WorkerMemory, ...] = ()
+
+    @property
+    def remote(self) -> bool:
+        """The models run in the child process that talks to RPC workers."""
+        return self.target is not None and bool(
+            self.target.rpc_servers or (self.draft.config and self.draft.config.rpc_servers)
+        )
+
+    @property
+    def remote_free_bytes(self) -> int:
+        """Free memory of the workers holding the target's layers: what a memory-fit estimate
+        (models.memory.plan_fit's remote_free_bytes) may count besides local VRAM."""
+        endpoints = self.target.rpc_servers if self.target is not None else ()
+        return sum(w.free_bytes for w in self.workers if w.endpoint in endpoints)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +123,8 @@ class GenerateRequest:
     speculative: bool
 
 
-RuntimeTask = Callable[[Runtime], None]
+RuntimeTask = Callable[[AnyRuntime], None]
+RemoteRuntimeFactory = Callable[[], AnyRuntime]
 FileCheck = Callable[[str], None]
 """Raises a user error for a model file llama.cpp must not load (models.probe.ensure_loadable)."""
 
@@ -127,12 +146,17 @@ class GenerationFailure:
 
 
 class EngineWorker(QObject):
-    """Owns the Runtime. Lives in the engine thread; every slot runs there.
+    """Owns the runtime. Lives in the engine thread; every slot runs there.
+
+    Models on RPC workers run in an IsolatedRuntime (a child process that may die without
+    taking the window along); local models in the in-process Runtime. A load switches between
+    them as its configs ask, freeing the other first.
 
     Signals:
         loadProgress(str, float): stage text and 0..1 while preparing or loading models.
         modelsLoaded(LoadedState): a load request finished and these models are held.
         loadFailed(LoadFailure): a load failed or was cancelled; `state` is what is held now.
+        modelsLost(LoadedState): the models went away outside a load (an RPC worker died).
         tokenReceived(TokenEvent), roundReceived(RoundRecord), noticeReceived(str):
             a generation's stream, in order.
         generationFinished(GenerationResult), generationFailed(GenerationFailure).
@@ -144,6 +168,7 @@ class EngineWorker(QObject):
     loadProgress = Signal(str, float)
     modelsLoaded = Signal(object)
     loadFailed = Signal(object)
+    modelsLost = Signal(object)
     tokenReceived = Signal(object)
     roundReceived = Signal(object)
     noticeReceived = Signal(str)
@@ -154,9 +179,18 @@ class EngineWorker(QObject):
     serveEnded = Signal(object)
     shutDown = Signal()
 
-    def __init__(self, runtime: Runtime | None = None, check_file: FileCheck | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime | None = None,
+        *,
+        check_file: FileCheck | None = None,
+        remote_runtime: RemoteRuntimeFactory | None = None,
+    ) -> None:
         super().__init__()
-        self._runtime = runtime or Runtime(vet_draft=check_draft_file)
+        self._local: AnyRuntime = runtime or Runtime(vet_draft=check_draft_file)
+        self._new_remote = remote_runtime or _isolated_runtime
+        self._runtime: AnyRuntime = self._local
+        self._remote = False
         self._check_file = check_file or ensure_loadable
         # Local server requests run here, on the models the chat uses: one owner per model.
         self.jobs = JobRunner(self._runtime)
@@ -202,8 +236,24 @@ class EngineWorker(QObject):
         self._demo = demo
         return demo
 
+    def _use_runtime(self, *, remote: bool) -> None:
+        """Hold the runtime kind these models need, the other one's models freed first."""
+        if remote == self._remote:
+            return
+        if self._remote:
+            self._runtime.close()  # ends the child process and its worker connections
+        else:
+            self._runtime.unload()
+        self._target, self._draft = None, DraftChoice("none")
+        self._runtime = self._new_remote() if remote else self._local
+        self._remote = remote
+        # The same runner (the local server holds it, with its counters) serves the new one.
+        self.jobs.use_runtime(self._runtime)
+
     def _apply(self, target: ModelConfig, draft: DraftChoice, ticket: LoadTicket) -> None:
         """Load what differs from what is held: the target first, then the draft."""
+        draft_workers = draft.config.rpc_servers if draft.config is not None else ()
+        self._use_runtime(remote=bool(target.rpc_servers or draft_workers))
         if target != self._target or self._runtime.target is None:
             # Forget the draft too: it was vetted against the old target.
             self._target, self._draft = None, DraftChoice("none")
@@ -253,8 +303,25 @@ class EngineWorker(QObject):
             log.warning("could not restore the previous models: %s", describe(exc))
 
     def _state(self) -> LoadedState:
-        target = self._target if self._runtime.target is not None else None
-        return LoadedState(target, self._draft, self._runtime.memory(), self._demo)
+        try:
+            memory = self._runtime.memory()
+            workers = (
+                tuple(self._runtime.worker_memory())
+                if isinstance(self._runtime, IsolatedRuntime)
+                else ()
+            )
+        except SpecChatError as exc:  # the child died as it was asked
+            log.warning("could not read the models' memory: %s", describe(exc))
+            memory, workers = _NO_MEMORY, ()
+        if self._runtime.target is None:  # none loaded, or the child died as it was asked
+            return LoadedState(None, DraftChoice("none"), _NO_MEMORY, self._demo)
+        return LoadedState(self._target, self._draft, memory, self._demo, workers)
+
+    def _check_lost(self) -> None:
+        """After a failed reply: if the models went with it (an RPC worker died), say so."""
+        if self._target is not None and self._runtime.target is None:
+            self._target, self._draft = None, DraftChoice("none")
+            self.modelsLost.emit(self._state())
 
     # -- generating ---------------------------------------------------------------------------
 
@@ -266,7 +333,7 @@ class EngineWorker(QObject):
                 prompt_ids,
                 request.config,
                 request.control,
-                speculative=request.speculative and self._runtime.drafter is not None,
+                speculative=request.speculative and self._runtime.mode != "plain",
             )
             for event in events:
                 if isinstance(event, TokenEvent):
@@ -279,6 +346,7 @@ class EngineWorker(QObject):
                     self.generationFinished.emit(event.result)
         except Exception as exc:
             self.generationFailed.emit(GenerationFailure(request.request_id, describe(exc)))
+            self._check_lost()
 
     @Slot(object)
     def serve(self, request: ServeRequest) -> None:
@@ -295,6 +363,7 @@ class EngineWorker(QObject):
 
         self.serveStarted.emit()
         self.jobs.run(request.job, sink, request.ticket, closed=request.closed())
+        self._check_lost()
 
     @Slot(object)
     def run_task(self, task: RuntimeTask) -> None:
@@ -320,10 +389,19 @@ class EngineWorker(QObject):
     @Slot()
     def shutdown(self) -> None:
         self._runtime.close()
+        if self._runtime is not self._local:
+            self._local.close()
         self._target, self._draft = None, DraftChoice("none")
         self.shutDown.emit()
         thread = self.thread()
         thread.quit()
+
+
+_NO_MEMORY = MemoryUsage(0, 0, 0, 0, 0, 0)
+
+
+def _isolated_runtime() -> AnyRuntime:
+    return IsolatedRuntime(vet_draft=check_draft_file)
 
 
 def lower_thread_priority(increment: int) -> None:
@@ -375,12 +453,13 @@ class EngineHost(QObject):
         *,
         runtime: Runtime | None = None,
         check_file: FileCheck | None = None,
+        remote_runtime: RemoteRuntimeFactory | None = None,
     ) -> None:
         super().__init__(parent)
         self.engine_thread = QThread()
         self.engine_thread.setObjectName("engine")
         # No parent: a QObject with a parent cannot move to another thread.
-        self.worker = EngineWorker(runtime, check_file)
+        self.worker = EngineWorker(runtime, check_file=check_file, remote_runtime=remote_runtime)
         self.worker.moveToThread(self.engine_thread)
         queued = Qt.ConnectionType.QueuedConnection
         self.loadRequested.connect(self.worker.load, queued)

@@ -20,6 +20,7 @@ from tests.ui.conftest import close_window, write_preferences
 from ui.main import create_window, ensure_application
 from ui.settings import Settings
 from ui.window.main_window import MainWindow, UiState
+from ui.workers.engine import RemoteRuntimeFactory
 
 TIMEOUT_MS = 20_000
 
@@ -43,7 +44,13 @@ def files(tmp_path: Path) -> dict[str, Path]:
     }
 
 
-def open_fake_window(data_dir: Path, files: dict[str, Path], **preferences: Any) -> MainWindow:
+def open_fake_window(
+    data_dir: Path,
+    files: dict[str, Path],
+    *,
+    remote_runtime: RemoteRuntimeFactory | None = None,
+    **preferences: Any,
+) -> MainWindow:
     values: dict[str, Any] = {
         "models/target": str(files["target"]),
         "models/draft": str(files["draft"]),
@@ -63,6 +70,7 @@ def open_fake_window(data_dir: Path, files: dict[str, Path], **preferences: Any)
         runtime=runtime,
         # The stand-in files are headers only: llama.cpp itself never loads them here.
         check_file=lambda _path: None,
+        remote_runtime=remote_runtime,
     )
     window.show()
     return window

@@ -1,0 +1,96 @@
+"""The "Remote workers" settings: llama.cpp RPC workers for the target and, apart, the draft.
+
+Each field takes HOST:PORT[,HOST:PORT...] and writes its preference once the user is done
+typing and the list parses; a malformed list is named under the fields and not saved. The
+security warning sits where the user types, and a build without RPC gets disabled fields and
+the one-line rebuild command instead. Asking the build loads llama.cpp's library (half a second
+or more), so the window asks once its engine has loaded it (check_build), never while opening.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QLineEdit, QWidget
+
+from app.errors import InvalidSettingError
+from app.llama import rpc
+from ui.settings import Settings
+
+TARGET_KEY = "models/target_rpc"
+DRAFT_KEY = "models/draft_rpc"
+
+_TARGET_TIP = (
+    "RPC workers (`specchat worker` on other machines) that hold the target's layers, as "
+    "HOST:PORT[,HOST:PORT...]; empty keeps the target on this machine. See docs/rpc.md."
+)
+_DRAFT_TIP = (
+    "RPC workers for the draft's layers. A draft is usually best kept local (leave this "
+    "empty): it runs several times per round, and every network round trip costs more than "
+    "its small computation saves."
+)
+
+
+class RemoteWorkersBox(QGroupBox):
+    def __init__(
+        self, settings: Settings, *, available: bool | None = None, parent: QWidget | None = None
+    ) -> None:
+        super().__init__("Remote workers", parent)
+        self.setObjectName("remoteWorkersBox")
+        self._settings = settings
+        self.available: bool | None = None
+        self.target = self._field("targetRpcInput", TARGET_KEY, _TARGET_TIP)
+        self.draft = self._field("draftRpcInput", DRAFT_KEY, _DRAFT_TIP)
+        self.problem = QLabel()
+        self.problem.setObjectName("remoteWorkersProblem")
+        self.problem.setWordWrap(True)
+        self.problem.setStyleSheet("color: #c0392b")
+        self.problem.hide()
+        self.notice = QLabel()
+        self.notice.setObjectName("remoteWorkersNotice")
+        self.notice.setWordWrap(True)
+        self.notice.setText(f"Warning: {rpc.SECURITY_WARNING}")
+        form = QFormLayout(self)
+        form.addRow("Target", self.target)
+        form.addRow("Draft", self.draft)
+        form.addRow(self.problem)
+        form.addRow(self.notice)
+        if available is not None:
+            self.set_available(available)
+
+    def check_build(self) -> None:
+        """Ask the installed llama.cpp whether it has RPC, once."""
+        if self.available is None:
+            self.set_available(rpc.supports_rpc())
+
+    def set_available(self, available: bool) -> None:
+        self.available = available
+        self.target.setEnabled(available)
+        self.draft.setEnabled(available)
+        if not available:
+            self.notice.setText(
+                f"This llama.cpp was built without RPC. Rebuild it with: {rpc.REBUILD_COMMAND}"
+            )
+            # The command is meant to be copied into a terminal.
+            self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+    def _field(self, name: str, key: str, tip: str) -> QLineEdit:
+        field = QLineEdit(self._settings.get_str(key))
+        field.setObjectName(name)
+        field.setPlaceholderText(f"this machine (e.g. 192.168.1.20:{rpc.DEFAULT_PORT})")
+        field.setToolTip(tip)
+        field.editingFinished.connect(lambda: self._commit(field, key))
+        return field
+
+    def _commit(self, field: QLineEdit, key: str) -> None:
+        text = field.text().strip()
+        try:
+            endpoints = rpc.parse_endpoints(text) if text else ()
+        except InvalidSettingError as exc:
+            self.problem.setText(f"{exc}; not saved.")
+            self.problem.show()
+            return
+        self.problem.hide()
+        value = ",".join(endpoints)
+        field.setText(value)
+        # Settings.changed makes the window reload the models (after a reply, if one runs).
+        self._settings.set(key, value)
