@@ -15,29 +15,26 @@ from typing import Any
 
 import pytest
 
-from app.bench.prompts import BUILTIN_CLASSES, BenchPrompt, builtin_prompts, load_prompts
-from app.bench.run import (
+from app.bench.chart import save_plot
+from app.bench.figures import RunRecord, figures_for
+from app.bench.plan import (
     AUTO,
     BenchConfig,
-    BenchReport,
     DraftChoice,
-    RunRecord,
-    figures_for,
-    format_table,
     interleaved_schedule,
     parse_gammas,
     plan_configs,
-    run_benchmark,
-    save_plot,
-    summarize,
-    to_csv,
 )
+from app.bench.prompts import BUILTIN_CLASSES, BenchPrompt, builtin_prompts, load_prompts
+from app.bench.session import run_benchmark
+from app.bench.summary import BenchReport, summarize
+from app.bench.table import format_table, to_csv
 from app.cli.main import main
 from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
-from app.engine.events import RoundRecord
 from app.errors import InvalidSettingError
-from app.metrics.cost_model import expected_tokens
-from app.metrics.insight import conditional_acceptance
+from app.metrics.cost_model import MAX_GAMMA, expected_tokens
+from app.metrics.measured import conditional_acceptance
+from app.metrics.rounds import RoundRecord
 from models.prune import useless_draft
 from tests.helpers.bench_data import round_record, run_record
 
@@ -375,7 +372,7 @@ def test_cli_writes_json_csv_and_plot(
 @pytest.mark.parametrize(
     ("args", "status", "message"),
     [
-        (["--gamma", "0"], 2, "gamma (draft length) must be in 1..32, got 0"),
+        (["--gamma", "0"], 2, f"gamma (draft length) must be in 1..{MAX_GAMMA}, got 0"),
         (["--repeat", "0"], 2, "--repeat must be at least 1"),
         (["--prompts", "builtin:klingon"], 1, "unknown prompt class klingon"),
         (["--json", "/no/such/folder/x.json"], 1, "folder /no/such/folder does not exist"),
