@@ -1,0 +1,110 @@
+"""The check's report: one JSON document and its Markdown rendering, rewritten after every step
+so that a run cut short still leaves what it measured."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+JSON_NAME = "gpu-check.json"
+MD_NAME = "gpu-check.md"
+GIB = 1024**3
+
+
+def _num(value: Any, fmt: str = "{:.2f}") -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, int | float):
+        return fmt.format(value)
+    return str(value)
+
+
+def _gib(value: Any) -> str:
+    return "—" if value is None else f"{value / GIB:.2f} GiB"
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    lines = [f"# GPU check, {report.get('started', '?')}", ""]
+    lines.append(f"Mode: {report.get('mode', '?')}. Machine: {report.get('machine', {})}.")
+    lines += ["", "## Steps", "", "| step | status | seconds | note |", "| --- | --- | --- | --- |"]
+    for step in report.get("steps", []):
+        note = str(step.get("note", "")).replace("|", "/").replace("\n", " ")[:200]
+        lines.append(
+            f"| {step['name']} | {step['status']} | {_num(step.get('seconds'), '{:.0f}')} "
+            f"| {note} |"
+        )
+    for size, res in report.get("identity", {}).items():
+        lines += _identity_section(size, res)
+    for size, res in report.get("bench", {}).items():
+        lines += _bench_section(size, res)
+    for name, text in report.get("tools", {}).items():
+        lines += ["", f"## llama.cpp {name}", "", "```", str(text)[-3000:], "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _identity_section(size: str, res: dict[str, Any]) -> list[str]:
+    lines = ["", f"## Identity, acceptance and VRAM: {size}", ""]
+    lines.append(f"GPU offload supported by the build: {_num(res.get('gpu_offload_supported'))}")
+    for pair in res.get("pairs", []):
+        loaded, before = pair["vram_loaded"], pair["vram_before"]
+        nvml, smi = loaded.get("nvml_used_bytes"), loaded.get("nvidia_smi_used_bytes")
+        grew = (
+            None
+            if nvml is None or before.get("nvml_used_bytes") is None
+            else (nvml - before["nvml_used_bytes"])
+        )
+        lines += [
+            "",
+            f"### {Path(pair['draft']).name} drafting for {Path(pair['target']).name}",
+            "",
+            f"VRAM read by SpecChat (NVML) {_gib(nvml)} vs nvidia-smi {_gib(smi)}; "
+            f"grew by {_gib(grew)} on load; llama.cpp reports "
+            f"{_gib(pair['model_memory']['total'])} of weights and KV cache; "
+            f"load {_num(pair.get('load_s'), '{:.1f}')} s.",
+            "",
+            "| prompt | exact | γ | tokens | tok/s | acceptance | tokens/round | identical |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for run in pair["runs"]:
+            gamma = "plain" if run["gamma"] is None else run["gamma"]
+            lines.append(
+                f"| {run['prompt']} | {_num(run['exact'])} | {gamma} | {run['tokens']} "
+                f"| {_num(run['tokens_per_second'], '{:.1f}')} | {_num(run['acceptance_rate'])} "
+                f"| {_num(run['tokens_per_round'])} | {_num(run['identical_to_plain'])} |"
+            )
+    return lines
+
+
+def _bench_section(size: str, res: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        f"## specchat bench: {size}",
+        "",
+        "| config | tok/s | speedup | predicted | acceptance | mean γ | identical |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for config in [res.get("plain", {}), *res.get("configs", [])]:
+        if not config:
+            continue
+        lines.append(
+            f"| {config.get('label')} | {_num(config.get('tokens_per_second'), '{:.1f}')} "
+            f"| {_num(config.get('speedup'))} | {_num(config.get('predicted_speedup'))} "
+            f"| {_num(config.get('acceptance_rate'))} | {_num(config.get('mean_gamma'))} "
+            f"| {_num(config.get('identical_to_plain'))} |"
+        )
+    return lines
+
+
+def write_report(out: Path, report: dict[str, Any]) -> tuple[Path, Path]:
+    """Write both files into `out` (created if missing), each via a temporary name."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = (out / JSON_NAME, out / MD_NAME)
+    texts = (json.dumps(report, indent=2, default=str) + "\n", render_markdown(report))
+    for path, text in zip(paths, texts, strict=True):
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    return paths
