@@ -1,0 +1,104 @@
+"""scripts/gpu-check end to end on a CPU (`--cpu-smoke`): every step with tiny models and the
+installed llama-cpp-python, against a stand-in bundle, so the script is exercised where there
+is no GPU. Its report must be complete and say what it measured."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.model
+
+
+def _check(tmp_path: Path, bundle: Path, *extra: str) -> tuple[int, dict, str]:  # type: ignore[type-arg]
+    out = tmp_path / "out"
+    cmd = [
+        sys.executable,
+        "-m",
+        "scripts.gpucheck.check",
+        "--cpu-smoke",
+        "--out",
+        str(out),
+        "--work",
+        str(tmp_path / "work"),
+        "--bundle",
+        str(bundle),
+        *extra,
+    ]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    report = json.loads((out / "gpu-check.json").read_text(encoding="utf-8"))
+    return done.returncode, report, (out / "gpu-check.md").read_text(encoding="utf-8")
+
+
+def test_cpu_smoke_runs_every_step(tmp_path: Path, stand_in_bundle: Path) -> None:
+    rc, report, md = _check(
+        tmp_path,
+        stand_in_bundle,
+        "--max-tokens",
+        "16",
+        "--gammas",
+        "1,4,16",
+        "--bench-gammas",
+        "4,auto",
+    )
+    steps = {s["name"]: s for s in report["steps"]}
+    assert rc == 0, report["steps"]
+    expected = [
+        "machine",
+        "install wheels",
+        "build llama-cpp-python",
+        "import the build",
+        "write models tiny",
+        "identity tiny",
+        "bench tiny",
+        "llama.cpp tools tiny",
+    ]
+    assert list(steps) == expected
+    assert all(s["status"] == "ok" for s in steps.values())
+    assert report["failed_steps"] == []
+    pairs = report["identity"]["tiny"]["pairs"]
+    assert [Path(p["draft"]).name for p in pairs] == ["tiny-q8_0.gguf", "tiny-draft-f16.gguf"]
+    runs = [r for p in pairs for r in p["runs"]]
+    # 2 prompts x 2 modes x (plain + 3 γ) per pair; exact mode matches plain by construction.
+    assert len(runs) == 2 * 2 * 2 * 4
+    assert all(r["identical_to_plain"] for r in runs if r["exact"])
+    copy_g4 = [r for r in pairs[0]["runs"] if r["gamma"] == 4]
+    assert sum(r["acceptance_rate"] for r in copy_g4) / len(copy_g4) > 0.5
+    bench = report["bench"]["tiny"]
+    labels = [c["label"] for c in bench["configs"]]
+    assert len(labels) == 4 and all(c["predicted_speedup"] for c in bench["configs"])
+    assert "## specchat bench: tiny" in md and "## Identity, acceptance and VRAM: tiny" in md
+
+
+def test_a_short_budget_skips_steps_and_still_reports(
+    tmp_path: Path, stand_in_bundle: Path
+) -> None:
+    rc, report, md = _check(tmp_path, stand_in_bundle, "--budget-s", "60", "--no-tools")
+    steps = {s["name"]: s for s in report["steps"]}
+    assert rc == 0
+    assert steps["identity tiny"]["status"] == "skipped"
+    assert "s left" in steps["identity tiny"]["note"]
+    assert "| identity tiny | skipped |" in md
+
+
+def test_an_empty_bundle_fails_with_a_report(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    rc, report, _ = _check(tmp_path, empty)
+    assert rc == 1
+    assert report["steps"][-1]["name"] == "install wheels"
+    assert "gpu-prepare" in report["steps"][-1]["note"]
+
+
+def test_an_unknown_size_is_one_error_line(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "scripts.gpucheck.check", "--sizes", "70b", "--out", str(tmp_path)]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: unknown size '70b'")
+    assert done.stderr.count("\n") == 1
