@@ -192,7 +192,7 @@ class _Rows:
         step = max(1, self._BLOCK_BYTES // (self.shape[1] * self.dtype.itemsize))
         for start in range(0, self.shape[0], step):
             block = self._rows(start, min(start + step, self.shape[0]))
-            fout.write(np.ascontiguousarray(block, dtype=self.dtype).tobytes())
+            np.ascontiguousarray(block, dtype=self.dtype).tofile(fout)
 
 
 def write_model(

@@ -24,6 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from scripts.gpucheck.models import file_names
 from scripts.gpucheck.prepare import SDIST_FILE, SDIST_NAME, SDIST_VERSION
 from scripts.gpucheck.report import write_report
 
@@ -248,7 +249,7 @@ class Check:
     def write_models(self, size: str) -> str:
         spec = MODEL_SETS[size]
         code = (
-            "import json,sys; from scripts.gpucheck.models import write_set; "
+            "import json; from scripts.gpucheck.models import write_set; "
             f"print(json.dumps(write_set({str(self.models)!r}, {size!r})))"
         )
         files = json.loads(self.python(["-c", code], self.left()).stdout.strip().splitlines()[-1])
@@ -413,8 +414,7 @@ class Check:
             return 1
         for action, size in plan(self.args.sizes):
             if action == "write":
-                weights = MODEL_SETS[size]["bytes"]
-                write_s = 5 + weights / WRITE_BYTES_PER_S + weights / QUANTIZE_BYTES_PER_S
+                write_s = write_estimate_s(size, self.models)
                 self.step(f"write models {size}", write_s, partial(self.write_models, size))
             elif size not in self.files:
                 continue  # its models were not written; that step already says why
@@ -478,29 +478,27 @@ def cublas_hints(work: Path) -> list[str]:
     return []
 
 
-# What each size writes: its weights in bytes (F16 target, Q8_0 copy, small draft), and the
-# seconds its identity and bench steps take on the GPU, estimated from the CPU runs scaled by
-# memory bandwidth with a wide margin (docs/gpu-check.md).
+# What each size costs: bytes of F16 written and quantized (the small draft of "8b" is the 1B
+# target, written by "1b" when both run), and the seconds its identity and bench steps take on
+# the GPU, estimated from the CPU runs scaled by memory bandwidth with a wide margin
+# (docs/gpu-check.md, "Sizes and time").
 MODEL_SETS: dict[str, dict[str, Any]] = {
-    "tiny": {
-        "bytes": 3e6,
-        "identity_s": 90,
-        "bench_s": 60,
-        "note": "tiny F16 target, its Q8_0 copy, a tinier draft",
-    },
-    "1b": {
-        "bytes": 4.3e9,
-        "identity_s": 45,
-        "bench_s": 60,
-        "note": "1B-shaped F16 target, its Q8_0 copy, a 200M-shaped draft",
-    },
-    "8b": {
-        "bytes": 27e9,
-        "identity_s": 90,
-        "bench_s": 100,
-        "note": "8B-shaped F16 target, its Q8_0 copy, the 1B-shaped draft",
-    },
-}
+    "tiny": {"write_bytes": 3e6, "quantize_bytes": 2e6, "identity_s": 90, "bench_s": 60,
+             "note": "tiny F16 target, its Q8_0 copy, a tinier draft"},
+    "1b": {"write_bytes": 3.45e9, "quantize_bytes": 3.0e9, "identity_s": 45, "bench_s": 60,
+           "note": "1B-shaped F16 target, its Q8_0 copy, a 200M-shaped draft"},
+    "8b": {"write_bytes": 16.1e9, "quantize_bytes": 16.1e9, "identity_s": 90, "bench_s": 100,
+           "note": "8B-shaped F16 target, its Q8_0 copy, the 1B-shaped draft"},
+}  # fmt: skip
+
+
+def write_estimate_s(size: str, models_dir: Path) -> float:
+    """Seconds to write and quantize a size's models; a few when they are already there."""
+    if all((models_dir / name).is_file() for name in file_names(size)):
+        return 5.0
+    cost = MODEL_SETS[size]
+    write_s = float(cost["write_bytes"]) / WRITE_BYTES_PER_S
+    return 5.0 + write_s + float(cost["quantize_bytes"]) / QUANTIZE_BYTES_PER_S
 
 
 def plan(sizes: str) -> list[tuple[str, str]]:

@@ -25,13 +25,19 @@ def _written(path: Path, shape: LlamaShape, seed: int) -> Path:
     return path
 
 
+def file_names(size: str) -> tuple[str, str, str]:
+    """Target, Q8_0 copy and small draft file names; the same shape gets the same name, so
+    the 1B target doubles as the 8B's small draft."""
+    return f"{size}-f16.gguf", f"{size}-q8_0.gguf", f"{SETS[size][2]}-f16.gguf"
+
+
 def write_set(models_dir: str, size: str) -> dict[str, str]:
     folder = Path(models_dir)
-    target_shape, small_shape, small_name = SETS[size]
-    target = _written(folder / f"{size}-f16.gguf", target_shape, seed=1)
-    copy = folder / f"{size}-q8_0.gguf"
+    target_shape, small_shape, _ = SETS[size]
+    target_name, copy_name, small_name = file_names(size)
+    target = _written(folder / target_name, target_shape, seed=1)
+    copy = folder / copy_name
     if not copy.is_file():
         quantize_gguf(target, copy, "Q8_0", threads=os.cpu_count())
-    # Same file name for the same shape, so the 1B target doubles as the 8B's small draft.
-    small = _written(folder / f"{small_name}-f16.gguf", small_shape, seed=1)
+    small = _written(folder / small_name, small_shape, seed=1)
     return {"target": str(target), "copy": str(copy), "small": str(small)}
