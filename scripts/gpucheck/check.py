@@ -35,6 +35,7 @@ QUANTIZE_BYTES_PER_S = 500e6  # llama_model_quantize reading F16
 BUILD_ESTIMATE_S = 330
 TOOLS_ESTIMATE_S = 90
 RESERVE_S = 15  # kept back for the last report write
+LOG_BYTES = 4 << 20  # of a build's output kept in --out (the device returns files up to 16 MiB)
 
 
 class Check:
@@ -93,22 +94,31 @@ class Check:
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
-    def run(self, cmd: list[str], timeout: float, **kw: Any) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, cmd: list[str], timeout: float, *, log: str | None = None, **kw: Any
+    ) -> subprocess.CompletedProcess[str]:
+        """Run cmd within the budget; raise with its output's tail unless it exits 0. `log`
+        names a file in --out that gets the output's last LOG_BYTES, whatever happens."""
         timeout = max(1.0, min(timeout, self.left() - RESERVE_S))
-        proc = subprocess.run(
-            cmd,
-            env=kw.pop("env", self.env()),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            **kw,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(
-                f"{cmd[0]} exit {proc.returncode}: {(proc.stdout + proc.stderr)[-1200:]}"
+        env = kw.pop("env", None) or self.env()
+        try:
+            proc = subprocess.run(
+                cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False, **kw
             )
+        except subprocess.TimeoutExpired as exc:
+            if log is not None:
+                self.keep_log(log, _text(exc.stdout) + _text(exc.stderr))
+            raise RuntimeError(f"{cmd[0]} ran out of time after {timeout:.0f} s") from None
+        if log is not None:
+            self.keep_log(log, proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            tail = (proc.stdout + proc.stderr)[-1200:]
+            raise RuntimeError(f"{cmd[0]} exit {proc.returncode}: {tail}")
         return proc
+
+    def keep_log(self, name: str, text: str) -> None:
+        self.args.out.mkdir(parents=True, exist_ok=True)
+        (self.args.out / name).write_text(text[-LOG_BYTES:], encoding="utf-8")
 
     def python(self, args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
         return self.run([sys.executable, *args], timeout, cwd=REPO)
@@ -200,7 +210,7 @@ class Check:
                 "-m",
                 "pip",
                 "wheel",
-                "-q",
+                "-v",
                 "--no-index",
                 "--no-deps",
                 "--no-build-isolation",
@@ -211,6 +221,7 @@ class Check:
             ],
             self.args.build_timeout_s,
             env=env,
+            log="build.log",
         )
         wheel = next(wheel_dir.glob("*.whl"))
         self.python(
@@ -350,6 +361,7 @@ class Check:
         self.run(
             ["cmake", "--build", str(build), "--target", *TOOLS, "-j", str(os.cpu_count() or 4)],
             self.left(),
+            log="tools-build.log",
         )
         bins = _tool_binaries(build)
         f = self.files[size]
@@ -439,6 +451,12 @@ TOOLS = ("llama-bench", "llama-speculative")
 def _tool_binaries(build: Path) -> dict[str, Path]:
     found = (p for p in build.rglob("llama-*") if p.is_file() and os.access(p, os.X_OK))
     return {p.name: p for p in found if p.name in TOOLS}
+
+
+def _text(output: str | bytes | None) -> str:
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
 
 
 def _built_with(site: Path, args: argparse.Namespace) -> bool:

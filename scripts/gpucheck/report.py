@@ -28,7 +28,9 @@ def _gib(value: Any) -> str:
 
 def render_markdown(report: dict[str, Any]) -> str:
     lines = [f"# GPU check, {report.get('started', '?')}", ""]
-    lines.append(f"Mode: {report.get('mode', '?')}. Machine: {report.get('machine', {})}.")
+    lines.append(f"Mode: {report.get('mode', '?')}.")
+    lines += ["", "| machine | |", "| --- | --- |"]
+    lines += [f"| {key} | {value} |" for key, value in report.get("machine", {}).items()]
     lines += ["", "## Steps", "", "| step | status | seconds | note |", "| --- | --- | --- | --- |"]
     for step in report.get("steps", []):
         note = str(step.get("note", "")).replace("|", "/").replace("\n", " ")[:200]

@@ -76,6 +76,7 @@ def test_markdown_has_a_row_per_step_run_and_config() -> None:
     assert "| 8b-q8_0 γ=4 | 300.0 | 1.90 | 2.10 | 0.95 | 4.00 | yes |" in md
     assert "VRAM read by SpecChat (NVML) 20.00 GiB vs nvidia-smi 20.00 GiB" in md
     assert "grew by 19.00 GiB" in md
+    assert "| gpu | H200 |" in md
 
 
 def test_an_empty_report_still_renders() -> None:
