@@ -38,6 +38,8 @@ _CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
+# The vocabulary size language_strength was calibrated at (docs/gpu-check.md).
+_CALIBRATION_VOCAB = 4096
 _POOL_ELEMENTS = 1 << 26  # 64 Mi values per pool: larger than any one 8B-shaped layer tensor
 
 
@@ -217,10 +219,12 @@ def write_model(
     rng = np.random.default_rng(seed)
     pool_size = min(_POOL_ELEMENTS, max(int(np.prod(s)) for _, s in shape.tensor_shapes()))
     # Each layer matrix keeps its input's scale times layer_gain, so the layers' updates to the
-    # hidden state have a size set by gain and depth alone. The embedding is small beside them:
-    # the successor's logit margin over the rest is about language_strength / (size of those
-    # updates) for any width, so a model follows the rule often but not always.
-    embed_std = language_strength * float(np.sqrt(shape.n_layer / shape.n_embd))
+    # hidden state grow with the square root of depth alone. The embedding is small beside them:
+    # the successor's logit margin is about language_strength times the typical largest of the
+    # other logits, at any width, depth and vocabulary size (that largest grows as
+    # sqrt(2 ln n_vocab)), so a model follows the rule often but not always.
+    spread = float(np.sqrt(np.log(shape.n_vocab) / np.log(_CALIBRATION_VOCAB)))
+    embed_std = language_strength * spread * float(np.sqrt(shape.n_layer / shape.n_embd))
     base = rng.random(pool_size, dtype=np.float32) * np.float32(2.0) - np.float32(1.0)
     embed = _Pool(base, rng, embed_std, np_dtype)
     in_embd = _Pool(base, rng, layer_gain / float(np.sqrt(shape.n_embd)), np_dtype)
