@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -101,20 +102,25 @@ class Check:
         names a file in --out that gets the output's last LOG_BYTES, whatever happens."""
         timeout = max(1.0, min(timeout, self.left() - RESERVE_S))
         env = kw.pop("env", None) or self.env()
-        try:
-            proc = subprocess.run(
-                cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False, **kw
-            )
-        except subprocess.TimeoutExpired as exc:
-            if log is not None:
-                self.keep_log(log, _text(exc.stdout) + _text(exc.stderr))
-            raise RuntimeError(f"{cmd[0]} ran out of time after {timeout:.0f} s") from None
+        # Its own process group, so a timeout also stops what it started (pip's cmake, ninja and
+        # nvcc would otherwise compile on beside the next steps).
+        with subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            process_group=0, **kw,
+        ) as child:  # fmt: skip
+            try:
+                out, err = child.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                out, err = child.communicate()
+                if log is not None:
+                    self.keep_log(log, out + err)
+                raise RuntimeError(f"{cmd[0]} ran out of time after {timeout:.0f} s") from None
         if log is not None:
-            self.keep_log(log, proc.stdout + proc.stderr)
-        if proc.returncode != 0:
-            tail = (proc.stdout + proc.stderr)[-1200:]
-            raise RuntimeError(f"{cmd[0]} exit {proc.returncode}: {tail}")
-        return proc
+            self.keep_log(log, out + err)
+        if child.returncode != 0:
+            raise RuntimeError(f"{cmd[0]} exit {child.returncode}: {(out + err)[-1200:]}")
+        return subprocess.CompletedProcess(cmd, child.returncode, out, err)
 
     def keep_log(self, name: str, text: str) -> None:
         self.args.out.mkdir(parents=True, exist_ok=True)
@@ -419,7 +425,11 @@ class Check:
         self.step("machine", 5, self.machine)
         if not self.step("install wheels", 15, self.install_wheels):
             return 1
-        build_estimate = 30 if self.args.cpu_smoke and not self.args.cpu_build else BUILD_ESTIMATE_S
+        configure_only = self.args.cpu_smoke and not self.args.cpu_build
+        if configure_only or _built_with(self.site, self.args):
+            build_estimate = 30.0
+        else:
+            build_estimate = BUILD_ESTIMATE_S
         if not self.step("build llama-cpp-python", build_estimate, self.build):
             return 1
         if not self.step("import the build", 10, self.verify_import):
@@ -451,12 +461,6 @@ TOOLS = ("llama-bench", "llama-speculative")
 def _tool_binaries(build: Path) -> dict[str, Path]:
     found = (p for p in build.rglob("llama-*") if p.is_file() and os.access(p, os.X_OK))
     return {p.name: p for p in found if p.name in TOOLS}
-
-
-def _text(output: str | bytes | None) -> str:
-    if isinstance(output, bytes):
-        return output.decode(errors="replace")
-    return output or ""
 
 
 def _built_with(site: Path, args: argparse.Namespace) -> bool:
@@ -550,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--cuda-fa", action="store_true", help="compile FlashAttention kernels")
     parser.add_argument("--no-tools", dest="tools", action="store_false")
-    parser.add_argument("--build-timeout-s", type=float, default=420)
+    parser.add_argument("--build-timeout-s", type=float, default=450)
     parser.add_argument("--cpu-smoke", action="store_true", help="tiny models, no CUDA")
     parser.add_argument("--cpu-build", action="store_true", help="with --cpu-smoke: really build")
     args = parser.parse_args(argv)

@@ -102,3 +102,25 @@ def test_an_unknown_size_is_one_error_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("error: unknown size '70b'")
     assert done.stderr.count("\n") == 1
+
+
+def test_a_step_out_of_time_stops_what_it_started(tmp_path: Path) -> None:
+    import argparse
+    import time
+
+    from scripts.gpucheck.check import Check
+
+    args = argparse.Namespace(budget_s=600, work=tmp_path / "w", out=tmp_path / "o", cpu_smoke=True)
+    check = Check(args)
+    pid_file = tmp_path / "grandchild.pid"
+    script = f"sleep 60 >/dev/null 2>&1 & echo $! > {pid_file}; echo started; wait"
+    with pytest.raises(RuntimeError, match="ran out of time"):
+        check.run(["sh", "-c", script], timeout=2, log="step.log")
+    assert (tmp_path / "o" / "step.log").read_text(encoding="utf-8") == "started\n"
+    grandchild = int(pid_file.read_text(encoding="utf-8"))
+    time.sleep(0.2)
+    status = Path(f"/proc/{grandchild}/status")
+    # Gone, or dead and waiting for init to reap it ("Z"): either way no longer running.
+    if status.exists():
+        state = next(ln for ln in status.read_text().splitlines() if ln.startswith("State:"))
+        assert state.split()[1] == "Z", state
