@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -120,3 +121,34 @@ def test_real_bundle_fits_and_its_sdist_configures(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    # The check's own build command, with nothing to compile (LLAMA_BUILD=OFF): the bundle's
+    # scikit-build-core builds a wheel offline, without isolation, in the given build folder.
+    site = tmp_path / "site"
+    wheels = sorted(str(p) for p in (bundle / "wheels").glob("*.whl"))
+    pip = [sys.executable, "-m", "pip"]
+    subprocess.run(
+        [*pip, "install", "-q", "--no-index", "--no-deps", "--target", str(site), *wheels],
+        check=True,
+    )
+    env = {**os.environ, "PYTHONPATH": str(site), "CMAKE_ARGS": "-DLLAMA_BUILD=OFF"}
+    done = subprocess.run(
+        [
+            *pip,
+            "wheel",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path / "wheel"),
+            f"--config-settings=build-dir={tmp_path / 'skbuild'}",
+            str(src),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert len(list((tmp_path / "wheel").glob("llama_cpp_python-0.3.36-*.whl"))) == 1
+    assert (tmp_path / "skbuild" / "CMakeCache.txt").is_file()
