@@ -39,13 +39,69 @@ def make_wheel(folder: Path, name: str = "gpucheck_probe", version: str = "1.0")
     return path
 
 
+_STAND_IN_CMAKE = """\
+cmake_minimum_required(VERSION 3.21)
+project(stand_in NONE)
+# Stand-ins for llama.cpp's tools: "building" one copies a script that prints what they print.
+foreach(tool llama-bench llama-speculative)
+  add_custom_target(${tool}
+    COMMAND ${CMAKE_COMMAND} -E copy ${CMAKE_CURRENT_SOURCE_DIR}/${tool}.sh bin/${tool})
+endforeach()
+"""
+_STAND_IN_PYPROJECT = """\
+[build-system]
+requires = []
+build-backend = "stand_in_backend"
+backend-path = ["."]
+"""
+# A build backend in the sdist itself (offline, nothing to install): it writes a one-module
+# wheel and leaves a mark in the build folder pip was told to use, as scikit-build-core would.
+_STAND_IN_BACKEND = """\
+import os, zipfile
+
+NAME, VERSION = "llama_cpp_python", "0.3.36"
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    build_dir = (config_settings or {}).get("build-dir")
+    if build_dir:
+        os.makedirs(build_dir, exist_ok=True)
+        open(os.path.join(build_dir, "stand-in-built"), "w").close()
+    info = f"{NAME}-{VERSION}.dist-info"
+    files = {
+        "gpucheck_stand_in_build.py": "BUILT = True\\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\\nName: {NAME}\\nVersion: {VERSION}\\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+    }
+    name = f"{NAME}-{VERSION}-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as whl:
+        for path, text in files.items():
+            whl.writestr(path, text)
+        whl.writestr(f"{info}/RECORD", "".join(f"{p},,\\n" for p in files) + f"{info}/RECORD,,\\n")
+    return name
+"""
+# Each refuses to run without an existing model file, as the real tools do.
+_STAND_IN_TOOLS = {
+    "llama-bench.sh": '[ -f "$2" ] || exit 3\necho "| model | test | t/s |"\n'
+    'echo "| stand-in | tg16 | 123.4 |"\n',
+    "llama-speculative.sh": '[ -f "$2" ] && [ -f "$4" ] || exit 3\n'
+    'echo "decoded   16 tokens in    0.100 seconds, speed:  160.000 t/s" >&2\n'
+    'echo "n_drafted = 20" >&2\necho "accept    = 90.000%" >&2\necho "noise" >&2\n',
+}
+
+
 def make_fake_sdist(folder: Path) -> Path:
-    """An sdist-shaped tarball whose CMake project configures in a second, with no compiler."""
+    """An sdist-shaped tarball that configures, "builds" (its own backend, nothing compiled) and
+    "builds" llama.cpp's two tools as scripts, in seconds and with no compiler."""
     top = folder / f"{SDIST_NAME}-{SDIST_VERSION}"
     top.mkdir(parents=True)
-    (top / "CMakeLists.txt").write_text(
-        "cmake_minimum_required(VERSION 3.21)\nproject(stand_in NONE)\n", encoding="utf-8"
-    )
+    (top / "CMakeLists.txt").write_text(_STAND_IN_CMAKE, encoding="utf-8")
+    (top / "pyproject.toml").write_text(_STAND_IN_PYPROJECT, encoding="utf-8")
+    (top / "stand_in_backend.py").write_text(_STAND_IN_BACKEND, encoding="utf-8")
+    for name, body in _STAND_IN_TOOLS.items():
+        script = top / name
+        script.write_text("#!/bin/sh\n" + body, encoding="utf-8")
+        script.chmod(0o755)
     path = folder / SDIST_FILE
     with tarfile.open(path, "w:gz") as tar:
         tar.add(top, arcname=top.name)

@@ -124,3 +124,32 @@ def test_a_step_out_of_time_stops_what_it_started(tmp_path: Path) -> None:
     if status.exists():
         state = next(ln for ln in status.read_text().splitlines() if ln.startswith("State:"))
         assert state.split()[1] == "Z", state
+
+
+def test_cpu_build_runs_the_gpu_build_and_tools_paths(
+    tmp_path: Path, stand_in_bundle: Path
+) -> None:
+    # The stand-in sdist goes through the same pip wheel, install and tool build commands as
+    # the CUDA build does, without anything to compile.
+    rc, report, md = _check(
+        tmp_path,
+        stand_in_bundle,
+        "--cpu-build",
+        "--max-tokens",
+        "8",
+        "--gammas",
+        "4",
+        "--bench-gammas",
+        "4",
+    )
+    steps = {s["name"]: s for s in report["steps"]}
+    assert rc == 0, report["steps"]
+    assert steps["build llama-cpp-python"]["note"].startswith("llama_cpp_python-0.3.36-")
+    assert (tmp_path / "work" / "site" / "gpucheck-build.json").is_file()
+    assert (tmp_path / "work" / "site" / "gpucheck_stand_in_build.py").is_file()
+    assert (tmp_path / "work" / "build" / "stand-in-built").is_file()
+    assert steps["llama.cpp tools tiny"]["note"] == "llama-bench and llama-speculative ran"
+    assert "| stand-in | tg16 | 123.4 |" in report["tools"]["llama-bench tiny"]
+    speculative = report["tools"]["llama-speculative tiny"]
+    assert "accept    = 90.000%" in speculative and "noise" not in speculative
+    assert "## llama.cpp llama-speculative tiny" in md
