@@ -341,8 +341,8 @@ class Check:
             "drafts": data["drafts"],
         }
         best = max(trim[1:], key=lambda c: c.get("speedup") or 0.0)
-        speedup, predicted = best.get("speedup"), best.get("predicted_speedup")
-        return f"best {best['label']}: speedup {speedup}, predicted {predicted}"
+        speedup, predicted = best.get("speedup") or 0.0, best.get("predicted_speedup") or 0.0
+        return f"best {best['label']}: speedup {speedup:.2f}, predicted {predicted:.2f}"
 
     def tools(self, size: str) -> str:
         if shutil.which("cmake") is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,22 @@ PROMPTS = (
     "def fibonacci(n):\n    ",
 )
 MIB = 1024 * 1024
+
+
+class LoadLines(logging.Handler):
+    """Collects llama.cpp's lines about where weights and caches went (it logs each buffer's
+    device), the direct evidence that layers were offloaded."""
+
+    KEYS = ("offload", "buffer size", "CUDA", "using device")
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if any(key in message for key in self.KEYS):
+            self.lines.append(message.split(": ", 1)[-1][:200])
 
 
 def nvidia_smi_used_bytes() -> int | None:
@@ -73,6 +90,10 @@ def run_pair(
     target: str, draft: str, *, gammas: list[int], max_tokens: int, n_ctx: int, probe: GpuProbe
 ) -> dict[str, Any]:
     before = vram_reading(probe)
+    lines = LoadLines()
+    llama_log = logging.getLogger("app.llama.model")  # where llama.cpp's own log is routed
+    llama_log.addHandler(lines)
+    llama_log.setLevel(logging.DEBUG)
     runtime = Runtime(vet_draft=check_draft_file)
     started = time.perf_counter()
     try:
@@ -80,6 +101,7 @@ def run_pair(
         runtime.load_draft(ModelConfig(draft, n_ctx=n_ctx, n_gpu_layers=-1))
         load_s = time.perf_counter() - started
         loaded = vram_reading(probe)
+        llama_log.removeHandler(lines)
         memory = runtime.memory()
         runs: list[dict[str, Any]] = []
         for p, text in enumerate(PROMPTS):
@@ -92,11 +114,13 @@ def run_pair(
                     config = GenerationConfig(max_tokens=max_tokens, gamma=gamma, exact=exact)
                     runs.append(_row(p, exact, gamma, _generate(runtime, ids, config, True), plain))
     finally:
+        llama_log.removeHandler(lines)
         runtime.close()
     return {
         "target": target,
         "draft": draft,
         "load_s": load_s,
+        "load_log": lines.lines[:40],
         "vram_before": before,
         "vram_loaded": loaded,
         "model_memory": {

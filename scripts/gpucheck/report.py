@@ -31,6 +31,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines.append(f"Mode: {report.get('mode', '?')}.")
     lines += ["", "| machine | |", "| --- | --- |"]
     lines += [f"| {key} | {value} |" for key, value in report.get("machine", {}).items()]
+    lines += _summary(report)
     lines += ["", "## Steps", "", "| step | status | seconds | note |", "| --- | --- | --- | --- |"]
     for step in report.get("steps", []):
         note = str(step.get("note", "")).replace("|", "/").replace("\n", " ")[:200]
@@ -47,9 +48,47 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _summary(report: dict[str, Any]) -> list[str]:
+    """The figures a closing note quotes, one line per size."""
+    lines: list[str] = []
+    for size, res in report.get("identity", {}).items():
+        runs = [r for pair in res.get("pairs", []) for r in pair["runs"]]
+        bad = {
+            mode: sum(1 for r in runs if r["exact"] == mode and not r["identical_to_plain"])
+            for mode in (False, True)
+        }
+        total = {mode: sum(1 for r in runs if r["exact"] == mode) for mode in (False, True)}
+        vram = [
+            (p["vram_loaded"].get("nvml_used_bytes"), p["vram_loaded"].get("nvidia_smi_used_bytes"))
+            for p in res.get("pairs", [])
+        ]
+        vram_text = ", ".join(f"{_gib(a)} vs {_gib(b)}" for a, b in vram)
+        lines.append(
+            f"- {size}: greedy identity with plain decoding: default mode "
+            f"{total[False] - bad[False]}/{total[False]}, exact mode "
+            f"{total[True] - bad[True]}/{total[True]}; VRAM NVML vs nvidia-smi: {vram_text}"
+        )
+    for size, res in report.get("bench", {}).items():
+        plain = res.get("plain", {})
+        configs = res.get("configs", [])
+        if not configs:
+            continue
+        best = max(configs, key=lambda c: c.get("speedup") or 0.0)
+        lines.append(
+            f"- {size} bench: plain {_num(plain.get('tokens_per_second'), '{:.1f}')} tok/s; "
+            f"best {best.get('label')} {_num(best.get('tokens_per_second'), '{:.1f}')} tok/s, "
+            f"speedup {_num(best.get('speedup'))} (predicted "
+            f"{_num(best.get('predicted_speedup'))})"
+        )
+    return ["", "## Summary", "", *lines] if lines else []
+
+
 def _identity_section(size: str, res: dict[str, Any]) -> list[str]:
     lines = ["", f"## Identity, acceptance and VRAM: {size}", ""]
-    lines.append(f"GPU offload supported by the build: {_num(res.get('gpu_offload_supported'))}")
+    lines.append(
+        "llama_supports_gpu_offload(): "
+        f"{_num(res.get('gpu_offload_supported'))} (also true for a CPU build with RPC)"
+    )
     for pair in res.get("pairs", []):
         loaded, before = pair["vram_loaded"], pair["vram_before"]
         nvml, smi = loaded.get("nvml_used_bytes"), loaded.get("nvidia_smi_used_bytes")
@@ -67,6 +106,9 @@ def _identity_section(size: str, res: dict[str, Any]) -> list[str]:
             f"{_gib(pair['model_memory']['total'])} of weights and KV cache; "
             f"load {_num(pair.get('load_s'), '{:.1f}')} s.",
             "",
+            "llama.cpp on load (target, then draft): "
+            + ("; ".join(_where(pair.get("load_log", []))) or "—"),
+            "",
             "| prompt | exact | γ | tokens | tok/s | acceptance | tokens/round | identical |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
@@ -78,6 +120,12 @@ def _identity_section(size: str, res: dict[str, Any]) -> list[str]:
                 f"| {_num(run['tokens_per_round'])} | {_num(run['identical_to_plain'])} |"
             )
     return lines
+
+
+def _where(log: list[str]) -> list[str]:
+    # The lines that say where things went: layer counts and each buffer's device.
+    keep = [ln for ln in log if "offloaded" in ln or "model buffer" in ln or "KV buffer" in ln]
+    return [" ".join(ln.split()) for ln in keep][:12]
 
 
 def _bench_section(size: str, res: dict[str, Any]) -> list[str]:

@@ -64,6 +64,8 @@ def test_cpu_smoke_runs_every_step(tmp_path: Path, stand_in_bundle: Path) -> Non
     assert report["failed_steps"] == []
     pairs = report["identity"]["tiny"]["pairs"]
     assert [Path(p["draft"]).name for p in pairs] == ["tiny-q8_0.gguf", "tiny-draft-f16.gguf"]
+    # llama.cpp's own account of where each buffer went is kept (CPU here, CUDA0 on a GPU).
+    assert all(any("buffer size" in line for line in p["load_log"]) for p in pairs)
     runs = [r for p in pairs for r in p["runs"]]
     # 2 prompts x 2 modes x (plain + 3 γ) per pair; exact mode matches plain by construction.
     assert len(runs) == 2 * 2 * 2 * 4

@@ -32,6 +32,7 @@ def _report() -> dict[str, Any]:
         "vram_before": {"nvml_used_bytes": 1024**3},
         "vram_loaded": vram,
         "model_memory": {"total": 18 * 1024**3},
+        "load_log": ["offloaded 33/33 layers to GPU", "CUDA0 model buffer size = 15317 MiB"],
         "runs": [_run(False, None, True), _run(False, 16, False), _run(True, 16, True)],
     }
     config = {
@@ -77,6 +78,17 @@ def test_markdown_has_a_row_per_step_run_and_config() -> None:
     assert "VRAM read by SpecChat (NVML) 20.00 GiB vs nvidia-smi 20.00 GiB" in md
     assert "grew by 19.00 GiB" in md
     assert "| gpu | H200 |" in md
+    assert "offloaded 33/33 layers to GPU; CUDA0 model buffer size = 15317 MiB" in md
+
+
+def test_summary_counts_identity_per_mode_and_names_the_best_config() -> None:
+    md = render_markdown(_report())
+    summary = md.split("## Summary", 1)[1].split("## Steps", 1)[0]
+    assert "default mode 1/2, exact mode 1/1" in summary
+    assert "VRAM NVML vs nvidia-smi: 20.00 GiB vs 20.00 GiB" in summary
+    assert "plain 150.0 tok/s; best 8b-q8_0 γ=4 300.0 tok/s, speedup 1.90 (predicted 2.10)" in (
+        summary
+    )
 
 
 def test_an_empty_report_still_renders() -> None:
