@@ -299,8 +299,15 @@ class Check:
         runs = [r for p in result["pairs"] for r in p["runs"]]
         exact_bad = sum(1 for r in runs if r["exact"] and not r["identical_to_plain"])
         default_bad = sum(1 for r in runs if not r["exact"] and not r["identical_to_plain"])
-        if exact_bad:
-            raise RuntimeError(f"exact mode differed from plain in {exact_bad} runs")
+        probes = [p["pass_sizes"] for p in result["pairs"] if p.get("pass_sizes")]
+        unequal = sum(
+            r["positions"] - r["bit_equal"] for probe in probes for r in probe.get("exact", [])
+        )
+        if exact_bad or unequal:
+            raise RuntimeError(
+                f"exact mode differed from plain in {exact_bad} runs; exact-mode logits "
+                f"differed by pass size at {unequal} positions"
+            )
         return f"mismatches: default mode {default_bad}, exact mode 0 of {len(runs) // 2}"
 
     def bench(self, size: str) -> str:

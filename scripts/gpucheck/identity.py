@@ -20,10 +20,13 @@ import sys
 import time
 from typing import Any
 
+import numpy as np
+
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.events import FinishEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
+from app.llama.model import LlamaModel
 from app.llama.resources import GpuProbe
 from models.compat import check_draft_file
 
@@ -86,8 +89,69 @@ def _generate(runtime: Runtime, ids: list[int], config: GenerationConfig, spec: 
     return result
 
 
+PROBE_ROWS = 34
+PROBE_PASSES = (3, 5, 9, 17)  # rows per pass; CUDA switches kernels by batch size among these
+
+
+def pass_size_probe(model: LlamaModel, prompt: list[int]) -> dict[str, list[dict[str, Any]]]:
+    """Logits of the same positions computed by passes of different sizes, compared.
+
+    The root of exact mode's guarantee: in exact mode every step is a 2-row pass, and
+    verification passes of any size must give bit-equal logits for the same positions. In
+    default mode the reference is the 1-row step, which is expected to differ on some backends.
+    """
+    out: dict[str, list[dict[str, Any]]] = {}
+    for mode, uniform in (("exact", True), ("default", False)):
+        model.uniform_batches = uniform
+        try:
+            out[mode] = _compare_pass_sizes(model, prompt)
+        finally:
+            model.uniform_batches = False
+            model.reset()
+    return out
+
+
+def _compare_pass_sizes(model: LlamaModel, prompt: list[int]) -> list[dict[str, Any]]:
+    model.reset()
+    model.feed(prompt[:-1], 0)
+    sequence = list(prompt)
+    steps: list[np.ndarray[Any, Any]] = []
+    for _ in range(PROBE_ROWS):
+        row = model.feed(sequence, 1)[0]
+        steps.append(row)
+        sequence.append(int(np.argmax(row)))
+    rows_out: list[dict[str, Any]] = []
+    for per_pass in PROBE_PASSES:
+        model.reset()
+        model.feed(prompt[:-1], 0)
+        batched: list[np.ndarray[Any, Any]] = []
+        end = len(prompt)
+        while len(batched) < len(steps):
+            rows = min(per_pass, len(steps) - len(batched))  # the last pass may be shorter
+            end += rows
+            batched.extend(model.feed(sequence[: end - 1], rows))
+        pairs = list(zip(steps, batched, strict=False))
+        rows_out.append(
+            {
+                "rows_per_pass": per_pass,
+                "positions": len(pairs),
+                "bit_equal": sum(bool(np.array_equal(a, b)) for a, b in pairs),
+                "same_argmax": sum(int(np.argmax(a)) == int(np.argmax(b)) for a, b in pairs),
+                "max_abs_diff": max(float(np.max(np.abs(a - b))) for a, b in pairs),
+            }
+        )
+    return rows_out
+
+
 def run_pair(
-    target: str, draft: str, *, gammas: list[int], max_tokens: int, n_ctx: int, probe: GpuProbe
+    target: str,
+    draft: str,
+    *,
+    gammas: list[int],
+    max_tokens: int,
+    n_ctx: int,
+    probe: GpuProbe,
+    with_probe: bool = False,
 ) -> dict[str, Any]:
     before = vram_reading(probe)
     lines = LoadLines()
@@ -103,6 +167,10 @@ def run_pair(
         loaded = vram_reading(probe)
         llama_log.removeHandler(lines)
         memory = runtime.memory()
+        pass_sizes = None
+        if with_probe:
+            assert runtime.target is not None
+            pass_sizes = pass_size_probe(runtime.target, runtime.text_prompt(PROMPTS[0]))
         runs: list[dict[str, Any]] = []
         for p, text in enumerate(PROMPTS):
             ids = runtime.text_prompt(text)
@@ -123,6 +191,7 @@ def run_pair(
         "load_log": lines.lines[:40],
         "vram_before": before,
         "vram_loaded": loaded,
+        "pass_sizes": pass_sizes,
         "model_memory": {
             "target_weights": memory.target_weights,
             "target_kv": memory.target_kv,
@@ -173,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         "pairs": [],
     }
     gammas = [int(g) for g in args.gammas.split(",")]
-    for draft in args.draft:
+    for i, draft in enumerate(args.draft):
         out["pairs"].append(
             run_pair(
                 args.target,
@@ -182,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_tokens=args.max_tokens,
                 n_ctx=args.n_ctx,
                 probe=probe,
+                with_probe=i == 0,
             )
         )
     probe.close()

@@ -63,6 +63,12 @@ def _summary(report: dict[str, Any]) -> list[str]:
             for p in res.get("pairs", [])
         ]
         vram_text = ", ".join(f"{_gib(a)} vs {_gib(b)}" for a, b in vram)
+        probes = [p["pass_sizes"] for p in res.get("pairs", []) if p.get("pass_sizes")]
+        exact_rows = [r for probe in probes for r in probe.get("exact", [])]
+        if exact_rows:
+            equal = sum(r["bit_equal"] for r in exact_rows)
+            total_rows = sum(r["positions"] for r in exact_rows)
+            vram_text += f"; exact-mode logits bit-equal across pass sizes {equal}/{total_rows}"
         lines.append(
             f"- {size}: greedy identity with plain decoding: default mode "
             f"{total[False] - bad[False]}/{total[False]}, exact mode "
@@ -106,6 +112,7 @@ def _identity_section(size: str, res: dict[str, Any]) -> list[str]:
             f"{_gib(pair['model_memory']['total'])} of weights and KV cache; "
             f"load {_num(pair.get('load_s'), '{:.1f}')} s.",
             "",
+            *_pass_size_lines(pair.get("pass_sizes")),
             "llama.cpp on load (target, then draft): "
             + ("; ".join(_where(pair.get("load_log", []))) or "—"),
             "",
@@ -120,6 +127,26 @@ def _identity_section(size: str, res: dict[str, Any]) -> list[str]:
                 f"| {_num(run['tokens_per_round'])} | {_num(run['identical_to_plain'])} |"
             )
     return lines
+
+
+def _pass_size_lines(probe: dict[str, list[dict[str, Any]]] | None) -> list[str]:
+    if not probe:
+        return []
+    lines = [
+        "Logits of the same positions by pass size (exact mode: against 2-row steps; default: "
+        "against 1-row steps):",
+        "",
+        "| mode | rows per pass | bit-equal | same argmax | max abs diff |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for mode, rows in probe.items():
+        for r in rows:
+            n = r["positions"]
+            lines.append(
+                f"| {mode} | {r['rows_per_pass']} | {r['bit_equal']}/{n} "
+                f"| {r['same_argmax']}/{n} | {r['max_abs_diff']:.3g} |"
+            )
+    return [*lines, ""]
 
 
 def _where(log: list[str]) -> list[str]:

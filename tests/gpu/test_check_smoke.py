@@ -70,6 +70,11 @@ def test_cpu_smoke_runs_every_step(tmp_path: Path, stand_in_bundle: Path) -> Non
     # 2 prompts x 2 modes x (plain + 3 γ) per pair; exact mode matches plain by construction.
     assert len(runs) == 2 * 2 * 2 * 4
     assert all(r["identical_to_plain"] for r in runs if r["exact"])
+    # The first pair also compares logits by pass size; exact mode makes them bit-equal.
+    probe = pairs[0]["pass_sizes"]
+    assert [r["rows_per_pass"] for r in probe["exact"]] == [3, 5, 9, 17]
+    assert all(r["bit_equal"] == r["positions"] == 34 for r in probe["exact"])
+    assert pairs[1]["pass_sizes"] is None
     copy_g4 = [r for r in pairs[0]["runs"] if r["gamma"] == 4]
     assert sum(r["acceptance_rate"] for r in copy_g4) / len(copy_g4) > 0.5
     bench = report["bench"]["tiny"]

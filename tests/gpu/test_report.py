@@ -33,6 +33,17 @@ def _report() -> dict[str, Any]:
         "vram_loaded": vram,
         "model_memory": {"total": 18 * 1024**3},
         "load_log": ["offloaded 33/33 layers to GPU", "CUDA0 model buffer size = 15317 MiB"],
+        "pass_sizes": {
+            "exact": [
+                {
+                    "rows_per_pass": 17,
+                    "positions": 34,
+                    "bit_equal": 30,
+                    "same_argmax": 34,
+                    "max_abs_diff": 0.0123,
+                }
+            ],
+        },
         "runs": [_run(False, None, True), _run(False, 16, False), _run(True, 16, True)],
     }
     config = {
@@ -85,6 +96,8 @@ def test_summary_counts_identity_per_mode_and_names_the_best_config() -> None:
     md = render_markdown(_report())
     summary = md.split("## Summary", 1)[1].split("## Steps", 1)[0]
     assert "default mode 1/2, exact mode 1/1" in summary
+    assert "exact-mode logits bit-equal across pass sizes 30/34" in summary
+    assert "| exact | 17 | 30/34 | 34/34 | 0.0123 |" in md
     assert "VRAM NVML vs nvidia-smi: 20.00 GiB vs 20.00 GiB" in summary
     assert "plain 150.0 tok/s; best 8b-q8_0 γ=4 300.0 tok/s, speedup 1.90 (predicted 2.10)" in (
         summary
