@@ -10,7 +10,6 @@ and the installed llama-cpp-python is used), so the script is tested where there
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import shutil
@@ -25,16 +24,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from scripts.gpucheck.models import file_names
+from scripts.gpucheck.build import TOOLS, built_with, cublas_hints, tool_binaries
+from scripts.gpucheck.plan import (
+    BUILD_ESTIMATE_S,
+    MODEL_SETS,
+    TOOLS_ESTIMATE_S,
+    plan,
+    write_estimate_s,
+)
 from scripts.gpucheck.prepare import SDIST_FILE, SDIST_NAME, SDIST_VERSION
 from scripts.gpucheck.report import write_report
 
 REPO = Path(__file__).resolve().parents[2]
-# Per-step estimates in seconds, measured on a CPU at small sizes and scaled (docs/gpu-check.md).
-WRITE_BYTES_PER_S = 400e6  # writing random F16 through the gguf writer
-QUANTIZE_BYTES_PER_S = 500e6  # llama_model_quantize reading F16
-BUILD_ESTIMATE_S = 330
-TOOLS_ESTIMATE_S = 90
 RESERVE_S = 15  # kept back for the last report write
 LOG_BYTES = 4 << 20  # of a build's output kept in --out (the device returns files up to 16 MiB)
 
@@ -148,24 +149,13 @@ class Check:
         wheels = sorted((self.args.bundle / "wheels").glob("*.whl"))
         if not wheels:
             raise RuntimeError(f"no wheels in {self.args.bundle}/wheels: run scripts/gpu-prepare")
-        self.site.mkdir(parents=True, exist_ok=True)
-        self.python(
-            [
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--no-index",
-                "--no-deps",
-                "--no-compile",
-                "--upgrade",
-                "--target",
-                str(self.site),
-                *map(str, wheels),
-            ],
-            120,
-        )
+        self.pip_install(wheels)
         return ", ".join(w.name for w in wheels)
+
+    def pip_install(self, wheels: list[Path]) -> None:
+        self.site.mkdir(parents=True, exist_ok=True)
+        pip = ["-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
+        self.python([*pip, "--upgrade", "--target", str(self.site), *map(str, wheels)], 120)
 
     def source(self) -> Path:
         src = self.work / "src" / f"{SDIST_NAME}-{SDIST_VERSION}"
@@ -203,23 +193,18 @@ class Check:
             tools = ["-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_EXAMPLES=ON"]
             self.run(["cmake", "-S", str(src), "-B", build, *generator, *tools, *cmake_args], 120)
             return "configured only (cpu smoke); using the installed llama-cpp-python"
-        if (self.site / "llama_cpp" / "lib").is_dir() and _built_with(self.site, self.args):
+        if (self.site / "llama_cpp" / "lib").is_dir() and built_with(self.site, self.args):
             return "reused the build from an earlier run on this machine"
         env = self.env()
         env["CMAKE_ARGS"] = " ".join(cmake_args)
         env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(os.cpu_count() or 4)
         wheel_dir = self.work / "wheel"
         shutil.rmtree(wheel_dir, ignore_errors=True)
+        pip = ["-m", "pip", "wheel", "-v", "--no-index", "--no-deps", "--no-build-isolation"]
         self.run(
             [
                 sys.executable,
-                "-m",
-                "pip",
-                "wheel",
-                "-v",
-                "--no-index",
-                "--no-deps",
-                "--no-build-isolation",
+                *pip,
                 "-w",
                 str(wheel_dir),
                 f"--config-settings=build-dir={self.work / 'build'}",
@@ -230,21 +215,7 @@ class Check:
             log="build.log",
         )
         wheel = next(wheel_dir.glob("*.whl"))
-        self.python(
-            [
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--no-index",
-                "--no-deps",
-                "--upgrade",
-                "--target",
-                str(self.site),
-                str(wheel),
-            ],
-            120,
-        )
+        self.pip_install([wheel])
         (self.site / "gpucheck-build.json").write_text(json.dumps(cmake_args))
         return f"{wheel.name}; CMAKE_ARGS {' '.join(cmake_args)}"
 
@@ -277,16 +248,19 @@ class Check:
 
     def identity(self, size: str) -> str:
         f = self.files[size]
+        models = [
+            "--target",
+            str(f["target"]),
+            "--draft",
+            str(f["copy"]),
+            "--draft",
+            str(f["small"]),
+        ]
         out = self.python(
             [
                 "-m",
                 "scripts.gpucheck.identity",
-                "--target",
-                str(f["target"]),
-                "--draft",
-                str(f["copy"]),
-                "--draft",
-                str(f["small"]),
+                *models,
                 "--gammas",
                 self.args.gammas,
                 "--max-tokens",
@@ -356,19 +330,9 @@ class Check:
             return "cmake not found: the tools were not configured"
         build = self.work / "build"
         src = self.source()
-        self.run(
-            [
-                "cmake",
-                "-S",
-                str(src),
-                "-B",
-                str(build),
-                "-DLLAMA_BUILD_TOOLS=ON",
-                "-DLLAMA_BUILD_EXAMPLES=ON",
-            ],
-            120,
-        )
-        bins = _tool_binaries(build)
+        tools_on = ["-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_EXAMPLES=ON"]
+        self.run(["cmake", "-S", str(src), "-B", str(build), *tools_on], 120)
+        bins = tool_binaries(build)
         if self.args.cpu_smoke and not self.args.cpu_build and len(bins) < len(TOOLS):
             return "configured only (cpu smoke: compiling needs --cpu-build)"
         self.run(
@@ -376,50 +340,17 @@ class Check:
             self.left(),
             log="tools-build.log",
         )
-        bins = _tool_binaries(build)
+        bins = tool_binaries(build)
         f = self.files[size]
         ngl = "0" if self.args.cpu_smoke else "99"
-        bench = self.run(
-            [
-                str(bins["llama-bench"]),
-                "-m",
-                str(f["target"]),
-                "-ngl",
-                ngl,
-                "-p",
-                "0",
-                "-n",
-                str(self.args.max_tokens),
-                "-r",
-                "2",
-                "-o",
-                "md",
-            ],
-            self.left(),
-        )
+        n = str(self.args.max_tokens)
+        bench_args = ["-m", str(f["target"]), "-ngl", ngl, "-p", "0", "-n", n, "-r", "2"]
+        bench = self.run([str(bins["llama-bench"]), *bench_args, "-o", "md"], self.left())
         self.report["tools"][f"llama-bench {size}"] = bench.stdout
-        spec = self.run(
-            [
-                str(bins["llama-speculative"]),
-                "-m",
-                str(f["target"]),
-                "-md",
-                str(f["copy"]),
-                "-ngl",
-                ngl,
-                "-ngld",
-                ngl,
-                "--draft-max",
-                "8",
-                "--temp",
-                "0",
-                "-n",
-                str(self.args.max_tokens),
-                "-p",
-                "Write a short story about a lighthouse keeper.",
-            ],
-            self.left(),
-        )
+        models = ["-m", str(f["target"]), "-md", str(f["copy"]), "-ngl", ngl, "-ngld", ngl]
+        prompt = "Write a short story about a lighthouse keeper."
+        spec_args = [*models, "--draft-max", "8", "--temp", "0", "-n", n, "-p", prompt]
+        spec = self.run([str(bins["llama-speculative"]), *spec_args], self.left())
         keys = ("decoded", "n_draft", "n_accept", "accept ", "speed")
         tail = [ln for ln in spec.stderr.splitlines() if any(k in ln for k in keys)]
         self.report["tools"][f"llama-speculative {size}"] = "\n".join(tail) or spec.stderr[-2000:]
@@ -433,7 +364,7 @@ class Check:
         if not self.step("install wheels", 15, self.install_wheels):
             return 1
         configure_only = self.args.cpu_smoke and not self.args.cpu_build
-        if configure_only or _built_with(self.site, self.args):
+        if configure_only or built_with(self.site, self.args):
             build_estimate = 30.0
         else:
             build_estimate = BUILD_ESTIMATE_S
@@ -460,93 +391,6 @@ class Check:
         self.report["failed_steps"] = failed
         self.save()
         return 1 if failed else 0
-
-
-TOOLS = ("llama-bench", "llama-speculative")
-
-
-def _tool_binaries(build: Path) -> dict[str, Path]:
-    found = (p for p in build.rglob("llama-*") if p.is_file() and os.access(p, os.X_OK))
-    return {p.name: p for p in found if p.name in TOOLS}
-
-
-def _built_with(site: Path, args: argparse.Namespace) -> bool:
-    marker = site / "gpucheck-build.json"
-    return marker.is_file() and ("-DGGML_CUDA=ON" in marker.read_text()) != args.cpu_smoke
-
-
-def cublas_hints(work: Path) -> list[str]:
-    """CMake hints when cuBLAS is not beside nvcc but in the nvidia-cublas wheel (pip's layout
-    has headers and versioned .so files only, so links named as the linker expects are made)."""
-    cuda_home = Path(shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc").resolve().parents[1]
-    if any(
-        (cuda_home / d / "cublas_v2.h").exists()
-        for d in ("include", "targets/x86_64-linux/include")
-    ):
-        return []
-    try:  # the CUDA wheels' namespace package, present or not
-        nvidia = importlib.import_module("nvidia")
-    except ImportError:
-        return []
-    for root in map(Path, nvidia.__path__):
-        for header in root.rglob("cublas_v2.h"):
-            lib_dir = header.parent.parent / "lib"
-            shim = work / "cublas-shim"
-            shim.mkdir(parents=True, exist_ok=True)
-            for lib in lib_dir.glob("libcublas*.so.*"):
-                link = shim / (lib.name.split(".so")[0] + ".so")
-                if not link.exists():
-                    link.symlink_to(lib)
-            include = header.parent
-            return [
-                f"-DCMAKE_INCLUDE_PATH={include}",
-                f"-DCMAKE_LIBRARY_PATH={shim}",
-                f"-DCMAKE_CUDA_FLAGS=-I{include}",
-                f"-DCMAKE_CXX_FLAGS=-I{include}",
-            ]
-    return []
-
-
-# What each size costs: bytes of F16 written and quantized (the small draft of "8b" is the 1B
-# target, written by "1b" when both run), and the seconds its identity and bench steps take on
-# the GPU, estimated from the CPU runs scaled by memory bandwidth with a wide margin
-# (docs/gpu-check.md, "Sizes and time").
-MODEL_SETS: dict[str, dict[str, Any]] = {
-    "tiny": {"write_bytes": 3e6, "quantize_bytes": 2e6, "identity_s": 90, "bench_s": 60,
-             "note": "tiny F16 target, its Q8_0 copy, a tinier draft"},
-    "1b": {"write_bytes": 3.45e9, "quantize_bytes": 3.0e9, "identity_s": 45, "bench_s": 60,
-           "note": "1B-shaped F16 target, its Q8_0 copy, a 200M-shaped draft"},
-    "8b": {"write_bytes": 16.1e9, "quantize_bytes": 16.1e9, "identity_s": 90, "bench_s": 100,
-           "note": "8B-shaped F16 target, its Q8_0 copy, the 1B-shaped draft"},
-}  # fmt: skip
-
-
-def write_estimate_s(size: str, models_dir: Path) -> float:
-    """Seconds to write and quantize a size's models; a few when they are already there."""
-    if all((models_dir / name).is_file() for name in file_names(size)):
-        return 5.0
-    cost = MODEL_SETS[size]
-    write_s = float(cost["write_bytes"]) / WRITE_BYTES_PER_S
-    return 5.0 + write_s + float(cost["quantize_bytes"]) / QUANTIZE_BYTES_PER_S
-
-
-def plan(sizes: str) -> list[tuple[str, str]]:
-    """The steps after the build, most valuable first, so a short budget drops the least.
-
-    Exactness on CUDA kernels is cheapest to show at the first size; speed matters most at the
-    largest; then the rest; llama.cpp's own tools last (optional)."""
-    names = [s.strip() for s in sizes.split(",") if s.strip()]
-    first, last = names[0], names[-1]
-    steps = [("write", first), ("identity", first)]
-    for name in names[1:]:
-        steps.append(("write", name))
-    steps += [("bench", last), ("identity", last)] if last != first else [("bench", first)]
-    for name in names[1:-1]:
-        steps += [("identity", name), ("bench", name)]
-    if last != first:
-        steps.append(("bench", first))
-    steps.append(("tools", last))
-    return steps
 
 
 def main(argv: list[str] | None = None) -> int:
