@@ -6,15 +6,16 @@ seconds without a download, so the GPU check and tests use these to run real mod
 The models share a toy "language": every model written with the same `language_seed` maps each
 token to the same successor (a fixed permutation of the vocabulary), through its own random
 embedding and an output matrix that is that embedding, permuted. The transformer layers add
-context-dependent random updates to the hidden state; `layer_gain` sets how much those updates
-can override the successor rule. So two models of different shapes agree on the next token
-often but not always, like a real draft and target, and a quantized copy of a model agrees with
-it almost always.
+context-dependent random updates to the hidden state that can override the rule;
+`language_strength` sets how often the rule wins, about equally at any shape. So two models of
+different shapes agree on the next token often but not always, like a real draft and target,
+and a quantized copy of a model agrees with it nearly always (docs/gpu-check.md has the
+measured acceptance).
 
-Random numbers come from one small pool per scale, viewed at a different offset (and, for
-tensors larger than the pool, as overlapping shifted rows) for every tensor: drawing 8 billion
-fresh normals would take minutes, and a model's speed does not depend on which random numbers
-it holds.
+Random numbers come from one pool per scale, viewed at a different offset (and, for tensors
+larger than the pool, as overlapping shifted rows) for every tensor: drawing 8 billion fresh
+values would take minutes, and a model's speed does not depend on which random numbers it
+holds.
 """
 
 from __future__ import annotations
