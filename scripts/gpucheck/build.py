@@ -23,7 +23,10 @@ def built_with(site: Path, args: argparse.Namespace) -> bool:
 
 def cublas_hints(work: Path) -> list[str]:
     """CMake hints when cuBLAS is not beside nvcc but in the nvidia-cublas wheel (pip's layout
-    has headers and versioned .so files only, so links named as the linker expects are made)."""
+    has headers and versioned .so files only, so links named as the linker expects are made).
+
+    The links sit in one folder under the versioned names too: the build puts folders outside
+    the build tree on the library's run path, so the loader finds libcublas.so.N there."""
     cuda_home = Path(shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc").resolve().parents[1]
     if any(
         (cuda_home / d / "cublas_v2.h").exists()
@@ -40,9 +43,10 @@ def cublas_hints(work: Path) -> list[str]:
             shim = work / "cublas-shim"
             shim.mkdir(parents=True, exist_ok=True)
             for lib in lib_dir.glob("libcublas*.so.*"):
-                link = shim / (lib.name.split(".so")[0] + ".so")
-                if not link.exists():
-                    link.symlink_to(lib)
+                for name in (lib.name.split(".so")[0] + ".so", lib.name):
+                    link = shim / name
+                    if not link.exists():
+                        link.symlink_to(lib)
             include = header.parent
             return [
                 f"-DCMAKE_INCLUDE_PATH={include}",
