@@ -201,19 +201,27 @@ class Check:
         wheel_dir = self.work / "wheel"
         shutil.rmtree(wheel_dir, ignore_errors=True)
         pip = ["-m", "pip", "wheel", "-v", "--no-index", "--no-deps", "--no-build-isolation"]
-        self.run(
-            [
-                sys.executable,
-                *pip,
-                "-w",
-                str(wheel_dir),
-                f"--config-settings=build-dir={self.work / 'build'}",
-                str(src),
-            ],
-            self.args.build_timeout_s,
-            env=env,
-            log="build.log",
-        )
+        try:
+            self.run(
+                [
+                    sys.executable,
+                    *pip,
+                    "-w",
+                    str(wheel_dir),
+                    f"--config-settings=build-dir={self.work / 'build'}",
+                    str(src),
+                ],
+                self.args.build_timeout_s,
+                env=env,
+                log="build.log",
+            )
+        except RuntimeError as exc:
+            if "ran out of time" not in str(exc):
+                raise
+            raise RuntimeError(
+                f"{exc}; call the same command again while the machine is warm: the build "
+                "resumes from gpu-work/build"
+            ) from None
         wheel = next(wheel_dir.glob("*.whl"))
         self.pip_install([wheel])
         (self.site / "gpucheck-build.json").write_text(json.dumps(cmake_args))

@@ -57,12 +57,13 @@ backend-path = ["."]
 # A build backend in the sdist itself (offline, nothing to install): it writes a one-module
 # wheel and leaves a mark in the build folder pip was told to use, as scikit-build-core would.
 _STAND_IN_BACKEND = """\
-import os, zipfile
+import os, time, zipfile
 
 NAME, VERSION = "llama_cpp_python", "0.3.36"
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    time.sleep(float(os.environ.get("STAND_IN_BUILD_SLEEP", "0")))  # a build that runs long
     build_dir = (config_settings or {}).get("build-dir")
     if build_dir:
         os.makedirs(build_dir, exist_ok=True)

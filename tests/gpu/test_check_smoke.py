@@ -160,3 +160,16 @@ def test_cpu_build_runs_the_gpu_build_and_tools_paths(
     speculative = report["tools"]["llama-speculative tiny"]
     assert "accept    = 90.000%" in speculative and "noise" not in speculative
     assert "## llama.cpp llama-speculative tiny" in md
+
+
+def test_a_build_out_of_time_says_to_call_again(
+    tmp_path: Path, stand_in_bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STAND_IN_BUILD_SLEEP", "60")
+    rc, report, _ = _check(tmp_path, stand_in_bundle, "--cpu-build", "--build-timeout-s", "3")
+    assert rc == 1
+    build = report["steps"][-1]
+    assert build["name"] == "build llama-cpp-python" and build["status"] == "failed"
+    assert "ran out of time after 3 s" in build["note"]
+    assert "call the same command again while the machine is warm" in build["note"]
+    assert (tmp_path / "out" / "build.log").is_file()
