@@ -22,9 +22,9 @@ TOOLS_ESTIMATE_S = 90
 MODEL_SETS: dict[str, dict[str, Any]] = {
     "tiny": {"write_bytes": 3e6, "quantize_bytes": 2e6, "identity_s": 90, "bench_s": 60,
              "note": "tiny F16 target, its Q8_0 copy, a tinier draft"},
-    "1b": {"write_bytes": 3.45e9, "quantize_bytes": 3.0e9, "identity_s": 45, "bench_s": 60,
+    "1b": {"write_bytes": 3.45e9, "quantize_bytes": 3.0e9, "identity_s": 35, "bench_s": 45,
            "note": "1B-shaped F16 target, its Q8_0 copy, a 200M-shaped draft"},
-    "8b": {"write_bytes": 16.1e9, "quantize_bytes": 16.1e9, "identity_s": 90, "bench_s": 100,
+    "8b": {"write_bytes": 16.1e9, "quantize_bytes": 16.1e9, "identity_s": 70, "bench_s": 75,
            "note": "8B-shaped F16 target, its Q8_0 copy, the 1B-shaped draft"},
 }  # fmt: skip
 
