@@ -17,6 +17,7 @@ import pytest
 from app.cli.main import build_parser, main
 from app.engine.events import Event, TokenEvent
 from app.engine.runtime import Runtime
+from app.metrics.cost_model import MAX_GAMMA
 
 # (flags, what the one error line must name). Each is refused with exit status 2.
 SHARED_MISTAKES = [
@@ -32,13 +33,13 @@ SHARED_MISTAKES = [
     (["--p-min", "-1"], "p-min must be in [0, 1)"),
     (["--seed", "-1"], "seed must be in 0..4294967295"),
     (["--seed", str(2**32)], "seed must be in 0..4294967295"),
-    (["--n-ctx", str(2**32 + 64)], "context size must be in 16..2147483647"),
+    (["--n-ctx", str(2**32 + 64)], f"context size must be in {MAX_GAMMA + 1}..2147483647"),
     (["--threads", "0"], "threads must be in 1..1024"),
     (["--threads", "-4"], "threads must be in 1..1024"),
     (["--n-gpu-layers", "-2"], "GPU layers must be -1"),
     (["--max-tokens", "0"], "max tokens must be in 1..2147483647"),
-    (["--gamma", "0"], "gamma (draft length) must be in 1..32, got 0"),
-    (["--gamma", "many"], "gamma must be a number in 1..32 or 'auto'"),
+    (["--gamma", "0"], f"gamma (draft length) must be in 1..{MAX_GAMMA}, got 0"),
+    (["--gamma", "many"], f"gamma must be a number in 1..{MAX_GAMMA} or 'auto'"),
 ]
 
 
