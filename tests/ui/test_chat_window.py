@@ -17,7 +17,7 @@ from tests.helpers.timing import report_timing
 from ui.settings import DRAFT_NGRAM
 from ui.widgets.model_controls import NGRAM_LABEL
 from ui.window.main_window import MainWindow, UiState
-from ui.workers.engine import GenerateRequest
+from ui.workers.requests import GenerateRequest
 
 from .conftest import REPLY_TIMEOUT_MS, StallProbe, send
 

@@ -18,7 +18,8 @@ from app.errors import Cancelled, InvalidSettingError
 from ui.settings import Settings
 from ui.window.generation_settings import generation_config
 from ui.workers.catalog import Catalog
-from ui.workers.engine import EngineHost, LoadedState
+from ui.workers.engine import EngineHost
+from ui.workers.requests import LoadedState
 
 # How often the waiting dialog thread looks at its Stop flag.
 WAIT_STEP_S = 0.2

@@ -42,11 +42,9 @@ from ui.window.model_session import ModelSession
 from ui.window.reply_flow import ReplyFlow
 from ui.window.server_switch import ServerSwitch
 from ui.workers.catalog import Catalog
-from ui.workers.engine import (
-    EngineHost,
-    LoadedState,
-)
+from ui.workers.engine import EngineHost
 from ui.workers.ops import OpRunner
+from ui.workers.requests import LoadedState
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

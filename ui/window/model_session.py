@@ -23,15 +23,9 @@ from app.llama import rpc
 from ui.messages import describe
 from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings
 from ui.workers.catalog import Catalog, Vetted, build_catalog, known_paths, vet_new_file
-from ui.workers.engine import (
-    DraftChoice,
-    EngineHost,
-    LoadedState,
-    LoadFailure,
-    LoadRequest,
-    LoadTicket,
-)
+from ui.workers.engine import EngineHost
 from ui.workers.ops import OpRunner
+from ui.workers.requests import DraftChoice, LoadedState, LoadFailure, LoadRequest, LoadTicket
 
 
 class ModelSession(QObject):

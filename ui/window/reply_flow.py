@@ -28,7 +28,8 @@ from ui.widgets.live_metrics import LiveReply
 from ui.widgets.metrics_panel import MetricsPanel
 from ui.window.chat_controller import ChatController
 from ui.window.reply import ReplyInProgress
-from ui.workers.engine import DraftChoice, EngineHost, GenerateRequest, GenerationFailure
+from ui.workers.engine import EngineHost
+from ui.workers.requests import DraftChoice, GenerateRequest, GenerationFailure
 
 # What Regenerate samples at when the settings say greedy (0), as chat apps commonly default to.
 REGENERATE_TEMPERATURE = 0.7

@@ -27,7 +27,8 @@ from app.server.owner import (
     Ticket,
 )
 from app.server.schemas import AUTO, Defaults, NMax
-from ui.workers.engine import EngineHost, ServeRequest
+from ui.workers.engine import EngineHost
+from ui.workers.requests import ServeRequest
 
 LOOPBACK = "127.0.0.1"
 

@@ -20,7 +20,7 @@ from tests.ui.conftest import close_window, write_preferences
 from ui.main import create_window, ensure_application
 from ui.settings import Settings
 from ui.window.main_window import MainWindow, UiState
-from ui.workers.engine import RemoteRuntimeFactory
+from ui.workers.requests import RemoteRuntimeFactory
 
 TIMEOUT_MS = 20_000
 

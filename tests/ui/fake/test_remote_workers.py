@@ -34,7 +34,7 @@ from ui.widgets.metrics_panel import MetricsPanel
 from ui.widgets.remote_workers import RemoteWorkersBox
 from ui.window.compare import NOT_ON_WORKERS
 from ui.window.main_window import MainWindow, UiState
-from ui.workers.engine import DraftChoice, LoadedState
+from ui.workers.requests import DraftChoice, LoadedState
 
 WORKER = "127.0.0.1:50052"
 LOST = f"an RPC worker ({WORKER}) stopped answering; the reply so far is kept"
