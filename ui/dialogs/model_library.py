@@ -1,15 +1,15 @@
 """The local-library side of the Models dialog, without widgets: words, verdicts, drafts.
 
-What the dialog shows about the GGUF files on disk is worked out here: a failure as one readable
-sentence, a file's status and header rows, the memory plan in words, the vocabulary verdicts of
-every possible draft (`judge`), quantizing a new draft and judging it (`make_draft_file`), and a Hub
-file's label. The functions that read files or quantize run on the dialog's pool threads, so
-they take plain values and hand back the frozen dataclasses below; nothing here touches a widget.
+What the dialog shows about the GGUF files on disk is worked out here: a file's status and
+header rows, the memory plan in words, the vocabulary verdicts of every possible draft (`judge`),
+quantizing a new draft and judging it (`make_draft_file`), and a Hub file's label. Failures are
+put in words by ui.messages.describe, as everywhere in the window. The functions that read files
+or quantize run as background jobs, so they take plain values and hand back the frozen
+dataclasses below; nothing here touches a widget.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,15 +17,13 @@ from typing import Literal
 
 from PySide6.QtGui import QColor
 
-from app.errors import InvalidSettingError, SpecChatError
+from app.errors import InvalidSettingError
 from models.compat import check_compatibility, rank_drafts
 from models.describe import detail_rows
 from models.discovery import ModelEntry
 from models.hub import RemoteFile
 from models.inspect import GGUFInfo, inspect_gguf
 from models.memory import FitPlan, format_bytes, plan_fit
-
-log = logging.getLogger(__name__)
 
 DASH = "—"
 RED = QColor("#c62828")
@@ -35,20 +33,6 @@ AMBER = QColor("#b26a00")
 
 # ---------------------------------------------------------------------------------------------
 # Words
-
-
-def sentence(exc: BaseException) -> str:
-    """One readable sentence; anything not a SpecChatError is a bug and goes to the log too."""
-    if isinstance(exc, SpecChatError):
-        text = " ".join(str(exc).split())
-    else:
-        log.error("models dialog job failed", exc_info=exc)
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        text = f"something went wrong ({first}); the details are in the log"
-    if not text:
-        return text
-    text = text[0].upper() + text[1:]
-    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def opt(value: object) -> str:

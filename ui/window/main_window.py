@@ -30,7 +30,7 @@ from app.store import ConversationStore, StoreError
 from ui.dialogs.compare_dialog import CompareDialog
 from ui.dialogs.models_dialog import ModelsDialog
 from ui.messages import describe
-from ui.settings import Settings
+from ui.settings import DRAFT_NGRAM, DRAFT_NONE, Settings
 from ui.widgets.conversation_view import ViewMessage
 from ui.widgets.live_metrics import LiveReply
 from ui.window.chat_controller import ChatController
@@ -46,7 +46,7 @@ from ui.workers.engine import (
     EngineHost,
     LoadedState,
 )
-from ui.workers.ops import OpRunner
+from ui.workers.jobs import Jobs
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -84,7 +84,7 @@ class MainWindow(WindowLayout):
         store: ConversationStore,
         host: EngineHost,
         *,
-        ops: OpRunner | None = None,
+        ops: Jobs | None = None,
         gpu: GpuProbe | None = None,
         models_folder: Path | None = None,
         clock: Callable[[], float] = time.perf_counter,
@@ -92,7 +92,7 @@ class MainWindow(WindowLayout):
         super().__init__(settings)
         self.chat = ChatController(store, settings)
         self.host = host
-        self.ops = ops or OpRunner(self)
+        self.ops = ops or Jobs(self)
         self.gpu = gpu or GpuProbe()
         # Fixed at construction: where the app's own models (demo files, downloads) live.
         self.models_folder = models_folder or models_dir()
@@ -328,6 +328,7 @@ class MainWindow(WindowLayout):
                 n_ctx=self.settings.get_int("models/n_ctx"),
                 n_gpu_layers=self.settings.get_int("models/target_gpu_layers"),
                 drafts_dir=self.models_folder,  # made drafts land where the dropdowns look
+                loaded=self._loaded_files(),
             )
             dialog.foldersChanged.connect(self.models.keep_library_folders)
             dialog.modelsChanged.connect(self.refresh_catalog)
@@ -337,6 +338,7 @@ class MainWindow(WindowLayout):
                 self.settings.get_int("models/n_ctx"),
                 self.settings.get_int("models/target_gpu_layers"),
             )
+            dialog.set_loaded(*self._loaded_files())
             # Files dropped on the window since the dialog was made: their folders too.
             known = dialog.extra_dirs
             for folder in self.models.library_folders():
@@ -350,6 +352,12 @@ class MainWindow(WindowLayout):
             dialog.show()
         return dialog
 
+    def _loaded_files(self) -> tuple[Path | None, Path | None]:
+        """The loaded target and draft files, for the Models dialog to mark."""
+        target, draft = self.models.target_path, self.models.draft_value
+        is_file = draft not in (DRAFT_NONE, DRAFT_NGRAM)
+        return (Path(target) if target else None, Path(draft) if is_file else None)
+
     # -- the Compare dialog -------------------------------------------------------------------
 
     def open_compare_dialog(self) -> CompareDialog | None:
@@ -361,6 +369,7 @@ class MainWindow(WindowLayout):
             self.show_error("No compatible draft is installed to compare with the target.")
             return None
         dialog = CompareDialog(run, self, prompt)
+        dialog.draftChosen.connect(self.models.choose_draft)
         # Window-modal: no reply can start while the comparison measures.
         dialog.setWindowModality(Qt.WindowModality.WindowModal)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)

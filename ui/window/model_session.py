@@ -29,7 +29,7 @@ from ui.workers.engine import (
     LoadRequest,
     LoadTicket,
 )
-from ui.workers.ops import OpRunner
+from ui.workers.jobs import Jobs
 
 
 class ModelSession(QObject):
@@ -53,7 +53,7 @@ class ModelSession(QObject):
         self,
         settings: Settings,
         host: EngineHost,
-        ops: OpRunner,
+        ops: Jobs,
         models_folder: Path,
         *,
         busy: Callable[[], bool],
