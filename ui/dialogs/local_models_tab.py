@@ -1,21 +1,17 @@
 """The Models dialog's Local models tab: every GGUF on disk, its verdicts, and "Make draft".
 
-It behaves like `specchat models list / inspect / make-draft`: the same discovery (broken files
-listed with their reason), the same header fields, the same vocabulary verdicts (`rank_drafts`),
-the same memory plan (`plan_fit`) and the same draft file names. Scanning, judging and
-quantizing run as background jobs (ui.workers.jobs) that take plain values and hand back frozen
-data (ui.dialogs.model_library), so every widget is touched on the UI thread alone. Quantizing
-has no cancel hook: it runs to the end (seconds for a small draft).
-
-The models the window has loaded are marked ("In use") and the target is selected on the first
-scan (else the first row), so the details are never blank when the dialog opens.
+It behaves like `specchat models list / inspect / make-draft` (the same discovery, header fields,
+verdicts, memory plan and draft names). Scanning, judging and quantizing run as background jobs
+that take plain values and hand back frozen data (ui.dialogs.model_library); quantizing cannot be
+cancelled (seconds for a small draft). The window's loaded models are marked ("In use") and the
+target is selected on the first scan (else the first row): the details are never blank on opening.
 """
 
 # Qt signal names are camelCase, like Qt's own (foldersChanged beside clicked, finished).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal, Slot
@@ -34,26 +30,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.errors import DraftIncompatibleError
 from app.paths import models_dir
 from models.cli import default_draft_path
-from models.describe import format_params
 from models.discovery import ModelEntry, discover_models
-from models.memory import format_bytes
 from models.quantize import FTYPES
 from ui.dialogs.model_details import ModelDetailsPane
 from ui.dialogs.model_library import (
-    AMBER,
-    DASH,
-    GREEN,
     RED,
     Details,
     MadeDraft,
+    entry_cells,
     entry_status,
     inside,
     judge,
+    made_draft_status,
     make_draft_file,
-    opt,
     same_path,
 )
 from ui.dialogs.tables import make_item, make_table
@@ -77,6 +68,14 @@ MODEL_COLUMNS = (
     "Vocab",
     "Status",
 )
+
+
+def _button(row: QHBoxLayout, text: str, name: str, slot: Callable[[], None]) -> QPushButton:
+    button = QPushButton(text)
+    button.setObjectName(name)
+    button.clicked.connect(slot)
+    row.addWidget(button)
+    return button
 
 
 class LocalModelsTab(QWidget):
@@ -113,28 +112,15 @@ class LocalModelsTab(QWidget):
         self._loaded_target: Path | None = None
         self._loaded_draft: Path | None = None
 
-        self.refresh_button = QPushButton("Refresh")
-        self.refresh_button.setObjectName("refreshButton")
-        self.refresh_button.clicked.connect(self.refresh)
-        self.add_folder_button = QPushButton("Add folder…")
-        self.add_folder_button.setObjectName("addFolderButton")
-        self.add_folder_button.clicked.connect(self._choose_folder)
-        self.add_file_button = QPushButton("Add file…")
-        self.add_file_button.setObjectName("addFileButton")
-        self.add_file_button.clicked.connect(self._choose_file)
-        self.remove_folder_button = QPushButton("Remove folder")
-        self.remove_folder_button.setObjectName("removeFolderButton")
-        self.remove_folder_button.clicked.connect(self._remove_selected_folder)
+        top = QHBoxLayout()
+        self.refresh_button = _button(top, "Refresh", "refreshButton", self.refresh)
+        self.add_folder_button = _button(top, "Add folder…", "addFolderButton", self._choose_folder)
+        self.add_file_button = _button(top, "Add file…", "addFileButton", self._choose_file)
+        self.remove_folder_button = _button(
+            top, "Remove folder", "removeFolderButton", self._remove_selected_folder
+        )
         self.scan_label = QLabel()
         self.scan_label.setObjectName("scanLabel")
-        top = QHBoxLayout()
-        for button in (
-            self.refresh_button,
-            self.add_folder_button,
-            self.add_file_button,
-            self.remove_folder_button,
-        ):
-            top.addWidget(button)
         top.addStretch(1)
         top.addWidget(self.scan_label)
 
@@ -386,22 +372,10 @@ class LocalModelsTab(QWidget):
         bold.setBold(True)
         for row, entry in enumerate(self._entries):
             table.insertRow(row)
-            info = entry.info
             status, color = entry_status(entry)
             in_use = self._in_use(entry.path)
             name = make_item(entry.display_name, tip=str(entry.path))
-            name.setData(Qt.ItemDataRole.UserRole, row)
-            source = entry.source + (" (read-only)" if entry.read_only else "")
-            cells = [in_use, source, DASH, DASH, DASH, DASH, DASH, DASH]
-            if info is not None:
-                cells[2:] = [
-                    info.architecture,
-                    info.quantization,
-                    format_params(info.parameter_count),
-                    format_bytes(info.total_size_bytes),
-                    opt(info.context_length),
-                    f"{info.vocab_type or DASH}/{info.vocab_size}",
-                ]
+            cells = [in_use, *entry_cells(entry)]
             items = [name, *(make_item(text) for text in cells), make_item(status, color)]
             for col, item in enumerate(items):
                 if in_use:
@@ -457,18 +431,7 @@ class LocalModelsTab(QWidget):
     def _on_draft_made(self, made: MadeDraft) -> None:
         self._quantizing = False
         self.quantize_busy.setVisible(False)
-        size = f"{format_bytes(made.size_bytes)}, {made.ratio:.0%} of the target"
-        if made.compatible:
-            note = "" if made.ratio < 1 else " (not smaller: it will not speed anything up)"
-            self._set_status(
-                f"Made {made.path.name} ({made.type_name}, {size}): {made.reason} with "
-                f"{made.target.name}{note}.",
-                GREEN if made.ratio < 1 else AMBER,
-            )
-        else:
-            # The file is kept, as the CLI keeps it, but the user learns why it is refused.
-            error = DraftIncompatibleError(made.path.name, made.target.name, made.reason)
-            self._set_status(describe(error), RED)
+        self._set_status(*made_draft_status(made))
         if not self._covered(made.path):
             self._extra_dirs.append(made.path.parent)
             self._show_folders()

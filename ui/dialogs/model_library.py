@@ -17,13 +17,14 @@ from typing import Literal
 
 from PySide6.QtGui import QColor
 
-from app.errors import InvalidSettingError
+from app.errors import DraftIncompatibleError, InvalidSettingError
 from models.compat import check_compatibility, rank_drafts
-from models.describe import detail_rows
+from models.describe import detail_rows, format_params
 from models.discovery import ModelEntry
 from models.hub import RemoteFile
 from models.inspect import GGUFInfo, inspect_gguf
 from models.memory import FitPlan, format_bytes, plan_fit
+from ui.messages import describe
 
 DASH = "—"
 RED = QColor("#c62828")
@@ -50,6 +51,23 @@ def entry_status(entry: ModelEntry) -> tuple[str, QColor | None]:
     if not info.is_model:
         return f"not a language model ({info.kind} file)", AMBER
     return ("ok" if info.has_chat_template else "ok, no chat template"), None
+
+
+def entry_cells(entry: ModelEntry) -> list[str]:
+    """Source, architecture, quantization, parameters, size, context and vocabulary, in words."""
+    source = entry.source + (" (read-only)" if entry.read_only else "")
+    info = entry.info
+    if info is None:
+        return [source, DASH, DASH, DASH, DASH, DASH, DASH]
+    return [
+        source,
+        info.architecture,
+        info.quantization,
+        format_params(info.parameter_count),
+        format_bytes(info.total_size_bytes),
+        opt(info.context_length),
+        f"{info.vocab_type or DASH}/{info.vocab_size}",
+    ]
 
 
 def same_path(a: Path, b: Path) -> bool:
@@ -200,6 +218,18 @@ def make_draft_file(target: Path, out: Path, type_name: str) -> MadeDraft:
     return MadeDraft(
         out, target, type_name, draft_info.size_bytes, ratio, verdict.reason, verdict.compatible
     )
+
+
+def made_draft_status(made: MadeDraft) -> tuple[str, QColor]:
+    """What "Make draft" says when the file is made, and in which colour."""
+    size = f"{format_bytes(made.size_bytes)}, {made.ratio:.0%} of the target"
+    if not made.compatible:
+        # The file is kept, as the CLI keeps it, but the user learns why it is refused.
+        error = DraftIncompatibleError(made.path.name, made.target.name, made.reason)
+        return describe(error), RED
+    note = "" if made.ratio < 1 else " (not smaller: it will not speed anything up)"
+    text = f"Made {made.path.name} ({made.type_name}, {size}): {made.reason} with "
+    return text + f"{made.target.name}{note}.", GREEN if made.ratio < 1 else AMBER
 
 
 def remote_label(chosen: RemoteFile, files: Sequence[RemoteFile]) -> str:
