@@ -50,7 +50,7 @@ class Sparkline(QWidget):
         self._rates: list[float | None] = []
         self._acceptance: list[float | None] = []
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setMinimumHeight(QFontMetricsF(_small_font(self)).height() + 48)
+        self.setMinimumHeight(round(QFontMetricsF(_small_font(self)).height()) + 48)
 
     def sizeHint(self) -> QSize:
         return QSize(200, self.minimumHeight() + 8)

@@ -269,8 +269,8 @@ class WhatIf(QGroupBox):
             self.values[key].setMinimumWidth(40)
             grid.addWidget(self.values[key], row, 2)
             slider.valueChanged.connect(self.recompute)
-        for label in (self.expected, self.cost, self.speedup):
-            label.setWordWrap(True)  # long formulas wrap in a narrow panel instead of clipping
+        for figure in (self.expected, self.cost, self.speedup):
+            figure.setWordWrap(True)  # long formulas wrap in a narrow panel instead of clipping
         form = QFormLayout()
         # Narrow: a name above its value rather than a value squeezed off the right edge.
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
