@@ -93,6 +93,21 @@ def _row(config: ConfigReport) -> list[str]:
     ]
 
 
+def _verdict(report: BenchReport) -> str:
+    """The plain headline: which configuration was fastest, and γ auto where it ran."""
+    timed = [c for c in report.configs if c.figures.speedup is not None]
+    if not timed:
+        return "Done."
+    best = max(timed, key=lambda c: c.figures.speedup or 0.0)
+    text = f"Done. Fastest: {best.label}, {_fmt(best.figures.speedup, '.2f', '×')} plain decoding"
+    autos = [
+        f"{d.draft} {_fmt(d.auto_speedup, '.2f', '×')}"
+        for d in report.drafts
+        if d.auto_speedup is not None
+    ]
+    return text + (f"; with γ auto: {', '.join(autos)}." if autos else ".")
+
+
 class CompareDialog(QDialog):
     """Write a prompt, press Compare, read the table and the speedup chart.
 
@@ -268,15 +283,9 @@ class CompareDialog(QDialog):
         self.status.setText(f"Run {min(done + 1, total)} of {total}: {message}")
 
     def _on_finished(self, report: BenchReport) -> None:
-        self._end_run()
         self.show_report(report)
-        lines = [
-            f"{d.draft}: best fixed {d.best_fixed} ({_fmt(d.best_fixed_speedup, '.2f', '×')}), "
-            f"auto {_fmt(d.auto_speedup, '.2f', '×')}"
-            for d in report.drafts
-            if d.best_fixed is not None
-        ]
-        self.status.setText("Done. " + "; ".join(lines))
+        self._end_run()
+        self.status.setText(_verdict(report))
         self.reportReady.emit(report)
 
     def _on_failed(self, exc: Exception) -> None:

@@ -56,6 +56,7 @@ from ui.workers.jobs import Job, Jobs
 DRAFT_TYPES: tuple[str, ...] = tuple(
     t for t in ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M", "Q2_K") if t in FTYPES
 )
+_NAME_MAX_PX = 380  # a longer file name is elided rather than pushing the figures out of view
 MODEL_COLUMNS = (
     "Name",
     "In use",
@@ -130,10 +131,12 @@ class LocalModelsTab(QWidget):
         self.folder_list.setToolTip("Folders searched besides the app's own and the usual places")
         self.folder_list.itemSelectionChanged.connect(self._update_buttons)
 
-        # Name and status share the free width; the figures take what they need.
+        # Names and figures take the width they need (a name up to a cap, whole in its
+        # tooltip beyond); the status takes the rest.
         self.models_table = make_table(
-            MODEL_COLUMNS, "modelsTable", stretch=(0, 9), fit=tuple(range(1, 9))
+            MODEL_COLUMNS, "modelsTable", stretch=(9,), fit=tuple(range(9))
         )
+        self.models_table.horizontalHeader().setMaximumSectionSize(_NAME_MAX_PX)
         self.models_table.itemSelectionChanged.connect(self._on_model_selected)
         self.details = ModelDetailsPane()
 

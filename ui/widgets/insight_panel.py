@@ -328,7 +328,8 @@ class WhatIf(QGroupBox):
             series += " + …"
         # Both forms of E side by side: the series and the closed form agree.
         closed = DASH if alpha == 1.0 else f"{(1 - alpha ** (gamma + 1)) / (1 - alpha):.3f}"
-        self.expected.setText(f"{e:.3f}   ({series}; closed form {closed})")
+        self.expected.setText(f"{e:.3f}   (closed form {closed})")
+        self.expected.setToolTip(f"E as a series: {series} = {e:.3f}; closed form {closed}")
         cost = cost_model.round_cost(gamma, c_draft, c_verify)
         self.cost.setText(f"{cost:.2f}   ({gamma} × {c_draft:.2f} + {c_verify:.2f})")
         speedup = cost_model.speedup(alpha, gamma, c_draft, c_verify)
