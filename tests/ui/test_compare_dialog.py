@@ -61,7 +61,7 @@ def test_report_arrives_from_a_worker_thread(qtbot: QtBot) -> None:
     assert _cell(dialog, 1, "same as plain") == "yes"
     axes = dialog.figure.axes
     assert len(axes) == 1 and len(axes[0].patches) >= 1  # one bar per configuration
-    assert dialog.status.text() == "Done. Fastest: seed draft γ=4, 2.38× plain decoding."
+    assert dialog.status.text() == "Done. Fastest: seed draft γ=4, 2.38× as fast as plain decoding."
     assert dialog.progress.value() == dialog.progress.maximum()  # the bar ends full
     assert dialog.run_button.isEnabled() and not dialog.stop_button.isEnabled()
 

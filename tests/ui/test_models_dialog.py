@@ -416,7 +416,7 @@ def test_opens_on_the_loaded_target_with_the_loaded_models_marked(
     assert _item(table, _row_of(table, target.name), 0).font().bold()
     assert not _item(table, _row_of(table, demo_models.q8_0.name), 0).font().bold()
     drafts = _rows(dialog.local.details.drafts_table)
-    assert drafts[demo_models.q4_1.name]["Verdict"].startswith("in use as the draft; compatible")
+    assert drafts[demo_models.q4_1.name]["Verdict"].startswith("in use; compatible")
     assert not drafts[demo_models.q8_0.name]["Verdict"].startswith("in use")
 
     # The window loads another draft: the marks follow.

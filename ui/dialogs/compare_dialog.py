@@ -99,7 +99,8 @@ def _verdict(report: BenchReport) -> str:
     if not timed:
         return "Done."
     best = max(timed, key=lambda c: c.figures.speedup or 0.0)
-    text = f"Done. Fastest: {best.label}, {_fmt(best.figures.speedup, '.2f', '×')} plain decoding"
+    speedup = _fmt(best.figures.speedup, ".2f", "×")
+    text = f"Done. Fastest: {best.label}, {speedup} as fast as plain decoding"
     autos = [
         f"{d.draft} {_fmt(d.auto_speedup, '.2f', '×')}"
         for d in report.drafts

@@ -22,9 +22,9 @@ from ui.dialogs.model_library import AMBER, GREEN, RED, Details, same_path
 from ui.dialogs.tables import make_item, make_table
 
 DRAFT_COLUMNS = ("Draft", "Quantization", "Size", "Verdict")
-IN_USE = "in use as the draft"
+IN_USE = "in use"
 _NO_TITLE = "Drafts for the selected target"
-_DRAFT_NAME_MAX_PX = 220  # the verdict column takes what is left: it must stay readable
+_DRAFT_NAME_MAX_PX = 250  # the verdict column takes what is left: it must stay readable
 
 
 class ModelDetailsPane(QWidget):
