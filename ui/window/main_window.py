@@ -295,6 +295,8 @@ class MainWindow(WindowLayout):
     def _on_models_loaded(self, state: LoadedState) -> None:
         self.controls.set_draft_loaded(state.draft.kind != "none")
         self._refresh_memory()
+        if self._models_dialog is not None:  # its "In use" marks follow the loaded pair
+            self._models_dialog.set_loaded(*self._loaded_files())
         self.modelsLoaded.emit(state)
 
     def _on_catalog(self, catalog: Catalog) -> None:

@@ -10,7 +10,19 @@ from pytestqt.qtbot import QtBot
 from tests.helpers.model_files import write_tiny_gguf
 from tests.ui.conftest import send
 from tests.ui.fake.conftest import TIMEOUT_MS
+from ui.dialogs.models_dialog import ModelsDialog
 from ui.window.main_window import MainWindow, UiState
+
+
+def _marks(dialog: ModelsDialog) -> dict[str, str]:
+    """The "In use" column by file name."""
+    table = dialog.local.models_table
+    marks = {}
+    for row in range(table.rowCount()):
+        name, mark = table.item(row, 0), table.item(row, 1)
+        assert name is not None and mark is not None
+        marks[name.text()] = mark.text()
+    return marks
 
 
 def test_the_models_dialog_marks_and_selects_the_loaded_models(
@@ -18,14 +30,17 @@ def test_the_models_dialog_marks_and_selects_the_loaded_models(
 ) -> None:
     dialog = window.open_models_dialog()
     qtbot.waitUntil(lambda: dialog.local.selected_path() == files["target"], timeout=TIMEOUT_MS)
-    table = dialog.local.models_table
-    marks = {}
-    for row in range(table.rowCount()):
-        name, mark = table.item(row, 0), table.item(row, 1)
-        assert name is not None and mark is not None
-        marks[name.text()] = mark.text()
+    marks = _marks(dialog)
     assert marks["target.gguf"] == "target" and marks["small-draft.gguf"] == "draft"
     assert marks["second-target.gguf"] == ""
+    qtbot.waitUntil(lambda: not dialog.busy, timeout=TIMEOUT_MS)
+
+    # Open while the window loads another target: the marks follow.
+    window.models.choose_target(str(files["target2"]))
+    qtbot.waitUntil(
+        lambda: _marks(dialog).get("second-target.gguf") == "target", timeout=TIMEOUT_MS
+    )
+    assert _marks(dialog)["target.gguf"] == ""
     qtbot.waitUntil(lambda: not dialog.busy, timeout=TIMEOUT_MS)
 
 
