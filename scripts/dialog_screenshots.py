@@ -53,8 +53,14 @@ def _save(widget: QWidget, path: Path) -> None:
 
 def main(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    data = Path(tempfile.mkdtemp(prefix="specchat-shots-"))
-    os.environ["SPECCHAT_DATA_DIR"] = str(data)
+    # The demo family (about 0.8 GB) is built in a folder that goes away with the script.
+    with tempfile.TemporaryDirectory(prefix="specchat-shots-") as folder:
+        os.environ["SPECCHAT_DATA_DIR"] = folder
+        _shoot(out, Path(folder))
+    return 0
+
+
+def _shoot(out: Path, data: Path) -> None:
     app = QApplication.instance() or QApplication(sys.argv)
     assert isinstance(app, QApplication)
 
@@ -110,7 +116,6 @@ def main(out: Path) -> int:
     scroll.show()
     _settle(app)
     _save(insight, out / "insight.png")  # the whole panel, as scrolling would show it
-    return 0
 
 
 if __name__ == "__main__":
