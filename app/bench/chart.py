@@ -53,7 +53,8 @@ def draw_speedup_chart(report: BenchReport, figure: Any) -> None:
     axes.text(len(configs) - 0.5, 1.0, " plain = 1×", va="bottom", ha="right", fontsize=8)
     axes.set_xticks(range(len(configs)))
     axes.set_xticklabels([c.label for c in configs], rotation=20, ha="right", fontsize=8)
-    axes.set_ylabel("speedup over plain decoding (×)")
+    # Two short lines: one long line is taller than the axes of a short chart and is clipped.
+    axes.set_ylabel("speedup over\nplain decoding (×)")
     mode = "greedy" if report.settings.get("greedy") else f"T={report.settings.get('temperature')}"
     axes.set_title(
         f"{Path(report.target).name}: {mode}, {report.settings.get('max_tokens')} tokens, "

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from app.paths import models_dir
+from models.demo import demo_file_name
 from models.discovery import (
     SOURCE_APP,
+    SOURCE_BUNDLED,
     SOURCE_FOLDER,
     SOURCE_HF_CACHE,
     SOURCE_LMSTUDIO,
@@ -120,3 +122,27 @@ def test_entry_to_dict_is_json_ready(tmp_path: Path) -> None:
     data = json.loads(json.dumps([e.to_dict() for e in entries]))
     assert [(d["ok"], d["error"]) for d in data] == [(True, None), (False, "file is empty")]
     assert data[0]["info"]["vocab_size"] == 64
+
+
+def test_the_bundled_demo_draft_is_listed_beside_the_derived_demo_files(tmp_path: Path) -> None:
+    # No demo file here: the package's own file is not offered on its own.
+    assert not any(e.source == SOURCE_BUNDLED for e in _only_local([], tmp_path).values())
+
+    derived = write_tiny_gguf(models_dir() / "demo" / demo_file_name("F32"))
+    entries = discover_models(hf_cache=tmp_path / "x", lmstudio=[])
+    assert [e.path for e in entries] == [derived, bundled_q4_1()]
+    bundled = entries[1]
+    assert bundled.source == SOURCE_BUNDLED and bundled.read_only
+    assert bundled.info is not None and bundled.info.quantization == "Q4_1"
+
+    # Reachable from a listed folder too, it is listed once, under that folder.
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "smol.gguf").symlink_to(bundled_q4_1())
+    entries = discover_models([folder], hf_cache=tmp_path / "x", lmstudio=[])
+    assert [(e.path.name, e.source) for e in entries] == [
+        (derived.name, SOURCE_APP),
+        ("smol.gguf", SOURCE_FOLDER),
+    ]
+    # Only the app's own models bring it along.
+    assert discover_models(include_app=False, hf_cache=tmp_path / "x", lmstudio=[]) == []

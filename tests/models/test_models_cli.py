@@ -13,6 +13,7 @@ from app.cli.main import main
 from app.paths import models_dir
 from models.catalog import CATALOG
 from models.compat import check_compatibility
+from models.demo import demo_file_name
 from models.inspect import inspect_gguf
 from tests.helpers.model_files import bundled_q4_1, write_broken_files, write_tiny_gguf
 
@@ -70,6 +71,19 @@ def test_list_shows_broken_files_with_reasons(
     data = json.loads(capsys.readouterr().out)
     assert [d["ok"] for d in data].count(True) == 1
     assert {Path(d["path"]).name for d in data if not d["ok"]} == set(broken)
+
+
+def test_list_shows_the_bundled_demo_draft_with_the_demo_family(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-hf-cache"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    write_tiny_gguf(models_dir() / "demo" / demo_file_name("F32"))
+    assert main(["models", "list"]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if str(bundled_q4_1()) in line)
+    assert "Q4_1" in line.split() and "bundled (ro)" in line
+    assert "2 files, 0 unusable" in out
 
 
 @pytest.mark.model

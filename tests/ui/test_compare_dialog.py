@@ -61,7 +61,8 @@ def test_report_arrives_from_a_worker_thread(qtbot: QtBot) -> None:
     assert _cell(dialog, 1, "same as plain") == "yes"
     axes = dialog.figure.axes
     assert len(axes) == 1 and len(axes[0].patches) >= 1  # one bar per configuration
-    assert dialog.status.text().startswith("Done.")
+    assert dialog.status.text() == "Done. Fastest: seed draft γ=4, 2.38× as fast as plain decoding."
+    assert dialog.progress.value() == dialog.progress.maximum()  # the bar ends full
     assert dialog.run_button.isEnabled() and not dialog.stop_button.isEnabled()
 
 
@@ -93,7 +94,7 @@ def test_errors_show_as_one_sentence(qtbot: QtBot) -> None:
     qtbot.addWidget(dialog)
     dialog.start()
     qtbot.waitUntil(lambda: not dialog.running, timeout=5_000)
-    assert dialog.status.text() == "Error: write a prompt to compare on"
+    assert dialog.status.text() == "Write a prompt to compare on."
 
 
 def test_closing_while_running_stops_and_joins_the_thread(qtbot: QtBot) -> None:
@@ -106,10 +107,9 @@ def test_closing_while_running_stops_and_joins_the_thread(qtbot: QtBot) -> None:
     qtbot.addWidget(dialog)
     dialog.show()
     dialog.start()
-    thread = dialog._thread
-    assert thread is not None
+    assert dialog.running
     dialog.close()
-    assert thread.isFinished()
+    assert dialog.wait(0)  # close() stopped the run and waited for it
 
 
 def test_real_comparison_on_the_demo_models(qtbot: QtBot, demo_models: Any) -> None:
@@ -141,3 +141,60 @@ def test_an_empty_prompt_is_refused_before_loading(qtbot: QtBot, tmp_path: Any) 
     )
     with pytest.raises(InvalidSettingError, match="write a prompt"):
         bench("   ", lambda *_: None, GenerationControl())
+
+
+def _shown_with_report(qtbot: QtBot) -> CompareDialog:
+    def bench(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+        return seed_report()
+
+    dialog = CompareDialog(bench, prompt="Compare on this.")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    with qtbot.waitSignal(dialog.reportReady, timeout=10_000):
+        dialog.start()
+    qtbot.waitUntil(lambda: not dialog.running, timeout=5_000)
+    return dialog
+
+
+def test_use_this_draft_hands_the_rows_draft_file_to_the_window(qtbot: QtBot) -> None:
+    dialog = _shown_with_report(qtbot)
+    assert not dialog.use_button.isEnabled()  # nothing selected yet
+    dialog.table.selectRow(0)  # plain decoding has no draft to use
+    assert not dialog.use_button.isEnabled()
+    dialog.table.selectRow(1)
+    assert dialog.use_button.isEnabled()
+    with qtbot.waitSignal(dialog.draftChosen, timeout=1_000) as chosen:
+        dialog.use_button.click()
+    assert chosen.args == ["draft.gguf"]
+    assert "draft.gguf" in dialog.status.text()
+
+
+def test_every_column_and_the_axis_label_fit_at_the_default_size_and_smaller(qtbot: QtBot) -> None:
+    dialog = _shown_with_report(qtbot)
+    qtbot.wait(50)  # let the layout settle
+    table = dialog.table
+    assert table.horizontalScrollBar().maximum() == 0  # no sideways scrolling
+    ttft = [_text(table.horizontalHeaderItem(c)) for c in range(table.columnCount())].index("TTFT")
+    header = table.horizontalHeader()
+    right = header.sectionViewportPosition(ttft) + header.sectionSize(ttft)
+    assert right <= table.viewport().width()
+    # Every figure is shown whole: its column is at least as wide as its text needs.
+    metrics = table.fontMetrics()
+    for column in range(1, table.columnCount()):
+        text = _cell(dialog, 1, _text(table.horizontalHeaderItem(column)))
+        assert header.sectionSize(column) >= metrics.horizontalAdvance(text), text
+
+    _assert_axis_label_inside(dialog)
+    dialog.resize(640, 480)  # smaller than the figure was drawn for: laid out again
+    qtbot.waitUntil(lambda: dialog.canvas.height() < 300, timeout=2_000)
+    _assert_axis_label_inside(dialog)
+
+
+def _assert_axis_label_inside(dialog: CompareDialog) -> None:
+    dialog.canvas.draw()  # type: ignore[no-untyped-call]
+    renderer = dialog.canvas.get_renderer()  # type: ignore[no-untyped-call]
+    label = dialog.figure.axes[0].yaxis.label.get_window_extent(renderer)
+    width, height = dialog.canvas.get_width_height()
+    assert label.x0 >= 0 and label.y0 >= 0 and label.y1 <= height and label.x1 <= width
+    assert dialog.figure.axes[0].yaxis.label.get_text()

@@ -14,7 +14,8 @@ from pytestqt.qtbot import QtBot
 from app.paths import models_dir
 from tests.helpers.fake_hub import FakeFile, FakeHub
 from tests.helpers.model_files import write_broken_files, write_tiny_gguf
-from ui.dialogs.models_dialog import RED, ModelsDialog
+from ui.dialogs.model_library import RED
+from ui.dialogs.models_dialog import ModelsDialog
 
 REPO = "acme/Tiny-GGUF"
 WAIT_MS = 30_000
@@ -52,7 +53,7 @@ def _row_of(table: QTableWidget, name: str) -> int:
 
 
 def _details(dialog: ModelsDialog) -> dict[str, str]:
-    table = dialog.details_table
+    table = dialog.local.details.details_table
     return {_item(table, r, 0).text(): _item(table, r, 1).text() for r in range(table.rowCount())}
 
 
@@ -90,8 +91,8 @@ def make_dialog(qtbot: QtBot, tmp_path: Path) -> Iterator[DialogFactory]:
 
 
 def _select(qtbot: QtBot, dialog: ModelsDialog, name: str) -> None:
-    dialog.models_table.selectRow(_row_of(dialog.models_table, name))
-    qtbot.waitUntil(lambda: not dialog.busy and dialog.details_table.rowCount() > 0)
+    dialog.local.models_table.selectRow(_row_of(dialog.local.models_table, name))
+    qtbot.waitUntil(lambda: not dialog.busy and dialog.local.details.details_table.rowCount() > 0)
 
 
 def test_lists_models_and_broken_files_with_reasons(
@@ -99,7 +100,7 @@ def test_lists_models_and_broken_files_with_reasons(
 ) -> None:
     dialog = make_dialog(extra_dirs=[library])
     assert dialog.objectName() == "modelsDialog"
-    rows = _rows(dialog.models_table)
+    rows = _rows(dialog.local.models_table)
     assert set(rows) == {
         demo_models.f32.name,
         demo_models.q4_1.name,
@@ -117,16 +118,16 @@ def test_lists_models_and_broken_files_with_reasons(
     assert rows["empty.gguf"]["Status"] == "file is empty"
     assert rows["random.gguf"]["Status"] == "not a GGUF file (bad magic)"
     assert rows["cut-header.gguf"]["Status"].startswith("file is truncated")
-    status = _column(dialog.models_table, "Status")
-    bad = _item(dialog.models_table, _row_of(dialog.models_table, "empty.gguf"), status)
+    status = _column(dialog.local.models_table, "Status")
+    bad = _item(dialog.local.models_table, _row_of(dialog.local.models_table, "empty.gguf"), status)
     assert bad.foreground().color() == RED
-    assert dialog.scan_label.text() == "7 files, 3 unusable"
+    assert dialog.local.scan_label.text() == "7 files, 3 unusable"
 
     # A broken file selected shows its reason and offers nothing to make.
     _select(qtbot, dialog, "random.gguf")
     assert _details(dialog)["status"] == "not a GGUF file (bad magic)"
-    assert dialog.drafts_table.rowCount() == 0
-    assert not dialog.make_draft_button.isEnabled()
+    assert dialog.local.details.drafts_table.rowCount() == 0
+    assert not dialog.local.make_draft_button.isEnabled()
 
 
 def test_target_shows_ranked_drafts_refusals_and_memory(
@@ -137,10 +138,10 @@ def test_target_shows_ranked_drafts_refusals_and_memory(
     details = _details(dialog)
     assert details["quantization"] == "F32" and details["chat template"] == "yes"
     assert details["vocabulary"].startswith("gpt2") and details["context length"] == "8192"
-    assert "At 2048 tokens of context, GPU layers 0" in dialog.memory_label.text()
-    assert "of RAM" in dialog.memory_label.text()
+    assert "At 2048 tokens of context, GPU layers 0" in dialog.local.details.memory_label.text()
+    assert "of RAM" in dialog.local.details.memory_label.text()
 
-    drafts = _rows(dialog.drafts_table)
+    drafts = _rows(dialog.local.details.drafts_table)
     names = list(drafts)
     # Usable drafts first, smallest first: Q4_1 before Q8_0; refused files after them.
     assert names[:2] == [demo_models.q4_1.name, demo_models.q8_0.name]
@@ -149,15 +150,23 @@ def test_target_shows_ranked_drafts_refusals_and_memory(
     assert drafts[gemma_model.name]["Verdict"] == "vocabulary type differs (gpt2 vs llama)"
     assert drafts["empty.gguf"]["Verdict"] == "unreadable: file is empty"
     assert demo_models.f32.name not in drafts  # never its own draft
-    verdict = _column(dialog.drafts_table, "Verdict")
-    refused = _item(dialog.drafts_table, _row_of(dialog.drafts_table, gemma_model.name), verdict)
+    verdict = _column(dialog.local.details.drafts_table, "Verdict")
+    refused = _item(
+        dialog.local.details.drafts_table,
+        _row_of(dialog.local.details.drafts_table, gemma_model.name),
+        verdict,
+    )
     assert refused.foreground().color() == RED
-    assert dialog.drafts_title.text().startswith(f"Drafts for {demo_models.f32.name}: 2 usable")
+    assert dialog.local.details.drafts_title.text().startswith(
+        f"Drafts for {demo_models.f32.name}: 2 usable"
+    )
 
     # The window's settings change the estimate.
     dialog.set_memory_settings(512, -1)
     qtbot.waitUntil(
-        lambda: "At 512 tokens of context, GPU layers all" in dialog.memory_label.text()
+        lambda: (
+            "At 512 tokens of context, GPU layers all" in dialog.local.details.memory_label.text()
+        )
     )
 
 
@@ -167,35 +176,41 @@ def test_make_draft_quantizes_in_the_background_and_lists_the_result(
     drafts_dir = tmp_path / "drafts"
     dialog = make_dialog(extra_dirs=[library], drafts_dir=drafts_dir)
     _select(qtbot, dialog, demo_models.q8_0.name)
-    dialog.draft_type_combo.setCurrentText("Q4_0")
+    dialog.local.draft_type_combo.setCurrentText("Q4_0")
     made = "SmolLM2-135M-Instruct.Q4_0.gguf"
-    assert made not in _rows(dialog.models_table)
+    assert made not in _rows(dialog.local.models_table)
 
     changed: list[list[Path]] = []
     dialog.foldersChanged.connect(changed.append)
     with qtbot.waitSignal(dialog.modelsChanged, timeout=WAIT_MS):
-        dialog.make_draft_button.click()
+        dialog.local.make_draft_button.click()
         # The click returned at once: the work is on a pool thread, a busy bar shows it.
-        assert dialog.quantize_busy.isVisibleTo(dialog) and not dialog.make_draft_button.isEnabled()
-        assert dialog.local_status_label.text().startswith("Quantizing ")
-    qtbot.waitUntil(lambda: made in _rows(dialog.models_table), timeout=WAIT_MS)
-    qtbot.waitUntil(lambda: not dialog.busy and dialog.drafts_table.rowCount() > 0)
+        assert (
+            dialog.local.quantize_busy.isVisibleTo(dialog)
+            and not dialog.local.make_draft_button.isEnabled()
+        )
+        assert dialog.local.local_status_label.text().startswith("Quantizing ")
+    qtbot.waitUntil(lambda: made in _rows(dialog.local.models_table), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: not dialog.busy and dialog.local.details.drafts_table.rowCount() > 0)
 
     assert (drafts_dir / made).is_file()
     assert [p.name for p in drafts_dir.iterdir()] == [made]  # no partial file left
-    status = dialog.local_status_label.text()
+    status = dialog.local.local_status_label.text()
     assert status.startswith(f"Made {made} (Q4_0, ") and "compatible with" in status
     assert changed == [[library, drafts_dir]]  # its folder is searched from now on
-    assert _rows(dialog.models_table)[made]["Quantization"] == "Q4_0"
+    assert _rows(dialog.local.models_table)[made]["Quantization"] == "Q4_0"
     # The source is selected again and its draft list judges the new file.
-    assert dialog.selected_path() == library / demo_models.q8_0.name
-    assert _rows(dialog.drafts_table)[made]["Verdict"].startswith("compatible, ")
-    assert not dialog.quantize_busy.isVisibleTo(dialog) and dialog.make_draft_button.isEnabled()
+    assert dialog.local.selected_path() == library / demo_models.q8_0.name
+    assert _rows(dialog.local.details.drafts_table)[made]["Verdict"].startswith("compatible, ")
+    assert (
+        not dialog.local.quantize_busy.isVisibleTo(dialog)
+        and dialog.local.make_draft_button.isEnabled()
+    )
 
     # Making the same draft again says so in one sentence instead of overwriting it.
-    dialog.make_draft("Q4_0")
+    dialog.local.make_draft("Q4_0")
     qtbot.waitUntil(lambda: not dialog.busy, timeout=WAIT_MS)
-    assert dialog.local_status_label.text() == (
+    assert dialog.local.local_status_label.text() == (
         f"{made} already exists in {drafts_dir}; it is in the list already."
     )
 
@@ -206,28 +221,32 @@ def test_add_file_searches_its_folder_and_reopening_rescans(
     folder = tmp_path / "elsewhere"
     first = write_tiny_gguf(folder / "first.gguf")
     dialog = make_dialog()
-    assert dialog.models_table.rowCount() == 0 and not dialog.folder_list.isVisibleTo(dialog)
+    assert dialog.local.models_table.rowCount() == 0 and not dialog.local.folder_list.isVisibleTo(
+        dialog
+    )
 
     folders: list[list[Path]] = []
     dialog.foldersChanged.connect(folders.append)
     with qtbot.waitSignal(dialog.modelsChanged):
-        dialog.add_file(first)
+        dialog.local.add_file(first)
     assert folders == [[folder]]
-    qtbot.waitUntil(lambda: dialog.selected_path() == first, timeout=WAIT_MS)
-    assert dialog.extra_dirs == [folder] and dialog.folder_list.count() == 1
-    assert _rows(dialog.models_table)["first.gguf"]["Source"] == "folder (read-only)"
+    qtbot.waitUntil(lambda: dialog.local.selected_path() == first, timeout=WAIT_MS)
+    assert dialog.extra_dirs == [folder] and dialog.local.folder_list.count() == 1
+    assert _rows(dialog.local.models_table)["first.gguf"]["Source"] == "folder (read-only)"
 
     # Closed and opened again, the dialog sees a file that arrived meanwhile.
     dialog.reject()
     write_tiny_gguf(folder / "second.gguf")
     dialog.show()
-    qtbot.waitUntil(lambda: "second.gguf" in _rows(dialog.models_table), timeout=WAIT_MS)
-    assert dialog.selected_path() == first  # the selection survives a rescan
+    qtbot.waitUntil(lambda: "second.gguf" in _rows(dialog.local.models_table), timeout=WAIT_MS)
+    assert dialog.local.selected_path() == first  # the selection survives a rescan
 
-    dialog.remove_folder(folder)
+    dialog.local.remove_folder(folder)
     assert folders == [[folder], []]
-    qtbot.waitUntil(lambda: dialog.models_table.rowCount() == 0, timeout=WAIT_MS)
-    assert dialog.selected_path() is None and dialog.details_table.rowCount() == 0
+    qtbot.waitUntil(lambda: dialog.local.models_table.rowCount() == 0, timeout=WAIT_MS)
+    assert (
+        dialog.local.selected_path() is None and dialog.local.details.details_table.rowCount() == 0
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,13 +279,15 @@ def hub(payload: bytes, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
 
 def _list_repo(qtbot: QtBot, dialog: ModelsDialog, repo: str) -> None:
     dialog.tabs.setCurrentIndex(1)
-    dialog.repo_edit.setText(repo)
-    dialog.list_files_button.click()
+    dialog.downloads.repo_edit.setText(repo)
+    dialog.downloads.list_files_button.click()
     qtbot.waitUntil(lambda: not dialog.busy, timeout=WAIT_MS)
 
 
 def _remote_names(dialog: ModelsDialog) -> list[str]:
-    items = [dialog.remote_list.item(i) for i in range(dialog.remote_list.count())]
+    items = [
+        dialog.downloads.remote_list.item(i) for i in range(dialog.downloads.remote_list.count())
+    ]
     return [item.text() for item in items if item is not None]
 
 
@@ -275,37 +296,43 @@ def test_download_from_the_hub_shows_progress_and_lists_the_file(
     qtbot: QtBot, make_dialog: DialogFactory, hub: FakeHub, payload: bytes
 ) -> None:
     dialog = make_dialog()
-    assert dialog.models_table.rowCount() == 0
+    assert dialog.local.models_table.rowCount() == 0
     _list_repo(qtbot, dialog, REPO)
     assert _remote_names(dialog) == [
         "sub/big-Q2_K-00001-of-00002.gguf (2.3 MiB in 2 parts)",
         "tiny-q4_0.gguf (2.3 MiB)",
     ]
-    assert dialog.progress_label.text() == f"{REPO}: 2 GGUF files"
+    assert dialog.downloads.progress_label.text() == f"{REPO}: 2 GGUF files"
 
     seen: list[tuple[int, str]] = []
-    dialog.progress_bar.valueChanged.connect(
-        lambda value: seen.append((value, dialog.progress_label.text()))
+    dialog.downloads.progress_bar.valueChanged.connect(
+        lambda value: seen.append((value, dialog.downloads.progress_label.text()))
     )
-    dialog.remote_list.setCurrentRow(1)
+    dialog.downloads.remote_list.setCurrentRow(1)
     with qtbot.waitSignal(dialog.modelsChanged, timeout=WAIT_MS):
-        dialog.download_button.click()
-        assert dialog.cancel_button.isEnabled() and not dialog.download_button.isEnabled()
-    qtbot.waitUntil(lambda: "tiny-q4_0.gguf" in _rows(dialog.models_table), timeout=WAIT_MS)
+        dialog.downloads.download_button.click()
+        assert (
+            dialog.downloads.cancel_button.isEnabled()
+            and not dialog.downloads.download_button.isEnabled()
+        )
+    qtbot.waitUntil(lambda: "tiny-q4_0.gguf" in _rows(dialog.local.models_table), timeout=WAIT_MS)
 
     landed = models_dir() / "acme" / "Tiny-GGUF" / "tiny-q4_0.gguf"
     assert landed.read_bytes() == payload
-    assert dialog.progress_bar.value() == dialog.progress_bar.maximum()
-    assert dialog.progress_label.text() == (
+    assert dialog.downloads.progress_bar.value() == dialog.downloads.progress_bar.maximum()
+    assert dialog.downloads.progress_label.text() == (
         f"Downloaded tiny-q4_0.gguf (2.3 MiB) to {landed.parent}."
     )
     # Progress went through "bytes done / total" before the end.
     assert any(" / 2.3 MiB" in text for _value, text in seen), seen
-    assert dialog.download_error_label.text() == ""
-    row = _rows(dialog.models_table)["tiny-q4_0.gguf"]
+    assert dialog.downloads.download_error_label.text() == ""
+    row = _rows(dialog.local.models_table)["tiny-q4_0.gguf"]
     assert row["Source"] == "app" and row["Status"].startswith("ok")
-    assert dialog.selected_path() == landed
-    assert not dialog.cancel_button.isEnabled() and dialog.download_button.isEnabled()
+    assert dialog.local.selected_path() == landed
+    assert (
+        not dialog.downloads.cancel_button.isEnabled()
+        and dialog.downloads.download_button.isEnabled()
+    )
 
 
 @pytest.mark.network
@@ -314,24 +341,30 @@ def test_cancelled_download_lists_nothing(
 ) -> None:
     dialog = make_dialog()
     _list_repo(qtbot, dialog, REPO)
-    dialog.remote_list.setCurrentRow(1)
+    dialog.downloads.remote_list.setCurrentRow(1)
     changed: list[bool] = []
     dialog.modelsChanged.connect(lambda: changed.append(True))
-    dialog.download_button.click()
-    dialog.cancel_button.click()
+    dialog.downloads.download_button.click()
+    dialog.downloads.cancel_button.click()
     qtbot.waitUntil(lambda: not dialog.busy, timeout=WAIT_MS)
 
-    assert dialog.progress_label.text() == "Download cancelled; starting it again resumes it."
-    assert dialog.download_error_label.text() == ""  # a cancel is not an error
+    assert (
+        dialog.downloads.progress_label.text()
+        == "Download cancelled; starting it again resumes it."
+    )
+    assert dialog.downloads.download_error_label.text() == ""  # a cancel is not an error
     assert changed == []
-    dialog.refresh()
+    dialog.local.refresh()
     qtbot.waitUntil(lambda: not dialog.busy, timeout=WAIT_MS)
-    assert dialog.models_table.rowCount() == 0
+    assert dialog.local.models_table.rowCount() == 0
     # Whatever arrived before the cancel stays hidden, for a later resume.
     folder = models_dir() / "acme" / "Tiny-GGUF"
     leftovers = [p.name for p in folder.rglob("*")] if folder.exists() else []
     assert all(name.startswith(".") and name.endswith(".incomplete") for name in leftovers)
-    assert dialog.download_button.isEnabled() and not dialog.cancel_button.isEnabled()
+    assert (
+        dialog.downloads.download_button.isEnabled()
+        and not dialog.downloads.cancel_button.isEnabled()
+    )
 
 
 @pytest.mark.network
@@ -340,14 +373,77 @@ def test_hub_errors_read_as_one_sentence(
 ) -> None:
     dialog = make_dialog()
     _list_repo(qtbot, dialog, "acme/Nothing-Here")
-    message = dialog.download_error_label.text()
+    message = dialog.downloads.download_error_label.text()
     assert message.startswith("Repository acme/Nothing-Here not found on 127.0.0.1:")
     assert message.endswith(".") and "\n" not in message
     assert _remote_names(dialog) == []
 
     # A catalog pair points at the real Hub's repositories; the fake one has none of them.
-    dialog.catalog_table.selectRow(0)
-    dialog.catalog_buttons["draft"].click()
+    dialog.downloads.catalog_table.selectRow(0)
+    dialog.downloads.catalog_buttons["draft"].click()
     qtbot.waitUntil(lambda: not dialog.busy, timeout=WAIT_MS)
-    assert dialog.download_error_label.text().startswith("Repository Qwen/Qwen2.5-0.5B-Instruct")
-    assert dialog.models_table.rowCount() == 0
+    assert dialog.downloads.download_error_label.text().startswith(
+        "Repository Qwen/Qwen2.5-0.5B-Instruct"
+    )
+    assert dialog.local.models_table.rowCount() == 0
+
+
+def test_opens_on_the_loaded_target_with_the_loaded_models_marked(
+    qtbot: QtBot, make_dialog: DialogFactory, tmp_path: Path, demo_models: Any
+) -> None:
+    folder = tmp_path / "demo-family"
+    folder.mkdir()
+    for source in (demo_models.f32, demo_models.q8_0):  # no Q4_1 here: it is the package's
+        (folder / source.name).symlink_to(source)
+    target = folder / demo_models.f32.name
+    dialog = make_dialog(extra_dirs=[folder], loaded=(target, demo_models.q4_1))
+    qtbot.waitUntil(
+        lambda: not dialog.busy and dialog.local.details.drafts_table.rowCount() > 0,
+        timeout=WAIT_MS,
+    )
+    assert dialog.local.selected_path() == target  # the details are never blank on opening
+
+    table = dialog.local.models_table
+    rows = _rows(table)
+    # The demo draft in use is the bundled file, listed beside the derived demo files.
+    assert rows[demo_models.q4_1.name]["Source"] == "bundled (read-only)"
+    marks = {name: cells["In use"] for name, cells in rows.items()}
+    assert marks == {
+        target.name: "target",
+        demo_models.q4_1.name: "draft",
+        demo_models.q8_0.name: "",
+    }
+    assert _item(table, _row_of(table, target.name), 0).font().bold()
+    assert not _item(table, _row_of(table, demo_models.q8_0.name), 0).font().bold()
+    drafts = _rows(dialog.local.details.drafts_table)
+    assert drafts[demo_models.q4_1.name]["Verdict"].startswith("in use; compatible")
+    assert not drafts[demo_models.q8_0.name]["Verdict"].startswith("in use")
+
+    # The window loads another draft: the marks follow.
+    dialog.set_loaded(target, folder / demo_models.q8_0.name)
+    marks = {name: cells["In use"] for name, cells in _rows(table).items()}
+    assert marks[demo_models.q8_0.name] == "draft" and marks[demo_models.q4_1.name] == ""
+    assert dialog.local.selected_path() == target
+
+
+def test_without_loaded_models_the_first_file_is_selected_and_columns_fit(
+    qtbot: QtBot, make_dialog: DialogFactory, library: Path
+) -> None:
+    dialog = make_dialog(extra_dirs=[library])
+    qtbot.waitUntil(
+        lambda: not dialog.busy and dialog.local.details.details_table.rowCount() > 0,
+        timeout=WAIT_MS,
+    )
+    first = dialog.local.entries[0].path
+    assert dialog.local.selected_path() == first
+    assert _details(dialog)["path"] == str(first)
+
+    table = dialog.local.models_table
+    assert table.horizontalScrollBar().maximum() == 0  # every column in view
+    header = table.horizontalHeader()
+    used = sum(header.sectionSize(c) for c in range(table.columnCount()))
+    assert used >= table.viewport().width() - 2  # the columns fill the table's width
+    metrics = table.fontMetrics()
+    for row in range(table.rowCount()):  # every name is shown whole
+        name = _item(table, row, 0).text()
+        assert header.sectionSize(0) >= metrics.horizontalAdvance(name), name

@@ -51,7 +51,7 @@ def test_models_button_lists_the_demo_models(
         dialog.add_folder(folder)
     assert str(folder) in window.settings.get_list("models/extra_folders")
     assert folder in window.models.library_folders()
-    dialog.remove_folder(folder)
+    dialog.local.remove_folder(folder)
     assert str(folder) not in window.settings.get_list("models/extra_folders")
     # The demo files' own folder is untouched by that.
     assert str(demo_models.f32) in window.settings.get_list("models/extra_files")

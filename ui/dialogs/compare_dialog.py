@@ -1,18 +1,20 @@
 """The Compare dialog: plain decoding against each draft and γ on one prompt, as a table and chart.
 
 The benchmark is a callable (app.bench.BenchCallable: prompt text, progress callback, control)
-that the dialog runs on its own QThread: a comparison takes seconds to minutes and the UI thread
-must keep painting. The worker sends back only plain data through queued signals; Stop sets the
-control's flag, which the engine reads between rounds.
+that the dialog runs as a background job (ui.workers.jobs): a comparison takes seconds to
+minutes and the UI thread must keep painting. The job sends back only plain data; Stop sets the
+control's flag, which the engine reads between rounds. "Use this draft" hands a row's draft file
+to whoever listens to `draftChosen` (the window loads it as its draft).
 """
 
 # Qt signal names are camelCase, like Qt's own (reportReady beside clicked, finished).
 
 from __future__ import annotations
 
-import logging
+from pathlib import Path
+from typing import cast
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -34,9 +36,8 @@ from app.bench.chart import draw_speedup_chart
 from app.bench.session import BenchCallable
 from app.bench.summary import BenchReport, ConfigReport
 from app.engine.control import GenerationControl
-from app.errors import Cancelled, SpecChatError
-
-log = logging.getLogger(__name__)
+from ui.messages import describe, is_cancel
+from ui.workers.jobs import Job, Jobs
 
 DASH = "—"
 COLUMNS = (
@@ -92,44 +93,32 @@ def _row(config: ConfigReport) -> list[str]:
     ]
 
 
-class _BenchWorker(QObject):
-    """Runs the benchmark callable on the dialog's thread; emits plain data only."""
-
-    progress = Signal(int, int, str)
-    finished = Signal(
-        object
-    )  # a BenchReport, never None (see ui/workers/ops.py on None and PySide)
-    failed = Signal(str)
-    cancelled = Signal()
-
-    def __init__(self, run: BenchCallable, prompt: str, control: GenerationControl) -> None:
-        super().__init__()
-        self._run = run
-        self._prompt = prompt
-        self._control = control
-
-    @Slot()
-    def work(self) -> None:
-        try:
-            report = self._run(self._prompt, self._progress, self._control)
-        except Cancelled:
-            self.cancelled.emit()
-        except SpecChatError as exc:
-            self.failed.emit(str(exc))
-        except Exception as exc:  # a bug: say so in the dialog rather than lose the thread
-            log.exception("comparison failed")
-            self.failed.emit(f"the comparison failed unexpectedly: {exc}")
-        else:
-            self.finished.emit(report)
-
-    def _progress(self, done: int, total: int, message: str) -> None:
-        self.progress.emit(done, total, message)
+def _verdict(report: BenchReport) -> str:
+    """The plain headline: which configuration was fastest, and γ auto where it ran."""
+    timed = [c for c in report.configs if c.figures.speedup is not None]
+    if not timed:
+        return "Done."
+    best = max(timed, key=lambda c: c.figures.speedup or 0.0)
+    speedup = _fmt(best.figures.speedup, ".2f", "×")
+    text = f"Done. Fastest: {best.label}, {speedup} as fast as plain decoding"
+    autos = [
+        f"{d.draft} {_fmt(d.auto_speedup, '.2f', '×')}"
+        for d in report.drafts
+        if d.auto_speedup is not None
+    ]
+    return text + (f"; with γ auto: {', '.join(autos)}." if autos else ".")
 
 
 class CompareDialog(QDialog):
-    """Write a prompt, press Compare, read the table and the speedup chart."""
+    """Write a prompt, press Compare, read the table and the speedup chart.
 
-    reportReady = Signal(object)  # the BenchReport, for whoever wants to keep it
+    Signals:
+        reportReady(BenchReport): the finished comparison, for whoever wants to keep it.
+        draftChosen(str): the draft file of the row the user chose with "Use this draft".
+    """
+
+    reportReady = Signal(object)
+    draftChosen = Signal(str)
 
     def __init__(
         self, run_bench: BenchCallable, parent: QWidget | None = None, prompt: str = ""
@@ -138,10 +127,11 @@ class CompareDialog(QDialog):
         self.setObjectName("compareDialog")
         self.setWindowTitle("Compare drafts and draft lengths")
         self._run_bench = run_bench
-        self._thread: QThread | None = None
-        self._worker: _BenchWorker | None = None
+        self._jobs = Jobs(self)
+        self._job: Job | None = None
         self._control: GenerationControl | None = None
         self.report: BenchReport | None = None
+        self._rows: list[ConfigReport] = []
 
         self.prompt = QPlainTextEdit(prompt)
         self.prompt.setObjectName("comparePrompt")
@@ -152,6 +142,10 @@ class CompareDialog(QDialog):
         self.stop_button = QPushButton("Stop")
         self.stop_button.setObjectName("compareStopButton")
         self.stop_button.setEnabled(False)
+        self.use_button = QPushButton("Use this draft")
+        self.use_button.setObjectName("compareUseDraftButton")
+        self.use_button.setToolTip("Load the selected row's draft as the chat's draft")
+        self.use_button.setEnabled(False)
         self.progress = QProgressBar()
         self.progress.setObjectName("compareProgress")
         self.progress.setRange(0, 1)
@@ -168,8 +162,18 @@ class CompareDialog(QDialog):
             if header is not None and name in COLUMN_TIPS:
                 header.setToolTip(COLUMN_TIPS[name])
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.setWordWrap(False)
+        # Figures take the width they need; the configuration name takes what is left (elided,
+        # whole in its tooltip), so every column, TTFT included, shows without scrolling.
+        columns = self.table.horizontalHeader()
+        columns.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        columns.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        columns.setMinimumSectionSize(40)
+        self.table.itemSelectionChanged.connect(self._update_use_button)
+        self.table.itemDoubleClicked.connect(lambda _item: self.use_selected_draft())
 
         # matplotlib picks the Qt binding already imported (PySide6) for its Qt canvas.
         from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg  # noqa: PLC0415
@@ -179,11 +183,15 @@ class CompareDialog(QDialog):
         self.canvas = FigureCanvasQTAgg(self.figure)  # type: ignore[no-untyped-call]
         self.canvas.setObjectName("compareChart")
         self.canvas.setMinimumHeight(220)
+        # The chart is laid out for the figure's size when drawn; the canvas then takes the
+        # dialog's size, so it is laid out again on every resize (or the axis label is clipped).
+        self.canvas.mpl_connect("resize_event", self._relayout_chart)
 
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.stop_button)
         buttons.addWidget(self.progress, 1)
+        buttons.addWidget(self.use_button)
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.table)
         splitter.addWidget(self.canvas)
@@ -192,40 +200,32 @@ class CompareDialog(QDialog):
         layout.addLayout(buttons)
         layout.addWidget(self.status)
         layout.addWidget(splitter, 1)
-        self.resize(820, 620)
+        self.resize(900, 640)
 
         self.run_button.clicked.connect(self.start)
         self.stop_button.clicked.connect(self.stop)
+        self.use_button.clicked.connect(self.use_selected_draft)
 
     @property
     def running(self) -> bool:
-        return self._thread is not None
+        return self._job is not None
 
     def start(self) -> None:
         if self.running:
             return
-        self._control = GenerationControl()
-        thread = QThread(self)
-        worker = _BenchWorker(self._run_bench, self.prompt.toPlainText(), self._control)
-        worker.moveToThread(thread)
-        thread.started.connect(worker.work)
-        # The worker lives on `thread`, the dialog on the UI thread: these connections are
-        # queued, so every slot below runs on the UI thread.
-        worker.progress.connect(self._on_progress)
-        worker.finished.connect(self._on_finished)
-        worker.failed.connect(self._on_failed)
-        worker.cancelled.connect(self._on_cancelled)
-        for done in (worker.finished, worker.failed, worker.cancelled):
-            # Direct: QThread.quit is thread-safe, and a queued quit would wait for the UI
-            # thread's event loop, which is blocked in wait() when the dialog closes mid-run.
-            done.connect(thread.quit, Qt.ConnectionType.DirectConnection)
-        thread.finished.connect(self._on_thread_finished)
-        self._thread, self._worker = thread, worker
+        control = GenerationControl()
+        run, prompt = self._run_bench, self.prompt.toPlainText()
+
+        def work(job: Job) -> object:
+            return run(prompt, lambda done, total, text: job.report((done, total, text)), control)
+
+        self._control = control
+        self._job = self._jobs.submit(work, self._on_finished, self._on_failed, self._on_progress)
         self.run_button.setEnabled(False)
         self.stop_button.setEnabled(True)
+        self._update_use_button()
         self.progress.setRange(0, 0)  # busy until the first progress report gives a total
         self.status.setText("Loading models…")
-        thread.start()
 
     def stop(self) -> None:
         if self._control is not None:
@@ -233,67 +233,74 @@ class CompareDialog(QDialog):
             self.status.setText("Stopping after the current round…")
 
     def wait(self, timeout_ms: int = 60_000) -> bool:
-        """Block until the comparison thread has ended (tests, and closing the dialog)."""
-        thread = self._thread
-        return thread is None or thread.wait(timeout_ms)
+        """Block until the comparison has ended (tests, and closing the dialog)."""
+        return self._jobs.wait(timeout_ms)
+
+    def selected_draft(self) -> str | None:
+        """The draft file of the selected row; None for plain decoding or no selection."""
+        rows = self.table.selectionModel().selectedRows()
+        if not rows or not 0 <= rows[0].row() < len(self._rows):
+            return None
+        return self._rows[rows[0].row()].draft_path
+
+    def use_selected_draft(self) -> None:
+        path = self.selected_draft()
+        if path is None or self.running:
+            return
+        self.status.setText(f"Loading {Path(path).name} as the chat's draft.")
+        self.draftChosen.emit(path)
 
     # -- results --------------------------------------------------------------------------------
 
     def show_report(self, report: BenchReport) -> None:
         self.report = report
-        rows = [report.plain, *report.configs]
-        self.table.setRowCount(len(rows))
-        for r, config in enumerate(rows):
+        self._rows = [report.plain, *report.configs]
+        self.table.setRowCount(len(self._rows))
+        for r, config in enumerate(self._rows):
             for c, text in enumerate(_row(config)):
                 item = QTableWidgetItem(text)
                 if c > 0:
                     item.setTextAlignment(
                         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
                     )
-                if config.notices:
-                    item.setToolTip("\n".join(config.notices))
+                tips = [config.draft_path or text] if c == 0 else []
+                item.setToolTip("\n".join([*tips, *config.notices]))
                 self.table.setItem(r, c, item)
         draw_speedup_chart(report, self.figure)
         self.canvas.draw_idle()  # type: ignore[no-untyped-call]
+        self._update_use_button()
 
-    @Slot(int, int, str)
-    def _on_progress(self, done: int, total: int, message: str) -> None:
+    def _relayout_chart(self, _event: object) -> None:
+        if self.figure.axes:
+            self.figure.tight_layout()
+
+    def _update_use_button(self) -> None:
+        self.use_button.setEnabled(not self.running and self.selected_draft() is not None)
+
+    def _on_progress(self, value: object) -> None:
+        done, total, message = cast(tuple[int, int, str], value)
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(done)
         self.status.setText(f"Run {min(done + 1, total)} of {total}: {message}")
 
-    @Slot(object)
     def _on_finished(self, report: BenchReport) -> None:
         self.show_report(report)
-        lines = [
-            f"{d.draft}: best fixed {d.best_fixed} ({_fmt(d.best_fixed_speedup, '.2f', '×')}), "
-            f"auto {_fmt(d.auto_speedup, '.2f', '×')}"
-            for d in report.drafts
-            if d.best_fixed is not None
-        ]
-        self.status.setText("Done. " + "; ".join(lines))
+        self._end_run()
+        self.status.setText(_verdict(report))
         self.reportReady.emit(report)
 
-    @Slot(str)
-    def _on_failed(self, message: str) -> None:
-        self.status.setText(f"Error: {message}")
+    def _on_failed(self, exc: Exception) -> None:
+        self._end_run()
+        self.status.setText("Comparison stopped." if is_cancel(exc) else describe(exc))
 
-    @Slot()
-    def _on_cancelled(self) -> None:
-        self.status.setText("Comparison stopped.")
-
-    @Slot()
-    def _on_thread_finished(self) -> None:
-        if self._worker is not None:
-            self._worker.deleteLater()
-        if self._thread is not None:
-            self._thread.deleteLater()
-        self._thread = self._worker = None
+    def _end_run(self) -> None:
+        self._job = None
         self._control = None
         self.run_button.setEnabled(True)
         self.stop_button.setEnabled(False)
         self.progress.setRange(0, 1)
         self.progress.setValue(1 if self.report is not None else 0)
+        self._update_use_button()
 
     # -- closing --------------------------------------------------------------------------------
 
@@ -306,6 +313,6 @@ class CompareDialog(QDialog):
         super().reject()
 
     def _shut_down(self) -> None:
-        # A QThread destroyed while running aborts the process: stop the run and wait for it.
+        # The benchmark holds the engine thread: stop it and wait, so nothing outlives the dialog.
         self.stop()
         self.wait()

@@ -1,15 +1,15 @@
 """The local-library side of the Models dialog, without widgets: words, verdicts, drafts.
 
-What the dialog shows about the GGUF files on disk is worked out here: a failure as one readable
-sentence, a file's status and header rows, the memory plan in words, the vocabulary verdicts of
-every possible draft (`judge`), quantizing a new draft and judging it (`make_draft_file`), and a Hub
-file's label. The functions that read files or quantize run on the dialog's pool threads, so
-they take plain values and hand back the frozen dataclasses below; nothing here touches a widget.
+What the dialog shows about the GGUF files on disk is worked out here: a file's status and
+header rows, the memory plan in words, the vocabulary verdicts of every possible draft (`judge`),
+quantizing a new draft and judging it (`make_draft_file`), and a Hub file's label. Failures are
+put in words by ui.messages.describe, as everywhere in the window. The functions that read files
+or quantize run as background jobs, so they take plain values and hand back the frozen
+dataclasses below; nothing here touches a widget.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,15 +17,14 @@ from typing import Literal
 
 from PySide6.QtGui import QColor
 
-from app.errors import InvalidSettingError, SpecChatError
+from app.errors import DraftIncompatibleError, InvalidSettingError
 from models.compat import check_compatibility, rank_drafts
-from models.describe import detail_rows
+from models.describe import detail_rows, format_params
 from models.discovery import ModelEntry
 from models.hub import RemoteFile
 from models.inspect import GGUFInfo, inspect_gguf
 from models.memory import FitPlan, format_bytes, plan_fit
-
-log = logging.getLogger(__name__)
+from ui.messages import describe
 
 DASH = "—"
 RED = QColor("#c62828")
@@ -35,20 +34,6 @@ AMBER = QColor("#b26a00")
 
 # ---------------------------------------------------------------------------------------------
 # Words
-
-
-def sentence(exc: BaseException) -> str:
-    """One readable sentence; anything not a SpecChatError is a bug and goes to the log too."""
-    if isinstance(exc, SpecChatError):
-        text = " ".join(str(exc).split())
-    else:
-        log.error("models dialog job failed", exc_info=exc)
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        text = f"something went wrong ({first}); the details are in the log"
-    if not text:
-        return text
-    text = text[0].upper() + text[1:]
-    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def opt(value: object) -> str:
@@ -66,6 +51,23 @@ def entry_status(entry: ModelEntry) -> tuple[str, QColor | None]:
     if not info.is_model:
         return f"not a language model ({info.kind} file)", AMBER
     return ("ok" if info.has_chat_template else "ok, no chat template"), None
+
+
+def entry_cells(entry: ModelEntry) -> list[str]:
+    """Source, architecture, quantization, parameters, size, context and vocabulary, in words."""
+    source = entry.source + (" (read-only)" if entry.read_only else "")
+    info = entry.info
+    if info is None:
+        return [source, DASH, DASH, DASH, DASH, DASH, DASH]
+    return [
+        source,
+        info.architecture,
+        info.quantization,
+        format_params(info.parameter_count),
+        format_bytes(info.total_size_bytes),
+        opt(info.context_length),
+        f"{info.vocab_type or DASH}/{info.vocab_size}",
+    ]
 
 
 def same_path(a: Path, b: Path) -> bool:
@@ -216,6 +218,18 @@ def make_draft_file(target: Path, out: Path, type_name: str) -> MadeDraft:
     return MadeDraft(
         out, target, type_name, draft_info.size_bytes, ratio, verdict.reason, verdict.compatible
     )
+
+
+def made_draft_status(made: MadeDraft) -> tuple[str, QColor]:
+    """What "Make draft" says when the file is made, and in which colour."""
+    size = f"{format_bytes(made.size_bytes)}, {made.ratio:.0%} of the target"
+    if not made.compatible:
+        # The file is kept, as the CLI keeps it, but the user learns why it is refused.
+        error = DraftIncompatibleError(made.path.name, made.target.name, made.reason)
+        return describe(error), RED
+    note = "" if made.ratio < 1 else " (not smaller: it will not speed anything up)"
+    text = f"Made {made.path.name} ({made.type_name}, {size}): {made.reason} with "
+    return text + f"{made.target.name}{note}.", GREEN if made.ratio < 1 else AMBER
 
 
 def remote_label(chosen: RemoteFile, files: Sequence[RemoteFile]) -> str:

@@ -9,7 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QPainter, QPainterPath, QPaintEvent, QPalette, QPen
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetricsF,
+    QPainter,
+    QPainterPath,
+    QPaintEvent,
+    QPalette,
+    QPen,
+)
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 RATE_COLOR = QColor(52, 120, 246)
@@ -22,18 +31,29 @@ def _muted(widget: QWidget) -> QColor:
     return color
 
 
+def _small_font(widget: QWidget) -> QFont:
+    """Scale labels: smaller than the panel's text, never below 7 pt, so they stay legible."""
+    font = QFont(widget.font())
+    font.setPointSizeF(max(7.0, font.pointSizeF() * 0.8))
+    return font
+
+
 class Sparkline(QWidget):
-    """Tokens/s (blue, scaled to its peak) and acceptance (green, 0..100 %) over the reply."""
+    """Tokens/s (blue, scaled to its peak) and acceptance (green, 0..100 %) over the reply.
+
+    Its scale is written on it: the top line is the tokens/s peak (left, blue) and 100 %
+    acceptance (right, green); the bottom line is zero for both.
+    """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._rates: list[float | None] = []
         self._acceptance: list[float | None] = []
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setMinimumHeight(48)
+        self.setMinimumHeight(round(QFontMetricsF(_small_font(self)).height()) + 48)
 
     def sizeHint(self) -> QSize:
-        return QSize(200, 56)
+        return QSize(200, self.minimumHeight() + 8)
 
     def set_series(self, rates: Sequence[float | None], acceptance: Sequence[float | None]) -> None:
         self._rates = list(rates)
@@ -44,14 +64,45 @@ class Sparkline(QWidget):
     def point_count(self) -> int:
         return len(self._rates)
 
+    @property
+    def peak(self) -> float:
+        return max((r for r in self._rates if r is not None), default=0.0)
+
+    def scale_labels(self) -> list[tuple[str, QRectF]]:
+        """The scale texts and where they are painted (the top band, left and right)."""
+        metrics = QFontMetricsF(_small_font(self))
+        band = QRectF(2, 0, self.width() - 4, metrics.height())
+        peak = self.peak
+        rate = f"{peak:.0f} tok/s peak" if peak > 0 else "tok/s"
+        accept = "100 % accepted"
+        return [
+            (rate, QRectF(band.left(), band.top(), metrics.horizontalAdvance(rate), band.height())),
+            (
+                accept,
+                QRectF(
+                    band.right() - metrics.horizontalAdvance(accept),
+                    band.top(),
+                    metrics.horizontalAdvance(accept),
+                    band.height(),
+                ),
+            ),
+        ]
+
     def paintEvent(self, event: QPaintEvent) -> None:
         del event
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        area = QRectF(self.rect()).adjusted(2, 4, -2, -4)
+        painter.setFont(_small_font(self))
+        labels = self.scale_labels()
+        area = QRectF(self.rect()).adjusted(2, labels[0][1].bottom() + 2, -2, -3)
         painter.setPen(QPen(_muted(self), 1))
         painter.drawLine(area.bottomLeft(), area.bottomRight())
-        peak = max((r for r in self._rates if r is not None), default=0.0)
+        painter.setPen(QPen(_muted(self), 1, Qt.PenStyle.DotLine))
+        painter.drawLine(area.topLeft(), area.topRight())
+        for (text, rect), color in zip(labels, (RATE_COLOR, ACCEPT_COLOR), strict=True):
+            painter.setPen(color)
+            painter.drawText(rect, Qt.AlignmentFlag.AlignVCenter, text)
+        peak = self.peak
         if peak > 0:
             self._draw(
                 painter, area, [None if r is None else r / peak for r in self._rates], RATE_COLOR
@@ -83,16 +134,20 @@ class Sparkline(QWidget):
 
 
 class PositionBars(QWidget):
-    """Acceptance rate per draft position 1..γ; an empty slot means "never drafted"."""
+    """Acceptance rate per draft position 1..γ; an empty slot means "never drafted".
+
+    A scale on the left (0 % at the base line, 100 % at the dotted top line) and the position
+    under each bar.
+    """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._values: list[float | None] = []
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setMinimumHeight(56)
+        self.setMinimumHeight(round(QFontMetricsF(_small_font(self)).height() * 2 + 44))
 
     def sizeHint(self) -> QSize:
-        return QSize(200, 64)
+        return QSize(200, self.minimumHeight() + 8)
 
     def set_values(self, values: Sequence[float | None]) -> None:
         self._values = list(values)
@@ -111,28 +166,52 @@ class PositionBars(QWidget):
     def values(self) -> list[float | None]:
         return list(self._values)
 
+    def plot_area(self) -> QRectF:
+        """Where the bars go: right of the scale, above the position labels."""
+        metrics = QFontMetricsF(_small_font(self))
+        gutter = metrics.horizontalAdvance("100 %") + 6
+        half = metrics.height() / 2
+        return QRectF(self.rect()).adjusted(gutter, half + 1, -2, -metrics.height() - 3)
+
+    def scale_labels(self) -> list[tuple[str, QRectF]]:
+        """The scale texts and where they are painted: 100 % at the top line, 0 % at the base."""
+        metrics = QFontMetricsF(_small_font(self))
+        area = self.plot_area()
+        h = metrics.height()
+        width = area.left() - 4
+        return [
+            ("100 %", QRectF(0, area.top() - h / 2, width, h)),
+            ("0 %", QRectF(0, area.bottom() - h / 2, width, h)),
+        ]
+
     def paintEvent(self, event: QPaintEvent) -> None:
         del event
         painter = QPainter(self)
-        label_h = 12
-        area = QRectF(self.rect()).adjusted(2, 2, -2, -label_h - 2)
+        painter.setFont(_small_font(self))
+        text_color = self.palette().color(QPalette.ColorRole.WindowText)
+        area = self.plot_area()
+        label_h = QFontMetricsF(painter.font()).height()
         painter.setPen(QPen(_muted(self), 1))
         painter.drawLine(area.bottomLeft(), area.bottomRight())
+        painter.setPen(QPen(_muted(self), 1, Qt.PenStyle.DotLine))
+        painter.drawLine(area.topLeft(), area.topRight())
+        painter.setPen(text_color)
+        for text, rect in self.scale_labels():
+            painter.drawText(
+                rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text
+            )
         n = len(self._values)
         if n:
             slot = area.width() / n
-            font = painter.font()
-            font.setPointSizeF(max(6.0, font.pointSizeF() * 0.75))
-            painter.setFont(font)
             for i, value in enumerate(self._values):
                 x = area.left() + i * slot
                 if value is not None:
                     h = max(1.0, value * area.height())
                     bar = QRectF(x + slot * 0.15, area.bottom() - h, slot * 0.7, h)
                     painter.fillRect(bar, ACCEPT_COLOR)
-                painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
+                painter.setPen(text_color)
                 painter.drawText(
-                    QRectF(x, area.bottom() + 1, slot, label_h),
+                    QRectF(x, area.bottom() + 2, slot, label_h),
                     Qt.AlignmentFlag.AlignCenter,
                     str(i + 1),
                 )

@@ -162,7 +162,8 @@ class SpeedupChart(QWidget):
         if self.current_gamma is not None:
             painter.setPen(QPen(muted, 1, Qt.PenStyle.DotLine))
             painter.drawLine(point(self.current_gamma, 0), point(self.current_gamma, top))
-            painter.drawText(point(self.current_gamma, top) + QPointF(3, 12), "current γ")
+            # At the foot of its line: the best γ's label sits near the top of the curve.
+            painter.drawText(point(self.current_gamma, 0) + QPointF(3, -4), "current γ")
 
         if self.curve:
             path = QPainterPath(point(0, self.curve[0]))
@@ -244,10 +245,14 @@ class WhatIf(QGroupBox):
         self.best = QLabel()
         self.best.setObjectName("whatIfBestGamma")
         self.best.setWordWrap(True)
-        self.from_measurement = QPushButton("Use measured values")
+        self.from_measurement = QPushButton("Use measured")
         self.from_measurement.setObjectName("whatIfFromMeasurement")
         self.from_measurement.setEnabled(False)
-        self.reset = QPushButton("Seed defaults")
+        self.from_measurement.setToolTip("Set the sliders to the last reply's measured values")
+        self.reset = QPushButton("Reference point")
+        self.reset.setToolTip(
+            "Back to the cost model's reference point: α 0.80, γ 4, c_draft 0.10, c_verify 1.00"
+        )
         self.reset.setObjectName("whatIfReset")
 
         grid = QGridLayout()
@@ -264,7 +269,11 @@ class WhatIf(QGroupBox):
             self.values[key].setMinimumWidth(40)
             grid.addWidget(self.values[key], row, 2)
             slider.valueChanged.connect(self.recompute)
+        for figure in (self.expected, self.cost, self.speedup):
+            figure.setWordWrap(True)  # long formulas wrap in a narrow panel instead of clipping
         form = QFormLayout()
+        # Narrow: a name above its value rather than a value squeezed off the right edge.
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         form.addRow("E (tokens per round)", self.expected)
         form.addRow("cost per round", self.cost)
         form.addRow("speedup", self.speedup)
@@ -319,7 +328,8 @@ class WhatIf(QGroupBox):
             series += " + …"
         # Both forms of E side by side: the series and the closed form agree.
         closed = DASH if alpha == 1.0 else f"{(1 - alpha ** (gamma + 1)) / (1 - alpha):.3f}"
-        self.expected.setText(f"{e:.3f}   ({series}; closed form {closed})")
+        self.expected.setText(f"{e:.3f}   (closed form {closed})")
+        self.expected.setToolTip(f"E as a series: {series} = {e:.3f}; closed form {closed}")
         cost = cost_model.round_cost(gamma, c_draft, c_verify)
         self.cost.setText(f"{cost:.2f}   ({gamma} × {c_draft:.2f} + {c_verify:.2f})")
         speedup = cost_model.speedup(alpha, gamma, c_draft, c_verify)
@@ -363,13 +373,17 @@ class InsightPanel(QWidget):
         self.what_if = WhatIf()
         self.what_if.from_measurement.clicked.connect(self._what_if_from_measurement)
 
-        chart_box = QGroupBox("Speedup vs γ: predicted (line) and measured (dots)")
+        # A short title: a group box is never narrower than its title.
+        chart_box = QGroupBox("Speedup vs γ")
+        chart_box.setToolTip("Predicted by the cost model (line) and measured (dots)")
         chart_layout = QVBoxLayout(chart_box)
         chart_layout.addWidget(self.chart, 1)
         chart_layout.addWidget(self.summary)
         table_box = QGroupBox("Rounds of the last reply")
         table_layout = QVBoxLayout(table_box)
         table_layout.addWidget(self.table)
+        # The round table scrolls inside its box; the chart and the what-if keep their width.
+        self.table.setMinimumWidth(0)
         layout = QVBoxLayout(self)
         layout.addWidget(chart_box, 3)
         layout.addWidget(table_box, 2)

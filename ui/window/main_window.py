@@ -30,7 +30,7 @@ from app.store import ConversationStore, StoreError
 from ui.dialogs.compare_dialog import CompareDialog
 from ui.dialogs.models_dialog import ModelsDialog
 from ui.messages import describe
-from ui.settings import Settings
+from ui.settings import DRAFT_NGRAM, DRAFT_NONE, Settings
 from ui.widgets.conversation_view import ViewMessage
 from ui.widgets.live_metrics import LiveReply
 from ui.window.chat_controller import ChatController
@@ -43,7 +43,7 @@ from ui.window.reply_flow import ReplyFlow
 from ui.window.server_switch import ServerSwitch
 from ui.workers.catalog import Catalog
 from ui.workers.engine import EngineHost
-from ui.workers.ops import OpRunner
+from ui.workers.jobs import Jobs
 from ui.workers.requests import LoadedState
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class MainWindow(WindowLayout):
         store: ConversationStore,
         host: EngineHost,
         *,
-        ops: OpRunner | None = None,
+        ops: Jobs | None = None,
         gpu: GpuProbe | None = None,
         models_folder: Path | None = None,
         clock: Callable[[], float] = time.perf_counter,
@@ -90,7 +90,7 @@ class MainWindow(WindowLayout):
         super().__init__(settings)
         self.chat = ChatController(store, settings)
         self.host = host
-        self.ops = ops or OpRunner(self)
+        self.ops = ops or Jobs(self)
         self.gpu = gpu or GpuProbe()
         # Fixed at construction: where the app's own models (demo files, downloads) live.
         self.models_folder = models_folder or models_dir()
@@ -297,6 +297,8 @@ class MainWindow(WindowLayout):
         if state.target is None and self._state == UiState.Idle:
             self._set_state(UiState.NoModel)  # lost with a worker: nothing left to reply with
         self._refresh_memory()
+        if self._models_dialog is not None:  # its "In use" marks follow the loaded pair
+            self._models_dialog.set_loaded(*self._loaded_files())
         self.modelsLoaded.emit(state)
 
     def _on_catalog(self, catalog: Catalog) -> None:
@@ -330,6 +332,7 @@ class MainWindow(WindowLayout):
                 n_ctx=self.settings.get_int("models/n_ctx"),
                 n_gpu_layers=self.settings.get_int("models/target_gpu_layers"),
                 drafts_dir=self.models_folder,  # made drafts land where the dropdowns look
+                loaded=self._loaded_files(),
             )
             dialog.foldersChanged.connect(self.models.keep_library_folders)
             dialog.modelsChanged.connect(self.refresh_catalog)
@@ -339,6 +342,7 @@ class MainWindow(WindowLayout):
                 self.settings.get_int("models/n_ctx"),
                 self.settings.get_int("models/target_gpu_layers"),
             )
+            dialog.set_loaded(*self._loaded_files())
             # Files dropped on the window since the dialog was made: their folders too.
             known = dialog.extra_dirs
             for folder in self.models.library_folders():
@@ -351,6 +355,12 @@ class MainWindow(WindowLayout):
         else:
             dialog.show()
         return dialog
+
+    def _loaded_files(self) -> tuple[Path | None, Path | None]:
+        """The loaded target and draft files, for the Models dialog to mark."""
+        target, draft = self.models.target_path, self.models.draft_value
+        is_file = draft not in (DRAFT_NONE, DRAFT_NGRAM)
+        return (Path(target) if target else None, Path(draft) if is_file else None)
 
     # -- the Compare dialog -------------------------------------------------------------------
 
@@ -366,6 +376,7 @@ class MainWindow(WindowLayout):
             self.show_error("No compatible draft is installed to compare with the target.")
             return None
         dialog = CompareDialog(run, self, prompt)
+        dialog.draftChosen.connect(self.models.choose_draft)
         # Window-modal: no reply can start while the comparison measures.
         dialog.setWindowModality(Qt.WindowModality.WindowModal)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)

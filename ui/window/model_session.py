@@ -24,7 +24,7 @@ from ui.messages import describe
 from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings
 from ui.workers.catalog import Catalog, Vetted, build_catalog, known_paths, vet_new_file
 from ui.workers.engine import EngineHost
-from ui.workers.ops import OpRunner
+from ui.workers.jobs import Jobs
 from ui.workers.requests import DraftChoice, LoadedState, LoadFailure, LoadRequest, LoadTicket
 
 
@@ -49,7 +49,7 @@ class ModelSession(QObject):
         self,
         settings: Settings,
         host: EngineHost,
-        ops: OpRunner,
+        ops: Jobs,
         models_folder: Path,
         *,
         busy: Callable[[], bool],

@@ -1,6 +1,6 @@
 """What the model dropdowns offer: every known GGUF file, read and judged against the target.
 
-Runs in a helper process (OpRunner.run_in_process), never in the window's process: parsing a
+Runs in a helper process (Jobs.run_in_process), never in the window's process: parsing a
 header is a pure-Python loop over the whole vocabulary (half a second for Gemma's 262k tokens)
 that would hold the GIL and stall the UI thread by 100 ms and more. So this module must not
 import Qt, and everything it returns is small picklable data without the token lists.

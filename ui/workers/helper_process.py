@@ -1,4 +1,4 @@
-"""Start-up of the helper process that reads GGUF headers for the window (see ui.workers.ops).
+"""Start-up of the helper process that reads GGUF headers for the window (see ui.workers.jobs).
 
 Runs in the helper, so it must not import Qt. The helper lowers its own priority (the window
 should win the CPU) and exits when the window's process is gone: a killed app must not leave
