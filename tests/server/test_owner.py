@@ -40,7 +40,7 @@ class ScriptedRuntime:
     def text_prompt(self, text: str) -> list[int]:
         return [ord(c) for c in text]
 
-    def chat_prompt(self, _messages: Sequence[Any]) -> list[int]:
+    def chat_prompt(self, _messages: Sequence[Any], _control: object = None) -> list[int]:
         raise InvalidSettingError("the model's chat template failed: no")
 
     def generate(
@@ -60,7 +60,7 @@ class ScriptedRuntime:
                 yield RoundEvent(rounds[-1])
             reason = "cancelled" if control.stop_requested else "length"
             stats = summarize(
-                rounds, prompt_tokens=len(ids), generated_tokens=len(rounds), gamma=0,
+                rounds, prompt_tokens=len(ids), generated_tokens=len(rounds),
                 prompt_s=0.0, generation_s=0.01, ttft_s=None, plain_step_s=None,
             )  # fmt: skip
             text = "".join(chr(65 + r.index) for r in rounds)
