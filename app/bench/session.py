@@ -72,6 +72,17 @@ def _add_draft(
     return label
 
 
+def _park(runtime: Runtime, labels: Sequence[str]) -> dict[str, ModelConfig]:
+    """Free the draft models held under `labels`; returns how to load each again."""
+    parked = {}
+    for label in labels:
+        config = runtime.draft_config(label)
+        if config is not None:
+            parked[label] = config
+            runtime.free_draft(label)
+    return parked
+
+
 def _model_bytes(runtime: Runtime, label: str | None) -> int:
     facts = runtime.target_facts if label is None else runtime.draft_facts(label)
     return facts.weights_bytes + facts.kv_cache_bytes if facts is not None else 0
@@ -186,10 +197,11 @@ def bench_on_runtime(
 ) -> BenchReport:
     """Benchmark on a Runtime that already holds the target, loading no second copy of anything.
 
-    Drafts the runtime holds (same file, or prompt lookup) run in phase 0 with plain decoding;
-    each other draft gets a phase of its own: loaded, measured with plain, freed. Each
-    configuration's speedup is over the plain runs of its own phase. Afterwards the draft that
-    was selected is selected again, with cold caches.
+    Drafts the runtime holds (same file, or prompt lookup) run in phase 0 with plain decoding,
+    and are then freed while each other draft gets a phase of its own (loaded, measured with
+    plain, freed), so at most one draft model sits beside the target at any time. Each
+    configuration's speedup is over the plain runs of its own phase. Afterwards the runtime's
+    drafts are loaded again and the one that was selected is selected, with cold caches.
     """
     if runtime.target is None:
         raise InvalidSettingError("no target model is loaded")
@@ -210,8 +222,13 @@ def bench_on_runtime(
     memory.update({name: _model_bytes(runtime, label) for name, label in labels.items()})
     selected = runtime.selected_draft
     runs: list[RunRecord] = []
+    parked: dict[str, ModelConfig] = {}
     try:
         for index, group in enumerate(phases):
+            if index == 1 and resident:
+                # The chat's own drafts were measured in phase 0: free them while the others
+                # take their turns, so at most one draft model is held beside the target.
+                parked = _park(runtime, [labels[d.label] for d in resident])
             added: list[str] = []
             try:
                 for d in group:
@@ -236,6 +253,8 @@ def bench_on_runtime(
                 for label in added:
                     runtime.free_draft(label)
     finally:
+        for label, config in parked.items():
+            runtime.add_draft(label, config, vetted=True)
         runtime.select_draft(selected if selected in runtime.draft_labels else None)
         runtime.reset_caches()
     return _report(

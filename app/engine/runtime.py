@@ -48,6 +48,7 @@ class MemoryUsage:
 class _Loaded:
     drafter: Drafter
     facts: ModelFacts | None  # None for prompt lookup: no model
+    config: ModelConfig | None = None  # how the draft model was loaded, to load it again
 
 
 DraftVetter = Callable[[Path, Path], None]
@@ -144,7 +145,7 @@ class Runtime:
         model = self._open_model(draft_config, progress=progress)
         facts = model.facts()
         drafter = ModelDrafter(model, target.n_vocab, label=label, clock=self._clock)
-        self._drafts[label] = _Loaded(drafter, facts)
+        self._drafts[label] = _Loaded(drafter, facts, draft_config)
         return facts
 
     def add_prompt_lookup(self, label: str) -> None:
@@ -203,6 +204,11 @@ class Runtime:
             ):
                 return label
         return None
+
+    def draft_config(self, label: str) -> ModelConfig | None:
+        """How a registered draft model was loaded (None for prompt lookup or no such label)."""
+        loaded = self._drafts.get(label)
+        return loaded.config if loaded is not None else None
 
     def draft_facts(self, label: str) -> ModelFacts | None:
         """What a registered draft model says about itself (None for prompt lookup)."""

@@ -123,13 +123,16 @@ def test_bench_on_a_loaded_runtime_reuses_its_draft_and_loads_others_one_at_a_ti
     report = bench_on_runtime(
         chat, drafts=drafts, gammas=[2], prompts=PROMPT, base=BASE, warmup=False
     )
-    # The chat's own Q4_1 is used as it is; Q4_0 and lookup are added, each alone, then freed.
+    # The chat's own Q4_1 is measured as it is, then freed while Q4_0 and lookup are added,
+    # each alone, and freed; the chat's draft is loaded again at the end.
     assert [(kind, label) for kind, label, _ in events] == [
+        ("free", DRAFT),
         ("add", "bench: q4_0"),
         ("free", "bench: q4_0"),
         ("free", "bench: lookup"),
+        ("add", DRAFT),
     ]
-    assert events[0][2] == (DRAFT,)
+    assert events[1][2] == ()  # no other draft model beside the target while Q4_0 loads
     assert chat.draft_labels == (DRAFT,) and chat.selected_draft == DRAFT
     phases = {(run["config"], run["phase"]) for run in report.runs}
     assert phases == {

@@ -35,7 +35,7 @@ def test_models_button_lists_the_demo_models(
     window: MainWindow, qtbot: QtBot, demo_models: Any, tmp_path: Path
 ) -> None:
     qtbot.mouseClick(button(window, "modelsButton"), Qt.MouseButton.LeftButton)
-    dialog = window._models_dialog
+    dialog = window.dialogs.models_dialog
     assert dialog is not None and dialog.isVisible()
     # The demo files were added one by one (conftest): the dialog gets their folder.
     assert demo_models.f32.parent in dialog.extra_dirs
@@ -138,7 +138,7 @@ def test_compare_dialog_runs_on_the_last_prompt(window: MainWindow, qtbot: QtBot
     target_weights = loaded_before.memory.target_weights
     window.settings.set("generation/max_tokens", 8)  # the comparison's length: keep it short
     qtbot.mouseClick(button(window, "compareButton"), Qt.MouseButton.LeftButton)
-    dialog = window._compare_dialog
+    dialog = window.dialogs.compare_dialog
     assert isinstance(dialog, CompareDialog) and dialog.isVisible()
     assert dialog.prompt.toPlainText() == prompt
     gc.collect()
@@ -162,4 +162,4 @@ def test_compare_dialog_runs_on_the_last_prompt(window: MainWindow, qtbot: QtBot
     assert window.loaded is loaded_before and window.state == UiState.Idle
 
     dialog.reject()
-    qtbot.waitUntil(lambda: window._compare_dialog is None, timeout=5000)
+    qtbot.waitUntil(lambda: window.dialogs.compare_dialog is None, timeout=5000)

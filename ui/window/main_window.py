@@ -14,11 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from PySide6.QtCore import QCoreApplication, QEvent, Qt, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QFileDialog,
-    QMessageBox,
 )
 
 from app.engine.config import GenerationConfig
@@ -26,18 +25,19 @@ from app.engine.result import GenerationResult
 from app.engine.runtime import MemoryUsage
 from app.llama.resources import GpuProbe, process_ram_bytes
 from app.paths import models_dir
-from app.store import ConversationStore, StoreError
+from app.store import ConversationStore
 from ui.dialogs.compare_dialog import CompareDialog
 from ui.dialogs.models_dialog import ModelsDialog
 from ui.messages import describe
-from ui.settings import DRAFT_NGRAM, DRAFT_NONE, Settings
+from ui.settings import Settings
 from ui.widgets.conversation_view import ViewMessage
 from ui.widgets.live_metrics import LiveReply
 from ui.window.chat_controller import ChatController
-from ui.window.compare import NOT_ON_WORKERS, compare_bench
+from ui.window.conversation_actions import ConversationActions
+from ui.window.dialog_launcher import DialogLauncher
 from ui.window.generation_settings import generation_config
 from ui.window.layout import WindowLayout
-from ui.window.menu_actions import choose_theme, show_about, show_shortcuts
+from ui.window.menu_actions import connect_menus
 from ui.window.model_session import ModelSession
 from ui.window.reply_flow import ReplyFlow
 from ui.window.server_switch import ServerSwitch
@@ -125,14 +125,27 @@ class MainWindow(WindowLayout):
             clock=clock,
             parent=self,
         )
-        # Made on first use: the Models dialog scans the disk as soon as it exists.
-        self._models_dialog: ModelsDialog | None = None
-        self._compare_dialog: CompareDialog | None = None
+        self.chats = ConversationActions(
+            self,
+            chat=self.chat,
+            view=self.view,
+            conversations=self.conversations,
+            show_error=self.show_error,
+        )
+        self.dialogs = DialogLauncher(
+            self,
+            settings=settings,
+            models=self.models,
+            chat=self.chat,
+            host=host,
+            models_folder=self.models_folder,
+            show_error=self.show_error,
+        )
         self._closed = False
 
         self._connect()
         self._render_state()
-        self._refresh_conversations()
+        self.chats.refresh_list()
         self._refresh_memory()
 
     def _connect(self) -> None:
@@ -155,7 +168,7 @@ class MainWindow(WindowLayout):
         self.conversations.conversationChosen.connect(self.open_conversation)
         self.conversations.renameRequested.connect(self.rename_conversation)
         self.conversations.deleteRequested.connect(self._confirm_delete)
-        self.conversations.exportRequested.connect(self._export_dialog)
+        self.conversations.exportRequested.connect(self.chats.export_dialog)
         self.models.loadingChanged.connect(self._on_loading_changed)
         self.models.loadProgress.connect(self._on_load_progress)
         self.models.modelsLoaded.connect(self._on_models_loaded)
@@ -166,7 +179,7 @@ class MainWindow(WindowLayout):
         self.controls.draftChosen.connect(self.choose_draft)
         self.controls.speculationToggled.connect(self.set_speculation)
         self.controls.gammaChanged.connect(self._on_gamma_changed)
-        self.controls.addModelsRequested.connect(self._add_models_dialog)
+        self.controls.addModelsRequested.connect(self.add_models_dialog)
         self.models_button.clicked.connect(self.open_models_dialog)
         self.compare_button.clicked.connect(self.open_compare_dialog)
         self.settings.changed.connect(self._on_setting_changed)
@@ -178,32 +191,7 @@ class MainWindow(WindowLayout):
         self.view.examplePicked.connect(self._use_example)
         self.view.editRequested.connect(self.edit_last_message)
         self.view.copied.connect(lambda _text: self.statusBar().showMessage("Copied.", 3000))
-        self._connect_menus()
-
-    def _connect_menus(self) -> None:
-        for action, slot in (
-            (self.new_chat_action, self.new_chat),
-            (self.add_models_action, self._add_models_dialog),
-            (self.export_action, self._export_current),
-            (self.quit_action, self.close),
-            (self.stop_action, self.stop),
-            (self.regenerate_action, self.regenerate),
-            (self.copy_reply_action, self.copy_last_reply),
-            (self.edit_last_action, self.edit_last_message),
-            (self.focus_prompt_action, self.prompt.setFocus),
-            (self.metrics_tab_action, lambda: self.side_tabs.setCurrentIndex(0)),
-            (self.insight_tab_action, lambda: self.side_tabs.setCurrentIndex(1)),
-            (self.models_action, self.open_models_dialog),
-            (self.compare_action, self.open_compare_dialog),
-            (self.speculation_action, self.controls.speculation.toggle),
-            (self.shortcuts_action, lambda: show_shortcuts(self)),
-            (self.about_action, lambda: show_about(self)),
-        ):
-            action.triggered.connect(slot)
-        self.highlight_action.toggled.connect(
-            lambda on: self.settings.set("view/highlight_draft", on)
-        )
-        self.theme_actions.triggered.connect(lambda action: choose_theme(self, action))
+        connect_menus(self)
 
     # -- state --------------------------------------------------------------------------------
 
@@ -297,8 +285,7 @@ class MainWindow(WindowLayout):
         if state.target is None and self._state == UiState.Idle:
             self._set_state(UiState.NoModel)  # lost with a worker: nothing left to reply with
         self._refresh_memory()
-        if self._models_dialog is not None:  # its "In use" marks follow the loaded pair
-            self._models_dialog.set_loaded(*self._loaded_files())
+        self.dialogs.models_changed()
         self.modelsLoaded.emit(state)
 
     def _on_catalog(self, catalog: Catalog) -> None:
@@ -315,78 +302,21 @@ class MainWindow(WindowLayout):
         """The engine's full result for the last finished reply (rounds included)."""
         return self.flow.last_result
 
-    def _add_models_dialog(self) -> None:
+    def add_models_dialog(self) -> None:
         paths, _filter = QFileDialog.getOpenFileNames(
             self, "Add GGUF model files", str(Path.home()), "GGUF models (*.gguf);;All files (*)"
         )
         self.add_model_files(paths)
 
-    # -- the Models dialog --------------------------------------------------------------------
+    # -- dialogs ------------------------------------------------------------------------------
 
     def open_models_dialog(self) -> ModelsDialog:
-        dialog = self._models_dialog
-        if dialog is None:
-            dialog = ModelsDialog(
-                self,
-                extra_dirs=self.models.library_folders(),
-                n_ctx=self.settings.get_int("models/n_ctx"),
-                n_gpu_layers=self.settings.get_int("models/target_gpu_layers"),
-                drafts_dir=self.models_folder,  # made drafts land where the dropdowns look
-                loaded=self._loaded_files(),
-            )
-            dialog.foldersChanged.connect(self.models.keep_library_folders)
-            dialog.modelsChanged.connect(self.refresh_catalog)
-            self._models_dialog = dialog
-        else:
-            dialog.set_memory_settings(
-                self.settings.get_int("models/n_ctx"),
-                self.settings.get_int("models/target_gpu_layers"),
-            )
-            dialog.set_loaded(*self._loaded_files())
-            # Files dropped on the window since the dialog was made: their folders too.
-            known = dialog.extra_dirs
-            for folder in self.models.library_folders():
-                if folder not in known:
-                    dialog.add_folder(folder)
-        if dialog.isVisible():
-            # Open already, maybe behind the window: bring it to the front.
-            dialog.raise_()
-            dialog.activateWindow()
-        else:
-            dialog.show()
-        return dialog
-
-    def _loaded_files(self) -> tuple[Path | None, Path | None]:
-        """The loaded target and draft files, for the Models dialog to mark."""
-        target, draft = self.models.target_path, self.models.draft_value
-        is_file = draft not in (DRAFT_NONE, DRAFT_NGRAM)
-        return (Path(target) if target else None, Path(draft) if is_file else None)
-
-    # -- the Compare dialog -------------------------------------------------------------------
+        return self.dialogs.open_models()
 
     def open_compare_dialog(self) -> CompareDialog | None:
-        prompt = self.chat.last_prompt()
-        if self._state != UiState.Idle or prompt is None:
+        if self._state != UiState.Idle:
             return None
-        if self.models.loaded is not None and self.models.loaded.remote:
-            self.show_error(NOT_ON_WORKERS)
-            return None
-        run = compare_bench(self.models.loaded, self.models.catalog, self.settings, self.host)
-        if run is None:
-            self.show_error("No compatible draft is installed to compare with the target.")
-            return None
-        dialog = CompareDialog(run, self, prompt)
-        dialog.draftChosen.connect(self.models.choose_draft)
-        # Window-modal: no reply can start while the comparison measures.
-        dialog.setWindowModality(Qt.WindowModality.WindowModal)
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.destroyed.connect(self._forget_compare_dialog)
-        self._compare_dialog = dialog
-        dialog.show()
-        return dialog
-
-    def _forget_compare_dialog(self) -> None:
-        self._compare_dialog = None
+        return self.dialogs.open_compare()
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if _dropped_ggufs(event.mimeData().urls()):
@@ -401,20 +331,7 @@ class MainWindow(WindowLayout):
     # -- conversations ------------------------------------------------------------------------
 
     def _store_action(self, action: Callable[[], T]) -> T | None:
-        """Run a store operation; a storage failure is shown in words, never raised into Qt."""
-        try:
-            return action()
-        except (StoreError, OSError) as exc:
-            self.show_error(describe(exc))
-            return None
-
-    def _refresh_conversations(self) -> None:
-        conversations = self._store_action(self.chat.conversations) or []
-        self.conversations.set_conversations(conversations, self.chat.conversation_id)
-
-    def _show_title(self) -> None:
-        title = self.chat.title() if self.chat.conversation_id is not None else None
-        self.setWindowTitle(f"SpecChat — {title}" if title else "SpecChat")
+        return self.chats.store_action(action)
 
     @property
     def store(self) -> ConversationStore:
@@ -427,63 +344,30 @@ class MainWindow(WindowLayout):
     def new_chat(self) -> None:
         if self._state in (UiState.Generating, UiState.Stopping):
             return
-        self.chat.new_chat()
-        self.view.set_messages([])
-        self._refresh_conversations()  # also clears the selection: no conversation is current
+        self.chats.new_chat()
         self.metrics.clear()
         self.insight.clear()
-        self._show_title()
         self.prompt.setFocus()
         self._render_state()
 
     def open_conversation(self, conversation_id: int) -> None:
-        if self._state in (UiState.Generating, UiState.Stopping):
-            return
-        messages = self._store_action(lambda: self.chat.open(conversation_id))
-        if messages is None:
-            return
-        self.view.set_messages(messages)
-        self._show_title()
-        self._render_state()
+        if self._state not in (UiState.Generating, UiState.Stopping):
+            self.chats.open(conversation_id)
+            self._render_state()
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
-        self._store_action(lambda: self.chat.rename(conversation_id, title))
-        self._refresh_conversations()
-        self._show_title()
+        self.chats.rename(conversation_id, title)
 
     def delete_conversation(self, conversation_id: int) -> None:
-        if self._store_action(lambda: self.chat.delete(conversation_id)):
+        if self.chats.delete(conversation_id):
             self.new_chat()
-        self._refresh_conversations()
 
     def _confirm_delete(self, conversation_id: int) -> None:
-        title = self._store_action(lambda: self.chat.title(conversation_id))
-        if title is None:
-            return
-        answer = QMessageBox.question(
-            self, "Delete conversation", f"Delete “{title}”? This cannot be undone."
-        )
-        if answer == QMessageBox.StandardButton.Yes:
+        if self.chats.confirm_delete(conversation_id):
             self.delete_conversation(conversation_id)
 
     def export_conversation(self, conversation_id: int, path: Path) -> None:
-        try:
-            self.chat.export(conversation_id, path)
-        except (OSError, StoreError) as exc:
-            self.show_error(f"Could not export the conversation to {path}: {exc}.")
-            return
-        self.statusBar().showMessage(f"Exported to {path}", 5000)
-
-    def _export_dialog(self, conversation_id: int) -> None:
-        name = self._store_action(lambda: self.chat.export_name(conversation_id))
-        path, _filter = QFileDialog.getSaveFileName(
-            self,
-            "Export conversation",
-            str(Path.home() / (name or "conversation.md")),
-            "Markdown (*.md)",
-        )
-        if path:
-            self.export_conversation(conversation_id, Path(path))
+        self.chats.export(conversation_id, path)
 
     # -- sending and generating ---------------------------------------------------------------
 
@@ -494,10 +378,10 @@ class MainWindow(WindowLayout):
         # On a storage failure the text stays in the box, so nothing typed is lost.
         if self._store_action(lambda: self.chat.add_user_message(text)) is None:
             return
-        self._show_title()
+        self.chats.show_title()
         self.prompt.clear()
         self.view.set_messages([*self.view.messages, ViewMessage("user", text)])
-        self._refresh_conversations()
+        self.chats.refresh_list()
         self._start_generation()
 
     def regenerate(self) -> None:
@@ -511,25 +395,16 @@ class MainWindow(WindowLayout):
         self.prompt.setFocus()
 
     def copy_last_reply(self) -> None:
-        replies = [m for m in self.view.messages if m.role == "assistant" and m.text]
-        if replies:
-            self.view.copy_text(replies[-1].text)
+        self.chats.copy_last_reply()
 
     def edit_last_message(self) -> None:
         """Take the last message back into the box (with its reply gone) to change and resend."""
-        if self._state != UiState.Idle:
-            return
-        text = self._store_action(self.chat.take_back_last_message)
-        if text is None:
-            return
-        self.view.set_messages(self.chat.open(self.chat.conversation_id or 0))
-        self.prompt.setPlainText(text)
-        self.prompt.setFocus()
-        self._render_state()
+        if self._state == UiState.Idle and self.chats.take_back_last_message(self.prompt):
+            self._render_state()
 
-    def _export_current(self) -> None:
+    def export_current(self) -> None:
         if self.chat.conversation_id is not None:
-            self._export_dialog(self.chat.conversation_id)
+            self.chats.export_dialog(self.chat.conversation_id)
 
     def _reply_settings(self) -> tuple[GenerationConfig, bool]:
         return self.generation_config(), self.controls.speculation.isChecked()
@@ -571,7 +446,7 @@ class MainWindow(WindowLayout):
         self.models.run_pending()
 
     def _on_reply_finished(self, stats: dict[str, Any]) -> None:
-        self._refresh_conversations()
+        self.chats.refresh_list()
         self._render_state()
         self.replyFinished.emit(stats)
 
@@ -631,10 +506,7 @@ class MainWindow(WindowLayout):
         self.server_switch.set_on(False)
         self.metrics_timer.stop()
         self.memory_timer.stop()
-        if self._compare_dialog is not None:
-            self._compare_dialog.close()  # stops its run and waits for its thread
-        if self._models_dialog is not None:
-            self._models_dialog.shutdown(SHUTDOWN_TIMEOUT_MS)
+        self.dialogs.shutdown(SHUTDOWN_TIMEOUT_MS)
         self.settings.set("window/geometry", self.saveGeometry())
         self.settings.set("window/splitter", self.splitter.saveState())
         self.settings.sync()

@@ -1,15 +1,19 @@
-"""What the menus do that the window's other parts do not: copying, editing the last message,
-the theme, and the help dialogs."""
+"""The menus' wiring, and what they do that the window's other parts do not: the theme and the
+help dialogs."""
 
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from ui.themes import apply_theme
 from ui.window.layout import WindowLayout
+
+if TYPE_CHECKING:
+    from ui.window.main_window import MainWindow
 
 
 def app_version() -> str:
@@ -57,3 +61,29 @@ def choose_theme(window: WindowLayout, action: QAction) -> None:
     app = QApplication.instance()
     if isinstance(app, QApplication):
         apply_theme(app, key)
+
+
+def connect_menus(window: MainWindow) -> None:
+    """Every menu action to what it does (the layout made the actions and their shortcuts)."""
+    w = window
+    for action, slot in (
+        (w.new_chat_action, w.new_chat),
+        (w.add_models_action, w.add_models_dialog),
+        (w.export_action, w.export_current),
+        (w.quit_action, w.close),
+        (w.stop_action, w.stop),
+        (w.regenerate_action, w.regenerate),
+        (w.copy_reply_action, w.copy_last_reply),
+        (w.edit_last_action, w.edit_last_message),
+        (w.focus_prompt_action, w.prompt.setFocus),
+        (w.metrics_tab_action, lambda: w.side_tabs.setCurrentIndex(0)),
+        (w.insight_tab_action, lambda: w.side_tabs.setCurrentIndex(1)),
+        (w.models_action, w.open_models_dialog),
+        (w.compare_action, w.open_compare_dialog),
+        (w.speculation_action, w.controls.speculation.toggle),
+        (w.shortcuts_action, lambda: show_shortcuts(w)),
+        (w.about_action, lambda: show_about(w)),
+    ):
+        action.triggered.connect(slot)
+    w.highlight_action.toggled.connect(lambda on: w.settings.set("view/highlight_draft", on))
+    w.theme_actions.triggered.connect(lambda action: choose_theme(w, action))
