@@ -1,8 +1,8 @@
 """Prompt sets for `specchat bench`: the built-in classes, or the user's own file.
 
-Acceptance depends on the kind of text (seed 001: code, other languages and creative sampling
-lower it; summaries that repeat their source raise it), so the built-in set has one class per
-kind and every figure is broken down by class. The seeds' readers write Vietnamese and Polish,
+Acceptance depends on the kind of text (code, other languages and creative sampling lower it;
+summaries that repeat their source raise it), so the built-in set has one class per kind and
+every figure is broken down by class. Many of SpecChat's users write Vietnamese and Polish,
 hence those two classes. All texts were written for this project.
 
 A prompt file is either JSON (a list of strings, or of objects with "text" and optional

@@ -51,7 +51,7 @@ class SpeculativeEngine:
         self.target = target
         self.drafter = drafter
         self._clock = clock
-        # Seconds of one plain target step, the unit of the seed's cost model. Measured by a
+        # Seconds of one plain target step, the cost model's unit (docs/design.md). Measured by a
         # plain round, refreshed by every later one.
         self.plain_step_s: float | None = None
         self._controller: object | None = None

@@ -284,7 +284,7 @@ class LlamaModel:
         if piece is None:
             buf = ctypes.create_string_buffer(64)
             n = self._lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
-            if n < 0:  # pieces can exceed any fixed buffer (llama-cpp-python's own bug, P10)
+            if n < 0:  # a piece can outgrow any fixed buffer; ask again with the size given
                 buf = ctypes.create_string_buffer(-n)
                 n = self._lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
             piece = buf.raw[:n]
