@@ -108,11 +108,11 @@ def test_speculation_toggle_takes_effect_mid_reply(window: MainWindow, qtbot: Qt
     with qtbot.waitSignal(window.replyFinished, timeout=REPLY_TIMEOUT_MS):
         window.send()
         qtbot.waitUntil(
-            lambda: sum(r.drafted for r in window.live.rounds) > 0, timeout=REPLY_TIMEOUT_MS
+            lambda: sum(r.drafted for r in window.flow.live.rounds) > 0, timeout=REPLY_TIMEOUT_MS
         )
         window.set_speculation(False)
-        toggled_at = len(window.live.rounds)
-    result = window.last_result
+        toggled_at = len(window.flow.live.rounds)
+    result = window.flow.last_result
     assert result is not None
     after = result.rounds[toggled_at + 2 :]  # allow the round in flight and one queued
     assert any(r.drafted for r in result.rounds[:toggled_at])
@@ -140,9 +140,9 @@ def test_every_draft_in_the_dropdown_can_be_used(
 
     for path in model_files:
         select_draft(qtbot, window, path)
-        assert window.loaded is not None and window.loaded.draft.path == path
+        assert window.models.loaded is not None and window.models.loaded.draft.path == path
         assert window.controls.draft_combo.currentData(Qt.ItemDataRole.UserRole) == path
-        assert window.loaded.memory.draft_weights > 0
+        assert window.models.loaded.memory.draft_weights > 0
         stats = send(qtbot, window, "Say hello.")
         assert stats["mode"] == "draft" and stats["draft"] == Path(path).name
         assert stats["drafted"] > 0
@@ -152,8 +152,8 @@ def test_every_draft_in_the_dropdown_can_be_used(
 
 def test_prompt_lookup_works(window: MainWindow, qtbot: QtBot, demo_models: Any) -> None:
     select_draft(qtbot, window, DRAFT_NGRAM)
-    assert window.loaded is not None and window.loaded.draft.kind == "ngram"
-    assert window.loaded.memory.draft_weights == 0
+    assert window.models.loaded is not None and window.models.loaded.draft.kind == "ngram"
+    assert window.models.loaded.memory.draft_weights == 0
     assert "prompt lookup" in window.metrics.draft_memory.text()
     text = "the quick brown fox jumps over the lazy dog"
     stats = send(qtbot, window, f"Repeat this sentence exactly three times: {text}. {text}.")
@@ -169,7 +169,7 @@ def test_incompatible_file_is_listed_disabled_with_its_reason(
     window.settings.set("models/extra_files", [*extra, str(gemma_model)])
     try:
         with qtbot.waitSignal(window.catalogChanged, timeout=REPLY_TIMEOUT_MS):
-            window.refresh_catalog()
+            window.models.refresh_catalog()
         gemma = [e for e in window.controls.draft_entries() if e[1] == str(gemma_model)]
         assert len(gemma) == 1
         _label, _value, enabled, tooltip = gemma[0]
@@ -263,8 +263,8 @@ def test_stall_probe_during_model_loading(
         window.choose_target(str(demo_models.f32))
     select_draft(qtbot, window, str(demo_models.q4_1))
     probe.stop()
-    assert window.loaded is not None and window.loaded.target is not None
-    assert window.loaded.target.path == str(demo_models.f32)
+    assert window.models.loaded is not None and window.models.loaded.target is not None
+    assert window.models.loaded.target.path == str(demo_models.f32)
     report_timing(request, "longest UI stall while loading", probe.max_gap_ms / 1000, 0.050)
 
 
@@ -278,8 +278,8 @@ def test_model_loading_can_be_cancelled(window: MainWindow, qtbot: QtBot, demo_m
     assert "cancelled" in window.statusBar().currentMessage().lower()
     assert not window.banner.text  # a cancel is not an error
     # The previous models are back and usable.
-    assert window.loaded is not None and window.loaded.target is not None
-    assert window.loaded.target.path == str(demo_models.f32)
+    assert window.models.loaded is not None and window.models.loaded.target is not None
+    assert window.models.loaded.target.path == str(demo_models.f32)
     assert window.state == UiState.Idle
     assert send(qtbot, window, "Hi!")["generated_tokens"] > 0
     assert 1000 in progress  # the bar filled while the previous models came back
@@ -313,8 +313,8 @@ def test_a_good_file_added_is_put_to_use(
     extra = window.settings.get_list("models/extra_files")
     try:
         with qtbot.waitSignal(window.catalogChanged, timeout=REPLY_TIMEOUT_MS):
-            window.add_model_files([str(own)])
-        assert window.loaded is not None and window.loaded.draft.path == str(own)
+            window.models.add_files([str(own)])
+        assert window.models.loaded is not None and window.models.loaded.draft.path == str(own)
         assert str(own) in window.settings.get_list("models/extra_files")
     finally:
         window.settings.set("models/extra_files", extra)
@@ -355,7 +355,7 @@ def test_gpu_layers_reload_the_models(window: MainWindow, qtbot: QtBot) -> None:
     with qtbot.waitSignal(window.catalogChanged, timeout=REPLY_TIMEOUT_MS):
         window.settings_panel.target_layers.setValue(0)
     try:
-        loaded = window.loaded
+        loaded = window.models.loaded
         assert loaded is not None and loaded.target is not None
         assert loaded.target.n_gpu_layers == 0
         assert loaded.draft.config is not None and loaded.draft.config.n_gpu_layers == -1

@@ -69,7 +69,7 @@ def test_with_nothing_configured_the_demo_pair_loads_and_is_selected(
         report_timing(request, "first start, ready on the demo pair", ready_s, 20.0)
         report_timing(request, "longest UI stall at first start", probe.max_gap_ms / 1000, 0.050)
         assert window.state == UiState.Idle
-        loaded = window.loaded
+        loaded = window.models.loaded
         assert loaded is not None and loaded.target is not None
         assert Path(loaded.target.path).name == demo_file_name("F32")
         assert loaded.draft.path is not None

@@ -51,7 +51,7 @@ def test_a_worker_holds_the_target_and_its_death_mid_reply_costs_only_that_reply
         window = open_window(isolated_data_dir)
         try:
             start_and_wait(window)
-            loaded = window.loaded
+            loaded = window.models.loaded
             assert loaded is not None and loaded.remote
             assert loaded.target is not None and loaded.target.rpc_servers == (worker.endpoint,)
             assert [w.endpoint for w in loaded.workers] == [worker.endpoint]

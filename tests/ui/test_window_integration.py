@@ -70,7 +70,7 @@ def test_reply_feeds_the_insight_panel_and_locks_compare(window: MainWindow, qtb
         # What the panel shows at each throttled refresh while the reply streams.
         if window.state == UiState.Generating:
             insight = window.insight.insight
-            live.append(len(window.live.rounds) if insight is not None else -1)
+            live.append(len(window.flow.live.rounds) if insight is not None else -1)
             locked.append(not compare.isEnabled())
 
     window.metrics_timer.timeout.connect(sample)
@@ -83,7 +83,7 @@ def test_reply_feeds_the_insight_panel_and_locks_compare(window: MainWindow, qtb
     assert live and all(n >= 0 for n in live), "the insight panel was not refreshed live"
     assert locked and all(locked), "Compare was enabled while the reply was generating"
     assert compare.isEnabled()
-    result = window.last_result
+    result = window.flow.last_result
     assert result is not None
     panel = window.insight
     assert panel.objectName() == "insightPanel"
@@ -123,7 +123,7 @@ class PeakRss:
 def test_compare_dialog_runs_on_the_last_prompt(window: MainWindow, qtbot: QtBot) -> None:
     prompt = "Name three colours."
     send(qtbot, window, prompt)
-    catalog = window.catalog
+    catalog = window.models.catalog
     assert catalog is not None and catalog.target is not None
     expected = {
         Path(d.path).name
@@ -131,9 +131,9 @@ def test_compare_dialog_runs_on_the_last_prompt(window: MainWindow, qtbot: QtBot
         if d.compatible and d.size_bytes < catalog.target.size_bytes
     }
     assert expected, "the demo family has compatible drafts"
-    assert {d.label for d in compare_drafts(window.catalog)} == expected
+    assert {d.label for d in compare_drafts(window.models.catalog)} == expected
 
-    loaded_before = window.loaded
+    loaded_before = window.models.loaded
     assert loaded_before is not None and loaded_before.target is not None
     target_weights = loaded_before.memory.target_weights
     window.settings.set("generation/max_tokens", 8)  # the comparison's length: keep it short
@@ -159,7 +159,7 @@ def test_compare_dialog_runs_on_the_last_prompt(window: MainWindow, qtbot: QtBot
         f"{rise / target_weights:.0%} of the target's weights"
     )
     assert rise < 0.30 * target_weights
-    assert window.loaded is loaded_before and window.state == UiState.Idle
+    assert window.models.loaded is loaded_before and window.state == UiState.Idle
 
     dialog.reject()
     qtbot.waitUntil(lambda: window.dialogs.compare_dialog is None, timeout=5000)

@@ -16,12 +16,9 @@ from typing import Any, TypeVar
 
 from PySide6.QtCore import QCoreApplication, QEvent, Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import (
-    QFileDialog,
-)
+from PySide6.QtWidgets import QFileDialog
 
 from app.engine.config import GenerationConfig
-from app.engine.result import GenerationResult
 from app.engine.runtime import MemoryUsage
 from app.llama.resources import GpuProbe, process_ram_bytes
 from app.paths import models_dir
@@ -31,7 +28,6 @@ from ui.dialogs.models_dialog import ModelsDialog
 from ui.messages import describe
 from ui.settings import Settings
 from ui.widgets.conversation_view import ViewMessage
-from ui.widgets.live_metrics import LiveReply
 from ui.window.chat_controller import ChatController
 from ui.window.conversation_actions import ConversationActions
 from ui.window.dialog_launcher import DialogLauncher
@@ -118,10 +114,7 @@ class MainWindow(WindowLayout):
             panel=self.server_panel,
             metrics=self.metrics,
             models=self.models,
-            reply_settings=lambda: (
-                self.generation_config(),
-                self.controls.speculation.isChecked(),
-            ),
+            reply_settings=self._reply_settings,
             clock=clock,
             parent=self,
         )
@@ -163,7 +156,7 @@ class MainWindow(WindowLayout):
         self.send_button.clicked.connect(self.send)
         self.stop_button.clicked.connect(self.stop)
         self.regenerate_button.clicked.connect(self.regenerate)
-        self.cancel_load_button.clicked.connect(self.cancel_load)
+        self.cancel_load_button.clicked.connect(self.models.cancel)
         self.conversations.newChatRequested.connect(self.new_chat)
         self.conversations.conversationChosen.connect(self.open_conversation)
         self.conversations.renameRequested.connect(self.rename_conversation)
@@ -239,14 +232,6 @@ class MainWindow(WindowLayout):
         """Load the preferred models (the demo pair when nothing is configured)."""
         self.models.start()
 
-    @property
-    def loaded(self) -> LoadedState | None:
-        return self.models.loaded
-
-    @property
-    def catalog(self) -> Catalog | None:
-        return self.models.catalog
-
     def choose_target(self, path: str) -> None:
         if self._state in (UiState.Idle, UiState.NoModel):
             self.models.choose_target(path)
@@ -254,15 +239,6 @@ class MainWindow(WindowLayout):
     def choose_draft(self, value: str) -> None:
         if self._state == UiState.Idle:
             self.models.choose_draft(value)
-
-    def refresh_catalog(self) -> None:
-        self.models.refresh_catalog()
-
-    def add_model_files(self, paths: list[str]) -> None:
-        self.models.add_files(paths)
-
-    def cancel_load(self) -> None:
-        self.models.cancel()
 
     def _on_loading_changed(self, loading: bool) -> None:
         if loading:
@@ -292,21 +268,11 @@ class MainWindow(WindowLayout):
         self.controls.set_catalog(catalog, self.models.target_path or "", self.models.draft_value)
         self.catalogChanged.emit()
 
-    @property
-    def live(self) -> LiveReply:
-        """The reply being generated, as far as it has streamed in."""
-        return self.flow.live
-
-    @property
-    def last_result(self) -> GenerationResult | None:
-        """The engine's full result for the last finished reply (rounds included)."""
-        return self.flow.last_result
-
     def add_models_dialog(self) -> None:
         paths, _filter = QFileDialog.getOpenFileNames(
             self, "Add GGUF model files", str(Path.home()), "GGUF models (*.gguf);;All files (*)"
         )
-        self.add_model_files(paths)
+        self.models.add_files(paths)
 
     # -- dialogs ------------------------------------------------------------------------------
 
@@ -326,7 +292,7 @@ class MainWindow(WindowLayout):
         paths = _dropped_ggufs(event.mimeData().urls())
         if paths:
             event.acceptProposedAction()
-            self.add_model_files(paths)
+            self.models.add_files(paths)
 
     # -- conversations ------------------------------------------------------------------------
 
@@ -502,7 +468,7 @@ class MainWindow(WindowLayout):
             return
         self._closed = True
         self.flow.stop()
-        self.cancel_load()
+        self.models.cancel()
         self.server_switch.set_on(False)
         self.metrics_timer.stop()
         self.memory_timer.stop()

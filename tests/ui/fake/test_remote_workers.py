@@ -223,7 +223,7 @@ def test_a_worker_lost_mid_reply_keeps_the_partial_reply_and_the_window_recovers
     assert reply.role == "assistant" and reply.text.strip()  # the tokens that arrived
     assert "stopped answering; the reply so far is kept" in reply.note
     assert errors == [reply.note]  # one message, the same sentence
-    assert window.loaded is not None and window.loaded.target is None
+    assert window.models.loaded is not None and window.models.loaded.target is None
     assert window.conversation_id is not None
     stored = window.store.messages(window.conversation_id)[-1]
     assert (stored.role, stored.content) == ("assistant", reply.text)  # kept in the chat too

@@ -48,7 +48,7 @@ def test_use_this_draft_in_compare_loads_it_as_the_chats_draft(
     window: MainWindow, qtbot: QtBot, files: dict[str, Path]
 ) -> None:
     other = write_tiny_gguf(files["draft"].parent / "tiny-draft.gguf", tensor_elements=32)
-    window.add_model_files([str(other)])
+    window.models.add_files([str(other)])
     qtbot.waitUntil(
         lambda: str(other) in window.settings.get_list("models/extra_files"), timeout=TIMEOUT_MS
     )

@@ -20,7 +20,7 @@ from ui.window.main_window import MainWindow, UiState
 
 
 def loaded_paths(window: MainWindow) -> tuple[str | None, str | None]:
-    loaded = window.loaded
+    loaded = window.models.loaded
     assert loaded is not None
     return (loaded.target.path if loaded.target else None, loaded.draft.path)
 
@@ -64,7 +64,7 @@ def test_speculation_switched_off_mid_reply_runs_the_rest_plain(
         qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: len(window.view.streaming_text) > 40, timeout=TIMEOUT_MS)
         window.controls.speculation.setChecked(False)
-    result = window.last_result
+    result = window.flow.last_result
     assert result is not None
     modes = [r.mode for r in result.rounds]
     assert "draft" in modes[: len(modes) // 2] and modes[-1] == "plain"
@@ -107,7 +107,7 @@ def test_a_file_of_another_vocabulary_is_added_without_replacing_the_target(
     window: MainWindow, qtbot: QtBot, files: dict[str, Path]
 ) -> None:
     with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
-        window.add_model_files([str(files["other"])])
+        window.models.add_files([str(files["other"])])
     assert loaded_paths(window) == (str(files["target"]), str(files["draft"]))
     assert "choose it under Target" in window.statusBar().currentMessage()
     assert str(files["other"]) in window.settings.get_list("models/extra_files")
