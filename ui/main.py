@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 from importlib.resources import files
@@ -68,6 +69,9 @@ def run_app() -> int:
     window = create_window(store)
     window.show()
     window.start()
+    if os.environ.get("SPECCHAT_SMOKE"):
+        # Packaging checks: the window came up; close it as a user would, once events run.
+        QTimer.singleShot(500, window.close)
     # Qt's loop does not run Python signal handlers; a periodic no-op timer gives Python the
     # chance to, so Ctrl+C in the terminal closes the window cleanly instead of being ignored.
     signal.signal(signal.SIGINT, lambda *_: window.close())

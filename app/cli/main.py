@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Offline chat with local GGUF models, sped up by speculative decoding. "
         "Run with no command to open the window.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {app_version()}")
     # Sub-parsers are _Parser too, so their flag errors are one `error:` line as well.
     commands = cast(
         "argparse._SubParsersAction[argparse.ArgumentParser]",
@@ -131,7 +133,7 @@ def resolve_model_path(value: str, *, role: str) -> str:
 
 
 def _progress_line(done: int, total: int, message: str) -> None:
-    print(f"[{done}/{total}] {message}", file=sys.stderr)
+    print(f"[{100 * done // max(total, 1):3d}%] {message}", file=sys.stderr)
 
 
 def sampling_from_args(args: argparse.Namespace) -> SamplingConfig:
@@ -246,7 +248,20 @@ def format_stats_line(result: GenerationResult) -> str:
     return " · ".join(parts)
 
 
+def app_version() -> str:
+    """The installed distribution's version; a frozen bundle carries the same metadata."""
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return version("specchat")
+    except PackageNotFoundError:
+        return "unknown (running from a source tree that is not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # A frozen bundle re-runs this executable for spawned helper processes (the window's
+    # catalog helper); this hands those over to multiprocessing instead of starting the app.
+    multiprocessing.freeze_support()
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if not argv:
