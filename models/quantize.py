@@ -135,14 +135,22 @@ def _run_watched(quantize: Callable[[], int], partial: Path, written: BytesWritt
 
     worker = threading.Thread(target=work, name="quantize", daemon=True)
     worker.start()
-    while True:
-        worker.join(_POLL_S)
-        if not worker.is_alive():
-            break
-        try:
-            written(partial.stat().st_size)
-        except FileNotFoundError:
-            written(0)
+    try:
+        while True:
+            worker.join(_POLL_S)
+            if not worker.is_alive():
+                break
+            try:
+                size = partial.stat().st_size
+            except FileNotFoundError:
+                size = 0
+            written(size)
+    except BaseException:
+        # `written` raised (a cancel): llama.cpp's quantizer cannot be interrupted, so let it
+        # finish this file before its output is thrown away; a native thread still writing
+        # while the process exits could crash it.
+        worker.join()
+        raise
     result = outcome[0]
     if isinstance(result, BaseException):
         raise result

@@ -44,3 +44,23 @@ def test_demo_models_are_built_once_with_progress(tmp_path: Path) -> None:
     assert {p: p.stat().st_mtime_ns for p in expected.values()} == mtimes
     # No temporary files are left behind where discovery would see them.
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in expected.values())
+
+
+@pytest.mark.model
+def test_a_raising_progress_callback_stops_the_derivation_cleanly(tmp_path: Path) -> None:
+    """How a cancel reaches the derivation: the error comes out, no half-written file stays."""
+
+    class StopError(Exception):
+        pass
+
+    def progress(done: int, total: int, message: str) -> None:
+        if done > 0:
+            raise StopError
+
+    with pytest.raises(StopError):
+        ensure_demo_models(progress, tmp_path)
+    left = list(tmp_path.iterdir())
+    assert not [p for p in left if p.suffix == ".partial"]
+    assert len(left) <= 1  # at most the first file, finished before the raise was seen
+    for path in left:
+        assert inspect_gguf(path).quantization == "F32"

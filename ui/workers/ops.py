@@ -54,10 +54,13 @@ class OpRunner(QObject):
         # Queued: the signal is emitted on the pool thread, the slot must run on ours.
         self._finished.connect(self._on_finished, Qt.ConnectionType.QueuedConnection)
         self._process_pool: ProcessPoolExecutor | None = None
+        self._closed = False  # after shutdown, late requests are dropped, not run half-way
 
     def run(
         self, op: Callable[[], Any], on_success: Success, on_failure: Failure | None = None
     ) -> None:
+        if self._closed:
+            return
         op_id = next(self._ids)
         self._pending[op_id] = (on_success, on_failure)
 
@@ -74,6 +77,8 @@ class OpRunner(QObject):
     def run_in_process(
         self, op: Callable[[], Any], on_success: Success, on_failure: Failure | None = None
     ) -> None:
+        if self._closed:
+            return
         op_id = next(self._ids)
         self._pending[op_id] = (on_success, on_failure)
         if self._process_pool is None:
@@ -116,6 +121,7 @@ class OpRunner(QObject):
             log.error("background job failed", exc_info=outcome.error)
 
     def shutdown(self, timeout_ms: int = 10000) -> None:
+        self._closed = True
         self._pending.clear()
         self._pool.clear()
         self._pool.waitForDone(timeout_ms)
