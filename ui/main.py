@@ -70,8 +70,9 @@ def run_app() -> int:
     window.show()
     window.start()
     if os.environ.get("SPECCHAT_SMOKE"):
-        # Packaging checks: the window came up; close it as a user would, once events run.
-        QTimer.singleShot(500, window.close)
+        # Packaging checks: once the models are loaded and the helper process has listed
+        # them (so a spawned child worked too), close the window as a user would.
+        window.catalogChanged.connect(window.close)
     # Qt's loop does not run Python signal handlers; a periodic no-op timer gives Python the
     # chance to, so Ctrl+C in the terminal closes the window cleanly instead of being ignored.
     signal.signal(signal.SIGINT, lambda *_: window.close())
