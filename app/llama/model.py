@@ -74,13 +74,16 @@ def _load_backend_libraries() -> None:
     Python package keeps them, so point it at the package's own lib folder. A build with the
     backends linked in has them registered already, and this does nothing.
     """
-    from llama_cpp import _ggml  # noqa: PLC0415
+    import llama_cpp.llama_cpp as native  # noqa: PLC0415
 
-    lib = _ggml.libggml
+    # Looked up through libllama's handle, which finds the symbols in the very libggml that
+    # libllama is linked to. llama_cpp._ggml loads libggml again under another file name: a
+    # second copy with a registry of its own, where loaded backends would go unseen.
+    lib = native._lib
     lib.ggml_backend_reg_count.restype = ctypes.c_size_t
     if lib.ggml_backend_reg_count() == 0:
         lib.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
-        lib.ggml_backend_load_all_from_path(str(_ggml.libggml_base_path).encode())
+        lib.ggml_backend_load_all_from_path(str(Path(native.__file__).parent / "lib").encode())
 
 
 def _last_llama_error() -> str:
