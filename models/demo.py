@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import ModelLoadError
+from app.llama.resources import format_bytes
 from app.paths import demo_models_dir
-from models.quantize import quantize_gguf
+from models.inspect import inspect_gguf
+from models.quantize import estimated_size, quantize_gguf
 
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DERIVED_TYPES = ("F32", "Q8_0", "Q4_0", "Q2_K")
 
 ProgressCallback = Callable[[int, int, str], None]
+"""progress(bytes_done, bytes_total, message) over all the files still to write."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,25 +66,47 @@ def demo_file_name(type_name: str) -> str:
 def ensure_demo_models(
     progress: ProgressCallback | None = None, folder: Path | None = None
 ) -> DemoModels:
-    """Derive missing demo files (well under a second each) and return all their paths.
+    """Derive missing demo files (a few seconds in all) and return all their paths.
 
-    progress(done, total, message) is called before each file it builds, and once after them.
+    progress(done, total, message) counts bytes over the files still missing: it is called as
+    each file starts, several times a second while it is written ("writing <file>: 120 MB of
+    about 540 MB"), and once at the end with done == total. Nothing is reported when every
+    file is already there.
     """
     source = bundled_model_path()
     folder = folder or demo_models_dir()
-    paths: dict[str, Path] = {}
-    total = len(DERIVED_TYPES)
-    built = False
-    for done, type_name in enumerate(DERIVED_TYPES):
-        dst = folder / demo_file_name(type_name)
-        if not dst.is_file():
-            if progress:
-                progress(done, total, f"making demo {type_name} model")
-            quantize_gguf(source, dst, type_name)
-            built = True
-        paths[type_name] = dst
-    if progress and built:
-        progress(total, total, "demo models ready")
+    paths = {type_name: folder / demo_file_name(type_name) for type_name in DERIVED_TYPES}
+    missing = [type_name for type_name, path in paths.items() if not path.is_file()]
+    if missing:
+        _derive(source, {t: paths[t] for t in missing}, progress)
     return DemoModels(
         q4_1=source, f32=paths["F32"], q8_0=paths["Q8_0"], q4_0=paths["Q4_0"], q2_k=paths["Q2_K"]
     )
+
+
+def _derive(source: Path, targets: dict[str, Path], progress: ProgressCallback | None) -> None:
+    if progress is None:
+        for type_name, dst in targets.items():
+            quantize_gguf(source, dst, type_name)
+        return
+    weights = inspect_gguf(source).parameter_count
+    expected = {t: estimated_size(weights, t) for t in targets}
+    total = sum(expected.values())
+    done = 0
+    for type_name, dst in targets.items():
+        size = expected[type_name]
+
+        def written(n: int, name: str = dst.name, size: int = size, before: int = done) -> None:
+            # Low-bit files run a little over the estimate; the bar must never run past it.
+            progress(
+                min(before + n, before + size, total),
+                total,
+                f"writing {name}: {format_bytes(n)} of about {format_bytes(max(n, size))}",
+            )
+
+        written(0)
+        quantize_gguf(source, dst, type_name, written=written)
+        done += size
+    names = ", ".join(p.name for p in targets.values())
+    on_disk = sum(p.stat().st_size for p in targets.values())
+    progress(total, total, f"demo models ready: wrote {format_bytes(on_disk)} ({names})")

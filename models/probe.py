@@ -105,7 +105,7 @@ def probe_file(path: Path, *, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeVerdic
     env["GGML_NO_BACKTRACE"] = "1"  # an abort would otherwise attach a debugger for seconds
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "models.probe", str(path)],
+            _child_command(str(path)),
             capture_output=True,
             text=True,
             errors="replace",
@@ -168,7 +168,18 @@ def ensure_loadable(path: str | os.PathLike[str]) -> None:
         raise ModelLoadError(str(p), verdict.reason)
 
 
-def _child(path: str) -> int:
+PROBE_FLAG = "--probe-model-file"
+"""Hidden first argument of a frozen specchat that makes it run the probe child (app/cli)."""
+
+
+def _child_command(path: str) -> list[str]:
+    # A frozen bundle has no `python -m`: its executable runs the probe when given PROBE_FLAG.
+    if getattr(sys, "frozen", False):
+        return [sys.executable, PROBE_FLAG, path]
+    return [sys.executable, "-m", "models.probe", path]
+
+
+def probe_child(path: str) -> int:
     """The probe itself: load, tokenize, decode one token; one JSON verdict line on stdout."""
     from app.engine.config import ModelConfig  # noqa: PLC0415
     from app.llama.model import LlamaModel  # noqa: PLC0415
@@ -188,4 +199,4 @@ def _child(path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1]))
+    sys.exit(probe_child(sys.argv[1]))

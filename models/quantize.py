@@ -9,9 +9,17 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from app.errors import InvalidSettingError, ModelLoadError
+
+BytesWritten = Callable[[int], None]
+"""Called now and then with the bytes written so far while a file is being quantized."""
+
+# How often the size of the file being written is polled for progress.
+_POLL_S = 0.25
 
 # llama.cpp's enum llama_ftype (include/llama.h); the numbers are its ABI.
 FTYPES: dict[str, int] = {
@@ -35,13 +43,42 @@ FTYPES: dict[str, int] = {
 }
 
 
-def quantize_gguf(src: Path, dst: Path, type_name: str, *, threads: int | None = None) -> Path:
-    """Write `src` re-encoded as `type_name` to `dst` and return `dst`."""
+def _ftype(type_name: str) -> int:
     ftype = FTYPES.get(type_name.upper())
     if ftype is None:
         raise InvalidSettingError(
             f"unknown quantization type {type_name!r}; choose one of {', '.join(FTYPES)}"
         )
+    return ftype
+
+
+def estimated_size(parameter_count: int, type_name: str) -> int:
+    """About how many bytes a model of `parameter_count` weights takes in `type_name`.
+
+    llama.cpp keeps norms in F32 and may pick a wider type for the embeddings, so low-bit files
+    come out somewhat bigger than this; it is for progress bars, not for memory planning.
+    """
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType  # noqa: PLC0415
+
+    _ftype(type_name)
+    block, type_bytes = GGML_QUANT_SIZES[GGMLQuantizationType[type_name.upper()]]
+    return parameter_count * type_bytes // block
+
+
+def quantize_gguf(
+    src: Path,
+    dst: Path,
+    type_name: str,
+    *,
+    threads: int | None = None,
+    written: BytesWritten | None = None,
+) -> Path:
+    """Write `src` re-encoded as `type_name` to `dst` and return `dst`.
+
+    `written`, if given, is called on this thread every fraction of a second with the bytes
+    written so far, and once with the final size.
+    """
+    ftype = _ftype(type_name)
     src = Path(src)
     dst = Path(dst)
     if not src.is_file():
@@ -61,12 +98,60 @@ def quantize_gguf(src: Path, dst: Path, type_name: str, *, threads: int | None =
     # without this flag.
     params.allow_requantize = True
     try:
-        rc = llama_cpp.llama_model_quantize(
-            str(src).encode(), str(partial).encode(), ctypes.byref(params)
+        rc = _run_watched(
+            lambda: int(
+                llama_cpp.llama_model_quantize(
+                    str(src).encode(), str(partial).encode(), ctypes.byref(params)
+                )
+            ),
+            partial,
+            written,
         )
         if rc != 0:
             raise ModelLoadError(str(src), f"llama.cpp could not quantize it to {type_name}")
         os.replace(partial, dst)
     finally:
         partial.unlink(missing_ok=True)
+    if written:
+        written(dst.stat().st_size)
     return dst
+
+
+def _run_watched(quantize: Callable[[], int], partial: Path, written: BytesWritten | None) -> int:
+    """Run `quantize`; while it runs, report the growing size of `partial` to `written`.
+
+    The quantizer has no progress callback of its own, so it runs on a helper thread (ctypes
+    releases the GIL) while this thread watches the file grow.
+    """
+    if written is None:
+        return quantize()
+    outcome: list[int | BaseException] = []
+
+    def work() -> None:
+        try:
+            outcome.append(quantize())
+        except BaseException as exc:  # handed back to the caller's thread below
+            outcome.append(exc)
+
+    worker = threading.Thread(target=work, name="quantize", daemon=True)
+    worker.start()
+    try:
+        while True:
+            worker.join(_POLL_S)
+            if not worker.is_alive():
+                break
+            try:
+                size = partial.stat().st_size
+            except FileNotFoundError:
+                size = 0
+            written(size)
+    except BaseException:
+        # `written` raised (a cancel): llama.cpp's quantizer cannot be interrupted, so let it
+        # finish this file before its output is thrown away; a native thread still writing
+        # while the process exits could crash it.
+        worker.join()
+        raise
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 from importlib.resources import files
@@ -79,6 +80,10 @@ def run_app() -> int:
     window = create_window(store, settings)
     window.show()
     window.start()
+    if os.environ.get("SPECCHAT_SMOKE"):
+        # Packaging checks: once the models are loaded and the helper process has listed
+        # them (so a spawned child worked too), close the window as a user would.
+        window.catalogChanged.connect(window.close)
     # Qt's loop does not run Python signal handlers; a periodic no-op timer gives Python the
     # chance to, so Ctrl+C in the terminal closes the window cleanly instead of being ignored.
     signal.signal(signal.SIGINT, lambda *_: window.close())

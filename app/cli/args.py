@@ -91,7 +91,7 @@ def resolve_model_path(value: str, *, role: str) -> str:
 
 
 def _progress_line(done: int, total: int, message: str) -> None:
-    print(f"[{done}/{total}] {message}", file=sys.stderr)
+    print(f"[{100 * done // max(total, 1):3d}%] {message}", file=sys.stderr)
 
 
 def sampling_from_args(args: argparse.Namespace) -> SamplingConfig:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sys
 from collections.abc import Sequence
@@ -35,6 +36,8 @@ from app.engine.runtime import NGRAM, Runtime
 from app.errors import InvalidSettingError, RpcWorkerLostError, SpecChatError
 from app.llama.model import ModelFacts
 from app.metrics.cost_model import MAX_GAMMA
+from app.version import app_version
+from models.probe import PROBE_FLAG
 from models.terminal import printable
 
 
@@ -84,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Offline chat with local GGUF models, sped up by speculative decoding. "
         "Run with no command to open the window.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {app_version()}")
     # Sub-parsers are _Parser too, so their flag errors are one `error:` line as well.
     commands = cast(
         "argparse._SubParsersAction[argparse.ArgumentParser]",
@@ -294,7 +298,15 @@ def format_stats_line(result: GenerationResult) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A frozen bundle re-runs this executable for spawned helper processes (the window's
+    # catalog helper); this hands those over to multiprocessing instead of starting the app.
+    multiprocessing.freeze_support()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 2 and argv[0] == PROBE_FLAG:
+        # The model load check's child (models/probe.py) when there is no `python -m`.
+        from models.probe import probe_child  # noqa: PLC0415
+
+        return probe_child(argv[1])
     parser = build_parser()
     if not argv:
         from ui.main import run_app  # noqa: PLC0415 - Qt only when the window is wanted

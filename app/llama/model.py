@@ -67,8 +67,30 @@ def ensure_backend() -> None:
 
         _log_callback = llama_cpp.llama_log_callback(on_log)
         llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+        _load_backend_libraries()
         llama_cpp.llama_backend_init()
         _backend_ready = True
+
+
+def _load_backend_libraries() -> None:
+    """Load llama.cpp's backends when they are built as separate libraries.
+
+    A portable build (GGML_BACKEND_DL, as the self-contained bundle ships) has one CPU library per
+    instruction-set level and picks the best one for this CPU at load time. llama.cpp looks for
+    them next to the executable and in the working directory, neither of which is where the
+    Python package keeps them, so point it at the package's own lib folder. A build with the
+    backends linked in has them registered already, and this does nothing.
+    """
+    import llama_cpp.llama_cpp as native  # noqa: PLC0415
+
+    # Looked up through libllama's handle, which finds the symbols in the very libggml that
+    # libllama is linked to. llama_cpp._ggml loads libggml again under another file name: a
+    # second copy with a registry of its own, where loaded backends would go unseen.
+    lib = native._lib
+    lib.ggml_backend_reg_count.restype = ctypes.c_size_t
+    if lib.ggml_backend_reg_count() == 0:
+        lib.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
+        lib.ggml_backend_load_all_from_path(str(Path(native.__file__).parent / "lib").encode())
 
 
 def _last_llama_error() -> str:

@@ -14,9 +14,24 @@ from models.inspect import inspect_gguf
 def test_demo_models_are_built_once_with_progress(tmp_path: Path) -> None:
     calls: list[tuple[int, int, str]] = []
     demo = ensure_demo_models(lambda done, total, msg: calls.append((done, total, msg)), tmp_path)
-    assert [c[0] for c in calls] == [0, 1, 2, 3, 4]
-    assert all(c[1] == len(DERIVED_TYPES) for c in calls)
     expected = {"F32": demo.f32, "Q8_0": demo.q8_0, "Q4_0": demo.q4_0, "Q2_K": demo.q2_k}
+    # Progress counts bytes across all the files: it starts at 0, never goes back, never
+    # passes the total, ends exactly at it, and says which file it writes and how big.
+    dones = [c[0] for c in calls]
+    totals = {c[1] for c in calls}
+    assert len(totals) == 1
+    total = totals.pop()
+    assert dones[0] == 0 and dones[-1] == total
+    assert dones == sorted(dones) and max(dones) <= total
+    # The estimate is within a factor of two of what lands on disk (it feeds a progress bar).
+    on_disk = sum(p.stat().st_size for p in expected.values())
+    assert on_disk / 2 < total < on_disk * 2
+    for path in expected.values():
+        writing = [msg for _, _, msg in calls if msg.startswith(f"writing {path.name}: ")]
+        assert writing, f"no progress names {path.name}"
+        assert all(" of about " in msg and "MiB" in msg for msg in writing)
+    assert calls[-1][2].startswith("demo models ready: wrote ")
+    assert len(DERIVED_TYPES) == len(expected)
     for type_name, path in expected.items():
         assert inspect_gguf(path).quantization == type_name
     assert demo.q4_1 == bundled_model_path()
@@ -29,3 +44,23 @@ def test_demo_models_are_built_once_with_progress(tmp_path: Path) -> None:
     assert {p: p.stat().st_mtime_ns for p in expected.values()} == mtimes
     # No temporary files are left behind where discovery would see them.
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in expected.values())
+
+
+@pytest.mark.model
+def test_a_raising_progress_callback_stops_the_derivation_cleanly(tmp_path: Path) -> None:
+    """How a cancel reaches the derivation: the error comes out, no half-written file stays."""
+
+    class StopError(Exception):
+        pass
+
+    def progress(done: int, total: int, message: str) -> None:
+        if done > 0:
+            raise StopError
+
+    with pytest.raises(StopError):
+        ensure_demo_models(progress, tmp_path)
+    left = list(tmp_path.iterdir())
+    assert not [p for p in left if p.suffix == ".partial"]
+    assert len(left) <= 1  # at most the first file, finished before the raise was seen
+    for path in left:
+        assert inspect_gguf(path).quantization == "F32"

@@ -3,24 +3,17 @@ help dialogs."""
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
+from app.version import app_version
 from ui.themes import apply_theme
 from ui.window.layout import WindowLayout
 
 if TYPE_CHECKING:
     from ui.window.main_window import MainWindow
-
-
-def app_version() -> str:
-    try:
-        return version("specchat")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "unknown"
 
 
 def shortcuts_html(rows: list[tuple[str, str]]) -> str:

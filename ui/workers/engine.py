@@ -131,6 +131,8 @@ class EngineWorker(QObject):
 
     def _prepare_demo(self, ticket: LoadTicket, folder: Path | None) -> DemoModels:
         def progress(done: int, total: int, message: str) -> None:
+            if ticket.cancelled:  # e.g. the window closes during the first run's derivation
+                raise Cancelled("model loading cancelled")
             self.loadProgress.emit(message[0].upper() + message[1:], done / max(total, 1))
 
         if folder is not None:

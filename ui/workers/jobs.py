@@ -93,6 +93,7 @@ class Jobs(QObject):
         self._ids = itertools.count(1)
         self._pending: dict[int, _Callbacks] = {}
         self._process_pool: ProcessPoolExecutor | None = None
+        self._closed = False  # after shutdown, late requests are dropped, not run half-way
         # Queued: both signals are emitted on worker threads and their slots must run on ours.
         self._finished.connect(self._on_finished, Qt.ConnectionType.QueuedConnection)
         self._reported.connect(self._on_reported, Qt.ConnectionType.QueuedConnection)
@@ -120,6 +121,9 @@ class Jobs(QObject):
             reported.emit(job_id, _Outcome(value, None))
 
         job = Job(job_id, report)
+        if self._closed:
+            job.cancel_event.set()
+            return job
         self._pending[job_id] = _Callbacks(on_done, on_error, on_report, job)
 
         def run() -> None:
@@ -140,6 +144,8 @@ class Jobs(QObject):
         self, op: Callable[[], object], on_done: Done, on_error: Failed | None = None
     ) -> int:
         job_id = next(self._ids)
+        if self._closed:
+            return job_id
         self._pending[job_id] = _Callbacks(on_done, on_error, None, None)
         if self._process_pool is None:
             # spawn, never fork: forking a process that runs Qt and llama.cpp threads is unsafe.
@@ -182,6 +188,7 @@ class Jobs(QObject):
         return self._pool.waitForDone(timeout_ms)
 
     def shutdown(self, timeout_ms: int = 10_000) -> None:
+        self._closed = True
         self.forget()
         self._pool.clear()
         self._pool.waitForDone(timeout_ms)
