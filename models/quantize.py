@@ -85,7 +85,7 @@ def quantize_gguf(
         raise ModelLoadError(str(src), "no such file")
     import llama_cpp  # noqa: PLC0415 - heavy native import, only when quantizing
 
-    from app.llama.model import ensure_backend  # noqa: PLC0415
+    from app.llama.backend import ensure_backend  # noqa: PLC0415
 
     ensure_backend()  # routes llama.cpp's per-tensor chatter into logging
 

@@ -15,7 +15,10 @@ from app.engine.config import (
     GenerationConfig,
     ModelConfig,
     SamplingConfig,
+    check_gamma,
 )
+from app.errors import InvalidSettingError
+from app.metrics.cost_model import MAX_GAMMA
 
 DEMO = "demo"
 
@@ -115,3 +118,19 @@ def generation_from_args(args: argparse.Namespace, gamma: int | str) -> Generati
         sampling=sampling_from_args(args),
         exact=args.exact,
     )
+
+
+def gamma_value(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        gamma = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"gamma must be a number in 1..{MAX_GAMMA} or 'auto', got {value!r}"
+        ) from None
+    try:
+        check_gamma(gamma)
+    except InvalidSettingError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return gamma

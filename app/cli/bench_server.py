@@ -29,10 +29,11 @@ from app.bench.prompts import BenchPrompt, load_prompts
 from app.cli.args import (
     add_model_arguments,
     add_sampling_arguments,
+    gamma_value,
     generation_from_args,
     resolve_model_path,
 )
-from app.cli.main import gamma_value, load_runtime
+from app.cli.loading import load_runtime
 from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
 from app.engine.isolated import AnyRuntime

@@ -22,17 +22,16 @@ from app.cli.args import (
     add_model_arguments,
     add_sampling_arguments,
     check_model_args,
+    gamma_value,
     generation_from_args,
-    resolve_model_path,
 )
-from app.cli.rpc_options import add_rpc_arguments, draft_endpoints, target_endpoints, uses_rpc
+from app.cli.loading import load_runtime, placement_json
+from app.cli.rpc_options import add_rpc_arguments, uses_rpc
 from app.cli.signals import Interrupted, interrupt_on_signals, stop_on_signals
-from app.engine.config import MAX_PROMPT_FILE_BYTES, ModelConfig, check_gamma
+from app.engine.config import MAX_PROMPT_FILE_BYTES
 from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, NoticeEvent, TokenEvent
-from app.engine.isolated import AnyRuntime, IsolatedRuntime
 from app.engine.result import GenerationResult
-from app.engine.runtime import NGRAM, Runtime
 from app.errors import InvalidSettingError, RpcWorkerLostError, SpecChatError
 from app.llama.model import ModelFacts
 from app.metrics.cost_model import MAX_GAMMA
@@ -63,22 +62,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
-
-
-def gamma_value(value: str) -> int | str:
-    if value == "auto":
-        return value
-    try:
-        gamma = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"gamma must be a number in 1..{MAX_GAMMA} or 'auto', got {value!r}"
-        ) from None
-    try:
-        check_gamma(gamma)
-    except InvalidSettingError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return gamma
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,62 +118,6 @@ def _register_optional(commands: argparse._SubParsersAction[argparse.ArgumentPar
     serve_cli.register(commands)
     models_cli.register(commands)
     worker_cli.register(commands)
-
-
-def load_runtime(
-    args: argparse.Namespace, draft: str | None, facts: list[ModelFacts] | None = None
-) -> AnyRuntime:
-    """Load the models; with RPC workers, in a child process that may die (app/engine/isolated).
-
-    `facts`, when given, receives the loaded models' facts (target first).
-    """
-    from models.compat import check_draft_file  # noqa: PLC0415 - only when generating
-
-    runtime: AnyRuntime = (
-        IsolatedRuntime(vet_draft=check_draft_file)
-        if uses_rpc(args)
-        else Runtime(vet_draft=check_draft_file)
-    )
-    loaded = facts if facts is not None else []
-    try:
-        loaded.append(
-            runtime.load_target(
-                ModelConfig(
-                    resolve_model_path(args.target, role="target"),
-                    n_ctx=args.n_ctx,
-                    n_gpu_layers=args.n_gpu_layers,
-                    n_threads=args.threads,
-                    rpc_servers=target_endpoints(args),
-                )
-            )
-        )
-        if draft == NGRAM:
-            runtime.use_prompt_lookup()
-        elif draft is not None:
-            loaded.append(
-                runtime.load_draft(
-                    ModelConfig(
-                        resolve_model_path(draft, role="draft"),
-                        n_ctx=args.n_ctx,
-                        n_gpu_layers=args.draft_n_gpu_layers,
-                        n_threads=args.threads,
-                        rpc_servers=draft_endpoints(args),
-                    )
-                )
-            )
-    except BaseException:
-        runtime.close()
-        raise
-    return runtime
-
-
-def placement_json(facts: list[ModelFacts]) -> dict[str, list[dict[str, object]]]:
-    """Where each model's weights went, by llama.cpp's buffer names (RPC0[host:port], CPU...)."""
-    roles = ("target", "draft")
-    return {
-        role: [{"buffer": name, "bytes": size} for name, size in f.placement]
-        for role, f in zip(roles, facts, strict=False)
-    }
 
 
 def check_generate_args(args: argparse.Namespace) -> None:

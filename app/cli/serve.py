@@ -18,8 +18,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from app.cli.args import add_model_arguments, add_sampling_arguments, generation_from_args
-from app.cli.main import gamma_value, load_runtime
+from app.cli.args import (
+    add_model_arguments,
+    add_sampling_arguments,
+    gamma_value,
+    generation_from_args,
+)
+from app.cli.loading import load_runtime
 from app.cli.rpc_options import add_rpc_arguments
 from app.errors import InvalidSettingError
 from app.metrics.cost_model import MAX_GAMMA

@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
-import re
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +23,14 @@ import numpy.typing as npt
 from app.engine.config import ModelConfig
 from app.errors import Cancelled, ContextOverflowError, KvCacheFullError, ModelLoadError
 from app.llama import rpc
-from app.llama.threads import configure_openmp, default_thread_count
+from app.llama.backend import (
+    BUFFER_LINE,
+    buffer_lines,
+    ensure_backend,
+    last_llama_error,
+    recent_log_lines,
+)
+from app.llama.threads import default_thread_count
 
 log = logging.getLogger(__name__)
 
@@ -36,75 +41,6 @@ _SEQ = 0  # one sequence per context: chat, not batched serving
 
 LoadProgress = Callable[[float], bool]
 """Called with 0..1 while weights load; returning False cancels the load."""
-
-
-_backend_lock = threading.Lock()
-_backend_ready = False
-_recent_log_lines: list[str] = []
-_buffer_lines: list[str] = []  # "<device> model buffer size = N MiB" lines of the latest load
-_BUFFER_LINE = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([0-9.]+) MiB")
-_log_callback: object = None  # kept referenced: llama.cpp holds the raw pointer
-
-
-def ensure_backend() -> None:
-    """Initialise llama.cpp once and route its chatter into `logging` instead of stderr."""
-    global _backend_ready, _log_callback  # noqa: PLW0603 - process-wide native state
-    with _backend_lock:
-        if _backend_ready:
-            return
-        configure_openmp()  # before the OpenMP runtime loads with llama_cpp
-        import llama_cpp  # noqa: PLC0415
-
-        def on_log(level: int, text: bytes | None, _user: ctypes.c_void_p) -> None:
-            line = (text or b"").decode("utf-8", "replace").rstrip()
-            if line:
-                # Keep the tail so a failed load can say what llama.cpp complained about.
-                _recent_log_lines.append(line)
-                del _recent_log_lines[:-20]
-                if _BUFFER_LINE.search(line):
-                    _buffer_lines.append(line)
-                log.debug("llama.cpp[%d]: %s", level, line)
-
-        _log_callback = llama_cpp.llama_log_callback(on_log)
-        llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
-        _load_backend_libraries()
-        llama_cpp.llama_backend_init()
-        _backend_ready = True
-
-
-def _load_backend_libraries() -> None:
-    """Load llama.cpp's backends when they are built as separate libraries.
-
-    A portable build (GGML_BACKEND_DL, as the self-contained bundle ships) has one CPU library per
-    instruction-set level and picks the best one for this CPU at load time. llama.cpp looks for
-    them next to the executable and in the working directory, neither of which is where the
-    Python package keeps them, so point it at the package's own lib folder. A build with the
-    backends linked in has them registered already, and this does nothing.
-    """
-    import llama_cpp.llama_cpp as native  # noqa: PLC0415
-
-    # Looked up through libllama's handle, which finds the symbols in the very libggml that
-    # libllama is linked to. llama_cpp._ggml loads libggml again under another file name: a
-    # second copy with a registry of its own, where loaded backends would go unseen.
-    lib = native._lib
-    lib.ggml_backend_reg_count.restype = ctypes.c_size_t
-    if lib.ggml_backend_reg_count() == 0:
-        lib.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
-        lib.ggml_backend_load_all_from_path(str(Path(native.__file__).parent / "lib").encode())
-
-
-def _last_llama_error() -> str:
-    # llama.cpp logs the specific cause ("error loading model: tensor ... data is not within
-    # the file bounds ...") before the generic "failed to load model"; prefer the cause.
-    for line in reversed(_recent_log_lines):
-        marker = "error loading model:"
-        if marker in line:
-            return line.split(marker, 1)[1].strip()
-    for line in reversed(_recent_log_lines):
-        lowered = line.lower()
-        if "error" in lowered or "failed" in lowered or "invalid" in lowered:
-            return line.split(": ", 1)[-1].strip()
-    return "llama.cpp refused the file"
 
 
 def precheck_model_file(path: Path) -> None:
@@ -150,7 +86,7 @@ class ModelFacts:
 def _placement(lines: Sequence[str]) -> tuple[tuple[str, int], ...]:
     found: list[tuple[str, int]] = []
     for line in lines:
-        match = _BUFFER_LINE.search(line)
+        match = BUFFER_LINE.search(line)
         if match:
             found.append((match.group(1), int(float(match.group(2)) * 1024 * 1024)))
     return tuple(found)
@@ -204,14 +140,14 @@ class LlamaModel:
 
             self._progress_cb = llama_cpp.llama_progress_callback(on_progress)
             model_params.progress_callback = self._progress_cb
-        _recent_log_lines.clear()
-        _buffer_lines.clear()
+        recent_log_lines.clear()
+        buffer_lines.clear()
         self._model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), model_params)
-        self.placement = _placement(_buffer_lines)
+        self.placement = _placement(buffer_lines)
         if not self._model:
             if cancelled:
                 raise Cancelled("model loading cancelled")
-            raise ModelLoadError(str(self.path), _last_llama_error())
+            raise ModelLoadError(str(self.path), last_llama_error())
         try:
             self._init_context(config)
         except BaseException:

@@ -129,7 +129,7 @@ def _ggml() -> Any:
     if _lib is not None:
         return _lib
     require_rpc()
-    from app.llama.model import ensure_backend  # noqa: PLC0415 - avoids an import cycle
+    from app.llama.backend import ensure_backend  # noqa: PLC0415 - loads llama.cpp on first use
 
     ensure_backend()
     from llama_cpp import _ggml as ggml_module  # noqa: PLC0415

@@ -1,0 +1,72 @@
+"""Loading the models a command's flags name: in this process, or in a child process when
+RPC workers hold layers (llama.cpp aborts its process when a worker fails)."""
+
+from __future__ import annotations
+
+import argparse
+
+from app.cli.args import resolve_model_path
+from app.cli.rpc_options import draft_endpoints, target_endpoints, uses_rpc
+from app.engine.config import ModelConfig
+from app.engine.isolated import AnyRuntime, IsolatedRuntime
+from app.engine.runtime import NGRAM, Runtime
+from app.llama import rpc
+from app.llama.model import ModelFacts
+
+
+def load_runtime(
+    args: argparse.Namespace, draft: str | None, facts: list[ModelFacts] | None = None
+) -> AnyRuntime:
+    """Load the models; with RPC workers, in a child process that may die (app/engine/isolated).
+
+    `facts`, when given, receives the loaded models' facts (target first).
+    """
+    from models.compat import check_draft_file  # noqa: PLC0415 - only when generating
+
+    if uses_rpc(args):
+        rpc.require_rpc()  # a build without RPC says how to rebuild before any file is read
+    runtime: AnyRuntime = (
+        IsolatedRuntime(vet_draft=check_draft_file)
+        if uses_rpc(args)
+        else Runtime(vet_draft=check_draft_file)
+    )
+    loaded = facts if facts is not None else []
+    try:
+        loaded.append(
+            runtime.load_target(
+                ModelConfig(
+                    resolve_model_path(args.target, role="target"),
+                    n_ctx=args.n_ctx,
+                    n_gpu_layers=args.n_gpu_layers,
+                    n_threads=args.threads,
+                    rpc_servers=target_endpoints(args),
+                )
+            )
+        )
+        if draft == NGRAM:
+            runtime.use_prompt_lookup()
+        elif draft is not None:
+            loaded.append(
+                runtime.load_draft(
+                    ModelConfig(
+                        resolve_model_path(draft, role="draft"),
+                        n_ctx=args.n_ctx,
+                        n_gpu_layers=args.draft_n_gpu_layers,
+                        n_threads=args.threads,
+                        rpc_servers=draft_endpoints(args),
+                    )
+                )
+            )
+    except BaseException:
+        runtime.close()
+        raise
+    return runtime
+
+
+def placement_json(facts: list[ModelFacts]) -> dict[str, list[dict[str, object]]]:
+    """Where each model's weights went, by llama.cpp's buffer names (RPC0[host:port], CPU...)."""
+    roles = ("target", "draft")
+    return {
+        role: [{"buffer": name, "bytes": size} for name, size in f.placement]
+        for role, f in zip(roles, facts, strict=False)
+    }
