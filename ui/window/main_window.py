@@ -477,9 +477,11 @@ class MainWindow(WindowLayout):
         self.settings.set("window/splitter", self.splitter.saveState())
         self.settings.sync()
         self.host.stop(SHUTDOWN_TIMEOUT_MS)
-        # The worker's last signals (the stopped reply's FinishEvent) are queued for us now;
-        # deliver them so the partial reply is saved before the store closes.
-        QCoreApplication.sendPostedEvents(self, QEvent.Type.MetaCall)
+        # The worker's last signals (the stopped reply's FinishEvent) are queued for the reply
+        # flow and the window now; deliver them so the partial reply is saved before the store
+        # closes.
+        for receiver in (self.flow, self.server_switch, self):
+            QCoreApplication.sendPostedEvents(receiver, QEvent.Type.MetaCall)
         self.ops.shutdown()
         self.gpu.close()
         self.store.close()
