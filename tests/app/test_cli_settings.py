@@ -152,6 +152,8 @@ def test_a_signal_mid_reply_prints_the_partial_json_and_exits_with_its_status(
                 signal.raise_signal(signum)  # delivered to this (the main) thread, as a user would
 
     monkeypatch.setattr(Runtime, "generate", generate_then_signal)
+    # What the handlers were before (SIG_IGN where the suite runs in the background).
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     code = main(
         [
             "generate",
@@ -174,7 +176,7 @@ def test_a_signal_mid_reply_prints_the_partial_json_and_exits_with_its_status(
     # A plain step is one token: the stop lands right after the third.
     assert len(result["token_ids"]) == 3 and result["text"]
     # The handlers are put back once the command ends.
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert {s: signal.getsignal(s) for s in before} == before
 
 
 def test_a_reader_that_goes_away_ends_the_command_without_a_traceback(demo_models: Any) -> None:
