@@ -25,6 +25,10 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "tokens_per_second": "generated tokens / generation wall time (prompt processing excluded)",
     "ttft_s": "time from request to first generated token",
     "draft_s": "wall time spent drafting",
+    "draft_catchup_s": (
+        "wall time the draft spent reading tokens accepted while speculation was paused "
+        "(not in draft_s or c_draft)"
+    ),
     "verify_s": "wall time spent in target passes",
     "c_draft": "one draft step's time / one plain target step's time",
     "c_verify": "one verification pass's time / one plain target step's time",
@@ -55,6 +59,7 @@ class GenerationStats:
     verify_s: float
     c_draft: float | None
     c_verify: float | None
+    draft_catchup_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,4 +125,5 @@ def summarize(
         verify_s=verify_s,
         c_draft=c_draft,
         c_verify=c_verify,
+        draft_catchup_s=sum(r.draft_catchup_s for r in rounds),
     )
