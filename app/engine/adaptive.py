@@ -16,16 +16,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
 
+from app.engine.config import MAX_GAMMA
 from app.engine.events import RoundRecord
+from app.engine.gamma_estimates import MIN_SECONDS, Acceptance, RunningMean, VerifyCurve
 from app.metrics.cost_model import expected_tokens_by_position
 
-# Guards divisions by measured times that a coarse clock may report as zero.
-_MIN_SECONDS = 1e-9
-# Pseudo-observations pulling a sparsely measured position towards the pooled acceptance, so one
-# unlucky round at a deep position does not decide γ.
-_SHRINK = 8.0
 # How far (in standard errors) recent acceptance must stray from the long-run figure before the
 # long-run figure is judged to describe text or a draft that no longer applies.
 _CHANGE_Z = 4.0
@@ -65,156 +61,12 @@ _MIN_PROBE_INTERVAL = 4
 _MAX_PROBE_INTERVAL = 64
 
 
-@dataclass
-class _Acceptance:
-    """Exponentially forgotten counts of conditional trials per draft position.
-
-    Position i is a trial only when positions 1..i−1 were accepted: after the first rejection the
-    target never judged the rest, so counting them would bias later positions downwards.
-    """
-
-    decay: float
-    tried: list[float] = field(default_factory=list)
-    kept: list[float] = field(default_factory=list)
-
-    def add(self, drafted: int, accepted: int) -> None:
-        self.tried = [t * self.decay for t in self.tried]
-        self.kept = [k * self.decay for k in self.kept]
-        judged = min(accepted + 1, drafted)
-        while len(self.tried) < judged:
-            self.tried.append(0.0)
-            self.kept.append(0.0)
-        for i in range(judged):
-            self.tried[i] += 1.0
-            if i < accepted:
-                self.kept[i] += 1.0
-
-    def pooled(self) -> tuple[float, float]:
-        """Laplace-smoothed pooled acceptance and its trial count."""
-        n = math.fsum(self.tried)
-        return (math.fsum(self.kept) + 1.0) / (n + 2.0), n
-
-    def conditional(self, positions: int) -> list[float]:
-        prior, _ = self.pooled()
-        out: list[float] = []
-        for i in range(positions):
-            n = self.tried[i] if i < len(self.tried) else 0.0
-            k = self.kept[i] if i < len(self.kept) else 0.0
-            out.append((k + _SHRINK * prior) / (n + _SHRINK))
-        return out
-
-    def first(self) -> tuple[float, float]:
-        """Laplace-smoothed acceptance of the first position and its trial count."""
-        n = self.tried[0] if self.tried else 0.0
-        k = self.kept[0] if self.kept else 0.0
-        return (k + 1.0) / (n + 2.0), n
-
-    def cautious(self, positions: int, z: float) -> list[float]:
-        """Each position's Laplace-smoothed acceptance lowered by z standard deviations of its
-        Beta posterior: no pull towards other positions, so a few trials count for little."""
-        out: list[float] = []
-        for i in range(positions):
-            n = self.tried[i] if i < len(self.tried) else 0.0
-            k = self.kept[i] if i < len(self.kept) else 0.0
-            mean = (k + 1.0) / (n + 2.0)
-            out.append(max(mean - z * math.sqrt(mean * (1.0 - mean) / (n + 3.0)), 0.0))
-        return out
-
-    def copy_from(self, other: _Acceptance) -> None:
-        self.tried = list(other.tried)
-        self.kept = list(other.kept)
-
-    def clear(self) -> None:
-        self.tried.clear()
-        self.kept.clear()
-
-
-@dataclass
-class _Running:
-    """A mean that averages its first `horizon` samples evenly, then forgets exponentially."""
-
-    horizon: int
-    value: float = 0.0
-    count: int = 0
-
-    def add(self, x: float) -> None:
-        self.count += 1
-        self.value += (x - self.value) / min(self.count, self.horizon)
-
-
-@dataclass
-class _VerifyCost:
-    """Verify seconds by the number of rows checked, from the passes measured at each count.
-
-    On a CPU the cost is concave in the rows (two rows cost 1.2 plain steps, six only 1.45 on
-    the demo pair), so a straight line through all counts misprices short drafts. Each count
-    keeps its own running mean; counts in between are interpolated, counts beyond the largest
-    measured one are extrapolated along a weighted least-squares line. A plain step is a
-    one-row pass, so it anchors the curve even when speculation has run at one γ only. Weights
-    fade so that counts not seen lately (an older context length) count less.
-    """
-
-    horizon: int
-    fade: float
-    means: dict[int, _Running] = field(default_factory=dict)
-    weights: dict[int, float] = field(default_factory=dict)
-
-    def add(self, rows: int, seconds: float) -> None:
-        for r in self.weights:
-            self.weights[r] *= self.fade
-        self.means.setdefault(rows, _Running(self.horizon)).add(seconds)
-        self.weights[rows] = min(self.weights.get(rows, 0.0) + 1.0, float(self.horizon))
-
-    def mean_at(self, rows: int) -> float | None:
-        m = self.means.get(rows)
-        return m.value if m is not None else None
-
-    def predict(self, rows: int) -> float:
-        points = sorted((r, self.means[r].value, w) for r, w in self.weights.items() if w > 0.0)
-        counts = [r for r, _, _ in points]
-        costs = _non_decreasing([y for _, y, _ in points], [w for _, _, w in points])
-        if rows <= counts[0]:
-            return max(costs[0], _MIN_SECONDS)
-        for i in range(1, len(counts)):
-            if rows <= counts[i]:
-                share = (rows - counts[i - 1]) / (counts[i] - counts[i - 1])
-                return max(costs[i - 1] + share * (costs[i] - costs[i - 1]), _MIN_SECONDS)
-        return max(costs[-1] + self._slope(points) * (rows - counts[-1]), _MIN_SECONDS)
-
-    @staticmethod
-    def _slope(points: list[tuple[int, float, float]]) -> float:
-        total = math.fsum(w for _, _, w in points)
-        x_bar = math.fsum(w * r for r, _, w in points) / total
-        y_bar = math.fsum(w * y for _, y, w in points) / total
-        sxx = math.fsum(w * (r - x_bar) ** 2 for r, _, w in points)
-        if sxx <= 0.0:
-            return 0.0
-        # Checking more rows never makes a pass faster; a negative slope is noise.
-        return max(math.fsum(w * (r - x_bar) * (y - y_bar) for r, y, w in points) / sxx, 0.0)
-
-
-def _non_decreasing(values: list[float], weights: list[float]) -> list[float]:
-    """The weighted least-squares non-decreasing fit (pool adjacent violators).
-
-    Noise can make a longer pass look cheaper than a shorter one; believing it would send γ
-    up for no reason.
-    """
-    blocks: list[tuple[float, float, int]] = []  # (mean, weight, values pooled)
-    for value, weight in zip(values, weights, strict=True):
-        mean, total, size = value, weight, 1
-        while blocks and blocks[-1][0] > mean:
-            prev_mean, prev_total, prev_size = blocks.pop()
-            mean = (prev_mean * prev_total + mean * total) / (prev_total + total)
-            total += prev_total
-            size += prev_size
-        blocks.append((mean, total, size))
-    return [mean for mean, _, size in blocks for _ in range(size)]
-
-
 class GammaController:
     """Chooses each round's draft length; 0 means run a plain target step instead."""
 
-    def __init__(self, *, max_gamma: int = 12, initial_gamma: int = 4, window: int = 16) -> None:
+    def __init__(
+        self, *, max_gamma: int = MAX_GAMMA, initial_gamma: int = 4, window: int = 16
+    ) -> None:
         if max_gamma < 1:
             raise ValueError(f"max_gamma must be >= 1, got {max_gamma}")
         if not 1 <= initial_gamma <= max_gamma:
@@ -230,15 +82,15 @@ class GammaController:
         self._remeasure_every = 96
         # Two horizons: the short one notices a change, the long one keeps γ steady when the
         # curve near its peak is flat and the per-round acceptance noise is not.
-        self._short = _Acceptance(decay=1.0 - 1.0 / window)
-        self._long = _Acceptance(decay=1.0 - 1.0 / (8 * window))
+        self._short = Acceptance(decay=1.0 - 1.0 / window)
+        self._long = Acceptance(decay=1.0 - 1.0 / (8 * window))
         # What the probes since the last pause showed: the only acceptance the resume rule
         # trusts, since the figures from before the pause describe what made it lose.
         # Probes are few, so it forgets faster than the short horizon: a bad patch's failures
         # must not outweigh the successes of a draft that has come back.
-        self._probes = _Acceptance(decay=1.0 - 2.0 / window)
-        self._verify = _VerifyCost(horizon=window, fade=1.0 - 1.0 / (8 * window))
-        self._draft_per_step = _Running(window)
+        self._probes = Acceptance(decay=1.0 - 2.0 / window)
+        self._verify = VerifyCurve(horizon=window, fade=1.0 - 1.0 / (8 * window))
+        self._draft_per_step = RunningMean(window)
         self._recent: deque[tuple[int, float]] = deque(maxlen=window)
         self._off = False
         self._losing_streak = 0
@@ -280,6 +132,12 @@ class GammaController:
         if self._off:
             self._plain_since_probe = self._probe_interval
 
+    def note_plain_step(self, seconds: float) -> None:
+        """A plain step timed before this controller existed (another draft's reply): the unit
+        needs no fresh measurement."""
+        if self.plain_step_s is None:
+            self._verify.add(1, max(seconds, MIN_SECONDS))
+
     def next_gamma(self) -> int:
         if self.plain_step_s is None:
             return 0
@@ -313,7 +171,7 @@ class GammaController:
         # stopped it. A drafter without passes (prompt lookup) is priced per proposed token.
         steps = max(record.draft_steps, record.drafted)
         self._draft_per_step.add(max(record.draft_s, 0.0) / steps)
-        self._verify.add(record.drafted + 1, max(record.verify_s, _MIN_SECONDS))
+        self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
         self._add_acceptance(record.drafted, record.accepted)
         if self._off:
             self._probes.add(record.drafted, record.accepted)
@@ -331,13 +189,13 @@ class GammaController:
         return self._rate(self._long.conditional(gamma), gamma)
 
     def _observe_plain(self, seconds: float) -> None:
-        self._verify.add(1, max(seconds, _MIN_SECONDS))
+        self._verify.add(1, max(seconds, MIN_SECONDS))
         self._since_plain = 0
         if self._off:
             self._plain_since_probe += 1
         if self._confirming:
             self._confirming = False
-            self._confirm_losing(1.0 / max(seconds, _MIN_SECONDS))
+            self._confirm_losing(1.0 / max(seconds, MIN_SECONDS))
 
     def _probe_gamma(self) -> int:
         gamma, _ = self._best(self._short)
@@ -365,7 +223,7 @@ class GammaController:
 
         A probe's loss is what it costs beyond the plain steps its tokens would have taken.
         """
-        plain = self.plain_step_s or _MIN_SECONDS
+        plain = self.plain_step_s or MIN_SECONDS
         gamma = self._probe_gamma()
         tokens = expected_tokens_by_position(self._short.conditional(gamma))
         loss = max(self._round_seconds(gamma) / plain - tokens, 0.0)
@@ -413,7 +271,7 @@ class GammaController:
         _, predicted = self._best(self._short)
         emitted = sum(e for e, _ in self._recent)
         seconds = math.fsum(s for _, s in self._recent)
-        measured = emitted / max(seconds, _MIN_SECONDS)
+        measured = emitted / max(seconds, MIN_SECONDS)
         if predicted < plain_rate and measured < plain_rate * (1.0 - _LOSS_MARGIN):
             return predicted, measured
         return None
@@ -441,7 +299,7 @@ class GammaController:
         if plain is None:
             # Engines are told to run a plain step first; without one the comparison is moot.
             return 0.0
-        return 1.0 / max(plain, _MIN_SECONDS)
+        return 1.0 / max(plain, MIN_SECONDS)
 
     def _plain_rate_or_inf(self) -> float:
         return self._plain_rate() or math.inf
@@ -451,19 +309,27 @@ class GammaController:
 
     def _rate(self, acceptance: list[float], gamma: int) -> float:
         tokens = expected_tokens_by_position(acceptance)
-        return tokens / max(self._round_seconds(gamma), _MIN_SECONDS)
+        return tokens / max(self._round_seconds(gamma), MIN_SECONDS)
 
-    def _best(self, acceptance: _Acceptance) -> tuple[int, float]:
-        rates = [
-            (self._rate(acceptance.conditional(g), g), g) for g in range(1, self._max_gamma + 1)
-        ]
-        rate, gamma = max(rates, key=lambda pair: (pair[0], -pair[1]))
-        return gamma, rate
+    def _best_of(self, acceptance: list[float]) -> tuple[int, float]:
+        """The γ in 1..max_gamma with the most expected tokens per second (the shorter on a
+        tie), and that rate. acceptance[i] is position i + 1's conditional acceptance."""
+        verify = self._verify.predict_up_to(self._max_gamma + 1)
+        per_step = self._draft_per_step.value
+        best_gamma, best_rate = 1, -1.0
+        tokens = reach = 1.0
+        for gamma in range(1, self._max_gamma + 1):
+            reach *= acceptance[gamma - 1]
+            tokens += reach
+            rate = tokens / max(gamma * per_step + verify[gamma], MIN_SECONDS)
+            if rate > best_rate:
+                best_gamma, best_rate = gamma, rate
+        return best_gamma, best_rate
+
+    def _best(self, acceptance: Acceptance) -> tuple[int, float]:
+        return self._best_of(acceptance.conditional(self._max_gamma))
 
     def _best_cautious(self) -> tuple[int, float]:
         """The best γ and its rate from the probes' acceptance, each position lowered by
         _RESUME_Z standard deviations."""
-        cautious = self._probes.cautious(self._max_gamma, _RESUME_Z)
-        rates = [(self._rate(cautious[:g], g), g) for g in range(1, self._max_gamma + 1)]
-        rate, gamma = max(rates, key=lambda pair: (pair[0], -pair[1]))
-        return gamma, rate
+        return self._best_of(self._probes.cautious(self._max_gamma, _RESUME_Z))

@@ -254,6 +254,8 @@ class SpeculativeEngine:
         controller = self._controllers.get(key)
         if controller is None:
             controller = GammaController(initial_gamma=config.gamma)
+            if self.plain_step_s is not None:
+                controller.note_plain_step(self.plain_step_s)
             self._controllers[key] = controller
         return controller
 
