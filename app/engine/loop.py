@@ -181,8 +181,9 @@ class SpeculativeEngine:
             rounds.append(record)
             if drafted == 0:
                 self._observe_plain_step(verify_s)
-            if draft.steps == 0 and emitted:
-                # The draft did not run this round, so it has not read these tokens.
+            if draft.steps == 0 and emitted and mode == "draft":
+                # The draft model did not run this round, so it has not read these tokens.
+                # (Prompt lookup reads the history afresh each round: it is never behind.)
                 self._draft_behind = True
             if controller is not None:
                 controller.observe(record)
