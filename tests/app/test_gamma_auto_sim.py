@@ -26,7 +26,9 @@ def _first_speculating_round(trace: Trace, start: int) -> int | None:
 def test_good_draft_after_a_15_round_bad_patch_speculates_again_within_40_rounds() -> None:
     """α 0.9 (c_draft 0.1) but 0.05 for rounds 100..114; seeds 0..49, stop chance 5 %,
     end-of-sequence chance 0.5 % per token (a new reply then begins). In every seed the
-    controller is speculating, unpaused, within 40 rounds of the patch's end."""
+    controller is speculating, unpaused, within 40 rounds of the patch's end. (So short a
+    patch is mostly met by a shorter γ rather than a pause; the next test covers a real pause
+    and its resumption.)"""
     start, end = 100, 115
 
     def acceptance(round_index: int, _position: int) -> float:
