@@ -20,7 +20,7 @@ from collections import deque
 from app.engine.config import MAX_GAMMA
 from app.engine.events import RoundRecord
 from app.engine.gamma_estimates import MIN_SECONDS, Acceptance, RunningMean, VerifyCurve
-from app.metrics.cost_model import expected_tokens_by_position
+from app.metrics.cost_model import expected_tokens_by_length, expected_tokens_by_position
 
 # How far (in standard errors) recent acceptance must stray from the long-run figure before the
 # long-run figure is judged to describe text or a draft that no longer applies.
@@ -315,13 +315,11 @@ class GammaController:
         """The γ in 1..max_gamma with the most expected tokens per second (the shorter on a
         tie), and that rate. acceptance[i] is position i + 1's conditional acceptance."""
         verify = self._verify.predict_up_to(self._max_gamma + 1)
+        tokens = expected_tokens_by_length(acceptance[: self._max_gamma])
         per_step = self._draft_per_step.value
         best_gamma, best_rate = 1, -1.0
-        tokens = reach = 1.0
         for gamma in range(1, self._max_gamma + 1):
-            reach *= acceptance[gamma - 1]
-            tokens += reach
-            rate = tokens / max(gamma * per_step + verify[gamma], MIN_SECONDS)
+            rate = tokens[gamma] / max(gamma * per_step + verify[gamma], MIN_SECONDS)
             if rate > best_rate:
                 best_gamma, best_rate = gamma, rate
         return best_gamma, best_rate
