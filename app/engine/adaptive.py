@@ -1,184 +1,70 @@
 """Adaptive draft length with auto-off, fed only by the timings of rounds already run.
 
-The controller applies the cost model (app/metrics) to live measurements: per-position conditional
-acceptance (so a draft that slips more at later positions is priced as it is), seconds per draft
-token, and verify seconds by the number of rows checked. Each round it picks the γ with the most
-expected tokens per second and compares that with plain decoding's one token per plain step.
-When speculation loses on both the prediction and the measurement for several rounds in a row,
-it times a fresh plain step (the machine may simply have got busier since plain was last
-measured), and only if speculation still loses by a clear margin does it switch itself off, run
-plain steps, and probe now and then to see if it pays again.
+The controller applies the cost model (app/metrics/cost_model.py) to live measurements:
+per-position conditional acceptance (so a draft that slips more at later positions is priced as
+it is), seconds per draft step, and verify seconds by the number of rows checked. Each round it
+picks the γ with the most expected tokens per second and compares that with plain decoding's one
+token per plain step. It pauses speculation only when both the prediction and the measured rate
+lose, and resumes only when a cautious prediction (acceptance lowered by its own uncertainty)
+wins by a margin: the gap between the two thresholds keeps a draft near break-even from
+flipping. While paused it probes on a schedule whose cost is bounded, and every probe's
+outcome feeds the acceptance estimates the resume rule reads. One controller lives per draft
+for the whole session, so a reply starts from what earlier replies learned.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
 
-from app.metrics.cost_model import MAX_GAMMA, expected_tokens_by_position, fit_verify_line
-from app.metrics.measured import judged_positions
+from app.engine.gamma_estimates import MIN_SECONDS, Acceptance, RunningMean, VerifyCurve
+from app.metrics.cost_model import MAX_GAMMA, expected_tokens_by_length, expected_tokens_by_position
 from app.metrics.rounds import RoundRecord
 
-# Guards divisions by measured times that a coarse clock may report as zero.
-_MIN_SECONDS = 1e-9
-# Pseudo-observations pulling a sparsely measured position towards the pooled acceptance, so one
-# unlucky round at a deep position does not decide γ.
-_SHRINK = 8.0
 # How far (in standard errors) recent acceptance must stray from the long-run figure before the
 # long-run figure is judged to describe text or a draft that no longer applies.
 _CHANGE_Z = 4.0
 # Draft one position past the best γ this often, so deeper positions keep being measured and γ
 # can grow when acceptance does.
 _EXPLORE_EVERY = 6
-# Probes stay short because while off every drafted token is presumed wasted.
-_PROBE_GAMMA = 2
 # Speculation must lose by more than this share of plain speed before it is paused: a timer's
 # jitter or a neighbour process must not switch off a draft that pays.
 _LOSS_MARGIN = 0.05
 # A loss this large (measured below 0.75× plain) is no timing noise: two rounds of it suffice.
 # Smaller losses must persist for a whole window of rounds.
 _CLEAR_LOSS = 0.25
-# The first rounds run at the initial γ while the draft keeps at least half of its tokens, so
-# that γ is first chosen from a few rounds of acceptance, not from one round and a prior.
+# A paused draft resumes only when its cautious prediction beats plain by this share. Together
+# with the pause margin it leaves a band where neither switch fires.
+_RESUME_MARGIN = 0.05
+# Standard errors taken off each position's acceptance before the resume rule prices it: a
+# handful of kept tokens does not make a draft that lost for long look like a winner.
+_RESUME_Z = 1.0
+# The first rounds a draft ever runs stay at the initial γ while the draft keeps at least half
+# of its tokens, so that γ is first chosen from a few rounds of acceptance, not from one round.
 _WARMUP_ROUNDS = 3
-# After each probe that loses, the next comes this many times later, up to _MAX_BACKOFF times
-# the base interval: a draft that keeps losing costs less and less, and one that improves is
-# still noticed within a few hundred tokens.
-_BACKOFF = 2
-_MAX_BACKOFF = 4
-
-
-@dataclass
-class _Acceptance:
-    """Exponentially forgotten counts of conditional trials per draft position.
-
-    Position i is a trial only when positions 1..i−1 were accepted: after the first rejection the
-    target never judged the rest, so counting them would bias later positions downwards.
-    """
-
-    decay: float
-    tried: list[float] = field(default_factory=list)
-    kept: list[float] = field(default_factory=list)
-
-    def add(self, drafted: int, accepted: int) -> None:
-        self.tried = [t * self.decay for t in self.tried]
-        self.kept = [k * self.decay for k in self.kept]
-        judged = judged_positions(drafted, accepted)
-        while len(self.tried) < judged:
-            self.tried.append(0.0)
-            self.kept.append(0.0)
-        for i in range(judged):
-            self.tried[i] += 1.0
-            if i < accepted:
-                self.kept[i] += 1.0
-
-    def pooled(self) -> tuple[float, float]:
-        """Laplace-smoothed pooled acceptance and its trial count."""
-        n = math.fsum(self.tried)
-        return (math.fsum(self.kept) + 1.0) / (n + 2.0), n
-
-    def conditional(self, positions: int) -> list[float]:
-        prior, _ = self.pooled()
-        out: list[float] = []
-        for i in range(positions):
-            n = self.tried[i] if i < len(self.tried) else 0.0
-            k = self.kept[i] if i < len(self.kept) else 0.0
-            out.append((k + _SHRINK * prior) / (n + _SHRINK))
-        return out
-
-    def copy_from(self, other: _Acceptance) -> None:
-        self.tried = list(other.tried)
-        self.kept = list(other.kept)
-
-    def clear(self) -> None:
-        self.tried.clear()
-        self.kept.clear()
-
-
-@dataclass
-class _Running:
-    """A mean that averages its first `horizon` samples evenly, then forgets exponentially."""
-
-    horizon: int
-    value: float = 0.0
-    count: int = 0
-
-    def add(self, x: float) -> None:
-        self.count += 1
-        self.value += (x - self.value) / min(self.count, self.horizon)
-
-
-@dataclass
-class _VerifyCost:
-    """Verify seconds by the number of rows checked, from the passes measured at each count.
-
-    On a CPU the cost is concave in the rows (two rows cost 1.2 plain steps, six only 1.45 on
-    the demo pair), so a straight line through all counts misprices short drafts. Each count
-    keeps its own running mean; counts in between are interpolated, counts beyond the largest
-    measured one are extrapolated along a weighted least-squares line. A plain step is a
-    one-row pass, so it anchors the curve even when speculation has run at one γ only. Weights
-    fade so that counts not seen lately (an older context length) count less.
-    """
-
-    horizon: int
-    fade: float
-    means: dict[int, _Running] = field(default_factory=dict)
-    weights: dict[int, float] = field(default_factory=dict)
-
-    def add(self, rows: int, seconds: float) -> None:
-        for r in self.weights:
-            self.weights[r] *= self.fade
-        self.means.setdefault(rows, _Running(self.horizon)).add(seconds)
-        self.weights[rows] = min(self.weights.get(rows, 0.0) + 1.0, float(self.horizon))
-
-    def mean_at(self, rows: int) -> float | None:
-        m = self.means.get(rows)
-        return m.value if m is not None else None
-
-    def predict(self, rows: int) -> float:
-        points = sorted((r, self.means[r].value, w) for r, w in self.weights.items() if w > 0.0)
-        counts = [r for r, _, _ in points]
-        costs = _non_decreasing([y for _, y, _ in points], [w for _, _, w in points])
-        if rows <= counts[0]:
-            return max(costs[0], _MIN_SECONDS)
-        for i in range(1, len(counts)):
-            if rows <= counts[i]:
-                share = (rows - counts[i - 1]) / (counts[i] - counts[i - 1])
-                return max(costs[i - 1] + share * (costs[i] - costs[i - 1]), _MIN_SECONDS)
-        line = fit_verify_line((float(r), y, w) for r, y, w in points)
-        slope = line.per_row if line is not None else 0.0
-        return max(costs[-1] + slope * (rows - counts[-1]), _MIN_SECONDS)
-
-
-def _non_decreasing(values: list[float], weights: list[float]) -> list[float]:
-    """The weighted least-squares non-decreasing fit (pool adjacent violators).
-
-    Noise can make a longer pass look cheaper than a shorter one; believing it would send γ
-    up for no reason.
-    """
-    blocks: list[tuple[float, float, int]] = []  # (mean, weight, values pooled)
-    for value, weight in zip(values, weights, strict=True):
-        mean, total, size = value, weight, 1
-        while blocks and blocks[-1][0] > mean:
-            prev_mean, prev_total, prev_size = blocks.pop()
-            mean = (prev_mean * prev_total + mean * total) / (prev_total + total)
-            total += prev_total
-            size += prev_size
-        blocks.append((mean, total, size))
-    return [mean for mean, _, size in blocks for _ in range(size)]
+# Probes are short: they exist to measure, and while paused every drafted token is presumed
+# wasted.
+_MAX_PROBE_GAMMA = 3
+# The share of plain decoding's time that probing may cost while paused, by what the draft was
+# worth before it lost: a draft that paid well (its long-run prediction at least this many
+# times plain) probably hit a passage it cannot predict and pays a lot when it comes back, so it
+# is checked often; one that never paid is checked rarely.
+_PAID_WELL = 1.2
+_LEARNING_BUDGET_PAID = 0.04
+_LEARNING_BUDGET_UNPAID = 0.005
+# Per round, how much of what the draft was worth is forgotten: a draft that paid 2.5× still
+# counts as having paid well about a hundred rounds later.
+_WORTH_FADE = 1.0 - 1.0 / 128
+# Bounds on the rounds between probes, whatever the budget says.
+_MIN_PROBE_INTERVAL = 4
+_MAX_PROBE_INTERVAL = 64
 
 
 class GammaController:
     """Chooses each round's draft length; 0 means run a plain target step instead."""
 
     def __init__(
-        self,
-        *,
-        max_gamma: int = MAX_GAMMA,
-        initial_gamma: int = 4,
-        window: int = 16,
-        probe_every: int = 24,
+        self, *, max_gamma: int = MAX_GAMMA, initial_gamma: int = 4, window: int = 16
     ) -> None:
         if max_gamma < 1:
             raise ValueError(f"max_gamma must be >= 1, got {max_gamma}")
@@ -186,22 +72,24 @@ class GammaController:
             raise ValueError(f"initial_gamma must lie in 1..{max_gamma}, got {initial_gamma}")
         if window < 2:
             raise ValueError(f"window must be >= 2, got {window}")
-        if probe_every < 2:
-            raise ValueError(f"probe_every must be >= 2, got {probe_every}")
         self._max_gamma = max_gamma
         self._initial_gamma = initial_gamma
         self._window = window
-        self._probe_every = probe_every
         # Switching off on a single bad round would let noise decide.
         self._patience = 2
         # Plain time drifts as the context grows, so it is re-measured now and then while on.
-        self._remeasure_every = 4 * probe_every
+        self._remeasure_every = 96
         # Two horizons: the short one notices a change, the long one keeps γ steady when the
         # curve near its peak is flat and the per-round acceptance noise is not.
-        self._short = _Acceptance(decay=1.0 - 1.0 / window)
-        self._long = _Acceptance(decay=1.0 - 1.0 / (8 * window))
-        self._verify = _VerifyCost(horizon=window, fade=1.0 - 1.0 / (8 * window))
-        self._draft_per_token = _Running(window)
+        self._short = Acceptance(decay=1.0 - 1.0 / window)
+        self._long = Acceptance(decay=1.0 - 1.0 / (8 * window))
+        # What the probes since the last pause showed: the only acceptance the resume rule
+        # trusts, since the figures from before the pause describe what made it lose.
+        # Probes are few, so it forgets faster than the short horizon: a bad patch's failures
+        # must not outweigh the successes of a draft that has come back.
+        self._probes = Acceptance(decay=1.0 - 2.0 / window)
+        self._verify = VerifyCurve(horizon=window, fade=1.0 - 1.0 / (8 * window))
+        self._draft_per_step = RunningMean(window)
         self._recent: deque[tuple[int, float]] = deque(maxlen=window)
         self._off = False
         self._losing_streak = 0
@@ -209,9 +97,12 @@ class GammaController:
         self._confirming = False
         self._spec_rounds = 0
         self._warming_up = True
-        self._probe_interval = probe_every
         self._since_plain = 0
+        self._probe_interval = _MIN_PROBE_INTERVAL
         self._plain_since_probe = 0
+        # The best the draft was lately worth (× plain), fading per round: sets how often a
+        # paused draft is probed.
+        self._worth = 0.0
         self._notices: deque[str] = deque()
 
     @property
@@ -222,15 +113,36 @@ class GammaController:
     def plain_step_s(self) -> float | None:
         return self._verify.mean_at(1)
 
+    @property
+    def probe_interval(self) -> int:
+        """Plain steps between probes while paused."""
+        return self._probe_interval
+
     def take_notice(self) -> str | None:
         return self._notices.popleft() if self._notices else None
+
+    def begin_reply(self) -> None:
+        """Start a new reply from what earlier replies taught: acceptance and costs carry over
+        (no warm-up once the draft has run), the measured-rate window does not. A paused draft
+        is probed at once, since a new prompt may suit it."""
+        self._recent.clear()
+        self._losing_streak = 0
+        self._confirming = False
+        if self._off:
+            self._plain_since_probe = self._probe_interval
+
+    def note_plain_step(self, seconds: float) -> None:
+        """A plain step timed before this controller existed (another draft's reply): the unit
+        needs no fresh measurement."""
+        if self.plain_step_s is None:
+            self._verify.add(1, max(seconds, MIN_SECONDS))
 
     def next_gamma(self) -> int:
         if self.plain_step_s is None:
             return 0
         if self._off:
-            if self._plain_since_probe >= self._probe_interval - 1:
-                return min(_PROBE_GAMMA, self._max_gamma)
+            if self._plain_since_probe >= self._probe_interval:
+                return self._probe_gamma()
             return 0
         if self._warming_up:
             return self._initial_gamma
@@ -242,6 +154,7 @@ class GammaController:
         return gamma
 
     def observe(self, record: RoundRecord) -> None:
+        self._worth *= _WORTH_FADE
         if record.drafted == 0:
             self._observe_plain(record.verify_s)
             if record.draft_steps and not self._off:
@@ -253,74 +166,97 @@ class GammaController:
         self._since_plain += 1
         if 2 * record.accepted < record.drafted or self._spec_rounds >= _WARMUP_ROUNDS:
             self._warming_up = False
-        self._draft_per_token.add(max(record.draft_s, 0.0) / record.drafted)
-        self._verify.add(record.drafted + 1, max(record.verify_s, _MIN_SECONDS))
-        if self._off:
-            self._observe_probe(record)
-            return
+        # Per pass the draft ran: a draft cut short by p_min still paid for the pass that
+        # stopped it. A drafter without passes (prompt lookup) is priced per proposed token.
+        steps = max(record.draft_steps, record.drafted)
+        self._draft_per_step.add(max(record.draft_s, 0.0) / steps)
+        self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
         self._add_acceptance(record.drafted, record.accepted)
+        if self._off:
+            self._probes.add(record.drafted, record.accepted)
+            self._observe_probe()
+            return
         self._recent.append((record.emitted, record.draft_s + record.verify_s))
+        _, long_rate = self._best(self._long)
+        self._worth = max(self._worth, long_rate / self._plain_rate_or_inf())
         self._check_losing()
 
     def predicted_rate(self, gamma: int) -> float | None:
         """Expected tokens per second at this γ from the long-run figures, None before data."""
-        if self.plain_step_s is None or self._draft_per_token.count == 0:
+        if self.plain_step_s is None or self._draft_per_step.count == 0:
             return None
-        return self._rate(self._long, gamma)
+        return self._rate(self._long.conditional(gamma), gamma)
 
     def _observe_plain(self, seconds: float) -> None:
-        self._verify.add(1, max(seconds, _MIN_SECONDS))
+        self._verify.add(1, max(seconds, MIN_SECONDS))
         self._since_plain = 0
         if self._off:
             self._plain_since_probe += 1
         if self._confirming:
             self._confirming = False
-            self._confirm_losing(1.0 / max(seconds, _MIN_SECONDS))
+            self._confirm_losing(1.0 / max(seconds, MIN_SECONDS))
 
-    def _observe_probe(self, record: RoundRecord) -> None:
+    def _probe_gamma(self) -> int:
+        gamma, _ = self._best(self._short)
+        return max(1, min(gamma, _MAX_PROBE_GAMMA, self._max_gamma))
+
+    def _observe_probe(self) -> None:
+        """Resume when the cautious prediction wins; else schedule the next probe."""
         self._plain_since_probe = 0
-        self._add_acceptance(record.drafted, record.accepted)
         plain_rate = self._plain_rate()
-        probe_rate = record.emitted / max(record.draft_s + record.verify_s, _MIN_SECONDS)
-        # A probe must keep every token it drafted: one lucky token out of two is what a draft
-        # right a third of the time shows every few probes, and resuming on that would switch
-        # a useless draft on and off all reply long.
-        if record.accepted < record.drafted or probe_rate <= plain_rate:
-            self._probe_interval = min(
-                self._probe_interval * _BACKOFF, self._probe_every * _MAX_BACKOFF
+        gamma, cautious = self._best_cautious()
+        if cautious > plain_rate * (1.0 + _RESUME_MARGIN):
+            self._long.copy_from(self._short)  # the regime before the pause no longer holds
+            self._recent.clear()
+            self._losing_streak = 0
+            self._off = False
+            self._notices.append(
+                f"speculation resumed: at γ={gamma} the probes' acceptance predicts at "
+                f"least {cautious / plain_rate:.2f}× plain decoding"
             )
             return
-        # A winning probe means the draft or the text changed since speculation was paused, so
-        # the acceptance history describes a regime that no longer holds.
-        self._short.clear()
-        self._long.clear()
-        self._add_acceptance(record.drafted, record.accepted)
-        self._recent.clear()
-        self._recent.append((record.emitted, record.draft_s + record.verify_s))
-        self._losing_streak = 0
-        self._off = False
-        self._probe_interval = self._probe_every
-        self._notices.append(
-            f"speculation resumed: a probe at γ={record.drafted} ran at "
-            f"{probe_rate / plain_rate:.2f}× plain decoding"
-        )
+        self._probe_interval = self._next_probe_interval()
+
+    def _next_probe_interval(self) -> int:
+        """Rounds until the next probe, so that probing costs at most its budget of plain time.
+
+        A probe's loss is what it costs beyond the plain steps its tokens would have taken.
+        """
+        plain = self.plain_step_s or MIN_SECONDS
+        gamma = self._probe_gamma()
+        tokens = expected_tokens_by_position(self._short.conditional(gamma))
+        loss = max(self._round_seconds(gamma) / plain - tokens, 0.0)
+        paid = self._worth >= _PAID_WELL
+        budget = _LEARNING_BUDGET_PAID if paid else _LEARNING_BUDGET_UNPAID
+        return max(_MIN_PROBE_INTERVAL, min(math.ceil(loss / budget), _MAX_PROBE_INTERVAL))
 
     def _add_acceptance(self, drafted: int, accepted: int) -> None:
         self._short.add(drafted, accepted)
         self._long.add(drafted, accepted)
-        short_p, short_n = self._short.pooled()
-        long_p, _ = self._long.pooled()
-        if short_n < self._window:
-            return
-        stderr = math.sqrt(long_p * (1.0 - long_p) / short_n)
-        if abs(short_p - long_p) > _CHANGE_Z * stderr:
+        if self._changed(*self._short.pooled(), self._long.pooled()[0]) or self._changed(
+            *self._short.first(), self._long.first()[0]
+        ):
             self._long.copy_from(self._short)
+
+    def _changed(self, short_p: float, short_n: float, long_p: float) -> bool:
+        """Whether recent acceptance strays from the long-run figure by more than chance.
+
+        Pooled acceptance alone notices a collapse late: a good round adds γ trials, a bad one
+        a single trial. The first position is judged once per round, so it is tested too.
+        """
+        # The short horizon's trials tend to `window` per position from below.
+        if short_n < self._window / 2:
+            return False
+        stderr = math.sqrt(long_p * (1.0 - long_p) / short_n)
+        return abs(short_p - long_p) > _CHANGE_Z * stderr
 
     def _check_losing(self) -> None:
         plain_rate = self._plain_rate()
         verdict = self._losing(plain_rate)
         if verdict is None:
-            self._losing_streak = 0
+            # A leaky count, not a strict streak: near break-even the measured rate's noise
+            # lets one round in a dozen look fine, which must not restart the count each time.
+            self._losing_streak = max(self._losing_streak - 1, 0)
             return
         self._losing_streak += 1
         _, measured = verdict
@@ -334,7 +270,7 @@ class GammaController:
         _, predicted = self._best(self._short)
         emitted = sum(e for e, _ in self._recent)
         seconds = math.fsum(s for _, s in self._recent)
-        measured = emitted / max(seconds, _MIN_SECONDS)
+        measured = emitted / max(seconds, MIN_SECONDS)
         if predicted < plain_rate and measured < plain_rate * (1.0 - _LOSS_MARGIN):
             return predicted, measured
         return None
@@ -348,7 +284,9 @@ class GammaController:
             return
         predicted, measured = verdict
         self._off = True
+        self._probes.clear()
         self._plain_since_probe = 0
+        self._probe_interval = self._next_probe_interval()
         self._notices.append(
             f"speculation paused: predicted {predicted / fresh_plain_rate:.2f}× and measured "
             f"{measured / fresh_plain_rate:.2f}× plain decoding over the last "
@@ -360,14 +298,35 @@ class GammaController:
         if plain is None:
             # Engines are told to run a plain step first; without one the comparison is moot.
             return 0.0
-        return 1.0 / max(plain, _MIN_SECONDS)
+        return 1.0 / max(plain, MIN_SECONDS)
 
-    def _rate(self, acceptance: _Acceptance, gamma: int) -> float:
-        tokens = expected_tokens_by_position(acceptance.conditional(gamma))
-        seconds = gamma * self._draft_per_token.value + self._verify.predict(gamma + 1)
-        return tokens / max(seconds, _MIN_SECONDS)
+    def _plain_rate_or_inf(self) -> float:
+        return self._plain_rate() or math.inf
 
-    def _best(self, acceptance: _Acceptance) -> tuple[int, float]:
-        rates = [(self._rate(acceptance, g), g) for g in range(1, self._max_gamma + 1)]
-        rate, gamma = max(rates, key=lambda pair: (pair[0], -pair[1]))
-        return gamma, rate
+    def _round_seconds(self, gamma: int) -> float:
+        return gamma * self._draft_per_step.value + self._verify.predict(gamma + 1)
+
+    def _rate(self, acceptance: list[float], gamma: int) -> float:
+        tokens = expected_tokens_by_position(acceptance)
+        return tokens / max(self._round_seconds(gamma), MIN_SECONDS)
+
+    def _best_of(self, acceptance: list[float]) -> tuple[int, float]:
+        """The γ in 1..max_gamma with the most expected tokens per second (the shorter on a
+        tie), and that rate. acceptance[i] is position i + 1's conditional acceptance."""
+        verify = self._verify.predict_up_to(self._max_gamma + 1)
+        tokens = expected_tokens_by_length(acceptance[: self._max_gamma])
+        per_step = self._draft_per_step.value
+        best_gamma, best_rate = 1, -1.0
+        for gamma in range(1, self._max_gamma + 1):
+            rate = tokens[gamma] / max(gamma * per_step + verify[gamma], MIN_SECONDS)
+            if rate > best_rate:
+                best_gamma, best_rate = gamma, rate
+        return best_gamma, best_rate
+
+    def _best(self, acceptance: Acceptance) -> tuple[int, float]:
+        return self._best_of(acceptance.conditional(self._max_gamma))
+
+    def _best_cautious(self) -> tuple[int, float]:
+        """The best γ and its rate from the probes' acceptance, each position lowered by
+        _RESUME_Z standard deviations."""
+        return self._best_of(self._probes.cautious(self._max_gamma, _RESUME_Z))

@@ -14,6 +14,7 @@ import codecs
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from app.errors import ContextOverflowError, InvalidSettingError
 from app.llama.handle import ModelHandle
 from app.metrics.rounds import DraftMode, RoundRecord
 from app.metrics.summary import summarize
+
+if TYPE_CHECKING:
+    from app.engine.adaptive import GammaController
 
 Clock = Callable[[], float]
 
@@ -54,11 +58,15 @@ class SpeculativeEngine:
         # Seconds of one plain target step, the cost model's unit (docs/design.md). Measured by a
         # plain round, refreshed by every later one.
         self.plain_step_s: float | None = None
-        self._controller: object | None = None
+        # γ auto's state per draft, kept across replies and draft switches: what a draft's
+        # acceptance and costs were earlier in the session is the best prior for its next reply.
+        # Costs are tied to this target, and an engine lives exactly as long as its target.
+        self._controllers: dict[tuple[str, str], GammaController] = {}
+        # Accepted tokens the draft has not read yet (rounds that ran without it).
+        self._draft_behind = False
 
     def set_drafter(self, drafter: Drafter | None) -> None:
         self.drafter = drafter
-        self._controller = None  # what it learned about the old draft does not carry over
 
     @property
     def mode(self) -> DraftMode:
@@ -99,6 +107,9 @@ class SpeculativeEngine:
             t_prefill = clock()
             self.drafter.prefill(tokens[:-1])
             draft_prefill_s = clock() - t_prefill
+        self._draft_behind = False
+        if controller is not None:
+            controller.begin_reply()
         t_generation = clock()
 
         reply: list[int] = []
@@ -123,6 +134,7 @@ class SpeculativeEngine:
             gamma = self._round_gamma(config, control, controller, mode)
             # Never draft past the token budget or the context: the bonus token needs a row.
             gamma = max(0, min(gamma, remaining - 1, room))
+            catchup_s = self._catch_up(tokens) if gamma > 0 else 0.0
             draft = self._draft(tokens, gamma, config)
             t_verify = clock()
             rows = self.target.feed(tokens + draft.tokens, len(draft.tokens) + 1)
@@ -156,13 +168,18 @@ class SpeculativeEngine:
                 draft_s=draft.seconds,
                 verify_s=verify_s,
                 draft_steps=draft.steps,
+                draft_catchup_s=catchup_s,
             )
             rounds.append(record)
             if drafted == 0:
                 self._observe_plain_step(verify_s)
+            if draft.steps == 0 and emitted and mode == "draft":
+                # The draft model did not run this round, so it has not read these tokens.
+                # (Prompt lookup reads the history afresh each round: it is never behind.)
+                self._draft_behind = True
             if controller is not None:
-                controller.observe(record)  # type: ignore[attr-defined]
-                notice = controller.take_notice()  # type: ignore[attr-defined]
+                controller.observe(record)
+                notice = controller.take_notice()
                 if notice:
                     notices.append(notice)
                     yield NoticeEvent(notice)
@@ -207,27 +224,49 @@ class SpeculativeEngine:
         self,
         config: GenerationConfig,
         control: GenerationControl,
-        controller: object | None,
+        controller: GammaController | None,
         mode: DraftMode,
     ) -> int:
         if mode == "plain" or not control.speculative or self.drafter is None:
             return 0
-        if controller is not None:
-            return int(controller.next_gamma())  # type: ignore[attr-defined]
         if self.plain_step_s is None:
             # One plain step first: it measures the unit cost that c_draft and c_verify are
             # expressed in, and it is the fastest way to a first token anyway.
             return 0
-        return control.gamma if control.gamma is not None else config.gamma
+        # A number set during the reply wins over γ auto from the next round on; the
+        # controller keeps learning from those rounds, so switching back to Auto resumes well.
+        if control.gamma is not None:
+            return control.gamma
+        if controller is not None:
+            return controller.next_gamma()
+        return config.gamma
 
-    def _gamma_controller(self, config: GenerationConfig) -> object | None:
-        if not config.adaptive:
+    def _gamma_controller(self, config: GenerationConfig) -> GammaController | None:
+        if not config.adaptive or self.drafter is None:
             return None
-        if self._controller is None:
-            from app.engine.adaptive import GammaController  # noqa: PLC0415 - only for gamma=auto
+        from app.engine.adaptive import GammaController  # noqa: PLC0415 - only for gamma=auto
 
-            self._controller = GammaController(initial_gamma=config.gamma)
-        return self._controller
+        key = (self.drafter.mode, self.drafter.label)
+        controller = self._controllers.get(key)
+        if controller is None:
+            controller = GammaController(initial_gamma=config.gamma)
+            if self.plain_step_s is not None:
+                controller.note_plain_step(self.plain_step_s)
+            self._controllers[key] = controller
+        return controller
+
+    def _catch_up(self, tokens: list[int]) -> float:
+        """Let the draft read, in one batch, the tokens accepted while it sat idle.
+
+        Timed apart from drafting: the lag is a one-off cost of having paused, and billing it to
+        the next draft steps would make a paused draft look too slow to be worth resuming.
+        """
+        if not self._draft_behind or self.drafter is None:
+            return 0.0
+        self._draft_behind = False
+        start = self._clock()
+        self.drafter.prefill(tokens[:-1])
+        return self._clock() - start
 
     def _draft(self, tokens: list[int], gamma: int, config: GenerationConfig) -> Draft:
         if gamma == 0 or self.drafter is None:

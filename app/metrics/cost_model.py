@@ -61,13 +61,19 @@ def expected_tokens(alpha: float, gamma: int) -> float:
 
 def expected_tokens_by_position(acceptances: Sequence[float]) -> float:
     """1 + a1 + a1·a2 + …, where a_i is the chance position i survives given i − 1 did."""
-    total = 1.0
+    return expected_tokens_by_length(acceptances)[-1]
+
+
+def expected_tokens_by_length(acceptances: Sequence[float]) -> list[float]:
+    """expected_tokens_by_position for every draft length at once: element γ is the expected
+    tokens of a round drafting γ tokens (element 0 is plain decoding's 1)."""
+    totals = [1.0]
     reach = 1.0
     for a in acceptances:
         _check_alpha(a)
         reach *= a
-        total += reach
-    return total
+        totals.append(totals[-1] + reach)
+    return totals
 
 
 def round_cost(gamma: int, c_draft: float, c_verify: VerifyCost = 1.0) -> float:

@@ -21,6 +21,8 @@ class RoundRecord:
     emitted: tokens the round added to the reply, accepted + 1 unless generation stopped early
     (end of sequence inside the accepted run, or the token limit).
     draft_steps: draft forward passes paid for this round (0 for prompt lookup).
+    draft_catchup_s: time the draft spent reading, in one batch, tokens accepted while it sat
+    idle (plain steps); kept out of draft_s so it is never billed to c_draft or to a probe.
     """
 
     index: int
@@ -32,6 +34,7 @@ class RoundRecord:
     draft_s: float
     verify_s: float
     draft_steps: int
+    draft_catchup_s: float = 0.0
 
     @property
     def rejected_at(self) -> int | None:

@@ -28,6 +28,10 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "ttft_s": "time from request to first generated token",
     "draft_s": "wall time spent drafting",
     "draft_prefill_s": "wall time the draft spent reading the prompt (part of ttft_s)",
+    "draft_catchup_s": (
+        "wall time the draft spent reading tokens accepted while speculation was paused "
+        "(not in draft_s or c_draft)"
+    ),
     "verify_s": "wall time spent in target passes",
     "c_draft": (
         "one draft step's time / one plain target step's time (prompt lookup: per proposed token)"
@@ -60,6 +64,7 @@ class GenerationStats:
     verify_s: float
     c_draft: float | None
     c_verify: float | None
+    draft_catchup_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,4 +126,5 @@ def summarize(
         verify_s=verify_s,
         c_draft=measured.c_draft(rounds, plain_step_s),
         c_verify=measured.c_verify(rounds, plain_step_s),
+        draft_catchup_s=sum(r.draft_catchup_s for r in rounds),
     )

@@ -118,7 +118,6 @@ def test_plain_step_time_is_averaged() -> None:
         {"initial_gamma": 0},
         {"max_gamma": 4, "initial_gamma": 5},
         {"window": 1},
-        {"probe_every": 1},
     ],
 )
 def test_rejects_bad_settings(kwargs: dict[str, int]) -> None:
@@ -134,7 +133,7 @@ def test_rejects_bad_settings(kwargs: dict[str, int]) -> None:
 )
 def test_gamma_stays_in_range(alphas: list[float], max_gamma: int, seed: int) -> None:
     pair = Pair(lambda i, _p: alphas[(i // 15) % len(alphas)], seed=seed)
-    controller = GammaController(max_gamma=max_gamma, initial_gamma=1, window=4, probe_every=5)
+    controller = GammaController(max_gamma=max_gamma, initial_gamma=1, window=4)
     gammas, _ = drive(controller, pair, 60)
     assert all(0 <= g <= max_gamma for g in gammas)
 
@@ -199,7 +198,7 @@ def test_gamma_grows_from_a_short_start() -> None:
 
 
 def test_plain_step_is_remeasured_while_speculating() -> None:
-    gammas, _ = drive(GammaController(probe_every=24), Pair(constant(0.95), seed=2), 400)
+    gammas, _ = drive(GammaController(), Pair(constant(0.95), seed=2), 400)
     assert gammas[0] == 0
     assert 2 <= gammas[1:].count(0) <= 8
 
@@ -222,11 +221,12 @@ def test_useless_draft_switches_off_quickly_and_stays_mostly_plain() -> None:
         probes = [g for g in after if g > 0]
         assert probes  # it keeps checking
         assert all(g <= 2 for g in probes)
-        # ... less and less often while the draft keeps losing: 24, 48, then every 96 rounds.
+        # ... rarely: a draft that never paid gets a small learning budget, so the gaps reach
+        # the 64-round ceiling.
         at = [i for i, g in enumerate(after) if g > 0]
         gaps = [b - a for a, b in itertools.pairwise(at)]
-        assert gaps == sorted(gaps)
-        assert gaps[-1] == 4 * 24
+        assert min(gaps) >= 32
+        assert max(gaps) <= 65
         assert controller.take_notice() is None
 
 
@@ -273,7 +273,7 @@ def test_resumes_after_the_draft_improves() -> None:
         return 0.0 if round_index < 100 else 0.9
 
     for seed in range(3):
-        controller = GammaController(probe_every=24)
+        controller = GammaController()
         gammas, notices = drive(controller, Pair(acceptance, seed=seed), 300)
         assert [m.split(":")[0] for _, m in notices] == [
             "speculation paused",

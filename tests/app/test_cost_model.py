@@ -13,6 +13,7 @@ from app.metrics.cost_model import (
     best_gamma,
     ceiling_fraction,
     expected_tokens,
+    expected_tokens_by_length,
     expected_tokens_by_position,
     passes_per_token,
     round_cost,
@@ -310,3 +311,13 @@ def test_round_never_yields_fewer_tokens_per_target_pass_than_plain(
     assert table.read_flags + table.unused_flags == len(flags)
     assert table.accepted_flags == flags[: table.read_flags].count("1")
     assert table.draft_passes == gamma * table.rounds
+
+
+def test_expected_tokens_by_length_gives_every_prefix() -> None:
+    acceptances = [0.9, 0.7, 0.4, 0.0, 0.5]
+    by_length = expected_tokens_by_length(acceptances)
+    assert len(by_length) == 6
+    assert by_length[0] == 1.0
+    for gamma in range(6):
+        assert by_length[gamma] == expected_tokens_by_position(acceptances[:gamma])
+    assert expected_tokens_by_length([0.8] * 4)[4] == pytest.approx(expected_tokens(0.8, 4))

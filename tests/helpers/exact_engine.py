@@ -20,8 +20,9 @@ import numpy as np
 
 from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.drafters import Draft, Drafter, ModelDrafter, PromptLookupDrafter
-from app.engine.events import FinishEvent, RoundRecord
+from app.engine.events import FinishEvent
 from app.engine.loop import SpeculativeEngine
+from app.metrics.rounds import RoundRecord
 from tests.helpers.fake_llama import FakeLlama, blend, toy_logits
 from tests.helpers.plain_oracle import (
     Fit,

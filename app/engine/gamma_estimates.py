@@ -1,0 +1,165 @@
+"""γ auto's running estimates: conditional acceptance by draft position, a running mean, and
+verify seconds by rows checked. Kept apart from the decision rules in app/engine/adaptive.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from app.metrics.cost_model import fit_verify_line
+from app.metrics.measured import judged_positions
+
+# Guards divisions by measured times that a coarse clock may report as zero.
+MIN_SECONDS = 1e-9
+# Pseudo-observations pulling a sparsely measured position towards the pooled acceptance, so one
+# unlucky round at a deep position does not decide γ.
+_SHRINK = 8.0
+
+
+@dataclass
+class Acceptance:
+    """Exponentially forgotten counts of conditional trials per draft position.
+
+    Position i is a trial only when positions 1..i−1 were accepted: after the first rejection the
+    target never judged the rest, so counting them would bias later positions downwards.
+    """
+
+    decay: float
+    tried: list[float] = field(default_factory=list)
+    kept: list[float] = field(default_factory=list)
+
+    def add(self, drafted: int, accepted: int) -> None:
+        self.tried = [t * self.decay for t in self.tried]
+        self.kept = [k * self.decay for k in self.kept]
+        judged = judged_positions(drafted, accepted)
+        while len(self.tried) < judged:
+            self.tried.append(0.0)
+            self.kept.append(0.0)
+        for i in range(judged):
+            self.tried[i] += 1.0
+            if i < accepted:
+                self.kept[i] += 1.0
+
+    def pooled(self) -> tuple[float, float]:
+        """Laplace-smoothed pooled acceptance and its trial count."""
+        n = math.fsum(self.tried)
+        return (math.fsum(self.kept) + 1.0) / (n + 2.0), n
+
+    def conditional(self, positions: int) -> list[float]:
+        prior, _ = self.pooled()
+        out: list[float] = []
+        for i in range(positions):
+            n = self.tried[i] if i < len(self.tried) else 0.0
+            k = self.kept[i] if i < len(self.kept) else 0.0
+            out.append((k + _SHRINK * prior) / (n + _SHRINK))
+        return out
+
+    def first(self) -> tuple[float, float]:
+        """Laplace-smoothed acceptance of the first position and its trial count."""
+        n = self.tried[0] if self.tried else 0.0
+        k = self.kept[0] if self.kept else 0.0
+        return (k + 1.0) / (n + 2.0), n
+
+    def cautious(self, positions: int, z: float) -> list[float]:
+        """Each position's Laplace-smoothed acceptance lowered by z standard deviations of its
+        Beta posterior: no pull towards other positions, so a few trials count for little."""
+        out: list[float] = []
+        for i in range(positions):
+            n = self.tried[i] if i < len(self.tried) else 0.0
+            k = self.kept[i] if i < len(self.kept) else 0.0
+            mean = (k + 1.0) / (n + 2.0)
+            out.append(max(mean - z * math.sqrt(mean * (1.0 - mean) / (n + 3.0)), 0.0))
+        return out
+
+    def copy_from(self, other: Acceptance) -> None:
+        self.tried = list(other.tried)
+        self.kept = list(other.kept)
+
+    def clear(self) -> None:
+        self.tried.clear()
+        self.kept.clear()
+
+
+@dataclass
+class RunningMean:
+    """A mean that averages its first `horizon` samples evenly, then forgets exponentially."""
+
+    horizon: int
+    value: float = 0.0
+    count: int = 0
+
+    def add(self, x: float) -> None:
+        self.count += 1
+        self.value += (x - self.value) / min(self.count, self.horizon)
+
+
+@dataclass
+class VerifyCurve:
+    """Verify seconds by the number of rows checked, from the passes measured at each count.
+
+    On a CPU the cost is concave in the rows (two rows cost 1.2 plain steps, six only 1.45 on
+    the demo pair), so a straight line through all counts misprices short drafts. Each count
+    keeps its own running mean; counts in between are interpolated, counts beyond the largest
+    measured one are extrapolated along a weighted least-squares line. A plain step is a
+    one-row pass, so it anchors the curve even when speculation has run at one γ only. Weights
+    fade so that counts not seen lately (an older context length) count less.
+    """
+
+    horizon: int
+    fade: float
+    means: dict[int, RunningMean] = field(default_factory=dict)
+    weights: dict[int, float] = field(default_factory=dict)
+
+    def add(self, rows: int, seconds: float) -> None:
+        for r in self.weights:
+            self.weights[r] *= self.fade
+        self.means.setdefault(rows, RunningMean(self.horizon)).add(seconds)
+        self.weights[rows] = min(self.weights.get(rows, 0.0) + 1.0, float(self.horizon))
+
+    def mean_at(self, rows: int) -> float | None:
+        m = self.means.get(rows)
+        return m.value if m is not None else None
+
+    def predict(self, rows: int) -> float:
+        return self.predict_up_to(rows)[rows - 1]
+
+    def predict_up_to(self, max_rows: int) -> list[float]:
+        """Predicted seconds for 1..max_rows rows, fitting the measured points once."""
+        points = sorted((r, self.means[r].value, w) for r, w in self.weights.items() if w > 0.0)
+        counts = [r for r, _, _ in points]
+        costs = _non_decreasing([y for _, y, _ in points], [w for _, _, w in points])
+        line = fit_verify_line(points) if max_rows > counts[-1] else None
+        slope = line.per_row if line is not None else 0.0
+        out: list[float] = []
+        i = 1
+        for rows in range(1, max_rows + 1):
+            if rows <= counts[0]:
+                cost = costs[0]
+            elif rows > counts[-1]:
+                cost = costs[-1] + slope * (rows - counts[-1])
+            else:
+                while rows > counts[i]:
+                    i += 1
+                share = (rows - counts[i - 1]) / (counts[i] - counts[i - 1])
+                cost = costs[i - 1] + share * (costs[i] - costs[i - 1])
+            out.append(max(cost, MIN_SECONDS))
+        return out
+
+
+def _non_decreasing(values: list[float], weights: list[float]) -> list[float]:
+    """The weighted least-squares non-decreasing fit (pool adjacent violators).
+
+    Noise can make a longer pass look cheaper than a shorter one; believing it would send γ
+    up for no reason.
+    """
+    blocks: list[tuple[float, float, int]] = []  # (mean, weight, values pooled)
+    for value, weight in zip(values, weights, strict=True):
+        mean, total, size = value, weight, 1
+        while blocks and blocks[-1][0] > mean:
+            prev_mean, prev_total, prev_size = blocks.pop()
+            mean = (prev_mean * prev_total + mean * total) / (prev_total + total)
+            total += prev_total
+            size += prev_size
+        blocks.append((mean, total, size))
+    return [mean for mean, _, size in blocks for _ in range(size)]
