@@ -21,6 +21,7 @@ from pathlib import Path
 from app.cli.rpc_options import draft_endpoints, target_endpoints
 from app.engine.isolated import WORKER_LOST_MARKER, probe_workers
 from app.errors import RpcWorkerLostError, SpecChatError
+from app.llama.backend import LLAMA_LOG_NAME
 from models.terminal import printable
 
 Handler = Callable[[argparse.Namespace], int]
@@ -33,8 +34,8 @@ def _child(handler: Handler, args: argparse.Namespace, log_path: str) -> None:
     os.close(fd)
     os.environ["GGML_NO_BACKTRACE"] = "1"
     to_log = logging.FileHandler(log_path)
-    logging.getLogger("app.llama.model").addHandler(to_log)
-    logging.getLogger("app.llama.model").setLevel(logging.DEBUG)
+    logging.getLogger(LLAMA_LOG_NAME).addHandler(to_log)
+    logging.getLogger(LLAMA_LOG_NAME).setLevel(logging.DEBUG)
     try:
         code = handler(args)
     except SpecChatError as exc:

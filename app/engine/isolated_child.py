@@ -20,6 +20,7 @@ from app.engine.control import GenerationControl
 from app.engine.runtime import DraftVetter, Runtime
 from app.errors import SpecChatError
 from app.llama import rpc
+from app.llama.backend import LLAMA_LOG_NAME
 from app.llama.rpc_keepalive import start_keepalive_thread
 
 
@@ -32,7 +33,7 @@ def _redirect_output(log_path: str) -> None:
     os.close(fd)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    llama_log = logging.getLogger("app.llama.model")
+    llama_log = logging.getLogger(LLAMA_LOG_NAME)
     llama_log.addHandler(handler)
     llama_log.setLevel(logging.DEBUG)  # "RPC server version mismatch" arrives as a log line
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from app.llama.threads import configure_openmp
 
-log = logging.getLogger(__name__)
+# llama.cpp's own log lines go to this logger (debug level); readers attach handlers to it.
+LLAMA_LOG_NAME = __name__
+log = logging.getLogger(LLAMA_LOG_NAME)
 
 _backend_lock = threading.Lock()
 _backend_ready = False

@@ -26,6 +26,7 @@ from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.events import FinishEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
+from app.llama.backend import LLAMA_LOG_NAME
 from app.llama.model import LlamaModel
 from app.llama.resources import GpuProbe
 from models.compat import check_draft_file
@@ -155,7 +156,7 @@ def run_pair(
 ) -> dict[str, Any]:
     before = vram_reading(probe)
     lines = LoadLines()
-    llama_log = logging.getLogger("app.llama.model")  # where llama.cpp's own log is routed
+    llama_log = logging.getLogger(LLAMA_LOG_NAME)
     llama_log.addHandler(lines)
     llama_log.setLevel(logging.DEBUG)
     runtime = Runtime(vet_draft=check_draft_file)
