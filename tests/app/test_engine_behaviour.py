@@ -3,7 +3,6 @@ chat templates and memory accounting, on the real demo models."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -19,23 +18,14 @@ from app.engine.runtime import Runtime
 from app.errors import ContextOverflowError, InvalidSettingError
 from app.llama.model import LlamaModel
 from app.metrics.cost_model import MAX_GAMMA
-from tests.helpers.engine import loaded_runtime, run_to_end
+from tests.helpers.engine import engine_of, loaded_runtime, run_to_end
 
 QUESTION = [{"role": "user", "content": "Explain what a binary search tree is."}]
 
 
 @pytest.fixture(scope="module")
-def runtime(demo_models: Any) -> Iterator[Runtime]:
-    with loaded_runtime(
-        ModelConfig(str(demo_models.f32), n_ctx=1024),
-        ModelConfig(str(demo_models.q4_1), n_ctx=1024),
-    ) as rt:
-        yield rt
-
-
-def _engine(rt: Runtime) -> SpeculativeEngine:
-    assert rt.engine is not None
-    return rt.engine
+def runtime(pair_runtime: Runtime) -> Runtime:
+    return pair_runtime
 
 
 def test_chat_prompt_uses_the_models_own_template(runtime: Runtime) -> None:
@@ -56,7 +46,7 @@ def test_stop_between_rounds_keeps_partial_reply(runtime: Runtime) -> None:
     prompt = runtime.chat_prompt(QUESTION)
     seen: list[TokenEvent] = []
     result = None
-    for event in _engine(runtime).generate(prompt, GenerationConfig(max_tokens=200), control):
+    for event in engine_of(runtime).generate(prompt, GenerationConfig(max_tokens=200), control):
         if isinstance(event, TokenEvent):
             seen.append(event)
             if len(seen) >= 10:
@@ -73,10 +63,10 @@ def test_stop_between_rounds_keeps_partial_reply(runtime: Runtime) -> None:
 def test_toggling_speculation_mid_reply_keeps_output_and_switches_mode(runtime: Runtime) -> None:
     prompt = runtime.chat_prompt(QUESTION)
     config = GenerationConfig(max_tokens=96, gamma=4)
-    plain, _ = run_to_end(_engine(runtime), prompt, config, speculative=False)
+    plain, _ = run_to_end(engine_of(runtime), prompt, config, speculative=False)
     control = GenerationControl()
     result = None
-    for event in _engine(runtime).generate(prompt, config, control):
+    for event in engine_of(runtime).generate(prompt, config, control):
         if isinstance(event, TokenEvent) and event.index == 40:
             control.speculative = False
         elif isinstance(event, FinishEvent):
@@ -101,8 +91,8 @@ def test_context_limit_ends_reply_without_crash(demo_models: Any) -> None:
     ) as rt:
         prompt = rt.text_prompt("The alphabet, letter by letter: A, B, C, D, E, F,")
         config = GenerationConfig(max_tokens=500, gamma=6)
-        spec, _ = run_to_end(_engine(rt), prompt, config)
-        plain, _ = run_to_end(_engine(rt), prompt, config, speculative=False)
+        spec, _ = run_to_end(engine_of(rt), prompt, config)
+        plain, _ = run_to_end(engine_of(rt), prompt, config, speculative=False)
         assert rt.target is not None
         # llama.cpp rounds tiny contexts up (to 256 cells); the engine must use the real size.
         n_ctx = rt.target.n_ctx
@@ -112,13 +102,13 @@ def test_context_limit_ends_reply_without_crash(demo_models: Any) -> None:
         assert spec.token_ids == plain.token_ids
         too_long = rt.text_prompt("word " * (n_ctx + 10))
         with pytest.raises(ContextOverflowError, match=f"context holds {n_ctx}"):
-            run_to_end(_engine(rt), too_long, config)
+            run_to_end(engine_of(rt), too_long, config)
 
 
 def test_cache_reuse_across_turns_matches_a_fresh_cache(demo_models: Any, runtime: Runtime) -> None:
     """The second turn reuses the first turn's KV prefix; a fresh model must agree exactly."""
     first = runtime.chat_prompt(QUESTION)
-    reply, _ = run_to_end(_engine(runtime), first, GenerationConfig(max_tokens=24))
+    reply, _ = run_to_end(engine_of(runtime), first, GenerationConfig(max_tokens=24))
     assert runtime.target is not None
     follow_up = runtime.chat_prompt(
         [
@@ -127,7 +117,7 @@ def test_cache_reuse_across_turns_matches_a_fresh_cache(demo_models: Any, runtim
             {"role": "user", "content": "Now give an example in Python."},
         ]
     )
-    warm, _ = run_to_end(_engine(runtime), follow_up, GenerationConfig(max_tokens=48))
+    warm, _ = run_to_end(engine_of(runtime), follow_up, GenerationConfig(max_tokens=48))
 
     fresh_target = LlamaModel(ModelConfig(str(demo_models.f32), n_ctx=1024))
     fresh_draft = LlamaModel(ModelConfig(str(demo_models.q4_1), n_ctx=1024))
@@ -145,8 +135,8 @@ def test_same_seed_gives_same_sampled_reply(runtime: Runtime) -> None:
     config = GenerationConfig(
         max_tokens=32, sampling=SamplingConfig(temperature=0.8, top_p=0.95, seed=7)
     )
-    a, _ = run_to_end(_engine(runtime), prompt, config)
-    b, _ = run_to_end(_engine(runtime), prompt, config)
+    a, _ = run_to_end(engine_of(runtime), prompt, config)
+    b, _ = run_to_end(engine_of(runtime), prompt, config)
     assert a.token_ids == b.token_ids
     assert a.stats.drafted > 0
 
@@ -174,7 +164,7 @@ def test_impossible_generation_settings_are_refused(
     runtime: Runtime, config: GenerationConfig, message: str
 ) -> None:
     with pytest.raises(InvalidSettingError, match=message):
-        next(iter(_engine(runtime).generate([1, 2, 3], config)))
+        next(iter(engine_of(runtime).generate([1, 2, 3], config)))
 
 
 def test_rows_asked_for_across_a_batch_boundary_all_come_back(runtime: Runtime) -> None:
@@ -197,7 +187,7 @@ def test_stats_report_the_gamma_that_ran_not_the_one_asked_for(runtime: Runtime)
     prompt = runtime.chat_prompt(QUESTION)
     control = GenerationControl()
     result = None
-    for event in _engine(runtime).generate(
+    for event in engine_of(runtime).generate(
         prompt, GenerationConfig(max_tokens=48, gamma=4), control
     ):
         if isinstance(event, TokenEvent) and event.index == 20:
@@ -219,7 +209,7 @@ def test_stats_report_the_gamma_that_ran_not_the_one_asked_for(runtime: Runtime)
 def test_a_reply_whose_every_round_ran_plain_reports_mode_plain(runtime: Runtime) -> None:
     prompt = runtime.chat_prompt(QUESTION)
     # One token: the only round is the plain step that times the unit cost, drafter or not.
-    result, _ = run_to_end(_engine(runtime), prompt, GenerationConfig(max_tokens=1, gamma=4))
+    result, _ = run_to_end(engine_of(runtime), prompt, GenerationConfig(max_tokens=1, gamma=4))
     assert [r.drafted for r in result.rounds] == [0]
     assert result.mode == "plain"
     assert result.stats.gamma == 0
@@ -228,9 +218,9 @@ def test_a_reply_whose_every_round_ran_plain_reports_mode_plain(runtime: Runtime
 
 def test_the_result_carries_the_plain_step_the_engine_measured(runtime: Runtime) -> None:
     prompt = runtime.chat_prompt(QUESTION)
-    result, _ = run_to_end(_engine(runtime), prompt, GenerationConfig(max_tokens=12, gamma=3))
+    result, _ = run_to_end(engine_of(runtime), prompt, GenerationConfig(max_tokens=12, gamma=3))
     assert result.plain_step_s is not None and result.plain_step_s > 0
-    assert result.plain_step_s == _engine(runtime).plain_step_s
+    assert result.plain_step_s == engine_of(runtime).plain_step_s
     spec = [r.verify_s for r in result.rounds if r.drafted > 0]
     assert result.stats.c_verify == pytest.approx(sum(spec) / len(spec) / result.plain_step_s)
 
@@ -238,7 +228,7 @@ def test_the_result_carries_the_plain_step_the_engine_measured(runtime: Runtime)
 def test_gamma_auto_accepts_every_gamma_the_settings_accept(runtime: Runtime) -> None:
     prompt = runtime.chat_prompt(QUESTION)
     config = GenerationConfig(max_tokens=8, gamma=MAX_GAMMA, adaptive=True)
-    result, _ = run_to_end(_engine(runtime), prompt, config)
+    result, _ = run_to_end(engine_of(runtime), prompt, config)
     assert result.finish_reason in {"stop", "length"}
     with pytest.raises(InvalidSettingError, match="gamma"):
-        run_to_end(_engine(runtime), prompt, replace(config, gamma=MAX_GAMMA + 1))
+        run_to_end(engine_of(runtime), prompt, replace(config, gamma=MAX_GAMMA + 1))

@@ -4,41 +4,30 @@ identity cannot depend on which rounds happened to be batched)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import ModelDrafter
 from app.engine.events import FinishEvent, RoundEvent
-from app.engine.loop import SpeculativeEngine
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
-from tests.helpers.engine import loaded_runtime, run_to_end
+from tests.helpers.engine import engine_of, run_to_end
 
 QUESTION = [{"role": "user", "content": "Explain what a binary search tree is."}]
 AUTO = GenerationConfig(max_tokens=64, adaptive=True, exact=True)
 
 
 @pytest.fixture(scope="module")
-def runtime(demo_models: Any) -> Iterator[Runtime]:
-    with loaded_runtime(
-        ModelConfig(str(demo_models.f32), n_ctx=1024),
-        ModelConfig(str(demo_models.q4_1), n_ctx=1024),
-    ) as rt:
-        yield rt
-
-
-def _engine(rt: Runtime) -> SpeculativeEngine:
-    assert rt.engine is not None
-    return rt.engine
+def runtime(pair_runtime: Runtime) -> Runtime:
+    return pair_runtime
 
 
 def _run(rt: Runtime, control: GenerationControl, on_round: Any) -> GenerationResult:
     prompt = rt.chat_prompt(QUESTION)
-    for event in _engine(rt).generate(prompt, AUTO, control):
+    for event in engine_of(rt).generate(prompt, AUTO, control):
         if isinstance(event, RoundEvent):
             on_round(event.record.index, control)
         elif isinstance(event, FinishEvent):
@@ -47,7 +36,7 @@ def _run(rt: Runtime, control: GenerationControl, on_round: Any) -> GenerationRe
 
 
 def _plain(rt: Runtime) -> list[int]:
-    result, _ = run_to_end(_engine(rt), rt.chat_prompt(QUESTION), AUTO, speculative=False)
+    result, _ = run_to_end(engine_of(rt), rt.chat_prompt(QUESTION), AUTO, speculative=False)
     return result.token_ids
 
 

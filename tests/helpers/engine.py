@@ -39,3 +39,9 @@ def run_to_end(
     last = events[-1]
     assert isinstance(last, FinishEvent)
     return last.result, events
+
+
+def engine_of(runtime: Runtime) -> SpeculativeEngine:
+    """The loaded runtime's engine (tests that drive it directly)."""
+    assert runtime.engine is not None
+    return runtime.engine
