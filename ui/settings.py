@@ -31,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "models/target_gpu_layers": -1,  # -1 = all layers on the GPU (none on a CPU-only build)
     "models/draft_gpu_layers": -1,
     "models/n_ctx": 4096,
-    "models/n_threads": 0,  # 0 = llama.cpp's choice (physical cores)
+    "models/n_threads": 0,  # 0 = automatic: the physical cores other programs leave free
     # llama.cpp RPC workers ("host:port,host:port") that hold the target's or the draft's
     # layers; empty = this machine only.
     "models/target_rpc": "",

@@ -4,9 +4,9 @@ candidate thread setting (scripts/contention-bench; method in docs/threads.md).
 llama.cpp's CPU threads meet at a barrier after every operation of the graph, hundreds of times
 per token. When one of them is descheduled because another process wants the core, the others
 wait at the barrier, spinning if OpenMP tells them to: a single competing process can cut the
-speed tenfold. Whether the threads spin (OMP_WAIT_POLICY, GOMP_SPINCOUNT) is read by the OpenMP
-runtime once, when it loads, so every measurement runs `specchat generate` in a fresh process
-with its own environment.
+speed tenfold. Whether the threads spin (OMP_WAIT_POLICY) is read by the OpenMP runtime once,
+when it loads, so every measurement runs `specchat generate` in a fresh process with its own
+environment.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
-from app.llama.threads import SPIN_ENV, default_thread_count, physical_cores
+from app.llama.threads import physical_cores
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
@@ -29,14 +29,14 @@ PROMPT = "Write a short story about a lighthouse keeper who finds a message in a
 @dataclass(frozen=True, slots=True)
 class Candidate:
     label: str
-    threads: int
+    threads: int | None  # None: SpecChat's own choice (the cores other processes leave free)
     env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     label: str
-    threads: int
+    threads: int | None
     env: dict[str, str]
     quiet_tok_s: list[float]
     contended_tok_s: list[float]
@@ -57,23 +57,38 @@ class Outcome:
         return data
 
 
+# Every candidate names the whole wait policy, so no row depends on what the shell exported;
+# an empty value removes the variable (OpenMP's own default: spin briefly, then sleep).
+OPENMP_DEFAULT = {"OMP_WAIT_POLICY": "", "GOMP_SPINCOUNT": ""}
+
+
 def candidates() -> list[Candidate]:
     cores = physical_cores()
-    spin_off = {"OMP_WAIT_POLICY": "PASSIVE"}
-    # Explicit environment so the "before" row is the same whatever the shell exported.
-    spin_on = {"OMP_WAIT_POLICY": "", "GOMP_SPINCOUNT": ""}
     out = [
-        Candidate("all cores, OpenMP default spin (before)", cores, spin_on),
-        Candidate("all cores, passive wait", cores, spin_off),
-        Candidate("all cores, short spin", cores, {"GOMP_SPINCOUNT": "10000"}),
-        Candidate("default (this build)", default_thread_count(), dict(SPIN_ENV)),
+        Candidate(
+            "all cores, spinning waits (before)",
+            cores,
+            {**OPENMP_DEFAULT, "OMP_WAIT_POLICY": "ACTIVE"},
+        ),
+        Candidate("all cores, OpenMP default waits", cores, dict(OPENMP_DEFAULT)),
+        Candidate(
+            "all cores, passive waits", cores, {**OPENMP_DEFAULT, "OMP_WAIT_POLICY": "PASSIVE"}
+        ),
+        Candidate("default: the cores left free", None, dict(OPENMP_DEFAULT)),
     ]
     if cores > 1:
-        out.append(Candidate("one core fewer, passive wait", cores - 1, spin_off))
+        out.append(Candidate("one core fewer", cores - 1, dict(OPENMP_DEFAULT)))
     return out
 
 
-def measure(target: str, candidate: Candidate, max_tokens: int, *, timeout_s: float = 600) -> float:
+def measure(
+    target: str,
+    candidate: Candidate,
+    max_tokens: int,
+    *,
+    draft: str | None = None,
+    timeout_s: float = 600,
+) -> float:
     env = {k: v for k, v in os.environ.items() if k not in candidate.env}
     env.update({k: v for k, v in candidate.env.items() if v})
     args = [
@@ -83,9 +98,8 @@ def measure(target: str, candidate: Candidate, max_tokens: int, *, timeout_s: fl
         "generate",
         "--target",
         target,
-        "--no-spec",
-        "--threads",
-        str(candidate.threads),
+        *(["--draft", draft] if draft else ["--no-spec"]),
+        *(["--threads", str(candidate.threads)] if candidate.threads else []),
         "--max-tokens",
         str(max_tokens),
         "--chat",
@@ -115,17 +129,21 @@ def competitor() -> Iterator[None]:
         proc.wait()
 
 
-def run(target: str, max_tokens: int, repeats: int) -> list[Outcome]:
+def run(target: str, max_tokens: int, repeats: int, draft: str | None = None) -> list[Outcome]:
     quiet: dict[str, list[float]] = {}
     busy: dict[str, list[float]] = {}
     chosen = candidates()
-    # Interleaved, so drift of a shared machine falls on every candidate alike.
-    for _ in range(repeats):
-        for candidate in chosen:
-            quiet.setdefault(candidate.label, []).append(measure(target, candidate, max_tokens))
+    # Interleaved, and in a rotated order each round, so drift of a shared machine (and
+    # whatever the previous run left behind) falls on every candidate alike.
+    for round_no in range(repeats):
+        shift = round_no % len(chosen)
+        ordered = chosen[shift:] + chosen[:shift]
+        for candidate in ordered:
+            rate = measure(target, candidate, max_tokens, draft=draft)
+            quiet.setdefault(candidate.label, []).append(rate)
         with competitor():
-            for candidate in chosen:
-                rate = measure(target, candidate, max_tokens)
+            for candidate in ordered:
+                rate = measure(target, candidate, max_tokens, draft=draft)
                 busy.setdefault(candidate.label, []).append(rate)
     return [Outcome(c.label, c.threads, c.env, quiet[c.label], busy[c.label]) for c in chosen]
 
@@ -139,12 +157,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--target", default="demo", help="target GGUF, or 'demo'")
     parser.add_argument("--max-tokens", type=int, default=64, help="tokens per measurement")
     parser.add_argument("--repeat", type=int, default=3, help="measurements per condition")
+    parser.add_argument(
+        "--draft", default=None, help="draft GGUF or 'demo': measure speculation instead of plain"
+    )
     args = parser.parse_args(argv)
-    outcomes = run(args.target, args.max_tokens, args.repeat)
+    outcomes = run(args.target, args.max_tokens, args.repeat, args.draft)
     report = {
         "logical_cpus": os.cpu_count(),
         "physical_cores": physical_cores(),
         "target": args.target,
+        "draft": args.draft,
         "max_tokens": args.max_tokens,
         "repeat": args.repeat,
         "candidates": [o.to_json() for o in outcomes],

@@ -12,8 +12,6 @@ import re
 import threading
 from pathlib import Path
 
-from app.llama.threads import configure_openmp
-
 # llama.cpp's own log lines go to this logger (debug level); readers attach handlers to it.
 LLAMA_LOG_NAME = __name__
 log = logging.getLogger(LLAMA_LOG_NAME)
@@ -32,7 +30,6 @@ def ensure_backend() -> None:
     with _backend_lock:
         if _backend_ready:
             return
-        configure_openmp()  # before the OpenMP runtime loads with llama_cpp
         import llama_cpp  # noqa: PLC0415
 
         def on_log(level: int, text: bytes | None, _user: ctypes.c_void_p) -> None:

@@ -30,7 +30,7 @@ from app.llama.backend import (
     last_llama_error,
     recent_log_lines,
 )
-from app.llama.threads import default_thread_count
+from app.llama.threads import CoreGovernor, default_thread_count, shared_governor
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,13 @@ def _device_list(config: ModelConfig) -> ctypes.Array[ctypes.c_void_p] | None:
 class LlamaModel:
     """A loaded GGUF model with its own context and KV cache."""
 
-    def __init__(self, config: ModelConfig, *, progress: LoadProgress | None = None) -> None:
+    def __init__(
+        self,
+        config: ModelConfig,
+        *,
+        progress: LoadProgress | None = None,
+        governor: CoreGovernor | None = None,
+    ) -> None:
         config.validate()
         ensure_backend()
         import llama_cpp  # noqa: PLC0415
@@ -115,6 +121,12 @@ class LlamaModel:
         self._batch: object | None = None
         self.tokens: list[int] = []
         self._piece_cache: dict[int, bytes] = {}
+        # A thread count the user chose is kept as it is; otherwise llama.cpp gets the cores
+        # other processes leave free (app/llama/threads.py).
+        self._governor = (
+            None if config.n_threads or config.n_threads_batch else (governor or shared_governor())
+        )
+        self.threads = 0  # set with the context; what the next decode runs with
         # llama.cpp's CPU backend multiplies one row with its vector kernels and two or more with
         # its tiled GEMM, and the two round differently (logits apart by up to ~0.02 on the demo
         # target). Rows computed in any batch of two or more are bit-identical, whatever the
@@ -172,6 +184,7 @@ class LlamaModel:
         threads = config.n_threads or default_thread_count()
         params.n_threads = threads
         params.n_threads_batch = config.n_threads_batch or threads
+        self.threads = threads
         params.no_perf = True
         self._ctx = lib.llama_init_from_model(self._model, params)
         if not self._ctx:
@@ -300,6 +313,7 @@ class LlamaModel:
         pending = history[keep:]
         if not pending:
             return np.empty((0, self.n_vocab), dtype=np.float32)
+        self._fit_threads()
         start = 0
         last_at_least = max(n_rows, _MIN_UNIFORM_ROWS if self.uniform_batches else 1)
         try:
@@ -319,6 +333,14 @@ class LlamaModel:
         ptr = self._lib.llama_get_logits(self._ctx)
         rows = np.ctypeslib.as_array(ptr, shape=(n_rows * self.n_vocab,))
         return rows.reshape(n_rows, self.n_vocab)[n_rows - n_logits :].copy()
+
+    def _fit_threads(self) -> None:
+        if self._governor is None:
+            return
+        threads = self._governor.free_cores()
+        if threads != self.threads:
+            self._lib.llama_set_n_threads(self._ctx, threads, threads)
+            self.threads = threads
 
     def _chunk_sizes(self, n_pending: int, last_at_least: int) -> list[int]:
         """Batch sizes for n_pending tokens; the last batch holds at least last_at_least.

@@ -58,8 +58,8 @@ class SettingsPanel(QWidget):
         self.threads.setSpecialValueText("Auto")
         self.threads.setKeyboardTracking(False)
         self.threads.setToolTip(
-            "CPU threads per model (Auto = physical cores). Fewer can be faster when other "
-            "programs keep the CPU busy."
+            "CPU threads per model. Auto: one per physical core that other programs leave "
+            "free, re-checked while a reply runs, so a busy browser or build does not stall it."
         )
         self.temperature = QDoubleSpinBox()
         self.temperature.setObjectName("temperatureControl")
