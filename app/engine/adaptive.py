@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from app.engine.gamma_estimates import MIN_SECONDS, Acceptance, RunningMean, VerifyCurve
+from app.engine.gamma_estimates import MIN_SECONDS, Acceptance, DraftCost, VerifyCurve
 from app.metrics.cost_model import MAX_GAMMA, expected_tokens_by_length, expected_tokens_by_position
 from app.metrics.rounds import RoundRecord
 
@@ -42,9 +42,10 @@ _RESUME_Z = 1.0
 # The first rounds a draft ever runs stay at the initial γ while the draft keeps at least half
 # of its tokens, so that γ is first chosen from a few rounds of acceptance, not from one round.
 _WARMUP_ROUNDS = 3
-# Probes are short: they exist to measure, and while paused every drafted token is presumed
-# wasted.
-_MAX_PROBE_GAMMA = 3
+# Probes run the γ that recent acceptance favours, up to this: a probe shorter than the γ where
+# a draft pays cannot show that it pays (a draft costing half a plain step per pass pays only
+# past γ 3). Their cost is bounded by the probe schedule's budget, which prices the probe's γ.
+_MAX_PROBE_GAMMA = 8
 # The share of plain decoding's time that probing may cost while paused, by what the draft was
 # worth before it lost: a draft that paid well (its long-run prediction at least this many
 # times plain) probably hit a passage it cannot predict and pays a lot when it comes back, so it
@@ -89,7 +90,7 @@ class GammaController:
         # must not outweigh the successes of a draft that has come back.
         self._probes = Acceptance(decay=1.0 - 2.0 / window)
         self._verify = VerifyCurve(horizon=window, fade=1.0 - 1.0 / (8 * window))
-        self._draft_per_step = RunningMean(window)
+        self._draft = DraftCost(horizon=window, fade=1.0 - 1.0 / (8 * window))
         self._recent: deque[tuple[int, float]] = deque(maxlen=window)
         self._off = False
         self._losing_streak = 0
@@ -169,7 +170,7 @@ class GammaController:
         # Per pass the draft ran: a draft cut short by p_min still paid for the pass that
         # stopped it. A drafter without passes (prompt lookup) is priced per proposed token.
         steps = max(record.draft_steps, record.drafted)
-        self._draft_per_step.add(max(record.draft_s, 0.0) / steps)
+        self._draft.add(steps, max(record.draft_s, 0.0))
         self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
         self._add_acceptance(record.drafted, record.accepted)
         if self._off:
@@ -183,7 +184,7 @@ class GammaController:
 
     def predicted_rate(self, gamma: int) -> float | None:
         """Expected tokens per second at this γ from the long-run figures, None before data."""
-        if self.plain_step_s is None or self._draft_per_step.count == 0:
+        if self.plain_step_s is None or not self._draft.measured:
             return None
         return self._rate(self._long.conditional(gamma), gamma)
 
@@ -304,7 +305,7 @@ class GammaController:
         return self._plain_rate() or math.inf
 
     def _round_seconds(self, gamma: int) -> float:
-        return gamma * self._draft_per_step.value + self._verify.predict(gamma + 1)
+        return self._draft.predict_up_to(gamma)[gamma - 1] + self._verify.predict(gamma + 1)
 
     def _rate(self, acceptance: list[float], gamma: int) -> float:
         tokens = expected_tokens_by_position(acceptance)
@@ -315,10 +316,10 @@ class GammaController:
         tie), and that rate. acceptance[i] is position i + 1's conditional acceptance."""
         verify = self._verify.predict_up_to(self._max_gamma + 1)
         tokens = expected_tokens_by_length(acceptance[: self._max_gamma])
-        per_step = self._draft_per_step.value
+        draft = self._draft.predict_up_to(self._max_gamma)
         best_gamma, best_rate = 1, -1.0
         for gamma in range(1, self._max_gamma + 1):
-            rate = tokens[gamma] / max(gamma * per_step + verify[gamma], MIN_SECONDS)
+            rate = tokens[gamma] / max(draft[gamma - 1] + verify[gamma], MIN_SECONDS)
             if rate > best_rate:
                 best_gamma, best_rate = gamma, rate
         return best_gamma, best_rate

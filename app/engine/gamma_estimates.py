@@ -62,14 +62,16 @@ class Acceptance:
         return (k + 1.0) / (n + 2.0), n
 
     def cautious(self, positions: int, z: float) -> list[float]:
-        """Each position's Laplace-smoothed acceptance lowered by z standard deviations of its
-        Beta posterior: no pull towards other positions, so a few trials count for little."""
+        """Each position's acceptance under a Jeffreys prior lowered by z standard deviations
+        of its Beta posterior: no pull towards other positions, so a few trials count for
+        little. (A uniform prior on top of the deduction caps eight kept tokens out of eight at
+        0.81, which a draft costing half a plain step per pass can never resume from.)"""
         out: list[float] = []
         for i in range(positions):
             n = self.tried[i] if i < len(self.tried) else 0.0
             k = self.kept[i] if i < len(self.kept) else 0.0
-            mean = (k + 1.0) / (n + 2.0)
-            out.append(max(mean - z * math.sqrt(mean * (1.0 - mean) / (n + 3.0)), 0.0))
+            mean = (k + 0.5) / (n + 1.0)
+            out.append(max(mean - z * math.sqrt(mean * (1.0 - mean) / (n + 2.0)), 0.0))
         return out
 
     def copy_from(self, other: Acceptance) -> None:
@@ -92,6 +94,50 @@ class RunningMean:
     def add(self, x: float) -> None:
         self.count += 1
         self.value += (x - self.value) / min(self.count, self.horizon)
+
+
+@dataclass
+class DraftCost:
+    """Draft seconds per round by the passes it ran: a part paid once per round plus a part
+    per pass.
+
+    The first pass of a round reads two tokens (the target's bonus or correction and the draft's
+    own last proposal, which it never read) and each round has its own bookkeeping, so a pass
+    costs less the more passes a round runs (0.52, 0.47 and 0.44 plain steps per pass at γ 3, 5
+    and 7 on the demo pair). Pricing every pass at what it cost in the rounds just run would
+    overcharge longer drafts and undercharge shorter ones, so γ would settle too short. Each
+    pass count keeps its own running mean; a weighted least-squares line through them prices
+    every count once two are measured (γ auto explores one past its choice, so they are).
+    Before that, or when the line would charge a round less than nothing, cost is
+    proportional to the passes.
+    """
+
+    horizon: int
+    fade: float
+    means: dict[int, RunningMean] = field(default_factory=dict)
+    weights: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.means)
+
+    def add(self, passes: int, seconds: float) -> None:
+        for n in self.weights:
+            self.weights[n] *= self.fade
+        self.means.setdefault(passes, RunningMean(self.horizon)).add(seconds)
+        self.weights[passes] = min(self.weights.get(passes, 0.0) + 1.0, float(self.horizon))
+
+    def predict_up_to(self, max_passes: int) -> list[float]:
+        """Predicted seconds for rounds of 1..max_passes passes."""
+        points = [(n, self.means[n].value, w) for n, w in self.weights.items() if w > 0.0]
+        line = fit_verify_line(points)
+        if line is not None and line.intercept >= 0.0:
+            once, per_pass = line.intercept, line.per_row
+        else:
+            once = 0.0
+            total = math.fsum(w * n * n for n, _, w in points)
+            per_pass = math.fsum(w * n * y for n, y, w in points) / total if total > 0 else 0.0
+        return [max(once + per_pass * n, MIN_SECONDS) for n in range(1, max_passes + 1)]
 
 
 @dataclass

@@ -36,6 +36,9 @@ def concave_verify(gamma: int) -> float:
 class SimPair:
     acceptance: Acceptance
     c_draft: float = 0.1
+    # What a round's drafting costs once, whatever its length, in plain steps: the first pass
+    # reads two tokens, and each round has its own bookkeeping.
+    c_draft_round: float = 0.0
     c_verify: Callable[[int], float] = concave_verify
     # Catch-up: one batched draft read of n tokens costs this much per token, in plain steps.
     c_catchup: float = 0.03
@@ -58,7 +61,7 @@ class SimPair:
         if gamma == 0:
             return 1.0
         alphas = [self.acceptance(round_index, i) for i in range(1, gamma + 1)]
-        cost = gamma * self.c_draft + self.c_verify(gamma)
+        cost = self.c_draft_round + gamma * self.c_draft + self.c_verify(gamma)
         return expected_tokens_by_position(alphas) / cost
 
 
@@ -152,7 +155,7 @@ def _round(
     while drafted < gamma and rng.random() >= pair.stop_chance:
         drafted += 1
     steps = min(drafted + 1, gamma)  # the pass that stopped the draft was paid for
-    draft_s = steps * pair.c_draft * PLAIN_S * pair.noise()
+    draft_s = (pair.c_draft_round + steps * pair.c_draft) * PLAIN_S * pair.noise()
     if drafted == 0:
         verify_s = PLAIN_S * pair.noise()
         record = RoundRecord(index, "plain", gamma, 0, 0, 1, draft_s, verify_s, steps)
