@@ -81,9 +81,11 @@ class GammaController:
         # Plain time drifts as the context grows, so it is re-measured now and then while on.
         self._remeasure_every = 96
         # Two horizons: the short one notices a change, the long one keeps γ steady when the
-        # curve near its peak is flat and the per-round acceptance noise is not.
+        # curve near its peak is flat and the per-round acceptance noise is not. The long one
+        # stays short enough (48 rounds) that a reply of a few dozen tokens is priced mostly by
+        # its own text, not by the previous prompts'.
         self._short = Acceptance(decay=1.0 - 1.0 / window)
-        self._long = Acceptance(decay=1.0 - 1.0 / (8 * window))
+        self._long = Acceptance(decay=1.0 - 1.0 / (3 * window))
         # What the probes since the last pause showed: the only acceptance the resume rule
         # trusts, since the figures from before the pause describe what made it lose.
         # Probes are few, so it forgets faster than the short horizon: a bad patch's failures

@@ -142,16 +142,22 @@ def test_gamma_stays_in_range(alphas: list[float], max_gamma: int, seed: int) ->
 
 
 def test_settles_near_cost_model_best_with_good_cheap_draft() -> None:
-    best = best_gamma(0.95, 0.3, 1.0, max_gamma=12).gamma
+    """The curve is flat near its peak (γ 7 and 9 are within 1 % of γ 8), so what counts is
+    the speed of the γ chosen, not that it never strays: a memory short enough to follow a new
+    reply's text moves γ by one or two now and then."""
+    choice = best_gamma(0.95, 0.3, 1.0, max_gamma=12)
+    best = choice.gamma
     assert best == 8
-    shares = []
+    shares, efficiencies = [], []
     for seed in range(6):
         gammas, notices = drive(GammaController(), Pair(constant(0.95), seed=seed), 400)
         tail = gammas[150:]
         assert abs(statistics.median(g for g in tail if g > 0) - best) <= 1
         assert notices == []
         shares.append(share_within(tail, best))
-    assert statistics.mean(shares) >= 0.8
+        efficiencies.append(statistics.mean(choice.curve[g] for g in tail) / choice.speedup)
+    assert statistics.mean(shares) >= 0.7
+    assert min(efficiencies) >= 0.98, efficiencies
 
 
 def test_settles_near_best_when_verify_cost_grows_with_rows() -> None:
