@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import re
+import sys
 import threading
 from pathlib import Path
 
 # llama.cpp's own log lines go to this logger (debug level); readers attach handlers to it.
 LLAMA_LOG_NAME = __name__
 log = logging.getLogger(LLAMA_LOG_NAME)
+# Set to 1 to see llama.cpp's own log on stderr: which backend library it loaded, where each
+# model's weights went. Meant for diagnosing an install, the bundle's CPU variant above all.
+LLAMA_LOG_ENV = "SPECCHAT_LLAMA_LOG"
 
 _backend_lock = threading.Lock()
 _backend_ready = False
@@ -42,6 +47,11 @@ def ensure_backend() -> None:
                     buffer_lines.append(line)
                 log.debug("llama.cpp[%d]: %s", level, line)
 
+        if os.environ.get(LLAMA_LOG_ENV, "") not in ("", "0"):
+            echo = logging.StreamHandler(sys.stderr)
+            echo.setFormatter(logging.Formatter("%(message)s"))
+            log.addHandler(echo)
+            log.setLevel(logging.DEBUG)
         _log_callback = llama_cpp.llama_log_callback(on_log)
         llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
         _load_backend_libraries()
