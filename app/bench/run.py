@@ -8,8 +8,9 @@ What makes the comparison honest:
   and repeat, so that drift of a shared machine (other processes, thermal limits) falls on every
   configuration alike instead of on whichever ran last.
 - Every run starts cold (Runtime.reset_caches): the target's and the drafts' KV caches are
-  cleared and γ auto starts from nothing. Replaying a prompt into a warm cache makes prefill and
-  drafting look free; only the first run of a prompt is what a user gets.
+  cleared. Replaying a prompt into a warm cache makes prefill and drafting look free; only the
+  first run of a prompt is what a user gets. γ auto keeps what earlier runs with the same draft
+  taught it, as it does from one reply to the next in a chat session.
 - One untimed warm-up run per model first, so page-ins and thread start-up are nobody's cost.
 - The engine has the draft read the prompt with the target, before the first round: prompt
   processing is in the time to first token for both and in tokens per second for neither.

@@ -157,7 +157,7 @@ class Runtime:
     def select_draft(self, label: str | None) -> None:
         """Speculate with the draft registered as `label` from the next reply (None: plain).
 
-        γ auto starts afresh: what it learned about one draft does not describe another.
+        γ auto keeps what it learned per draft: one draft's figures do not describe another's.
         """
         engine = self._require_engine()
         if label is not None and label not in self._drafts:
@@ -222,10 +222,11 @@ class Runtime:
             self._vet_draft(draft, target.path)
 
     def reset_caches(self) -> None:
-        """Empty the target's and every draft's KV cache and start γ auto afresh.
+        """Empty the target's and every draft's KV cache.
 
-        The next reply then starts cold, as the first reply of a conversation does; replaying a
-        prompt into a warm cache would make prefill and drafting look free.
+        The next reply then reads its prompt from scratch, as the first reply of a conversation
+        does; replaying a prompt into a warm cache would make prefill and drafting look free.
+        γ auto keeps what it learned about each draft, as it does between replies of a session.
         """
         engine = self._require_engine()
         assert self.target is not None
