@@ -56,11 +56,6 @@ _LEARNING_BUDGET_UNPAID = 0.005
 # Per round, how much of what the draft was worth is forgotten: a draft that paid 2.5× still
 # counts as having paid well about a hundred rounds later.
 _WORTH_FADE = 1.0 - 1.0 / 128
-# At a new reply, what earlier replies' text taught about acceptance counts this much of what
-# it counted: a new prompt is new text (code after chat is predicted better at every position),
-# and a reply of a few dozen tokens must reach its own best γ within its own rounds. Kept as a
-# prior, so the first rounds of a reply do not start from nothing.
-_EARLIER_REPLIES_WEIGHT = 0.5
 # Bounds on the rounds between probes, whatever the budget says.
 _MIN_PROBE_INTERVAL = 4
 _MAX_PROBE_INTERVAL = 64
@@ -130,11 +125,10 @@ class GammaController:
         return self._notices.popleft() if self._notices else None
 
     def begin_reply(self) -> None:
-        """Start a new reply from what earlier replies taught: acceptance (at a lower weight)
-        and costs carry over (no warm-up once the draft has run), the measured-rate window does
-        not. A paused draft is probed at once, since a new prompt may suit it."""
+        """Start a new reply from what earlier replies taught: acceptance and costs carry over
+        (no warm-up once the draft has run), the measured-rate window does not. A paused draft
+        is probed at once, since a new prompt may suit it."""
         self._recent.clear()
-        self._long.discount(_EARLIER_REPLIES_WEIGHT)
         self._losing_streak = 0
         self._confirming = False
         if self._off:

@@ -74,12 +74,6 @@ class Acceptance:
             out.append(max(mean - z * math.sqrt(mean * (1.0 - mean) / (n + 2.0)), 0.0))
         return out
 
-    def discount(self, weight: float) -> None:
-        """Count every trial so far as `weight` of a trial: evidence from text that has
-        ended, kept as a prior rather than as a measurement of what comes next."""
-        self.tried = [t * weight for t in self.tried]
-        self.kept = [k * weight for k in self.kept]
-
     def copy_from(self, other: Acceptance) -> None:
         self.tried = list(other.tried)
         self.kept = list(other.kept)

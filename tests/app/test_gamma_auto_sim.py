@@ -169,36 +169,3 @@ def test_an_expensive_draft_with_a_per_round_cost_keeps_up_with_the_best_fixed_g
         near += abs(statistics.median(tail) - best) <= 2
     assert statistics.mean(ratios) >= 0.95, ratios
     assert near >= 18, near
-
-
-def test_a_reply_the_draft_predicts_better_than_the_earlier_ones_reaches_its_own_best_gamma() -> (
-    None
-):
-    """Three chat-like replies (α 0.95 at the first position, ×0.98 per later one), then two
-    code-like replies the draft predicts almost perfectly (α 0.995), 64 tokens each, c_draft
-    0.5, one controller throughout, seeds 0..19. On the code-like replies γ auto keeps on average
-    at least 98 % of the speed of the best of the fixed γ 3, 5 and 7 the benchmark's must-show
-    compares with (7 there, 5 on the chat-like text). Counting the earlier replies' acceptance
-    at full weight held γ near the chat's 5 for most of the short reply (96.8 %; 99.5 % now)."""
-
-    def chat(_round: int, position: int) -> float:
-        return 0.95 * 0.98 ** (position - 1)
-
-    def code(_round: int, _position: int) -> float:
-        return 0.995
-
-    best = max((3, 5, 7), key=lambda g: SimPair(code, c_draft=0.5).true_speedup(0, g))
-    ratios = []
-    for seed in range(20):
-        controller = GammaController(initial_gamma=5)
-        for reply in range(3):
-            simulate(SimPair(chat, c_draft=0.5, seed=100 * seed + reply), controller, max_tokens=64)
-        for reply in range(3, 5):
-            auto = simulate(
-                SimPair(code, c_draft=0.5, seed=100 * seed + reply), controller, max_tokens=64
-            )
-            fixed = simulate(
-                SimPair(code, c_draft=0.5, seed=100 * seed + reply), best, max_tokens=64
-            )
-            ratios.append(auto.tokens_per_second() / fixed.tokens_per_second())
-    assert statistics.mean(ratios) >= 0.98, statistics.mean(ratios)
