@@ -89,15 +89,15 @@ def _derive(source: Path, targets: dict[str, Path], progress: ProgressCallback |
         for type_name, dst in targets.items():
             quantize_gguf(source, dst, type_name)
         return
-    weights = inspect_gguf(source).parameter_count
-    expected = {t: estimated_size(weights, t) for t in targets}
+    info = inspect_gguf(source)
+    expected = {t: estimated_size(info, t) for t in targets}
     total = sum(expected.values())
     done = 0
     for type_name, dst in targets.items():
         size = expected[type_name]
 
         def written(n: int, name: str = dst.name, size: int = size, before: int = done) -> None:
-            # Low-bit files run a little over the estimate; the bar must never run past it.
+            # A file may run over its estimate; the bar must never run past it.
             progress(
                 min(before + n, before + size, total),
                 total,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.errors import InvalidSettingError, ModelLoadError
+from models.gguf.info import GGUFInfo
 
 BytesWritten = Callable[[int], None]
 """Called now and then with the bytes written so far while a file is being quantized."""
@@ -52,17 +53,34 @@ def _ftype(type_name: str) -> int:
     return ftype
 
 
-def estimated_size(parameter_count: int, type_name: str) -> int:
-    """About how many bytes a model of `parameter_count` weights takes in `type_name`.
+def estimated_size(info: GGUFInfo, type_name: str) -> int:
+    """About how many bytes the model `info` describes takes re-encoded as `type_name`.
 
-    llama.cpp keeps norms in F32 and may pick a wider type for the embeddings, so low-bit files
-    come out somewhat bigger than this; it is for progress bars, not for memory planning.
+    Two of llama.cpp's choices dominate a small model's size, so both are priced: the token
+    embeddings (which are also the output head when tied) stay at Q8_0 in a low-bit file, and a
+    k-quant (256-weight blocks) cannot split rows whose length is not a multiple of 256, so such
+    rows fall back to a 4.5-bit type. Pricing every weight at the type alone put the demo's Q2_K
+    at half its real size. Meant for progress bars, not for memory planning.
     """
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType  # noqa: PLC0415
 
     _ftype(type_name)
-    block, type_bytes = GGML_QUANT_SIZES[GGMLQuantizationType[type_name.upper()]]
-    return parameter_count * type_bytes // block
+
+    def bytes_per_weight(name: str) -> float:
+        block, type_bytes = GGML_QUANT_SIZES[GGMLQuantizationType[name]]
+        return type_bytes / block
+
+    # Mixes (Q4_K_M, ...) are priced as their base k-quant.
+    base = type_name.upper().removesuffix("_S").removesuffix("_M").removesuffix("_L")
+    width = info.n_embd or 0
+    embedding = min(info.vocab_size * width, info.parameter_count)
+    embedding_type = base if bytes_per_weight(base) >= bytes_per_weight("Q8_0") else "Q8_0"
+    block, _ = GGML_QUANT_SIZES[GGMLQuantizationType[base]]
+    body_type = "Q4_0" if width % block else base
+    return round(
+        embedding * bytes_per_weight(embedding_type)
+        + (info.parameter_count - embedding) * bytes_per_weight(body_type)
+    )
 
 
 def quantize_gguf(

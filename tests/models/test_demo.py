@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,11 @@ def test_demo_models_are_built_once_with_progress(tmp_path: Path) -> None:
         writing = [msg for _, _, msg in calls if msg.startswith(f"writing {path.name}: ")]
         assert writing, f"no progress names {path.name}"
         assert all(" of about " in msg and "MiB" in msg for msg in writing)
+        # The size said before the first byte is written is the file's own, within 10 %
+        # (llama.cpp writes wider types for some tensors than the one asked for).
+        announced = re.search(r"of about ([0-9.]+) MiB", writing[0])
+        assert announced, writing[0]
+        assert abs(float(announced[1]) * 2**20 / path.stat().st_size - 1) < 0.1, writing[0]
     assert calls[-1][2].startswith("demo models ready: wrote ")
     assert len(DERIVED_TYPES) == len(expected)
     for type_name, path in expected.items():
