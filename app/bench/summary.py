@@ -214,8 +214,10 @@ def summarize(
                 "tokens_per_second": ratio(r.generated_tokens, r.generation_s),
                 "finish_reason": r.finish_reason,
                 # The γ of every round in order (0: a plain step), so auto's choices and its
-                # pauses can be read run by run.
+                # pauses can be read run by run; with the tokens each round kept, a run's
+                # acceptance can be replayed (γ auto's simulator needs real, bursty text).
                 "gammas": [round_.drafted for round_ in r.rounds],
+                "accepted": [round_.accepted for round_ in r.rounds],
                 "notices": list(r.notices),
             }
             for r in runs

@@ -279,6 +279,21 @@ def test_acceptance_tells_the_good_draft_from_the_useless_one(greedy_report: Ben
     assert useless.drafted > 0
 
 
+def test_each_run_lists_the_draft_length_and_the_kept_tokens_of_every_round(
+    greedy_report: BenchReport,
+) -> None:
+    for run in greedy_report.to_json()["runs"]:
+        gammas, accepted = run["gammas"], run["accepted"]
+        assert len(gammas) == len(accepted) > 0, run["config"]
+        assert all(0 <= a <= g for g, a in zip(gammas, accepted, strict=True)), run["config"]
+        # A round emits its kept tokens plus one from the target; only the last round can be
+        # cut short by the token budget.
+        emitted = sum(a + 1 for a in accepted)
+        assert emitted - (gammas[-1] + 1) < run["generated_tokens"] <= emitted, run["config"]
+        if run["config"] == "plain":
+            assert set(gammas) == {0} and set(accepted) == {0}
+
+
 def test_report_figures_are_complete(greedy_report: BenchReport, tmp_path: Path) -> None:
     data = greedy_report.to_json()
     assert data["plain"]["generated_tokens"] > 0
