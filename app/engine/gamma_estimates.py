@@ -97,7 +97,29 @@ class RunningMean:
 
 
 @dataclass
-class DraftCost:
+class SecondsByCount:
+    """Seconds measured per count (draft passes in a round, rows in a verification): a running
+    mean per count, and a weight per count that fades so counts not seen lately (an older
+    context length) count less."""
+
+    horizon: int
+    fade: float
+    means: dict[int, RunningMean] = field(default_factory=dict)
+    weights: dict[int, float] = field(default_factory=dict)
+
+    def add(self, count: int, seconds: float) -> None:
+        for n in self.weights:
+            self.weights[n] *= self.fade
+        self.means.setdefault(count, RunningMean(self.horizon)).add(seconds)
+        self.weights[count] = min(self.weights.get(count, 0.0) + 1.0, float(self.horizon))
+
+    def points(self) -> list[tuple[int, float, float]]:
+        """(count, mean seconds, weight) of every count that still carries weight, by count."""
+        return sorted((n, self.means[n].value, w) for n, w in self.weights.items() if w > 0.0)
+
+
+@dataclass
+class DraftCost(SecondsByCount):
     """Draft seconds per round by the passes it ran: a part paid once per round plus a part
     per pass.
 
@@ -112,24 +134,13 @@ class DraftCost:
     proportional to the passes.
     """
 
-    horizon: int
-    fade: float
-    means: dict[int, RunningMean] = field(default_factory=dict)
-    weights: dict[int, float] = field(default_factory=dict)
-
     @property
     def measured(self) -> bool:
         return bool(self.means)
 
-    def add(self, passes: int, seconds: float) -> None:
-        for n in self.weights:
-            self.weights[n] *= self.fade
-        self.means.setdefault(passes, RunningMean(self.horizon)).add(seconds)
-        self.weights[passes] = min(self.weights.get(passes, 0.0) + 1.0, float(self.horizon))
-
     def predict_up_to(self, max_passes: int) -> list[float]:
         """Predicted seconds for rounds of 1..max_passes passes."""
-        points = [(n, self.means[n].value, w) for n, w in self.weights.items() if w > 0.0]
+        points = self.points()
         line = fit_verify_line(points)
         if line is not None and line.intercept >= 0.0:
             once, per_pass = line.intercept, line.per_row
@@ -141,7 +152,7 @@ class DraftCost:
 
 
 @dataclass
-class VerifyCurve:
+class VerifyCurve(SecondsByCount):
     """Verify seconds by the number of rows checked, from the passes measured at each count.
 
     On a CPU the cost is concave in the rows (two rows cost 1.2 plain steps, six only 1.45 on
@@ -152,17 +163,6 @@ class VerifyCurve:
     fade so that counts not seen lately (an older context length) count less.
     """
 
-    horizon: int
-    fade: float
-    means: dict[int, RunningMean] = field(default_factory=dict)
-    weights: dict[int, float] = field(default_factory=dict)
-
-    def add(self, rows: int, seconds: float) -> None:
-        for r in self.weights:
-            self.weights[r] *= self.fade
-        self.means.setdefault(rows, RunningMean(self.horizon)).add(seconds)
-        self.weights[rows] = min(self.weights.get(rows, 0.0) + 1.0, float(self.horizon))
-
     def mean_at(self, rows: int) -> float | None:
         m = self.means.get(rows)
         return m.value if m is not None else None
@@ -172,7 +172,7 @@ class VerifyCurve:
 
     def predict_up_to(self, max_rows: int) -> list[float]:
         """Predicted seconds for 1..max_rows rows, fitting the measured points once."""
-        points = sorted((r, self.means[r].value, w) for r, w in self.weights.items() if w > 0.0)
+        points = self.points()
         counts = [r for r, _, _ in points]
         costs = _non_decreasing([y for _, y, _ in points], [w for _, _, w in points])
         line = fit_verify_line(points) if max_rows > counts[-1] else None
