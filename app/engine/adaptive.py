@@ -2,14 +2,16 @@
 
 The controller applies the cost model (app/metrics/cost_model.py) to live measurements:
 per-position conditional acceptance (so a draft that slips more at later positions is priced as
-it is), seconds per draft step, and verify seconds by the number of rows checked. Each round it
-picks the γ with the most expected tokens per second and compares that with plain decoding's one
-token per plain step. It pauses speculation only when both the prediction and the measured rate
-lose, and resumes only when a cautious prediction (acceptance lowered by its own uncertainty)
-wins by a margin: the gap between the two thresholds keeps a draft near break-even from
-flipping. While paused it probes on a schedule whose cost is bounded, and every probe's
-outcome feeds the acceptance estimates the resume rule reads. One controller lives per draft
-for the whole session, so a reply starts from what earlier replies learned.
+it is) at the level of the text at hand (how often the draft misses on this reply against what
+the long-run figures expect), seconds per draft step, and verify seconds by the number of rows
+checked. Each round it picks the γ with the most expected tokens per second and compares that
+with plain decoding's one token per plain step. It pauses speculation only when both the
+prediction and the measured rate lose, and resumes only when a cautious prediction (acceptance
+lowered by its own uncertainty) wins by a margin: the gap between the two thresholds keeps a
+draft near break-even from flipping. While paused it probes on a schedule whose cost is
+bounded, and every probe's outcome feeds the acceptance estimates the resume rule reads. One
+controller lives per draft for the whole session, so a reply starts from what earlier replies
+learned.
 """
 
 from __future__ import annotations
@@ -17,8 +19,15 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from app.engine.gamma_estimates import MIN_SECONDS, Acceptance, DraftCost, VerifyCurve
+from app.engine.gamma_estimates import (
+    MIN_SECONDS,
+    Acceptance,
+    DraftCost,
+    TextDifficulty,
+    VerifyCurve,
+)
 from app.metrics.cost_model import MAX_GAMMA, expected_tokens_by_length, expected_tokens_by_position
+from app.metrics.measured import judged_positions
 from app.metrics.rounds import RoundRecord
 
 # How far (in standard errors) recent acceptance must stray from the long-run figure before the
@@ -56,6 +65,12 @@ _LEARNING_BUDGET_UNPAID = 0.005
 # Per round, how much of what the draft was worth is forgotten: a draft that paid 2.5× still
 # counts as having paid well about a hundred rounds later.
 _WORTH_FADE = 1.0 - 1.0 / 128
+# The text difficulty's prior, in expected misses: about three expected misses of evidence
+# (some 100 draft tokens of a draft that misses one in 30) weigh as much as the long-run level.
+_DIFFICULTY_PRIOR = 3.0
+# Per round, how much of the reply's evidence on its difficulty is kept: misses come in bursts,
+# so the last dozen or so rounds tell more about the next one than the reply's first rounds.
+_DIFFICULTY_FADE = 0.93
 # Bounds on the rounds between probes, whatever the budget says.
 _MIN_PROBE_INTERVAL = 4
 _MAX_PROBE_INTERVAL = 64
@@ -91,6 +106,8 @@ class GammaController:
         # Probes are few, so it forgets faster than the short horizon: a bad patch's failures
         # must not outweigh the successes of a draft that has come back.
         self._probes = Acceptance(decay=1.0 - 2.0 / window)
+        # The level of the reply at hand, against the long-run figures' shape.
+        self._difficulty = TextDifficulty(prior=_DIFFICULTY_PRIOR, fade=_DIFFICULTY_FADE)
         self._verify = VerifyCurve(horizon=window, fade=1.0 - 1.0 / (8 * window))
         self._draft = DraftCost(horizon=window, fade=1.0 - 1.0 / (8 * window))
         self._recent: deque[tuple[int, float]] = deque(maxlen=window)
@@ -131,6 +148,7 @@ class GammaController:
         self._recent.clear()
         self._losing_streak = 0
         self._confirming = False
+        self._difficulty.clear()
         if self._off:
             self._plain_since_probe = self._probe_interval
 
@@ -151,7 +169,7 @@ class GammaController:
             return self._initial_gamma
         if self._confirming or self._since_plain >= self._remeasure_every:
             return 0
-        gamma, _ = self._best(self._long)
+        gamma, _ = self._best_of(self._reply_acceptance())
         if self._spec_rounds % _EXPLORE_EVERY == _EXPLORE_EVERY - 1:
             return min(gamma + 1, self._max_gamma)
         return gamma
@@ -174,6 +192,8 @@ class GammaController:
         steps = max(record.draft_steps, record.drafted)
         self._draft.add(steps, max(record.draft_s, 0.0))
         self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
+        if not self._off:
+            self._observe_difficulty(record.drafted, record.accepted)
         self._add_acceptance(record.drafted, record.accepted)
         if self._off:
             self._probes.add(record.drafted, record.accepted)
@@ -232,6 +252,18 @@ class GammaController:
         paid = self._worth >= _PAID_WELL
         budget = _LEARNING_BUDGET_PAID if paid else _LEARNING_BUDGET_UNPAID
         return max(_MIN_PROBE_INTERVAL, min(math.ceil(loss / budget), _MAX_PROBE_INTERVAL))
+
+    def _reply_acceptance(self) -> list[float]:
+        """Each position's acceptance for the next round: the long-run shape at the level of
+        the reply's own text."""
+        return self._difficulty.scale(self._long.conditional(self._max_gamma))
+
+    def _observe_difficulty(self, drafted: int, accepted: int) -> None:
+        # Priced by the long-run figures before this round joins them.
+        long_run = self._long.conditional(drafted)
+        judged = judged_positions(drafted, accepted)
+        expected = math.fsum(1.0 - a for a in long_run[:judged])
+        self._difficulty.add(accepted < drafted, expected)
 
     def _add_acceptance(self, drafted: int, accepted: int) -> None:
         self._short.add(drafted, accepted)

@@ -84,6 +84,41 @@ class Acceptance:
 
 
 @dataclass
+class TextDifficulty:
+    """How much more often than the long-run figures predict the draft misses on the text at
+    hand, as a factor on every position's miss rate.
+
+    The long-run figures pool earlier replies, so they give acceptance's shape by position but
+    not the level of a new prompt: the draft may miss once in 64 tokens of code and eight times
+    in 64 tokens of Polish. Each round of the reply is a set of trials whose expected misses
+    the long-run figures give; the factor is observed over expected misses under a Gamma prior
+    of mean one (`prior` expected misses of pseudo-evidence), so a reply starts at the long-run
+    level and a few rounds move it. Misses come in bursts, so the evidence fades per round.
+    """
+
+    prior: float
+    fade: float
+    misses: float = 0.0
+    expected: float = 0.0
+
+    def add(self, missed: bool, expected_misses: float) -> None:
+        self.misses = self.misses * self.fade + (1.0 if missed else 0.0)
+        self.expected = self.expected * self.fade + expected_misses
+
+    @property
+    def factor(self) -> float:
+        return (self.prior + self.misses) / (self.prior + self.expected)
+
+    def scale(self, acceptance: list[float]) -> list[float]:
+        factor = self.factor
+        return [max(1.0 - (1.0 - a) * factor, 0.0) for a in acceptance]
+
+    def clear(self) -> None:
+        self.misses = 0.0
+        self.expected = 0.0
+
+
+@dataclass
 class RunningMean:
     """A mean that averages its first `horizon` samples evenly, then forgets exponentially."""
 

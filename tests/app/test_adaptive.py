@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.engine.adaptive import GammaController
-from app.metrics.cost_model import best_gamma, expected_tokens_by_position
+from app.metrics.cost_model import MAX_GAMMA, best_gamma, expected_tokens_by_position
 from app.metrics.rounds import RoundRecord
 
 PLAIN_S = 0.02
@@ -144,8 +144,10 @@ def test_gamma_stays_in_range(alphas: list[float], max_gamma: int, seed: int) ->
 def test_settles_near_cost_model_best_with_good_cheap_draft() -> None:
     """The curve is flat near its peak (γ 7 and 9 are within 1 % of γ 8), so what counts is
     the speed of the γ chosen, not that it never strays: a memory short enough to follow a new
-    reply's text moves γ by one or two now and then."""
-    choice = best_gamma(0.95, 0.3, 1.0, max_gamma=12)
+    reply's text, and the text's difficulty read from the last dozen rounds, move γ by one or
+    two now and then. On real text misses come in bursts and that pays (docs/benchmarks.md);
+    on this text they do not, and it may cost at most 2 %."""
+    choice = best_gamma(0.95, 0.3, 1.0, max_gamma=MAX_GAMMA)
     best = choice.gamma
     assert best == 8
     shares, efficiencies = [], []
@@ -156,7 +158,7 @@ def test_settles_near_cost_model_best_with_good_cheap_draft() -> None:
         assert notices == []
         shares.append(share_within(tail, best))
         efficiencies.append(statistics.mean(choice.curve[g] for g in tail) / choice.speedup)
-    assert statistics.mean(shares) >= 0.7
+    assert statistics.mean(shares) >= 0.5
     assert min(efficiencies) >= 0.98, efficiencies
 
 
@@ -164,8 +166,8 @@ def test_settles_near_best_when_verify_cost_grows_with_rows() -> None:
     def c_verify(gamma: int) -> float:
         return 0.75 + 0.125 * (gamma + 1)
 
-    best = best_gamma(0.95, 0.48, c_verify, max_gamma=12).gamma
-    flat_best = best_gamma(0.95, 0.48, 1.0, max_gamma=12).gamma
+    best = best_gamma(0.95, 0.48, c_verify, max_gamma=MAX_GAMMA).gamma
+    flat_best = best_gamma(0.95, 0.48, 1.0, max_gamma=MAX_GAMMA).gamma
     assert best <= flat_best - 2  # so ignoring the verify growth would be caught
     shares = []
     for seed in range(6):
@@ -207,6 +209,22 @@ def test_plain_step_is_remeasured_while_speculating() -> None:
     gammas, _ = drive(GammaController(), Pair(constant(0.95), seed=2), 400)
     assert gammas[0] == 0
     assert 2 <= gammas[1:].count(0) <= 8
+
+
+def test_a_reply_moves_gamma_by_its_own_text() -> None:
+    """The long-run figures set a new reply's first γ; the reply's own rounds then move it:
+    clean rounds of easy text lengthen γ, a burst of misses shortens it within two rounds."""
+    for seed in range(4):
+        controller = GammaController()
+        drive(controller, Pair(constant(0.95), seed=seed), 300)
+
+        controller.begin_reply()
+        easy, _ = drive(controller, Pair(constant(1.0), seed=seed), 6)
+        assert min(easy[4:]) >= easy[0] + 2, easy
+
+        controller.begin_reply()
+        rough, _ = drive(controller, Pair(constant(0.5), seed=seed), 3)
+        assert rough[2] <= rough[0] - 2, rough
 
 
 # --- auto-off and resumption --------------------------------------------------------------------
@@ -292,7 +310,7 @@ def test_resumes_after_the_draft_improves() -> None:
         assert not controller.speculation_off
         after = gammas[resumed_at + 1 :]
         assert sum(g > 0 for g in after) / len(after) >= 0.9
-        best = best_gamma(0.9, 0.3, 1.0, max_gamma=12).gamma
+        best = best_gamma(0.9, 0.3, 1.0, max_gamma=MAX_GAMMA).gamma
         assert abs(statistics.median(g for g in after[50:] if g > 0) - best) <= 1
 
 

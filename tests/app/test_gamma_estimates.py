@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.gamma_estimates import Acceptance, DraftCost
+from app.engine.gamma_estimates import Acceptance, DraftCost, TextDifficulty
 
 
 def cost_of(rounds: list[tuple[int, float]]) -> DraftCost:
@@ -54,3 +54,34 @@ def test_eight_kept_out_of_eight_is_trusted_enough_to_resume_an_expensive_draft(
     assert all(0.85 < a < 1.0 for a in cautious)
     # Untried positions stay worth little.
     assert probes.cautious(5, 1.0)[4] < 0.2
+
+
+def test_text_difficulty_starts_at_the_long_run_level() -> None:
+    difficulty = TextDifficulty(prior=3.0, fade=0.93)
+    assert difficulty.factor == 1.0
+    assert difficulty.scale([0.9, 0.95]) == pytest.approx([0.9, 0.95])
+
+
+def test_clean_rounds_lower_the_miss_rate_and_misses_raise_it() -> None:
+    clean = TextDifficulty(prior=3.0, fade=1.0)
+    for _ in range(4):
+        clean.add(False, 0.5)  # a round the long-run figures expected half a miss from
+    assert clean.factor == pytest.approx(3.0 / 5.0)
+    assert clean.scale([0.9])[0] == pytest.approx(1.0 - 0.1 * 0.6)
+    rough = TextDifficulty(prior=3.0, fade=1.0)
+    for _ in range(3):
+        rough.add(True, 0.25)
+    assert rough.factor == pytest.approx(6.0 / 3.75)
+    # A miss rate scaled past certainty is no acceptance at all, not a negative one.
+    assert rough.scale([0.2])[0] == 0.0
+
+
+def test_old_evidence_on_the_text_fades() -> None:
+    difficulty = TextDifficulty(prior=3.0, fade=0.5)
+    difficulty.add(True, 0.0)
+    for _ in range(20):
+        difficulty.add(False, 0.0)  # rounds that taught nothing either way
+    assert difficulty.factor == pytest.approx(1.0, abs=1e-5)
+    difficulty.add(True, 1.0)
+    difficulty.clear()
+    assert difficulty.factor == 1.0
