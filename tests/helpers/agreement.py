@@ -30,14 +30,13 @@ import numpy as np
 from app.bench.prompts import BenchPrompt, load_prompts
 from app.bench.session import prompt_ids_for
 from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
-from app.engine.events import FinishEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
 from app.llama.model import LlamaModel
 from app.metrics.cost_model import MAX_GAMMA, fit_verify_line
+from tests.helpers.engine import engine_of, loaded_runtime, run_to_end
 
 GREEDY = SamplingConfig(temperature=0.0)
-_DRAFT = "draft"
 # Rounds at every γ on these many prompts, of this many tokens, price the rounds.
 _COST_PROMPTS = 3
 _COST_TOKENS = 96
@@ -46,12 +45,9 @@ _COST_TOKENS = 96
 def _generate(
     runtime: Runtime, prompt: Sequence[int], config: GenerationConfig, *, speculative: bool
 ) -> GenerationResult:
-    runtime.select_draft(_DRAFT if speculative else None)
-    runtime.reset_caches()
-    for event in runtime.generate(prompt, config, None, speculative=speculative):
-        if isinstance(event, FinishEvent):
-            return event.result
-    raise AssertionError("generation ended without a result")
+    runtime.reset_caches()  # every run from cold caches, as the bench runs them
+    result, _ = run_to_end(engine_of(runtime), prompt, config, speculative=speculative)
+    return result
 
 
 def agreement(draft: LlamaModel, prompt: Sequence[int], reply: Sequence[int], n_vocab: int) -> str:
@@ -95,10 +91,7 @@ def measure_costs(runtime: Runtime, prompts: Sequence[Sequence[int]]) -> dict[st
 def record(
     target: ModelConfig, draft: ModelConfig, prompts: Sequence[BenchPrompt], max_tokens: int
 ) -> dict[str, Any]:
-    runtime = Runtime()
-    try:
-        runtime.load_target(target)
-        runtime.add_draft(_DRAFT, draft)
+    with loaded_runtime(target, draft) as runtime:
         ids = prompt_ids_for(runtime, prompts)
         n_vocab = runtime.target_facts.n_vocab if runtime.target_facts else 0
         out: dict[str, Any] = {"max_tokens": max_tokens, "prompts": []}
@@ -116,8 +109,6 @@ def record(
                 )
         out["costs"] = measure_costs(runtime, ids)
         return out
-    finally:
-        runtime.close()
 
 
 def main() -> None:

@@ -22,8 +22,8 @@ from typing import Any
 
 from app.engine.adaptive import GammaController
 from app.metrics.rounds import RoundRecord
+from tests.helpers.gamma_sim import PLAIN_S
 
-PLAIN_S = 0.02
 FIXED_GAMMAS = (3, 5, 7)
 
 
