@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 
+from app.engine.confidence import KeepDrafting, KeptByMargin, SurvivalStop, survival_threshold
 from app.engine.gamma_estimates import (
     MIN_SECONDS,
     Acceptance,
@@ -80,7 +82,12 @@ class GammaController:
     """Chooses each round's draft length; 0 means run a plain target step instead."""
 
     def __init__(
-        self, *, max_gamma: int = MAX_GAMMA, initial_gamma: int = 4, window: int = 16
+        self,
+        *,
+        max_gamma: int = MAX_GAMMA,
+        initial_gamma: int = 4,
+        window: int = 16,
+        confidence_stop: bool = False,
     ) -> None:
         if max_gamma < 1:
             raise ValueError(f"max_gamma must be >= 1, got {max_gamma}")
@@ -108,6 +115,12 @@ class GammaController:
         self._probes = Acceptance(decay=1.0 - 2.0 / window)
         # The level of the reply at hand, against the long-run figures' shape.
         self._difficulty = TextDifficulty(prior=_DIFFICULTY_PRIOR, fade=_DIFFICULTY_FADE)
+        # How often draft tokens are kept by how sure the draft was of them.
+        self._kept_by_margin = KeptByMargin(decay=1.0 - 1.0 / (8 * window))
+        # Whether the draft reports how sure it is of each token, so rounds can end by the
+        # confidence stop with γ as their ceiling.
+        self._confidence_stop = confidence_stop
+        self._round_stop: SurvivalStop | None = None
         self._verify = VerifyCurve(horizon=window, fade=1.0 - 1.0 / (8 * window))
         self._draft = DraftCost(horizon=window, fade=1.0 - 1.0 / (8 * window))
         self._recent: deque[tuple[int, float]] = deque(maxlen=window)
@@ -159,6 +172,7 @@ class GammaController:
             self._verify.add(1, max(seconds, MIN_SECONDS))
 
     def next_gamma(self) -> int:
+        self._round_stop = None
         if self.plain_step_s is None:
             return 0
         if self._off:
@@ -169,12 +183,35 @@ class GammaController:
             return self._initial_gamma
         if self._confirming or self._since_plain >= self._remeasure_every:
             return 0
-        gamma, _ = self._best_of(self._reply_acceptance())
+        gamma, rate = self._best_of(self._reply_acceptance())
+        if self._confidence_stop and self._draft.measured:
+            # The confidence stop decides where this round's draft ends; γ is only its ceiling.
+            self._round_stop = self._stop_rule(rate)
+            return self._max_gamma
         if self._spec_rounds % _EXPLORE_EVERY == _EXPLORE_EVERY - 1:
             return min(gamma + 1, self._max_gamma)
         return gamma
 
-    def observe(self, record: RoundRecord) -> None:
+    def draft_stop(self) -> KeepDrafting | None:
+        """The rule that ends the round the last next_gamma() chose, once its draft tokens are
+        unlikely to all survive (app/engine/confidence.py); None for a round of fixed length."""
+        return self._round_stop
+
+    def _stop_rule(self, rate: float) -> SurvivalStop:
+        """Priced at the rate of the best fixed length: one more token must beat what the
+        round's time makes at that rate. Its cost is a pass and a row, averaged over lengths."""
+        average, _ = self._long.pooled()
+        cost = (self._round_seconds(self._max_gamma) - self._round_seconds(1)) / max(
+            self._max_gamma - 1, 1
+        )
+        threshold = survival_threshold(cost, rate, average)
+        return SurvivalStop(self._kept_by_margin.survival(average), threshold)
+
+    def observe(self, record: RoundRecord, margins: Sequence[float] = ()) -> None:
+        """Learn from a finished round; `margins` are its draft tokens' confidence margins,
+        when the draft reported them."""
+        if len(margins) == record.drafted:
+            self._kept_by_margin.add(margins, record.accepted)
         self._worth *= _WORTH_FADE
         if record.drafted == 0:
             self._observe_plain(record.verify_s)

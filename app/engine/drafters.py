@@ -15,8 +15,17 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from app.engine.confidence import KeepDrafting
 from app.engine.config import SamplingConfig
-from app.engine.sampling import FloatArray, distribution, penalized_logits, sample, top_probability
+from app.engine.sampling import (
+    FloatArray,
+    confidence_margin,
+    distribution,
+    logit_margin,
+    penalized_logits,
+    sample,
+    top_probability,
+)
 from app.llama.handle import ModelHandle
 from app.metrics.rounds import DraftMode
 
@@ -28,6 +37,8 @@ class Draft:
     probs: list[FloatArray | None] = field(default_factory=list)
     steps: int = 0  # draft forward passes spent
     seconds: float = 0.0
+    # Each token's confidence margin, when a confidence stop asked for them (else empty).
+    margins: list[float] = field(default_factory=list)
 
 
 class Drafter(Protocol):
@@ -41,7 +52,13 @@ class Drafter(Protocol):
         sampling: SamplingConfig,
         rng: np.random.Generator,
         p_min: float,
-    ) -> Draft: ...
+        *,
+        stop: KeepDrafting | None = None,
+    ) -> Draft:
+        """Up to max_tokens proposals. `stop`, when given, is told each proposed token's
+        confidence margin and ends the draft when it says so (the margins come back in the
+        Draft); a drafter without confidences ignores it."""
+        ...
 
     def prefill(self, history: Sequence[int]) -> None:
         """Read the prompt before generation starts, so its cost is not billed to drafting."""
@@ -86,11 +103,14 @@ class ModelDrafter:
         sampling: SamplingConfig,
         rng: np.random.Generator,
         p_min: float,
+        *,
+        stop: KeepDrafting | None = None,
     ) -> Draft:
         start = self._clock()
         sequence = list(history)
         tokens: list[int] = []
         probs: list[FloatArray | None] = []
+        margins: list[float] = []
         steps = 0
         for _ in range(max_tokens):
             row = self._logits_in_target_vocab(self.model.feed(sequence, 1)[0])
@@ -103,15 +123,22 @@ class ModelDrafter:
                 if p_min > 0.0 and top_probability(logits) < p_min:
                     break
                 q: FloatArray | None = None
+                margin = None if stop is None else logit_margin(logits)
             else:
                 q = distribution(row, sequence, sampling)
                 token = sample(q, rng)
                 if p_min > 0.0 and float(q.max()) < p_min:
                     break
+                margin = None if stop is None else confidence_margin(q)
             tokens.append(token)
             probs.append(q)
             sequence.append(token)
-        return Draft(tokens, probs, steps, self._clock() - start)
+            if stop is not None and margin is not None:
+                margins.append(margin)
+                # The token stays: its pass is paid, and a row to check it costs little.
+                if not stop(margin):
+                    break
+        return Draft(tokens, probs, steps, self._clock() - start, margins)
 
     def prefill(self, history: Sequence[int]) -> None:
         self.model.feed(history, 0)
@@ -166,8 +193,11 @@ class PromptLookupDrafter:
         sampling: SamplingConfig,
         rng: np.random.Generator,
         p_min: float,
+        *,
+        stop: KeepDrafting | None = None,
     ) -> Draft:
-        del sampling, rng, p_min  # lookup proposals do not depend on sampling settings
+        # Lookup proposals do not depend on sampling settings and carry no confidence.
+        del sampling, rng, p_min, stop
         start = self._clock()
         tokens = self.find(history, max_tokens)
         return Draft(tokens, [None] * len(tokens), 0, self._clock() - start)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.engine.acceptance import accept_or_correct
+from app.engine.confidence import KeepDrafting
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import Draft, Drafter
@@ -135,7 +136,9 @@ class SpeculativeEngine:
             # Never draft past the token budget or the context: the bonus token needs a row.
             gamma = max(0, min(gamma, remaining - 1, room))
             catchup_s = self._catch_up(tokens) if gamma > 0 else 0.0
-            draft = self._draft(tokens, gamma, config)
+            # A γ set by hand runs as set; under auto the controller may end the draft early.
+            draft_stop = controller.draft_stop() if controller and control.gamma is None else None
+            draft = self._draft(tokens, gamma, config, draft_stop)
             t_verify = clock()
             rows = self.target.feed(tokens + draft.tokens, len(draft.tokens) + 1)
             verify_s = clock() - t_verify
@@ -161,7 +164,8 @@ class SpeculativeEngine:
             record = RoundRecord(
                 index=len(rounds),
                 mode=mode if drafted else "plain",
-                gamma=gamma,
+                # Under the confidence stop, γ was a ceiling: the length that ran is the draft's.
+                gamma=gamma if draft_stop is None else drafted,
                 drafted=drafted,
                 accepted=verdict.accepted,
                 emitted=len(emitted),
@@ -178,7 +182,7 @@ class SpeculativeEngine:
                 # (Prompt lookup reads the history afresh each round: it is never behind.)
                 self._draft_behind = True
             if controller is not None:
-                controller.observe(record)
+                controller.observe(record, draft.margins)
                 notice = controller.take_notice()
                 if notice:
                     notices.append(notice)
@@ -249,7 +253,10 @@ class SpeculativeEngine:
         key = (self.drafter.mode, self.drafter.label)
         controller = self._controllers.get(key)
         if controller is None:
-            controller = GammaController(initial_gamma=config.gamma)
+            # Only a draft model says how sure it is of each token; lookup proposals are certain.
+            controller = GammaController(
+                initial_gamma=config.gamma, confidence_stop=self.drafter.mode == "draft"
+            )
             if self.plain_step_s is not None:
                 controller.note_plain_step(self.plain_step_s)
             self._controllers[key] = controller
@@ -268,11 +275,17 @@ class SpeculativeEngine:
         self.drafter.prefill(tokens[:-1])
         return self._clock() - start
 
-    def _draft(self, tokens: list[int], gamma: int, config: GenerationConfig) -> Draft:
+    def _draft(
+        self,
+        tokens: list[int],
+        gamma: int,
+        config: GenerationConfig,
+        stop: KeepDrafting | None,
+    ) -> Draft:
         if gamma == 0 or self.drafter is None:
             return Draft([])
         rng = np.random.default_rng(self._draft_seed(config, len(tokens)))
-        return self.drafter.propose(tokens, gamma, config.sampling, rng, config.p_min)
+        return self.drafter.propose(tokens, gamma, config.sampling, rng, config.p_min, stop=stop)
 
     @staticmethod
     def _draft_seed(config: GenerationConfig, position: int) -> int | None:

@@ -51,6 +51,25 @@ def top_probability(logits: npt.NDArray[np.float32]) -> float:
     return float(1.0 / np.exp(shifted).sum())
 
 
+def confidence_margin(probs: FloatArray) -> float:
+    """How much more likely the draft's favourite token is than its runner-up (γ auto's
+    confidence stop reads it: near-ties are where a draft and its target part)."""
+    if probs.shape[0] < 2:
+        return 1.0
+    second, first = np.partition(probs, -2)[-2:]
+    return float(first - second)
+
+
+def logit_margin(logits: npt.NDArray[np.float32]) -> float:
+    """confidence_margin of the softmax of these logits, without forming the softmax (a third
+    of the time on a 49k vocabulary: the greedy draft pays it every pass under γ auto)."""
+    if logits.shape[0] < 2:
+        return 1.0
+    second, first = np.partition(logits, -2)[-2:]
+    total = float(np.exp(logits - first).sum())
+    return (1.0 - float(np.exp(second - first))) / total
+
+
 def distribution(
     logits: npt.NDArray[np.float32], history: Sequence[int], config: SamplingConfig
 ) -> FloatArray:

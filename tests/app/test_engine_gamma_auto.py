@@ -10,7 +10,7 @@ import pytest
 
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
-from app.engine.drafters import ModelDrafter
+from app.engine.drafters import Draft, ModelDrafter
 from app.engine.events import FinishEvent, RoundEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
@@ -99,3 +99,32 @@ def test_the_draft_catches_up_in_one_batch_timed_apart(runtime: Runtime) -> None
     assert result.token_ids == _plain(runtime)
     # In step: the draft's cache holds the reply's prefix, not the prompt alone.
     assert len(drafter.model.tokens) > len(runtime.chat_prompt(QUESTION)) + 10
+
+
+def test_the_confidence_stop_ends_drafts_at_the_drafts_doubts(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under γ auto the demo draft proposes up to the ceiling and stops after a token it is
+    unsure of; the reply is still the plain greedy one."""
+    drafts: list[tuple[int, Draft]] = []
+    real = ModelDrafter.propose
+
+    def spy(self: ModelDrafter, *args: Any, **kwargs: Any) -> Draft:
+        draft = real(self, *args, **kwargs)
+        if kwargs.get("stop") is not None:
+            drafts.append((args[1], draft))
+        return draft
+
+    monkeypatch.setattr(ModelDrafter, "propose", spy)
+    results = [_run(runtime, GenerationControl(), lambda *_: None) for _ in range(2)]
+    assert drafts
+    assert all(len(d.margins) == len(d.tokens) for _, d in drafts)
+    # Some drafts ran to the ceiling; others ended early, on their least sure token.
+    assert any(len(d.tokens) == ceiling for ceiling, d in drafts)
+    ended = [d for ceiling, d in drafts if 0 < len(d.tokens) < ceiling]
+    assert ended
+    every_margin = [m for _, d in drafts for m in d.margins]
+    last_margins = [d.margins[-1] for d in ended]
+    assert sum(last_margins) / len(last_margins) < sum(every_margin) / len(every_margin)
+    plain = _plain(runtime)
+    assert all(r.token_ids == plain for r in results)

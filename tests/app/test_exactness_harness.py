@@ -30,7 +30,8 @@ import numpy as np
 import pytest
 
 from app.engine import acceptance, drafters, loop
-from app.engine.config import SamplingConfig
+from app.engine.confidence import KeepDrafting
+from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.drafters import Draft, ModelDrafter
 from app.engine.loop import SpeculativeEngine
 from app.engine.sampling import FloatArray, distribution
@@ -109,6 +110,15 @@ CASES = [
         7,
         adaptive=True,
     ),
+    # γ auto with a greedy draft: the confidence stop reads margins of the draft's softmax.
+    Case(
+        "greedy-auto",
+        "greedy",
+        4,
+        SamplingConfig(temperature=0.9, top_k=4, repeat_penalty=1.2),
+        7,
+        adaptive=True,
+    ),
 ]
 CASE = {case.name: case for case in CASES}
 
@@ -127,8 +137,27 @@ def consistent_q_at_temperature_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(drafters, "distribution", q)
 
 
+def confidence_stop_at_near_ties(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every round's draft ends after a token whose margin is under 0.25: how many tokens are
+    proposed depends on the draft's own distribution only, so sampling stays exact."""
+    real = SpeculativeEngine._draft
+
+    def with_stop(
+        self: SpeculativeEngine,
+        tokens: list[int],
+        gamma: int,
+        config: GenerationConfig,
+        stop: KeepDrafting | None,
+    ) -> Draft:
+        return real(self, tokens, gamma, config, stop or (lambda margin: margin >= 0.25))
+
+    monkeypatch.setattr(SpeculativeEngine, "_draft", with_stop)
+
+
 VALID_VARIANTS: list[tuple[str, Patch, str]] = [
     ("consistent q at temperature 1", consistent_q_at_temperature_one, "sampled-g6"),
+    ("confidence stop, sampled draft", confidence_stop_at_near_ties, "sampled-g6"),
+    ("confidence stop, greedy draft", confidence_stop_at_near_ties, "greedy-g6"),
 ]
 N_WINDOWS = sum(len(windows(c.length)) for c in CASES) + sum(
     len(windows(CASE[name].length)) for _, _, name in VALID_VARIANTS
@@ -238,6 +267,16 @@ def test_the_harness_accepts_a_valid_variant_of_the_draft(
     assert any(r.accepted < r.drafted for r in runs.rounds)
 
 
+@pytest.mark.parametrize("case_name", ["sampled-g6", "greedy-g6"])
+def test_the_confidence_stop_variant_ends_drafts_early(
+    case_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    confidence_stop_at_near_ties(monkeypatch)
+    runs = run_engine(replace(CASE[case_name], runs=100))
+    assert any(0 < r.drafted < r.gamma for r in runs.rounds)
+    assert any(r.drafted == r.gamma for r in runs.rounds)
+
+
 # -- mutants: each must fail ------------------------------------------------------------------
 
 
@@ -260,8 +299,10 @@ def _rewrite_q(make_q: Callable[[np.ndarray, list[int], SamplingConfig], FloatAr
             sampling: SamplingConfig,
             rng: np.random.Generator,
             p_min: float,
+            *,
+            stop: KeepDrafting | None = None,
         ) -> Draft:
-            draft = real(self, history, max_tokens, sampling, rng, p_min)
+            draft = real(self, history, max_tokens, sampling, rng, p_min, stop=stop)
             probs: list[FloatArray | None] = []
             for i, q in enumerate(draft.probs):
                 sequence = [*history, *draft.tokens[:i]]

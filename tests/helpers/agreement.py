@@ -7,8 +7,10 @@ any γ schedule on that text exactly (tests/helpers/gamma_replay.py). The draft 
 the engine reads it, one token per pass after a batched prompt: near-ties make the guesses
 depend on how the cache was filled.
 
-The round costs are measured through the engine itself, in plain steps: a straight line for
-the draft's seconds by passes, and the verify seconds by rows checked.
+It also records the draft's confidence margin at each position, so the replay can run γ
+auto's confidence stop. The round costs are measured through the engine itself, in plain
+steps: a straight line for the draft's seconds by passes, and the verify seconds by rows
+checked.
 
     python -m tests.helpers.agreement OUT.json [--max-tokens 256] [--prompts FILE]
 
@@ -32,6 +34,7 @@ from app.bench.session import prompt_ids_for
 from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
+from app.engine.sampling import logit_margin
 from app.llama.model import LlamaModel
 from app.metrics.cost_model import MAX_GAMMA, fit_verify_line
 from tests.helpers.engine import engine_of, loaded_runtime, run_to_end
@@ -50,15 +53,20 @@ def _generate(
     return result
 
 
-def agreement(draft: LlamaModel, prompt: Sequence[int], reply: Sequence[int], n_vocab: int) -> str:
-    """'1' at each reply position where the draft's greedy guess is the reply's token."""
+def agreement(
+    draft: LlamaModel, prompt: Sequence[int], reply: Sequence[int], n_vocab: int
+) -> tuple[str, list[float]]:
+    """'1' at each reply position where the draft's greedy guess is the reply's token, and
+    the draft's confidence margin there (what γ auto's confidence stop reads)."""
     draft.reset()
     draft.feed(prompt[:-1], 0)
     marks = []
+    margins = []
     for t, token in enumerate(reply):
         row = draft.feed([*prompt, *reply[:t]], 1)[0][:n_vocab]
         marks.append("1" if int(np.argmax(row)) == token else "0")
-    return "".join(marks)
+        margins.append(round(logit_margin(row), 5))
+    return "".join(marks), margins
 
 
 def measure_costs(runtime: Runtime, prompts: Sequence[Sequence[int]]) -> dict[str, Any]:
@@ -99,12 +107,14 @@ def record(
             for prompt, prompt_ids in zip(prompts, ids, strict=True):
                 config = GenerationConfig(max_tokens=max_tokens, sampling=GREEDY)
                 result = _generate(runtime, prompt_ids, config, speculative=False)
+                agree, margins = agreement(reader, prompt_ids, result.token_ids, n_vocab)
                 out["prompts"].append(
                     {
                         "class": prompt.prompt_class,
                         "name": prompt.name,
                         "finish": result.finish_reason,
-                        "agree": agreement(reader, prompt_ids, result.token_ids, n_vocab),
+                        "agree": agree,
+                        "margins": margins,
                     }
                 )
         out["costs"] = measure_costs(runtime, ids)

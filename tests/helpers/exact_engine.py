@@ -18,6 +18,7 @@ from typing import Literal
 
 import numpy as np
 
+from app.engine.confidence import KeepDrafting
 from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.drafters import Draft, Drafter, ModelDrafter, PromptLookupDrafter
 from app.engine.events import FinishEvent
@@ -84,9 +85,11 @@ class GreedyProposals:
         sampling: SamplingConfig,
         rng: np.random.Generator,
         p_min: float,
+        *,
+        stop: KeepDrafting | None = None,
     ) -> Draft:
         greedy = replace(sampling, temperature=0.0)
-        return self.inner.propose(history, max_tokens, greedy, rng, p_min)
+        return self.inner.propose(history, max_tokens, greedy, rng, p_min, stop=stop)
 
     def prefill(self, history: Sequence[int]) -> None:
         self.inner.prefill(history)

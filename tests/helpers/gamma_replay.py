@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.engine.adaptive import GammaController
+from app.engine.confidence import KeepDrafting
 from app.metrics.rounds import RoundRecord
 from tests.helpers.gamma_sim import PLAIN_S
 
@@ -56,14 +57,19 @@ class Prompt:
     prompt_class: str
     agree: str  # '1' where the draft's guess is the target's token
     stops: bool  # the reply ends after the last recorded token (end of sequence)
+    margins: tuple[float, ...]  # the draft's confidence margin at each position
 
 
 def prompts_from_json(data: dict[str, Any]) -> list[Prompt]:
-    return [Prompt(p["class"], p["agree"], p["finish"] == "stop") for p in data["prompts"]]
+    return [
+        Prompt(p["class"], p["agree"], p["finish"] == "stop", tuple(p["margins"]))
+        for p in data["prompts"]
+    ]
 
 
 Chooser = Callable[[], int]
-Observer = Callable[[RoundRecord], None]
+Observer = Callable[[RoundRecord, Sequence[float]], None]
+StopRule = Callable[[], KeepDrafting | None]
 
 
 def _kept(agree: str, start: int, gamma: int) -> int:
@@ -71,6 +77,14 @@ def _kept(agree: str, start: int, gamma: int) -> int:
     run = agree[start : start + gamma]
     miss = run.find("0")
     return len(run) if miss < 0 else miss
+
+
+def _no_stop() -> KeepDrafting | None:
+    return None
+
+
+def _ignore(_record: RoundRecord, _margins: Sequence[float]) -> None:
+    pass
 
 
 def replay_reply(
@@ -82,32 +96,39 @@ def replay_reply(
     costs: Costs,
     rng: random.Random,
     jitter: float = 0.08,
+    draft_stop: StopRule = _no_stop,
 ) -> tuple[int, float]:
-    """One reply; returns (tokens, seconds). Like the engine, never drafts past the budget."""
+    """One reply; returns (tokens, seconds). Like the engine, never drafts past the budget,
+    and ends a round's draft where its stop rule (if any) says, after the token it doubts."""
     end = len(prompt.agree) if prompt.stops else max_tokens
     end = min(end, max_tokens, len(prompt.agree))
     produced, seconds, index = 0, 0.0, 0
     while produced < end:
         gamma = max(0, min(choose(), max_tokens - produced - 1))
-        if gamma == 0:
+        stop = draft_stop() if gamma else None
+        drafted = gamma
+        if stop is not None:
+            # Past the recorded text (an end of sequence) nothing is known to stop the draft.
+            known = prompt.margins[produced : produced + gamma]
+            drafted = next((k for k, m in enumerate(known, 1) if not stop(m)), gamma)
+        if drafted == 0:
             draft_s, verify_s, accepted = 0.0, costs.verify(1) * PLAIN_S, 0
         else:
-            accepted = _kept(prompt.agree, produced, gamma)
-            draft_s = costs.draft(gamma) * PLAIN_S
-            verify_s = costs.verify(gamma + 1) * PLAIN_S
+            accepted = _kept(prompt.agree, produced, drafted)
+            draft_s = costs.draft(drafted) * PLAIN_S
+            verify_s = costs.verify(drafted + 1) * PLAIN_S
         draft_s *= 1.0 + rng.uniform(-jitter, jitter)
         verify_s *= 1.0 + rng.uniform(-jitter, jitter)
         emitted = min(accepted + 1, end - produced)
-        mode = "draft" if gamma else "plain"
-        observe(RoundRecord(index, mode, gamma, gamma, accepted, emitted, draft_s, verify_s, gamma))
+        mode = "draft" if drafted else "plain"
+        record = RoundRecord(
+            index, mode, gamma, drafted, accepted, emitted, draft_s, verify_s, drafted
+        )
+        observe(record, prompt.margins[produced : produced + drafted] if stop else ())
         produced += emitted
         seconds += draft_s + verify_s
         index += 1
     return produced, seconds
-
-
-def _ignore(_record: RoundRecord) -> None:
-    pass
 
 
 def class_totals(
@@ -118,25 +139,29 @@ def class_totals(
     max_tokens: int,
     repeats: int,
     seed: int = 0,
+    confidence_stop: bool = True,
 ) -> dict[str, tuple[int, float]]:
-    """(tokens, seconds) by class of one bench-like session, a fixed γ or (None) γ auto."""
+    """(tokens, seconds) by class of one bench-like session, a fixed γ or (None) γ auto,
+    with its confidence stop as the engine runs it for a draft model, or without."""
     rng = random.Random(seed)
     controller = None
     if gamma is None:
-        controller = GammaController(initial_gamma=5)
+        controller = GammaController(initial_gamma=5, confidence_stop=confidence_stop)
         controller.note_plain_step(PLAIN_S)
     totals: dict[str, tuple[int, float]] = defaultdict(lambda: (0, 0.0))
     for _ in range(repeats):
         for prompt in prompts:
             choose: Chooser
             observe: Observer
+            draft_stop: StopRule = _no_stop
             if controller is not None:
                 controller.begin_reply()
                 choose, observe = controller.next_gamma, controller.observe
+                draft_stop = controller.draft_stop
             else:
                 choose, observe = functools.partial(int, gamma), _ignore
             tokens, seconds = replay_reply(
-                prompt, max_tokens, choose, observe, costs=costs, rng=rng
+                prompt, max_tokens, choose, observe, costs=costs, rng=rng, draft_stop=draft_stop
             )
             done, spent = totals[prompt.prompt_class]
             totals[prompt.prompt_class] = (done + tokens, spent + seconds)
@@ -144,7 +169,13 @@ def class_totals(
 
 
 def auto_share_of_best_fixed(
-    prompts: Sequence[Prompt], costs: Costs, *, max_tokens: int, repeats: int, seeds: int = 3
+    prompts: Sequence[Prompt],
+    costs: Costs,
+    *,
+    max_tokens: int,
+    repeats: int,
+    seeds: int = 3,
+    confidence_stop: bool = True,
 ) -> tuple[float, dict[str, float]]:
     """γ auto's tokens per second as a share of the best fixed γ's, overall and by class;
     each configuration's sessions under `seeds` different jitters are pooled."""
@@ -153,7 +184,13 @@ def auto_share_of_best_fixed(
         out: dict[str, tuple[int, float]] = defaultdict(lambda: (0, 0.0))
         for seed in range(seeds):
             run = class_totals(
-                prompts, costs, gamma, max_tokens=max_tokens, repeats=repeats, seed=seed
+                prompts,
+                costs,
+                gamma,
+                max_tokens=max_tokens,
+                repeats=repeats,
+                seed=seed,
+                confidence_stop=confidence_stop,
             )
             for c, (tokens, seconds) in run.items():
                 out[c] = (out[c][0] + tokens, out[c][1] + seconds)
