@@ -11,7 +11,9 @@ lowered by its own uncertainty) wins by a margin: the gap between the two thresh
 draft near break-even from flipping. While paused it probes on a schedule whose cost is
 bounded, and every probe's outcome feeds the acceptance estimates the resume rule reads. One
 controller lives per draft for the whole session, so a reply starts from what earlier replies
-learned.
+learned. For a draft model the chosen γ is a ceiling: the confidence stop
+(app/engine/confidence.py) ends each draft where the draft's own doubts say its tokens stop
+paying.
 """
 
 from __future__ import annotations
