@@ -1,0 +1,425 @@
+"""A suffix automaton over token ids: where does the end of a text occur before, and what
+followed it there, how often.
+
+The automaton (Blumer et al.; built online as in Ukkonen-style constructions) holds every
+substring of every document it was given, and only those: documents are added as a generalised
+automaton, each starting from the root, so no match runs across the end of one document into the
+next. Each state is a class of substrings with the same set of end positions; its `count` is the
+size of that set, i.e. how many times its strings occur. For a matched suffix s in state u, the
+next token t occurs `count[δ(u, t)]` times after s, so the most frequent continuation is a greedy
+walk along the transition whose target has the largest count (ties: the most recent occurrence),
+which is SuffixDecoding's frequency-scored candidate read off an automaton instead of a tree.
+
+Costs. Adding a token is O(1) amortised for the automaton itself (at most 2 states and 3
+transitions per token overall). Counts are kept exact and online: a token adds one occurrence to
+every state on its suffix-link path, which is one step per distinct class of the suffixes seen
+before, at most the length of the longest suffix of the document that occurred earlier. On chat
+text that is a handful of steps; a run of one token repeated n times costs n²/2 steps in all.
+Matching a query is O(1) amortised per query token (`Cursor`), a lookup of k continuation tokens
+O(k · branching) with the ranking of very branchy states cached until the index changes.
+
+Memory. CPython objects per state would cost hundreds of bytes, so states and transitions live in
+flat `array('i')` columns (4 bytes a field); a state's transitions are a linked chain of edges,
+except for the few states with more than `HUB_DEGREE` distinct next tokens (the root, frequent
+short contexts), whose edges are indexed by a dict. Measured figures: scripts/suffix_figures.py.
+
+Not thread-safe: one thread adds and reads (the engine's, between and during replies).
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+ROOT = 0
+COLUMNS = (
+    "len",
+    "link",
+    "count",
+    "recent",
+    "head",
+    "degree",
+    "edge_token",
+    "edge_target",
+    "edge_next",
+)
+# Past this many distinct next tokens a state's edges get a dict: a chain this short is scanned
+# faster than a dict is built, and few states (about 1 in 100 on chat text) go past it.
+HUB_DEGREE = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """Where the end of a query sits in the index: its longest suffix that occurs there."""
+
+    state: int
+    length: int  # tokens matched; 0 when not even the last token occurs
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    """A continuation of a match and how often each of its prefixes followed it.
+
+    counts[i] is the number of occurrences of the matched suffix followed by tokens[: i + 1],
+    so counts never increase along a branch and counts[i] / support is its observed frequency."""
+
+    tokens: tuple[int, ...]
+    counts: tuple[int, ...]
+    support: int  # occurrences of the matched suffix followed by any token
+
+    @property
+    def count(self) -> int:
+        return self.counts[0] if self.counts else 0
+
+
+class SuffixIndex:
+    """Documents of token ids; the last one may be open and grow a token at a time."""
+
+    def __init__(self) -> None:
+        # State columns. recent: the global position of a state's latest occurrence.
+        self._len = array("i", [0])
+        self._link = array("i", [-1])
+        self._count = array("i", [0])
+        self._recent = array("i", [-1])
+        # First edge of the state's chain (-1: none); edges are prepended, so a chain runs from
+        # newer to older edges and `_edge_next[e] < e` always.
+        self._head = array("i", [-1])
+        self._degree = array("B", [0])  # edges of the state, saturating past HUB_DEGREE
+        # Edge columns.
+        self._edge_token = array("i")
+        self._edge_target = array("i")
+        self._edge_next = array("i")
+        self._hubs: dict[int, dict[int, int]] = {}  # state -> token -> edge, for branchy states
+        self._ranked: dict[int, tuple[int, list[int], int]] = {}  # hub -> (version, edges, support)
+        self._last = ROOT  # state of the open document's tokens so far
+        self._open_length = 0
+        self.tokens = 0  # tokens indexed, over all documents
+        self.documents = 0
+        self.version = 0  # bumped by every change: cursors and caches from before are stale
+
+    # -- building -----------------------------------------------------------------------------
+
+    def add_document(self, tokens: Iterable[int]) -> None:
+        """Index a whole document; the next tokens start another."""
+        self.extend(tokens)
+        self.end_document()
+
+    def extend(self, tokens: Iterable[int]) -> None:
+        """Append tokens to the open document (starting one if none is open)."""
+        for token in tokens:
+            self._append(token)
+        self.version += 1
+
+    def end_document(self) -> None:
+        self._last = ROOT
+        self._open_length = 0
+
+    def _append(self, token: int) -> None:
+        lengths, link, target = self._len, self._link, self._edge_target
+        last = self._last
+        if self._open_length == 0:
+            self.documents += 1
+        edge = self._edge(last, token)
+        if edge >= 0:
+            # The open document's text so far already occurs in another document.
+            q = target[edge]
+            state = q if lengths[q] == lengths[last] + 1 else self._split(last, q, token)
+        else:
+            state = self._new_state(lengths[last] + 1, ROOT, 0, -1)
+            p = last
+            while p >= 0:
+                edge = self._edge(p, token)
+                if edge >= 0:
+                    break
+                self._add_edge(p, token, state)
+                p = link[p]
+            if p >= 0:
+                q = target[edge]
+                link[state] = q if lengths[p] + 1 == lengths[q] else self._split(p, q, token)
+        # Every suffix of the new prefix occurs once more, ending here.
+        count, recent, position = self._count, self._recent, self.tokens
+        v = state
+        while v > ROOT:
+            count[v] += 1
+            recent[v] = position
+            v = link[v]
+        self._last = state
+        self._open_length += 1
+        self.tokens += 1
+
+    def _split(self, p: int, q: int, token: int) -> int:
+        """Clone q for the strings up to len(p) + 1 and send p's suffix path's edges to it."""
+        clone = self._new_state(self._len[p] + 1, self._link[q], self._count[q], self._recent[q])
+        edge = self._head[q]
+        while edge >= 0:
+            self._add_edge(clone, self._edge_token[edge], self._edge_target[edge])
+            edge = self._edge_next[edge]
+        link, target = self._link, self._edge_target
+        while p >= 0:
+            edge = self._edge(p, token)
+            if edge < 0 or target[edge] != q:
+                break
+            target[edge] = clone
+            p = link[p]
+        link[q] = clone
+        return clone
+
+    def _new_state(self, length: int, link: int, count: int, recent: int) -> int:
+        self._len.append(length)
+        self._link.append(link)
+        self._count.append(count)
+        self._recent.append(recent)
+        self._head.append(-1)
+        self._degree.append(0)
+        return len(self._len) - 1
+
+    def _add_edge(self, state: int, token: int, target: int) -> None:
+        edge = len(self._edge_token)
+        self._edge_token.append(token)
+        self._edge_target.append(target)
+        self._edge_next.append(self._head[state])
+        self._head[state] = edge
+        degree = self._degree[state]
+        if degree > HUB_DEGREE:
+            self._hubs[state][token] = edge
+        elif degree == HUB_DEGREE:
+            self._degree[state] = degree + 1
+            self._hubs[state] = {self._edge_token[e]: e for e in self._chain(state)}
+        else:
+            self._degree[state] = degree + 1
+
+    def _edge(self, state: int, token: int) -> int:
+        if self._degree[state] > HUB_DEGREE:
+            return self._hubs[state].get(token, -1)
+        tokens, following = self._edge_token, self._edge_next
+        edge = self._head[state]
+        while edge >= 0:
+            if tokens[edge] == token:
+                return edge
+            edge = following[edge]
+        return -1
+
+    def _chain(self, state: int) -> list[int]:
+        edges = []
+        edge, following = self._head[state], self._edge_next
+        while edge >= 0:
+            edges.append(edge)
+            edge = following[edge]
+        return edges
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def occurrences(self, state: int) -> int:
+        """How many times the strings of `state` occur (end positions)."""
+        return self._count[state]
+
+    def tail(self) -> Match:
+        """The open document's end, for a document matched against itself: continuations()
+        then reads what followed its longest suffix that occurred before."""
+        return Match(self._last, self._len[self._last])
+
+    def match(self, query: Sequence[int]) -> Match:
+        """The longest suffix of `query` that occurs in the index, scanning the whole query."""
+        cursor = Cursor(self)
+        cursor.feed(query)
+        return cursor.match
+
+    def continuations(self, match: Match, max_tokens: int, width: int = 1) -> list[Branch]:
+        """Up to `width` continuations of the match, most frequent first token first, each
+        followed greedily by its most frequent next token up to `max_tokens` tokens.
+
+        Where the matched suffix only ever ended a document, the longest shorter suffix that was
+        followed by something is continued instead (see `continued_length`)."""
+        state = self._continued_state(match)
+        if state == ROOT or max_tokens <= 0:
+            return []
+        ranked, support = self._ranked_edges(state)
+        count, target, token_of = self._count, self._edge_target, self._edge_token
+        branches = []
+        for first in ranked[:width]:
+            tokens, counts = [token_of[first]], [count[target[first]]]
+            state = target[first]
+            while len(tokens) < max_tokens:
+                edge = self._best_edge(state)
+                if edge < 0:
+                    break
+                tokens.append(token_of[edge])
+                counts.append(count[target[edge]])
+                state = target[edge]
+            branches.append(Branch(tuple(tokens), tuple(counts), support))
+        return branches
+
+    def _best_edge(self, state: int) -> int:
+        if self._degree[state] > HUB_DEGREE:
+            return self._ranked_edges(state)[0][0]
+        count, recent, target, following = (
+            self._count,
+            self._recent,
+            self._edge_target,
+            self._edge_next,
+        )
+        best, best_key = -1, (-1, -1)
+        edge = self._head[state]
+        while edge >= 0:
+            key = (count[target[edge]], recent[target[edge]])
+            if key > best_key:
+                best, best_key = edge, key
+            edge = following[edge]
+        return best
+
+    def continued_length(self, match: Match) -> int:
+        """The length of the suffix `continuations(match)` continues: the match's own, unless
+        that only ever ended a document; 0 when nothing in the index can continue it."""
+        state = self._continued_state(match)
+        if state == ROOT:
+            return 0
+        return match.length if state == match.state else self._len[state]
+
+    def _continued_state(self, match: Match) -> int:
+        state = match.state
+        head, link = self._head, self._link
+        while state > ROOT and head[state] == -1:
+            state = link[state]
+        return state
+
+    def _ranked_edges(self, state: int) -> tuple[list[int], int]:
+        """Edges by the count of what they lead to, then by its latest occurrence; and the
+        state's support, the occurrences of its strings that some token followed."""
+        hub = self._degree[state] > HUB_DEGREE
+        if hub:
+            cached = self._ranked.get(state)
+            if cached is not None and cached[0] == self.version:
+                return cached[1], cached[2]
+        count, recent, target = self._count, self._recent, self._edge_target
+        edges = self._chain(state)
+        if len(edges) > 1:
+            edges.sort(key=lambda e: (count[target[e]], recent[target[e]]), reverse=True)
+        support = sum(count[target[e]] for e in edges)
+        if hub:
+            self._ranked[state] = (self.version, edges, support)
+        return edges, support
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def columns(self) -> dict[str, array[int]]:
+        """The index as flat columns, for a file to store (the arrays themselves, not copies)."""
+        return {name: getattr(self, "_" + name) for name in COLUMNS}
+
+    @classmethod
+    def from_columns(
+        cls, columns: Mapping[str, array[int]], *, tokens: int, documents: int
+    ) -> SuffixIndex:
+        """An index from `columns()` of another; ValueError unless they make a well-formed
+        automaton (every index in range, suffix links and edge chains that end)."""
+        if set(columns) != set(COLUMNS):
+            raise ValueError("wrong set of columns")
+        index = cls()
+        for name in COLUMNS:
+            column = columns[name]
+            if column.typecode != getattr(index, "_" + name).typecode:
+                raise ValueError(f"column {name} has the wrong type")
+            setattr(index, "_" + name, column)
+        _check_well_formed(index)
+        index._hubs = {
+            state: {index._edge_token[e]: e for e in index._chain(state)}
+            for state in np.flatnonzero(np.frombuffer(index._degree, np.uint8) > HUB_DEGREE)
+            .astype(int)
+            .tolist()
+        }
+        index.tokens, index.documents = tokens, documents
+        return index
+
+    # -- size ---------------------------------------------------------------------------------
+
+    @property
+    def states(self) -> int:
+        return len(self._len)
+
+    @property
+    def edges(self) -> int:
+        return len(self._edge_token)
+
+    def nbytes(self) -> int:
+        """Bytes held by the index's columns and hub dicts (allocated, not just used)."""
+        columns = self.columns().values()
+        total = sum(sys.getsizeof(c) for c in columns) + sys.getsizeof(self._hubs)
+        for hub in self._hubs.values():
+            # Keys and values past the small-int cache are objects of their own.
+            total += sys.getsizeof(hub) + sum(sys.getsizeof(k) + 32 for k in hub)
+        return total
+
+
+def _check_well_formed(index: SuffixIndex) -> None:
+    lengths = np.frombuffer(index._len, np.int32)
+    link = np.frombuffer(index._link, np.int32)
+    n_states, n_edges = lengths.size, len(index._edge_token)
+    state_columns = (index._link, index._count, index._recent, index._head, index._degree)
+    edge_columns = (index._edge_target, index._edge_next)
+    if n_states == 0 or any(len(c) != n_states for c in state_columns):
+        raise ValueError("state columns differ in length")
+    if any(len(c) != n_edges for c in edge_columns):
+        raise ValueError("edge columns differ in length")
+    if lengths[0] != 0 or link[0] != -1:
+        raise ValueError("the root is not the first state")
+    links = link[1:]
+    if links.size and (links.min() < 0 or links.max() >= n_states):
+        raise ValueError("a suffix link points outside the index")
+    # Links to strictly shorter states: every walk up the links reaches the root.
+    if np.any(lengths[links] >= lengths[1:]):
+        raise ValueError("a suffix link does not shorten")
+    head = np.frombuffer(index._head, np.int32)
+    if head.min() < -1 or head.max() >= n_edges:
+        raise ValueError("a state's first edge is outside the index")
+    if n_edges:
+        target = np.frombuffer(index._edge_target, np.int32)
+        following = np.frombuffer(index._edge_next, np.int32)
+        if target.min() <= ROOT or target.max() >= n_states:
+            raise ValueError("an edge leads outside the index")
+        # Each edge's successor is older, so every chain ends.
+        if following.min() < -1 or np.any(following >= np.arange(n_edges)):
+            raise ValueError("an edge chain does not end")
+
+
+class Cursor:
+    """The longest suffix of a growing query that occurs in an index, kept up to date in O(1)
+    amortised per query token. Any change to the index makes it stale (`fresh` turns False):
+    states may have been split, so the owner re-feeds the query's tail."""
+
+    def __init__(self, index: SuffixIndex) -> None:
+        self.index = index
+        self.reset()
+
+    def reset(self) -> None:
+        self._state = ROOT
+        self._length = 0
+        self._version = self.index.version
+
+    @property
+    def fresh(self) -> bool:
+        return self._version == self.index.version
+
+    @property
+    def match(self) -> Match:
+        return Match(self._state, self._length)
+
+    def feed(self, tokens: Iterable[int]) -> None:
+        index = self.index
+        find, link, lengths = index._edge, index._link, index._len
+        target = index._edge_target
+        state, length = self._state, self._length
+        for token in tokens:
+            edge = find(state, token)
+            while edge < 0 and state != ROOT:
+                state = link[state]
+                length = lengths[state]
+                edge = find(state, token)
+            if edge >= 0:
+                state = target[edge]
+                length += 1
+            else:
+                length = 0
+        self._state, self._length = state, length
