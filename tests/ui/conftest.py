@@ -10,14 +10,32 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import QEventLoop, QObject, QSettings, Qt, QTimer, Signal, SignalInstance
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import (
+    QEventLoop,
+    QObject,
+    QPoint,
+    QPointF,
+    QSettings,
+    Qt,
+    QTimer,
+    Signal,
+    SignalInstance,
+)
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
 from app.store import ConversationStore
 from ui.main import create_window, ensure_application
 from ui.settings import Settings
 from ui.window.main_window import MainWindow, UiState
+
+# The window is made for a 1280×720 screen, the smallest a home user is likely to have: the
+# offscreen platform gets one of that size (its default is 800×800), so a window that grows
+# past the screen fails here as it would on that screen.
+SCREEN_CONFIG = Path(__file__).with_name("screen-1280x720.json")
+if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
+    os.environ["QT_QPA_PLATFORM"] = f"offscreen:configfile={SCREEN_CONFIG}"
 
 # One llama.cpp thread per model: these tests share two cores with other work, and llama.cpp's
 # spinning thread pool slows down tenfold when it has more threads than free cores.
@@ -156,6 +174,23 @@ class StallProbe(QObject):
 
 
 REPLY_TIMEOUT_MS = 90_000
+
+
+def wheel(widget: QWidget, steps: int) -> None:
+    """Turn a mouse wheel over the widget's centre: one notch is 120, positive steps turn it
+    away from the user (up)."""
+    centre = widget.rect().center()
+    event = QWheelEvent(
+        QPointF(centre),
+        QPointF(widget.mapToGlobal(centre)),
+        QPoint(),
+        QPoint(0, 120 * steps),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(widget, event)
 
 
 def send(qtbot: QtBot, window: MainWindow, text: str) -> dict[str, Any]:

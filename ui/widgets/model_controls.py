@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QSizePolicy,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -28,6 +27,7 @@ from PySide6.QtWidgets import (
 from app.llama.resources import format_bytes
 from app.metrics.cost_model import MAX_GAMMA
 from ui.settings import DRAFT_NGRAM, DRAFT_NONE
+from ui.widgets.inputs import ElidedComboBox
 from ui.workers.catalog import Catalog
 
 NGRAM_LABEL = "Prompt lookup (no draft model)"
@@ -62,21 +62,16 @@ class ModelControls(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.target_combo = QComboBox()
+        self.target_combo = ElidedComboBox()
         self.target_combo.setObjectName("targetModelCombo")
-        self.target_combo.setToolTip("Target model: the model whose answers you get.")
-        self.draft_combo = QComboBox()
+        self.target_combo.set_base_tooltip("Target model: the model whose answers you get.")
+        self.draft_combo = ElidedComboBox()
         self.draft_combo.setObjectName("draftModelCombo")
-        self.draft_combo.setToolTip(
+        self.draft_combo.set_base_tooltip(
             "Draft: a smaller model with the same vocabulary that guesses ahead, or prompt "
             "lookup. Sorted by size; incompatible files are greyed out (hover for the reason)."
         )
         for combo in (self.target_combo, self.draft_combo):
-            combo.setSizeAdjustPolicy(
-                QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-            )
-            combo.setMinimumContentsLength(14)
-            combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
             combo.setModel(QStandardItemModel(combo))
         self.speculation = QCheckBox(SPECULATION_LABEL)
         self.speculation.setObjectName("speculationToggle")
@@ -97,6 +92,8 @@ class ModelControls(QWidget):
         self.headline = QLabel()
         self.headline.setObjectName("speedupHeadline")
         self.headline.setTextFormat(Qt.TextFormat.PlainText)
+        # A long headline is cut by the row, never widens the window; the tooltip has it all.
+        self.headline.setMinimumWidth(40)
 
         # Two rows so that both dropdowns get room for a file name on a 1280-wide screen.
         layout = QVBoxLayout(self)
@@ -169,7 +166,8 @@ class ModelControls(QWidget):
     def show_headline(self, text: str, tooltip: str = "") -> None:
         """The plain-words result of speculation, e.g. "1.3× faster than without a draft"."""
         self.headline.setText(text)
-        self.headline.setToolTip(tooltip)
+        # The row may cut a long headline: the tooltip always holds all of it.
+        self.headline.setToolTip(f"{text}\n\n{tooltip}" if text and tooltip else text or tooltip)
 
     def set_draft_loaded(self, loaded: bool) -> None:
         """Say on the toggle itself when there is nothing to speculate with; the user's

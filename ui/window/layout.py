@@ -9,7 +9,7 @@ sideways, and the chat list keeps a readable width.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -29,6 +29,7 @@ from ui.themes import THEMES
 from ui.widgets.banner import ErrorBanner
 from ui.widgets.conversation_list import ConversationList
 from ui.widgets.conversation_view import ConversationView
+from ui.widgets.inputs import WheelGuard
 from ui.widgets.insight_panel import InsightPanel
 from ui.widgets.metrics_panel import MetricsPanel
 from ui.widgets.model_controls import ModelControls
@@ -58,9 +59,12 @@ class WindowLayout(QMainWindow):
         self.setObjectName("mainWindow")
         self.setWindowTitle("SpecChat")
         self.setAcceptDrops(True)
+        self._shown = False
         self._build_widgets()
         self._build_layout()
         self._build_menus()
+        self.wheel_guard = WheelGuard(self)
+        self.wheel_guard.guard(self)
         self._restore_geometry()
 
     def _build_widgets(self) -> None:
@@ -86,6 +90,8 @@ class WindowLayout(QMainWindow):
         self.load_bar.setObjectName("loadProgress")
         self.load_bar.setRange(0, 1000)
         self.load_label = QLabel()
+        # Stage texts name files ("writing SmolLM2-135M-Instruct.F32.gguf: …"): cut, not widen.
+        self.load_label.setMinimumWidth(40)
         self.cancel_load_button = QPushButton("Cancel")
         self.cancel_load_button.setObjectName("cancelLoadButton")
         self.models_button = QPushButton("Models…")
@@ -237,3 +243,27 @@ class WindowLayout(QMainWindow):
         splitter_state = self.settings.get_bytes("window/splitter")
         if not splitter_state.isEmpty():
             self.splitter.restoreState(splitter_state)
+        self.fit_screen()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._shown:
+            self._shown = True
+            self.fit_screen()
+
+    def fit_screen(self) -> None:
+        """Shrink the window to the screen's free area (a geometry saved on a larger screen,
+        or the default on a small one): Send and the side panel must never be off-screen."""
+        free = self.screen().availableGeometry()
+        # The frame (title bar, borders) is known once shown: until then it counts as none.
+        frame_w = self.frameGeometry().width() - self.width()
+        frame_h = self.frameGeometry().height() - self.height()
+        width = min(self.width(), free.width() - frame_w)
+        height = min(self.height(), free.height() - frame_h)
+        if (width, height) != (self.width(), self.height()):
+            self.resize(width, height)
+        frame = self.frameGeometry()
+        if not free.contains(frame):
+            x = min(max(frame.x(), free.x()), free.right() - frame.width() + 1)
+            y = min(max(frame.y(), free.y()), free.bottom() - frame.height() + 1)
+            self.move(max(x, free.x()), max(y, free.y()))
