@@ -14,6 +14,7 @@ from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCursor
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
+from ui.widgets.end_follower import EndFollower
 from ui.widgets.rendering import (
     Segment,
     code_blocks,
@@ -81,6 +82,7 @@ class ConversationView(QTextBrowser):
         self._render_timer.setSingleShot(True)
         self._render_timer.setInterval(RENDER_INTERVAL_MS)
         self._render_timer.timeout.connect(self._flush)
+        self.follower = EndFollower(self)
         self._apply_palette()
         self.rebuild()  # the welcome page until there is a conversation
 
@@ -124,6 +126,7 @@ class ConversationView(QTextBrowser):
         self._streaming = None
         self._messages = list(messages)
         self.rebuild()
+        self.follower.follow()  # another conversation opens at its end
 
     @property
     def messages(self) -> list[ViewMessage]:
@@ -140,7 +143,8 @@ class ConversationView(QTextBrowser):
             self._append(message, index)
         if streaming is not None:
             self._begin(streaming.message, streaming.chunks)
-        self._scroll_to_end()
+        if self.follower.following:
+            self.follower.scroll_to_end()
 
     def _append(self, message: ViewMessage, index: int) -> None:
         # One insertHtml per message: separate calls would merge a message's first paragraph
@@ -211,6 +215,8 @@ class ConversationView(QTextBrowser):
         if not self._messages:
             self.clear()  # the welcome page
         self._messages.append(message)
+        # The reply to a message just sent is read as it comes: follow it.
+        self.follower.follow()
         self._begin(message, [])
 
     def _begin(self, message: ViewMessage, chunks: list[Segment]) -> None:
@@ -251,7 +257,6 @@ class ConversationView(QTextBrowser):
             self._header(message.role) + self._body(message, index) + self._footer(message, index),
         )
         self._streaming = None
-        self._scroll_if_following(True)
         return message
 
     def drop_last_reply(self) -> None:
@@ -270,23 +275,24 @@ class ConversationView(QTextBrowser):
     def _render_streaming(self) -> None:
         streaming = self._streaming
         assert streaming is not None
-        following = self._at_end()
         streaming.dirty = False
         segments = streaming.chunks or [("…", False)]
         html = render_reply(
             segments, highlight=self._highlight, mark_style=self.mark_style, dark=self._dark
         )
         self._replace_from(streaming.start, self._header("assistant") + html)
-        self._scroll_if_following(following)
+        if streaming.chunks:
+            self.follower.new_text()
 
     def _replace_from(self, start: int, html: str) -> None:
-        cursor = QTextCursor(self.document())
-        cursor.setPosition(start)
-        cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
-        cursor.beginEditBlock()
-        cursor.removeSelectedText()
-        cursor.insertHtml(html)
-        cursor.endEditBlock()
+        with self.follower.editing():
+            cursor = QTextCursor(self.document())
+            cursor.setPosition(start)
+            cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+            cursor.beginEditBlock()
+            cursor.removeSelectedText()
+            cursor.insertHtml(html)
+            cursor.endEditBlock()
 
     # -- links in the conversation -------------------------------------------------------------
 
@@ -313,24 +319,10 @@ class ConversationView(QTextBrowser):
         QGuiApplication.clipboard().setText(text)
         self.copied.emit(text)
 
-    # -- scrolling ----------------------------------------------------------------------------
-
     def _end_cursor(self) -> QTextCursor:
         cursor = QTextCursor(self.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
         return cursor
-
-    def _at_end(self) -> bool:
-        bar = self.verticalScrollBar()
-        return bar.value() >= bar.maximum() - 4
-
-    def _scroll_if_following(self, following: bool) -> None:
-        if following:
-            self._scroll_to_end()
-
-    def _scroll_to_end(self) -> None:
-        bar = self.verticalScrollBar()
-        bar.setValue(bar.maximum())
 
 
 def _escape(text: str) -> str:
