@@ -1,0 +1,209 @@
+"""Past chats as one suffix index, kept beside the chat history in the data folder.
+
+What the user and the model wrote before is the cheapest draft there is: people re-ask, paste the
+same code, ask for the last reply again with a change. The corpus holds past prompts and replies
+as token ids of one target vocabulary (one file per vocabulary fingerprint, since ids mean nothing
+across tokenizers) and the automaton built from them, so opening it costs a file read, not a
+rebuild.
+
+Policy: at most `max_tokens` tokens; a document already held is not stored twice; past the bound
+the oldest documents go first, down to three quarters of it, so the rebuild that dropping costs
+(the automaton cannot forget) comes once per many replies. The file is written whole to a temporary
+file and renamed over the old one (a killed process leaves the old or the new file, never half of
+one), private to the user (0600 in a 0700 folder). A file that is missing, truncated, corrupt or
+of another format is discarded with a one-line log and the corpus starts empty with
+`needs_rebuild` set: the caller tokenizes the stored chats (`stored_documents`) and calls
+`rebuild`. It is a cache of the chat history: `clear` deletes it when the history is wiped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from app.engine.suffix_file import IndexFileError, read_index_file, write_index_file
+from app.engine.suffix_index import SuffixIndex
+from app.paths import make_private_dir
+from app.store import ConversationStore
+
+log = logging.getLogger(__name__)
+
+FOLDER_NAME = "suffix-index"
+# 300k tokens: about a thousand long replies, ~25 MB of index in memory, ~17 MB on disk.
+DEFAULT_MAX_TOKENS = 300_000
+# What a corpus past its bound is cut down to, as a share of the bound.
+_KEEP_AFTER_DROP = 0.75
+# Shorter documents cannot hold a match worth drafting from.
+MIN_DOCUMENT_TOKENS = 4
+
+
+class Vocabulary(Protocol):
+    """What a fingerprint reads from a loaded model (LlamaModel has it)."""
+
+    n_vocab: int
+
+    def token_text(self, token: int) -> str: ...
+
+
+def vocabulary_fingerprint(vocabulary: Vocabulary) -> str:
+    """Names a tokenizer: its size and a hash of every token's text, in id order. Two models
+    with the same fingerprint give the same ids for the same text."""
+    digest = hashlib.blake2b(digest_size=12)
+    for token in range(vocabulary.n_vocab):
+        digest.update(vocabulary.token_text(token).encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    return f"{vocabulary.n_vocab}-{digest.hexdigest()}"
+
+
+def corpus_path(data_dir: Path, fingerprint: str) -> Path:
+    """The corpus file for a vocabulary: always inside `data_dir`, whatever the fingerprint
+    says (it is hashed into the name)."""
+    name = hashlib.blake2b(fingerprint.encode("utf-8"), digest_size=16).hexdigest()
+    return data_dir / FOLDER_NAME / f"{name}.bin"
+
+
+def stored_documents(
+    store: ConversationStore, tokenize: Callable[[str], Sequence[int]]
+) -> Iterator[Sequence[int]]:
+    """Every stored prompt and reply, oldest conversation first, as token ids: what `rebuild`
+    takes when the corpus file was missing or damaged."""
+    for conversation in reversed(store.conversations()):
+        for message in store.messages(conversation.id):
+            if message.role in ("user", "assistant") and message.content.strip():
+                yield tokenize(message.content)
+
+
+class HistoryCorpus:
+    """The past-chats index of one vocabulary. Not thread-safe: add and read from one thread."""
+
+    def __init__(
+        self, data_dir: Path, fingerprint: str, *, max_tokens: int = DEFAULT_MAX_TOKENS
+    ) -> None:
+        if max_tokens < MIN_DOCUMENT_TOKENS:
+            raise ValueError(f"max_tokens must be at least {MIN_DOCUMENT_TOKENS}")
+        self.path = corpus_path(data_dir, fingerprint)
+        self.fingerprint = fingerprint
+        self.max_tokens = max_tokens
+        self.index = SuffixIndex()
+        self._documents: list[array[int]] = []
+        self._digests: set[bytes] = set()
+        self.tokens = 0
+        # True when no file could be read: the chats on record are not in the index yet.
+        self.needs_rebuild = False
+        self.dirty = False  # changes not saved yet
+        self._load()
+
+    @property
+    def documents(self) -> int:
+        return len(self._documents)
+
+    def add(self, tokens: Sequence[int]) -> bool:
+        """Index one prompt or reply; False when it was too short or is already held."""
+        document = array("i", tokens)[-self._kept_tokens() :]
+        digest = _digest(document)
+        if len(document) < MIN_DOCUMENT_TOKENS or digest in self._digests:
+            return False
+        self._documents.append(document)
+        self._digests.add(digest)
+        self.tokens += len(document)
+        self.dirty = True
+        if self.tokens > self.max_tokens:
+            self._drop_oldest()
+            self._reindex()
+        else:
+            self.index.add_document(document)
+        return True
+
+    def rebuild(self, documents: Iterable[Sequence[int]]) -> None:
+        """Replace the corpus by these documents (oldest first), index them once and save."""
+        self._reset()
+        for tokens in documents:
+            document = array("i", tokens)[-self._kept_tokens() :]
+            digest = _digest(document)
+            if len(document) >= MIN_DOCUMENT_TOKENS and digest not in self._digests:
+                self._documents.append(document)
+                self._digests.add(digest)
+                self.tokens += len(document)
+        if self.tokens > self.max_tokens:
+            self._drop_oldest()
+        self._reindex()
+        self.needs_rebuild = False
+        self.save()
+
+    def save(self) -> bool:
+        """Write the corpus file; False (logged, the index in memory still serves) when the disk
+        refused it."""
+        try:
+            make_private_dir(self.path.parent)
+            write_index_file(self.path, self.fingerprint, self._documents, self.index)
+        except OSError as exc:
+            log.warning("could not save the chat-history draft index %s (%s)", self.path, exc)
+            return False
+        self.dirty = False
+        return True
+
+    def clear(self) -> None:
+        """Forget every document and delete the file (the chat history was wiped)."""
+        self._reset()
+        self.needs_rebuild = False
+        self.dirty = False
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("could not delete the chat-history draft index %s (%s)", self.path, exc)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            self.needs_rebuild = True
+            return
+        try:
+            documents, index = read_index_file(self.path, self.fingerprint)
+        except (OSError, IndexFileError) as exc:
+            log.warning("discarding the chat-history draft index %s: %s", self.path, exc)
+            self.path.unlink(missing_ok=True)
+            self.needs_rebuild = True
+            return
+        self._documents = documents
+        self._digests = {_digest(d) for d in documents}
+        self.tokens = sum(len(d) for d in documents)
+        self.index = index
+        if self.tokens > self.max_tokens:  # saved under a larger bound
+            self._drop_oldest()
+            self._reindex()
+            self.dirty = True
+
+    def _kept_tokens(self) -> int:
+        # A document longer than what a full corpus keeps keeps its end, the freshest part.
+        return int(self.max_tokens * _KEEP_AFTER_DROP)
+
+    def _drop_oldest(self) -> None:
+        keep = self._kept_tokens()
+        dropped = 0
+        while self.tokens > keep:
+            document = self._documents[dropped]
+            self._digests.discard(_digest(document))
+            self.tokens -= len(document)
+            dropped += 1
+        del self._documents[:dropped]
+
+    def _reindex(self) -> None:
+        index = SuffixIndex()
+        for document in self._documents:
+            index.add_document(document)
+        self.index = index
+
+    def _reset(self) -> None:
+        self._documents = []
+        self._digests = set()
+        self.tokens = 0
+        self.index = SuffixIndex()
+
+
+def _digest(document: array[int]) -> bytes:
+    return hashlib.blake2b(document.tobytes(), digest_size=16).digest()

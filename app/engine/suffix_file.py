@@ -1,0 +1,143 @@
+"""The chat-history index file: documents and the automaton's columns, checksummed, written by
+temporary file and rename.
+
+Layout (little-endian): magic, format version, the vocabulary fingerprint, the documents (their
+lengths, then their token ids), the index's columns (each: item count, then items), and a
+BLAKE2b digest of everything before it. Any mismatch (short file, bad digest, another format or
+vocabulary, columns that do not make an automaton) is a IndexFileError, never a crash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import sys
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+
+from app.engine.suffix_index import COLUMNS, SuffixIndex
+
+MAGIC = b"SPECCHAT-SUFFIX\0"
+FORMAT_VERSION = 1
+_DIGEST_BYTES = 32
+_COLUMN_TYPES = {"degree": "B"}  # every other column holds 32-bit ints
+
+
+class IndexFileError(Exception):
+    """The file cannot be used; str() says why in a few words."""
+
+
+def write_index_file(
+    path: Path, fingerprint: str, documents: Sequence[array[int]], index: SuffixIndex
+) -> None:
+    """Replace `path` atomically: a crash leaves the old file or the new one, never half."""
+    digest = hashlib.blake2b(digest_size=_DIGEST_BYTES)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.chmod(tmp, 0o600)  # O_CREAT's mode went through the umask
+        with os.fdopen(fd, "wb") as out:
+
+            def put(data: bytes) -> None:
+                digest.update(data)
+                out.write(data)
+
+            name = fingerprint.encode("utf-8")
+            put(MAGIC + struct.pack("<II", FORMAT_VERSION, len(name)) + name)
+            put(struct.pack("<QQQ", len(documents), index.tokens, index.documents))
+            put(_little_endian(array("I", [len(d) for d in documents])))
+            for document in documents:
+                put(_little_endian(document))
+            for column_name, column in index.columns().items():
+                if column.typecode != _COLUMN_TYPES.get(column_name, "i"):
+                    raise TypeError(f"column {column_name} is not of the file's type")
+                put(struct.pack("<Q", len(column)))
+                put(_little_endian(column))
+            out.write(digest.digest())
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_folder(path.parent)
+
+
+def read_index_file(path: Path, fingerprint: str) -> tuple[list[array[int]], SuffixIndex]:
+    """The documents and index stored at `path` for this fingerprint."""
+    data = path.read_bytes()
+    if len(data) < len(MAGIC) + _DIGEST_BYTES or not data.startswith(MAGIC):
+        raise IndexFileError("not a chat-history index file")
+    body, stored_digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
+    if hashlib.blake2b(body, digest_size=_DIGEST_BYTES).digest() != stored_digest:
+        raise IndexFileError("truncated or damaged (checksum mismatch)")
+    reader = _Reader(memoryview(body), len(MAGIC))
+    version, name_length = reader.unpack("<II")
+    if version != FORMAT_VERSION:
+        raise IndexFileError(f"format {version}, this version reads {FORMAT_VERSION}")
+    if reader.take(name_length) != fingerprint.encode("utf-8"):
+        raise IndexFileError("written for another vocabulary")
+    n_documents, n_tokens, n_indexed_documents = reader.unpack("<QQQ")
+    lengths = reader.column("I", n_documents)
+    documents = [reader.column("i", length) for length in lengths]
+    columns = {
+        name: reader.column(_COLUMN_TYPES.get(name, "i"), reader.unpack("<Q")[0])
+        for name in COLUMNS
+    }
+    if not reader.at_end():
+        raise IndexFileError("unexpected data after the index")
+    if sum(lengths) != n_tokens:
+        raise IndexFileError("documents and index disagree on the token count")
+    try:
+        index = SuffixIndex.from_columns(columns, tokens=n_tokens, documents=n_indexed_documents)
+    except ValueError as exc:
+        raise IndexFileError(f"malformed index ({exc})") from None
+    return documents, index
+
+
+class _Reader:
+    def __init__(self, data: memoryview, offset: int) -> None:
+        self._data = data
+        self._offset = offset
+
+    def take(self, n: int) -> bytes:
+        end = self._offset + n
+        if n < 0 or end > len(self._data):
+            raise IndexFileError("shorter than its header says")
+        chunk = bytes(self._data[self._offset : end])
+        self._offset = end
+        return chunk
+
+    def unpack(self, layout: str) -> tuple[int, ...]:
+        return struct.unpack(layout, self.take(struct.calcsize(layout)))
+
+    def column(self, typecode: str, n: int) -> array[int]:
+        column = array(typecode)
+        column.frombytes(self.take(n * column.itemsize))
+        if sys.byteorder != "little":
+            column.byteswap()
+        return column
+
+    def at_end(self) -> bool:
+        return self._offset == len(self._data)
+
+
+def _little_endian(column: array[int]) -> bytes:
+    if sys.byteorder == "little":
+        return column.tobytes()
+    swapped = array(column.typecode, column)
+    swapped.byteswap()
+    return swapped.tobytes()
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the rename durable where folders can be synced (POSIX)."""
+    if os.name != "posix":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

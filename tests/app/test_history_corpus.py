@@ -1,0 +1,217 @@
+"""The past-chats corpus: bound and drop policy, dedupe, the file's round trip, permissions,
+recovery from damaged files, clear(), and what it reads from the chat store."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.engine.config import ModelConfig
+from app.engine.history_corpus import (
+    FOLDER_NAME,
+    HistoryCorpus,
+    corpus_path,
+    stored_documents,
+    vocabulary_fingerprint,
+)
+from app.engine.suffix_file import IndexFileError, read_index_file
+from app.llama.model import LlamaModel
+from app.store import ConversationStore
+
+FINGERPRINT = "49152-test"
+
+
+def _doc(start: int, n: int = 10) -> list[int]:
+    return list(range(start, start + n))
+
+
+def _next(corpus: HistoryCorpus, query: list[int], n: int = 3) -> tuple[int, ...]:
+    branches = corpus.index.continuations(corpus.index.match(query), n)
+    return branches[0].tokens if branches else ()
+
+
+def test_documents_are_indexed_once_and_short_ones_skipped(tmp_path: Path) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert corpus.add(_doc(0))
+    assert not corpus.add(_doc(0))  # the same reply again
+    assert not corpus.add([1, 2, 3])  # too short to draft from
+    assert corpus.documents == 1 and corpus.tokens == 10
+    assert _next(corpus, [3, 4]) == (5, 6, 7)
+
+
+def test_past_the_bound_the_oldest_documents_go_first(tmp_path: Path) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=100)
+    for i in range(10):
+        corpus.add(_doc(1000 * i))
+    assert corpus.tokens == 100
+    corpus.add(_doc(1000 * 10))  # 110 tokens: cut to three quarters of the bound, oldest first
+    assert corpus.tokens == 70 and corpus.documents == 7
+    assert _next(corpus, [3000, 3001]) == ()
+    assert _next(corpus, [4000, 4001]) == (4002, 4003, 4004)
+    assert _next(corpus, [10000, 10001]) == (10002, 10003, 10004)
+    assert corpus.index.tokens == 70
+    # A dropped document may come back: it is new again.
+    assert corpus.add(_doc(0))
+
+
+def test_a_document_longer_than_the_bound_keeps_its_end(tmp_path: Path) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=100)
+    corpus.add(_doc(0, 500))
+    assert corpus.tokens == 75
+    assert _next(corpus, [430, 431]) == (432, 433, 434)
+    assert _next(corpus, [10, 11]) == ()
+
+
+def test_the_file_round_trips(tmp_path: Path) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert corpus.needs_rebuild  # no file yet: the stored chats are not in it
+    for i in range(20):
+        corpus.add([*_doc(100 * (i + 1), 30), 7, 8, 9, i])
+    assert corpus.save() and not corpus.dirty
+    again = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert not again.needs_rebuild
+    assert (again.documents, again.tokens) == (20, 20 * 34)
+    assert again.index.columns() == corpus.index.columns()
+    assert _next(again, [7, 8, 9]) == _next(corpus, [7, 8, 9]) == (19,)
+    assert not again.add([*_doc(100, 30), 7, 8, 9, 0])  # dedupe survives the file
+
+
+def test_the_file_is_private_and_inside_the_data_folder(tmp_path: Path) -> None:
+    corpus = HistoryCorpus(tmp_path, "../../../etc/passwd")
+    corpus.add(_doc(0))
+    corpus.save()
+    assert corpus.path.parent == tmp_path / FOLDER_NAME
+    assert corpus.path == corpus_path(tmp_path, "../../../etc/passwd")
+    if os.name == "posix":
+        assert stat.S_IMODE(corpus.path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(corpus.path.parent.stat().st_mode) == 0o700
+    assert [p.name for p in corpus.path.parent.iterdir()] == [corpus.path.name]  # no temp left
+
+
+def test_each_vocabulary_has_its_own_file(tmp_path: Path) -> None:
+    one = HistoryCorpus(tmp_path, "32000-aaaa")
+    one.add(_doc(0))
+    one.save()
+    other = HistoryCorpus(tmp_path, "49152-bbbb")
+    assert other.path != one.path and other.needs_rebuild and other.tokens == 0
+    with pytest.raises(IndexFileError, match="another vocabulary"):
+        read_index_file(one.path, "49152-bbbb")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[: len(data) // 2],  # truncated
+        lambda data: data[:100] + bytes([data[100] ^ 0xFF]) + data[101:],  # a flipped byte
+        lambda data: data[:0],
+        lambda data: b"not an index at all" * (len(data) // 19),
+    ],
+    ids=["truncated", "flipped byte", "empty", "garbage"],
+)
+def test_a_damaged_file_is_discarded_with_one_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: object
+) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    for i in range(5):
+        corpus.add(_doc(100 * i))
+    corpus.save()
+    assert callable(damage)
+    corpus.path.write_bytes(damage(corpus.path.read_bytes()))
+    with caplog.at_level(logging.WARNING):
+        reopened = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert reopened.needs_rebuild and reopened.tokens == 0 and reopened.index.tokens == 0
+    assert not reopened.path.exists()
+    [record] = caplog.records
+    assert "discarding" in record.getMessage() and "\n" not in record.getMessage()
+    reopened.rebuild([_doc(100 * i) for i in range(5)])
+    assert not reopened.needs_rebuild and reopened.path.exists()
+    assert _next(HistoryCorpus(tmp_path, FINGERPRINT), [401, 402]) == (403, 404, 405)
+
+
+def test_a_failed_save_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.add(_doc(0))
+    corpus.save()
+    before = corpus.path.read_bytes()
+    corpus.add(_doc(100))
+
+    def full_disk(*_args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    assert not corpus.save()
+    assert corpus.dirty
+    assert corpus.path.read_bytes() == before
+    assert [p.name for p in corpus.path.parent.iterdir()] == [corpus.path.name]
+
+
+def test_clear_deletes_the_file_and_forgets_everything(tmp_path: Path) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.add(_doc(0))
+    corpus.save()
+    corpus.clear()
+    assert not corpus.path.exists()
+    assert corpus.tokens == 0 and corpus.documents == 0 and _next(corpus, [3, 4]) == ()
+    assert corpus.add(_doc(0))
+
+
+def test_rebuild_keeps_the_newest_documents_within_the_bound(tmp_path: Path) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=50)
+    corpus.rebuild([_doc(100 * i) for i in range(8)])  # 80 tokens, oldest first
+    assert corpus.tokens == 30
+    assert _next(corpus, [700, 701]) == (702, 703, 704)
+    assert _next(corpus, [400, 401]) == ()
+
+
+def test_stored_documents_are_prompts_and_replies_oldest_chat_first(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path / "chats.sqlite3", clock=iter(range(100)).__next__)
+    try:
+        first = store.create_conversation()
+        store.add_message(first, "system", "be brief")
+        store.add_message(first, "user", "ab")
+        store.add_message(first, "assistant", "cd")
+        second = store.create_conversation()
+        store.add_message(second, "user", "ef")
+        store.add_message(second, "assistant", "  ")
+        documents = list(stored_documents(store, lambda text: [ord(c) for c in text]))
+    finally:
+        store.close()
+    assert documents == [[97, 98], [99, 100], [101, 102]]
+
+
+class _Vocabulary:
+    def __init__(self, texts: list[str]) -> None:
+        self.n_vocab = len(texts)
+        self._texts = texts
+
+    def token_text(self, token: int) -> str:
+        return self._texts[token]
+
+
+def test_the_fingerprint_names_the_tokenizer() -> None:
+    texts = ["<s>", "a", "b", "ab"]
+    assert vocabulary_fingerprint(_Vocabulary(texts)) == vocabulary_fingerprint(
+        _Vocabulary(list(texts))
+    )
+    assert vocabulary_fingerprint(_Vocabulary(["<s>", "a", "b", "ba"])) != (
+        vocabulary_fingerprint(_Vocabulary(texts))
+    )
+    assert vocabulary_fingerprint(_Vocabulary([*texts, "c"])).startswith("5-")
+
+
+def test_a_draft_and_its_target_share_one_fingerprint(demo_models: Any) -> None:
+    fingerprints = []
+    for path in (demo_models.f32, demo_models.q4_1):
+        model = LlamaModel(ModelConfig(str(path), n_ctx=256))
+        try:
+            fingerprints.append(vocabulary_fingerprint(model))
+            n_vocab = model.n_vocab
+        finally:
+            model.close()
+    assert fingerprints[0] == fingerprints[1]
+    assert fingerprints[0].startswith(f"{n_vocab}-")
