@@ -33,6 +33,7 @@ from ui.workers.requests import DraftChoice, GenerateRequest, GenerationFailure
 
 # What Regenerate samples at when the settings say greedy (0), as chat apps commonly default to.
 REGENERATE_TEMPERATURE = 0.7
+STOPPED_BEFORE_TEXT = "Stopped before any text was written."
 
 
 class ReplyFlow(QObject):
@@ -78,6 +79,7 @@ class ReplyFlow(QObject):
         # measures its own.
         self._plain_step_s: float | None = None
         self._speculation_on = True
+        self._target_path: str | None = None
         self._request_ids = itertools.count(1)
         worker = host.worker
         queued = Qt.ConnectionType.QueuedConnection
@@ -188,13 +190,18 @@ class ReplyFlow(QObject):
 
     def _show_headline(self, tokens_per_second: float | None, speculative: bool) -> None:
         speedup = _speedup(tokens_per_second, self._plain_step_s)
-        self.headline.emit(*speedup_headline(speedup, speculative=speculative))
+        text, tooltip = speedup_headline(speedup, speculative=speculative)
+        if text:  # until this reply has a figure, the last one stays
+            self.headline.emit(text, tooltip)
 
     def _on_finished(self, result: GenerationResult) -> None:
         reply = self.reply
         if reply is None:
             return
         self._end()
+        if result.finish_reason == "cancelled" and not result.token_ids:
+            self._stopped_before_text()
+            return
         self.last_result = result
         self._plain_step_s = result.plain_step_s or self._plain_step_s
         speedup = _speedup(result.stats.tokens_per_second, self._plain_step_s)
@@ -212,6 +219,22 @@ class ReplyFlow(QObject):
         self._insight.update_from_result(result)
         self._show_headline(result.stats.tokens_per_second, speculative)
         self.finished.emit(stats)
+
+    def _stopped_before_text(self) -> None:
+        """Stopped before the first token: nothing to save, no figures to show. The headline
+        keeps speaking of the last reply that wrote something."""
+        self._view.finish_reply("", "", note=STOPPED_BEFORE_TEXT)
+        self._metrics.clear()
+        self._insight.clear()
+        self.noticed.emit(STOPPED_BEFORE_TEXT)
+        self.finished.emit({"finish_reason": "cancelled", "generated_tokens": 0, "saved": False})
+
+    def models_changed(self, target_path: str | None) -> None:
+        """Other models loaded: the plain-step unit and the headline were the old target's."""
+        if target_path != self._target_path:
+            self._target_path = target_path
+            self._plain_step_s = None
+        self.headline.emit("", "")
 
     def _on_failed(self, failure: GenerationFailure) -> None:
         reply = self.reply

@@ -49,6 +49,7 @@ def open_fake_window(
     files: dict[str, Path],
     *,
     remote_runtime: RemoteRuntimeFactory | None = None,
+    model_step_s: float = 0.002,
     **preferences: Any,
 ) -> MainWindow:
     values: dict[str, Any] = {
@@ -62,7 +63,7 @@ def open_fake_window(
     write_preferences(data_dir, values)
     ensure_application()
     settings = Settings(QSettings(str(data_dir / "settings.ini"), QSettings.Format.IniFormat))
-    runtime = Runtime(vet_draft=check_draft_file, open_model=FakeModel.factory())
+    runtime = Runtime(vet_draft=check_draft_file, open_model=FakeModel.factory(step_s=model_step_s))
     window = create_window(
         ConversationStore(data_dir / "conversations.sqlite3"),
         settings,
