@@ -18,8 +18,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt, Signal
 
 from app.engine.config import ModelConfig
-from app.errors import InvalidSettingError
+from app.errors import InvalidSettingError, ModelLoadError
 from app.llama import rpc
+from models.demo import bundled_model_path
 from ui.messages import describe
 from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings
 from ui.workers.catalog import Catalog, Vetted, build_catalog, known_paths, vet_new_file
@@ -267,11 +268,17 @@ class ModelSession(QObject):
         extra = self._settings.get_list("models/extra_files")
         folders = [Path(f) for f in self._settings.get_list("models/extra_folders")]
         models_folder, target = self._models_folder, self.target_path
+        # Drafts in use or remembered stay listed wherever they live (the demo's Q4_1 lives in
+        # its package, outside every folder scanned), or a restart or a target round-trip
+        # would lose them from the dropdown and pick another draft.
+        used = [self.draft_value, *_draft_memory(self._settings).values()]
 
         def gather() -> list[str]:
             # Walking folders is disk work of unknown size (a user folder may be large): it runs
             # on the ops thread, never on the UI thread.
-            return known_paths([*extra, *_folder_models(folders)], demo_paths, models_folder)
+            kept = [p for p in used if p not in (DRAFT_NGRAM, DRAFT_NONE) and Path(p).is_file()]
+            found = [*extra, *_folder_models(folders), *kept]
+            return known_paths(found, [*demo_paths, *_demo_family(models_folder)], models_folder)
 
         def judge(paths: list[str]) -> None:
             self._ops.run_in_process(
@@ -370,6 +377,16 @@ class ModelSession(QObject):
 def _draft_memory(settings: Settings) -> dict[str, str]:
     pairs = (line.split("\t", 1) for line in settings.get_list("models/draft_by_target"))
     return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
+
+
+def _demo_family(models_folder: Path) -> list[Path]:
+    """The bundled demo file, once its derived family is in the models folder."""
+    if not (models_folder / "demo").is_dir():
+        return []
+    try:
+        return [bundled_model_path()]
+    except ModelLoadError:
+        return []
 
 
 def _folder_models(folders: list[Path]) -> list[str]:
