@@ -1,0 +1,241 @@
+"""Drafting from everything the chat already holds: the conversation so far and past chats.
+
+A suffix index over the conversation (grown as the history grows) and, optionally, the shared
+index of past chats (`HistoryCorpus`) each say how long a suffix of the history they have seen
+before and what most often followed it (SuffixDecoding, Oliaro et al., 2024; llama.cpp's
+ngram-cache keeps a pool across requests the same way). No model runs: proposals are certain (q
+is None), like prompt lookup's, and cost microseconds.
+
+Policy. The conversation's match wins when it is at least as long as the past chats' one: it is
+the freshest context, and what the current reply repeats is most often in it. Nothing is proposed
+below `min_match` tokens. How far to trust a match is learnt from the target's verdicts: each
+match-length bucket keeps forgetful counts of draft tokens kept and of rejections, which give
+the chance p that the next token is kept (a geometric model, the usual one for speculative
+acceptance), pulled towards a prior that grows with the match length. The draft runs to the
+longest k with p^k ≥ `min_survival` (the chance that its last token is still kept), so it grows
+with the match length and with the hit rate observed at that length, and is capped by the engine's
+budget and by where the index has no continuation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from app.engine.confidence import KeepDrafting
+from app.engine.config import SamplingConfig
+from app.engine.drafters import Draft
+from app.engine.history_corpus import HistoryCorpus
+from app.engine.sampling import FloatArray
+from app.engine.suffix_index import Cursor, Match, SuffixIndex
+from app.metrics.rounds import DraftMode
+
+Source = Literal["conversation", "history"]
+
+# Lower edges of the match-length buckets: fine where the hit rate changes fastest.
+MATCH_BUCKETS = (0, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+# Pseudo-tokens of prior per bucket: a few verdicts move the rate, one does not swing it.
+_PRIOR_WEIGHT = 4.0
+# Tokens of the history a cursor re-reads after the past-chats index changed; longer matches
+# are counted from there (the length policy is flat long before this).
+_RESYNC_TOKENS = 256
+# How many tokens at each end of the history seen are compared to tell an extension from a new
+# or edited conversation: a wrong guess only costs poor drafts, never a wrong token.
+_SAMPLE_TOKENS = 16
+
+
+def prior_keep_rate(match_length: int) -> float:
+    """Before any verdict: a longer match is more likely to go on as before."""
+    return match_length / (match_length + 2.0)
+
+
+@dataclass(frozen=True, slots=True)
+class SuffixProposal:
+    tokens: tuple[int, ...]
+    match_length: int  # tokens of the history's end found; 0 when none was long enough
+    expected_accepted: float  # of these tokens, under the keep rate learnt for this length
+    source: Source | None
+
+
+@dataclass
+class KeptByMatchLength:
+    """Forgetful counts, per match-length bucket, of draft tokens kept and of rejections."""
+
+    decay: float = 0.95
+    kept: list[float] = field(default_factory=lambda: [0.0] * len(MATCH_BUCKETS))
+    missed: list[float] = field(default_factory=lambda: [0.0] * len(MATCH_BUCKETS))
+
+    def add(self, match_length: int, accepted: int, drafted: int) -> None:
+        b = _bucket(match_length)
+        self.kept[b] = self.kept[b] * self.decay + accepted
+        self.missed[b] = self.missed[b] * self.decay + (1.0 if accepted < drafted else 0.0)
+
+    def keep_rate(self, match_length: int) -> float:
+        """The chance that a proposed token is kept, given the ones before it were."""
+        b = _bucket(match_length)
+        prior = prior_keep_rate(max(MATCH_BUCKETS[b], 1))
+        return (self.kept[b] + _PRIOR_WEIGHT * prior) / (
+            self.kept[b] + self.missed[b] + _PRIOR_WEIGHT
+        )
+
+
+def _bucket(match_length: int) -> int:
+    return bisect.bisect_right(MATCH_BUCKETS, match_length) - 1
+
+
+def draft_length(keep_rate: float, min_survival: float, max_tokens: int) -> int:
+    """The longest draft whose last token is still kept with chance ≥ min_survival."""
+    if max_tokens <= 0 or keep_rate < min_survival:
+        return 0
+    if keep_rate >= 1.0:
+        return max_tokens
+    return min(max_tokens, int(math.log(min_survival) / math.log(keep_rate) + 1e-9))
+
+
+class SuffixDrafter:
+    """Proposes the most frequent continuation of the history's longest earlier-seen suffix."""
+
+    mode: DraftMode = "suffix"  # type: ignore[assignment]
+    label = "Chat history (no draft model)"
+
+    def __init__(
+        self,
+        corpus: HistoryCorpus | None = None,
+        *,
+        min_match: int = 2,
+        min_survival: float = 0.2,
+        max_conversation_tokens: int = 65_536,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        if min_match < 1 or not 0.0 < min_survival < 1.0 or max_conversation_tokens < 2:
+            raise ValueError("min_match ≥ 1, 0 < min_survival < 1, max_conversation_tokens ≥ 2")
+        self.corpus = corpus
+        self.min_match = min_match
+        self.min_survival = min_survival
+        self.max_conversation_tokens = max_conversation_tokens
+        self.kept_by_match = KeptByMatchLength()
+        self.last_match_length = 0  # of the last proposal, which observe() scores
+        self._clock = clock
+        self._conversation = SuffixIndex()
+        self._offset = 0  # history position the conversation index starts at
+        self._seen = 0  # history tokens read
+        self._head: list[int] = []
+        self._tail: list[int] = []
+        self._cursor: Cursor | None = None  # the history's end in the past chats
+
+    # -- the Drafter protocol -----------------------------------------------------------------
+
+    def propose(
+        self,
+        history: Sequence[int],
+        max_tokens: int,
+        sampling: SamplingConfig,
+        rng: np.random.Generator,
+        p_min: float,
+        *,
+        stop: KeepDrafting | None = None,
+    ) -> Draft:
+        # Proposals depend on neither the sampling settings nor a confidence.
+        del sampling, rng, p_min, stop
+        start = self._clock()
+        proposal = self.peek(history, max_tokens)
+        self.last_match_length = proposal.match_length
+        tokens = list(proposal.tokens)
+        probs: list[FloatArray | None] = [None] * len(tokens)
+        return Draft(tokens, probs, 0, self._clock() - start)
+
+    def prefill(self, history: Sequence[int]) -> None:
+        """Index the prompt now, so its cost counts as prompt time."""
+        self._sync(history)
+
+    def close(self) -> None:
+        """Nothing native to free."""
+
+    # -- what the engine asks besides -----------------------------------------------------------
+
+    def observe(self, accepted: int, drafted: int) -> None:
+        """The target's verdict on the last proposal: `accepted` of its `drafted` tokens kept."""
+        if drafted > 0:
+            self.kept_by_match.add(self.last_match_length, accepted, drafted)
+
+    def peek(self, history: Sequence[int], max_tokens: int) -> SuffixProposal:
+        """What propose() would draft now and how many of its tokens should survive. Changes
+        nothing observable: it only brings the indexes up to the history."""
+        self._sync(history)
+        length, source, index, match = self._longest_match()
+        if length < self.min_match or index is None or match is None:
+            return SuffixProposal((), 0, 0.0, None)
+        keep_rate = self.kept_by_match.keep_rate(length)
+        budget = draft_length(keep_rate, self.min_survival, max_tokens)
+        branches = index.continuations(match, budget) if budget else []
+        tokens = branches[0].tokens if branches else ()
+        expected = sum(keep_rate**i for i in range(1, len(tokens) + 1))
+        return SuffixProposal(tokens, length, expected, source)
+
+    @property
+    def indexed_tokens(self) -> int:
+        """Tokens of the conversation in its index (at most max_conversation_tokens)."""
+        return self._conversation.tokens
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _longest_match(self) -> tuple[int, Source | None, SuffixIndex | None, Match | None]:
+        own = self._conversation.tail()
+        own_length = self._conversation.continued_length(own)
+        if self._cursor is not None:
+            past = self._cursor.match
+            past_length = self._cursor.index.continued_length(past)
+            if past_length > own_length:
+                return past_length, "history", self._cursor.index, past
+        if own_length == 0:
+            return 0, None, None, None
+        return own_length, "conversation", self._conversation, own
+
+    def _sync(self, history: Sequence[int]) -> None:
+        restarted = not self._extends(history)
+        unread = history[self._seen :]  # what the past chats' cursor has not read
+        if restarted:
+            self._restart(max(0, len(history) - self.max_conversation_tokens))
+        elif len(history) - self._offset > self.max_conversation_tokens:
+            # Past the bound the index starts again from the history's recent half.
+            self._restart(len(history) - self.max_conversation_tokens // 2)
+        new = history[self._seen :]
+        if new:
+            self._conversation.extend(new)
+            self._seen = len(history)
+            self._head = list(history[:_SAMPLE_TOKENS])
+            self._tail = list(history[-_SAMPLE_TOKENS:])
+        self._sync_cursor(history, unread, restarted)
+
+    def _sync_cursor(self, history: Sequence[int], new: Sequence[int], restarted: bool) -> None:
+        if self.corpus is None:
+            self._cursor = None
+            return
+        index = self.corpus.index
+        cursor = self._cursor
+        if restarted or cursor is None or cursor.index is not index or not cursor.fresh:
+            cursor = self._cursor = Cursor(index)
+            cursor.feed(history[-_RESYNC_TOKENS:])
+        else:
+            cursor.feed(new)
+
+    def _extends(self, history: Sequence[int]) -> bool:
+        seen = self._seen
+        if len(history) < seen:
+            return False
+        head = list(history[: len(self._head)])
+        tail = list(history[max(0, seen - len(self._tail)) : seen])
+        return head == self._head and tail == self._tail
+
+    def _restart(self, offset: int) -> None:
+        self._conversation = SuffixIndex()
+        self._offset = offset
+        self._seen = offset
+        self._head = []
+        self._tail = []
