@@ -31,26 +31,21 @@ def seconds(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1.0 else f"{value:.2f} s"
 
 
-SPEEDUP_TIP = (
-    "This reply's tokens per second times the time of one plain target step measured in this "
-    "session: how much faster the reply came than the target alone would have written it."
-)
-
-
-def speedup_headline(speedup: float | None, *, speculative: bool) -> tuple[str, str]:
-    """The plain-words result of speculation for the headline, and its tooltip."""
+def speedup_headline(
+    speedup: float | None, *, speculative: bool, measured: bool = True, tooltip: str = ""
+) -> tuple[str, str]:
+    """The plain-words result of speculation for the headline, and its tooltip. measured:
+    against a plain reply's speed; otherwise the figure reads as the estimate it is."""
     if not speculative:
         return "Plain decoding: speculation is off or no draft is loaded.", ""
     if speedup is None:
         return "", ""
+    figure = f"{speedup:.2f}×" if measured else f"≈{speedup:.2f}× (estimate)"
     if speedup >= 1.05:
-        return f"{speedup:.1f}× faster than without a draft", SPEEDUP_TIP
+        return f"{figure} faster than without a draft", tooltip
     if speedup > 0.95:
-        return "About as fast as without a draft", SPEEDUP_TIP
-    return (
-        f"{speedup:.2f}×: slower than without a draft. Try γ Auto or another draft.",
-        SPEEDUP_TIP,
-    )
+        return f"About as fast as without a draft ({figure})", tooltip
+    return f"{figure}: slower than without a draft. Try γ Auto or another draft.", tooltip
 
 
 def stats_line(stats: dict[str, Any]) -> str:
@@ -58,6 +53,7 @@ def stats_line(stats: dict[str, Any]) -> str:
 
     Keys: mode (plain/draft/ngram), draft (label or None), gamma_label, switched (bool),
     exact (bool), variation (text or None), speedup (over plain decoding, or None),
+    speedup_measured (False when speedup is an estimate from one timed step),
     finish_reason, and GenerationStats' fields.
     """
     mode = str(stats.get("mode", "plain"))
@@ -73,7 +69,11 @@ def stats_line(stats: dict[str, Any]) -> str:
         parts.append(f"γ {label}")
         parts.append(f"acceptance {percent(stats.get('acceptance_rate'))}")
         if stats.get("speedup"):
-            parts.append(f"{float(stats['speedup']):.2f}× plain speed")
+            estimate = stats.get("speedup_measured") is False
+            figure = f"{float(stats['speedup']):.2f}×"
+            parts.append(
+                f"≈{figure} plain speed (estimate)" if estimate else f"{figure} plain speed"
+            )
     parts.append(rate(stats.get("tokens_per_second")))
     parts.append(f"TTFT {seconds(stats.get('ttft_s'))}")
     parts.append(f"{stats.get('generated_tokens', 0)} tokens")

@@ -18,6 +18,11 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "drafted": "draft tokens proposed and sent to verification",
     "accepted": "draft tokens the target kept",
     "acceptance_rate": "accepted / drafted (— when nothing was drafted)",
+    "alpha": (
+        "the cost model's α: accepted / judged draft positions (every kept one plus the first "
+        "refused; positions after a refusal are never judged), so it is at least the "
+        "acceptance rate"
+    ),
     "rounds": "target verification passes",
     "accepted_per_round": "accepted / rounds",
     "tokens_per_round": "generated tokens / rounds (accepted per round + 1)",

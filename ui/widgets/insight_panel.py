@@ -42,6 +42,7 @@ from app.metrics import cost_model
 from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.insight import Insight, analyse
 from app.metrics.rounds import RoundRecord
+from app.metrics.summary import METRIC_DEFINITIONS
 
 DASH = "—"
 CURVE_COLOR = QColor(52, 120, 246)
@@ -359,6 +360,12 @@ class InsightPanel(QWidget):
         self.summary.setObjectName("insightSummary")
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        d = METRIC_DEFINITIONS
+        self.summary.setToolTip(
+            f"This reply's rounds, read by the cost model.\nα: {d['alpha']}.\nThe Metrics "
+            f"tab's acceptance rate: {d['acceptance_rate']}.\nc_draft: {d['c_draft']}.\n"
+            f"c_verify: {d['c_verify']}."
+        )
         self.table = QTableWidget(0, len(ROUND_COLUMNS))
         self.table.setObjectName("roundTable")
         self.table.setHorizontalHeaderLabels(list(ROUND_COLUMNS))
@@ -436,7 +443,8 @@ class InsightPanel(QWidget):
         alpha = _fmt(None if insight.alpha is None else insight.alpha * 100, 1, " %")
         step = _fmt(None if insight.plain_step_s is None else insight.plain_step_s * 1000, 1, " ms")
         lines = [
-            f"α (accepted / judged): {alpha} · per position: {conditional or DASH}",
+            f"α, this reply (accepted / judged, not the acceptance rate): {alpha} · "
+            f"per position: {conditional or DASH}",
             f"c_draft {_fmt(insight.c_draft)} · c_verify at γ {insight.current_gamma or DASH}: "
             f"{_fmt(insight.c_verify)} · plain step {step}",
             f"current γ {insight.current_gamma if insight.current_gamma is not None else DASH}: "

@@ -39,7 +39,9 @@ class MetricsPanel(QWidget):
         self.setObjectName("metricsPanel")
         d = METRIC_DEFINITIONS
         self.acceptance = _value_label(
-            "acceptanceRateLabel", f"Acceptance rate: {d['acceptance_rate']}"
+            "acceptanceRateLabel",
+            f"Acceptance rate: {d['acceptance_rate']}. The Insight tab's α is another "
+            f"figure: {d['alpha']}.",
         )
         self.accepted_per_round = _value_label(
             "acceptedPerRoundLabel", f"Accepted per round: {d['accepted_per_round']}"

@@ -10,6 +10,7 @@ from typing import Any
 
 from app.engine.result import GenerationResult
 from ui.formatting import stats_line
+from ui.window.speed_reference import Speedup
 
 
 @dataclass
@@ -46,9 +47,9 @@ class ReplyInProgress:
             return "plain"
         return result.mode
 
-    def stats(self, result: GenerationResult, *, speedup: float | None = None) -> dict[str, Any]:
+    def stats(self, result: GenerationResult, *, speedup: Speedup | None = None) -> dict[str, Any]:
         """The dict stored with the message and shown under it. speedup: this reply's speed
-        over plain decoding's, when the engine measured a plain step."""
+        over plain decoding's, measured or estimated (ui/window/speed_reference.py)."""
         data = result.stats.to_dict()
         mode = self.shown_mode(result)
         data.update(
@@ -59,7 +60,8 @@ class ReplyInProgress:
             finish_reason=result.finish_reason,
             exact=self.exact,
             variation=self.variation,
-            speedup=speedup if mode != "plain" else None,
+            speedup=speedup.value if speedup and mode != "plain" else None,
+            speedup_measured=speedup.measured if speedup and mode != "plain" else None,
         )
         if mode == "plain":
             # Nothing was drafted on purpose: say "—" rather than a rate over zero drafts.

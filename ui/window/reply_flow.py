@@ -28,6 +28,7 @@ from ui.widgets.live_metrics import LiveReply
 from ui.widgets.metrics_panel import MetricsPanel
 from ui.window.chat_controller import ChatController
 from ui.window.reply import ReplyInProgress
+from ui.window.speed_reference import MIN_LIVE_ROUNDS, PlainSpeed, Speedup
 from ui.workers.engine import EngineHost
 from ui.workers.requests import DraftChoice, GenerateRequest, GenerationFailure
 
@@ -80,6 +81,8 @@ class ReplyFlow(QObject):
         self._plain_step_s: float | None = None
         self._speculation_on = True
         self._target_path: str | None = None
+        self._exact = False
+        self.plain_speed = PlainSpeed()
         self._request_ids = itertools.count(1)
         worker = host.worker
         queued = Qt.ConnectionType.QueuedConnection
@@ -186,11 +189,22 @@ class ReplyFlow(QObject):
         self._metrics.show_stats(stats, speculative=speculative)
         self._metrics.show_samples(self.live.samples)
         self._insight.update_live(self.live.rounds)
-        self._show_headline(stats.tokens_per_second, speculative)
+        if stats.rounds >= MIN_LIVE_ROUNDS:
+            self._show_headline(self._speedup(stats.tokens_per_second), speculative)
 
-    def _show_headline(self, tokens_per_second: float | None, speculative: bool) -> None:
-        speedup = _speedup(tokens_per_second, self._plain_step_s)
-        text, tooltip = speedup_headline(speedup, speculative=speculative)
+    def _speedup(self, tokens_per_second: float | None) -> Speedup | None:
+        exact = self.reply.exact if self.reply else self._exact
+        return self.plain_speed.speedup(
+            self._target_path, exact, tokens_per_second, self._plain_step_s
+        )
+
+    def _show_headline(self, speedup: Speedup | None, speculative: bool) -> None:
+        text, tooltip = speedup_headline(
+            speedup.value if speedup else None,
+            speculative=speculative,
+            measured=speedup.measured if speedup else True,
+            tooltip=speedup.tooltip if speedup else "",
+        )
         if text:  # until this reply has a figure, the last one stays
             self.headline.emit(text, tooltip)
 
@@ -204,8 +218,16 @@ class ReplyFlow(QObject):
             return
         self.last_result = result
         self._plain_step_s = result.plain_step_s or self._plain_step_s
-        speedup = _speedup(result.stats.tokens_per_second, self._plain_step_s)
+        self._exact = reply.exact
+        speedup = self._speedup(result.stats.tokens_per_second)
         stats = reply.stats(result, speedup=speedup)
+        if stats["mode"] == "plain" and not stats["switched"] and self._target_path:
+            self.plain_speed.note(
+                self._target_path,
+                reply.exact,
+                result.stats.tokens_per_second,
+                result.stats.generated_tokens,
+            )
         shown = self._view.finish_reply(result.text, stats_line(stats))
         segments = shown.segments if shown else None
         try:
@@ -217,7 +239,7 @@ class ReplyFlow(QObject):
         self._metrics.show_stats(result.stats, speculative=speculative)
         self._metrics.show_samples(self.live.samples)
         self._insight.update_from_result(result)
-        self._show_headline(result.stats.tokens_per_second, speculative)
+        self._show_headline(speedup, speculative)
         self.finished.emit(stats)
 
     def _stopped_before_text(self) -> None:
@@ -257,13 +279,6 @@ class ReplyFlow(QObject):
         self.control = None
         self._timer.stop()
         self.ended.emit()
-
-
-def _speedup(tokens_per_second: float | None, plain_step_s: float | None) -> float | None:
-    """This reply's speed over plain decoding's: tokens/s × the time of one plain step."""
-    if not tokens_per_second or not plain_step_s:
-        return None
-    return tokens_per_second * plain_step_s
 
 
 def _draft_label(draft: DraftChoice) -> str | None:
