@@ -28,6 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "models/draft_by_target": [],
     "models/extra_files": [],  # GGUF files the user added by dialog or drag-and-drop
     "models/extra_folders": [],  # folders of GGUF files added in the Models dialog
+    "models/last_folder": "",  # where Add GGUF… last found files (empty: the home folder)
     "models/target_gpu_layers": -1,  # -1 = all layers on the GPU (none on a CPU-only build)
     "models/draft_gpu_layers": -1,
     "models/n_ctx": 4096,

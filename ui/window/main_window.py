@@ -270,9 +270,12 @@ class MainWindow(WindowLayout):
         self.catalogChanged.emit()
 
     def add_models_dialog(self) -> None:
+        folder = self.settings.get_str("models/last_folder") or str(Path.home())
         paths, _filter = QFileDialog.getOpenFileNames(
-            self, "Add GGUF model files", str(Path.home()), "GGUF models (*.gguf);;All files (*)"
+            self, "Add GGUF model files", folder, "GGUF models (*.gguf);;All files (*)"
         )
+        if paths:
+            self.settings.set("models/last_folder", str(Path(paths[0]).parent))
         self.models.add_files(paths)
 
     # -- dialogs ------------------------------------------------------------------------------

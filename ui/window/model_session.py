@@ -23,7 +23,8 @@ from app.llama import rpc
 from models.demo import bundled_model_path
 from ui.messages import describe
 from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings
-from ui.workers.catalog import Catalog, Vetted, build_catalog, known_paths, vet_new_file
+from ui.window.added_files import AddedFiles
+from ui.workers.catalog import Catalog, build_catalog, known_paths
 from ui.workers.engine import EngineHost
 from ui.workers.jobs import Jobs
 from ui.workers.requests import DraftChoice, LoadedState, LoadFailure, LoadRequest, LoadTicket
@@ -70,6 +71,7 @@ class ModelSession(QObject):
         self._choice: tuple[str, str] | None = None
         # What was held when an RPC worker died with the models: what a reload loads again.
         self._lost: tuple[str, str] | None = None
+        self._adder = AddedFiles(self, settings, ops)
         queued = Qt.ConnectionType.QueuedConnection
         worker = host.worker
         worker.loadProgress.connect(self.loadProgress, queued)
@@ -86,6 +88,11 @@ class ModelSession(QObject):
     @property
     def catalog(self) -> Catalog | None:
         return self._catalog
+
+    @property
+    def busy(self) -> bool:
+        """A reply (or a local server request) is being generated: loads wait for it."""
+        return self._busy()
 
     @property
     def loading(self) -> bool:
@@ -333,42 +340,8 @@ class ModelSession(QObject):
     # -- files the user adds ------------------------------------------------------------------
 
     def add_files(self, paths: list[str]) -> None:
-        """Vet each file in the helper process; a good one is remembered and put to use.
-
-        A file compatible with the loaded target and smaller becomes the draft; with no target
-        loaded, a model becomes the target. Any other file is added to the dropdowns without
-        replacing the model in use mid-chat. A bad file gives one readable sentence.
-        """
-        for path in paths:
-            self._ops.run_in_process(
-                functools.partial(vet_new_file, path, self.target_path),
-                self._on_file_vetted,
-                self._on_failed,
-            )
-
-    def _on_file_vetted(self, vetted: Vetted) -> None:
-        if vetted.message is not None:
-            self.errorRaised.emit(vetted.message)
-            return
-        extra = self._settings.get_list("models/extra_files")
-        if vetted.path not in extra:
-            self._settings.set("models/extra_files", [*extra, vetted.path])
-        name = Path(vetted.path).name
-        if self._busy() or self.loading:
-            self.statusMessage.emit(f"Added {name}; choose it above when the reply ends.")
-            self.refresh_catalog()
-        elif vetted.as_draft and self.target_path is not None:
-            self.statusMessage.emit(f"Added {name} as the draft.")
-            self.choose_draft(vetted.path)
-        elif self.target_path is None:
-            self.statusMessage.emit(f"Added {name} as the target.")
-            self.choose_target(vetted.path)
-        else:
-            self.statusMessage.emit(
-                f"Added {name}. It cannot draft for the current target: choose it under "
-                "Target to switch to it."
-            )
-            self.refresh_catalog()
+        """Vet each file in the helper process and put the good ones to use (AddedFiles)."""
+        self._adder.add(paths)
 
     def _on_failed(self, exc: Exception) -> None:
         self.errorRaised.emit(describe(exc))

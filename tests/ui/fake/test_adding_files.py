@@ -1,0 +1,65 @@
+"""Adding files with Add GGUF…: every broken file of a batch says why, and the dialog opens
+where the last files came from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtWidgets import QFileDialog
+from pytestqt.qtbot import QtBot
+
+from tests.helpers.model_files import write_broken_files
+from tests.ui.fake.conftest import TIMEOUT_MS
+from ui.window.main_window import MainWindow
+
+
+class FileDialogStub:
+    """Stands in for the system file dialog: records the folder it opened at and returns the
+    files a user would pick there."""
+
+    def __init__(self) -> None:
+        self.opened_at: list[str] = []
+        self.picks: list[str] = []
+
+    def __call__(
+        self, _parent: Any, _title: str, folder: str, _filter: str
+    ) -> tuple[list[str], str]:
+        self.opened_at.append(folder)
+        return list(self.picks), ""
+
+
+@pytest.fixture
+def file_dialog(monkeypatch: pytest.MonkeyPatch) -> FileDialogStub:
+    stub = FileDialogStub()
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", stub)
+    return stub
+
+
+def test_three_broken_files_added_at_once_each_say_why(
+    window: MainWindow, qtbot: QtBot, tmp_path: Path, file_dialog: FileDialogStub
+) -> None:
+    broken = write_broken_files(tmp_path / "downloads")
+    chosen = [broken[name] for name in ("empty.gguf", "random.gguf", "future.gguf")]
+    file_dialog.picks = [str(path) for path, _reason in chosen]
+    shown: list[str] = []
+    window.errorShown.connect(shown.append)
+    window.add_models_dialog()
+    qtbot.waitUntil(lambda: bool(shown), timeout=TIMEOUT_MS)
+    qtbot.wait(300)  # a later message would replace this one
+    assert len(shown) == 1
+    for path, reason in chosen:
+        assert path.name in window.banner.text and reason in window.banner.text
+
+
+def test_the_file_dialog_opens_where_the_last_files_came_from(
+    window: MainWindow, qtbot: QtBot, tmp_path: Path, file_dialog: FileDialogStub
+) -> None:
+    broken = write_broken_files(tmp_path / "my models")
+    file_dialog.picks = [str(broken["empty.gguf"][0])]
+    window.add_models_dialog()
+    assert file_dialog.opened_at[0] == str(Path.home())
+    file_dialog.picks = []
+    window.add_models_dialog()
+    assert file_dialog.opened_at[1] == str(tmp_path / "my models")
