@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.chat_template import ChatMessage
-from app.store import ConversationStore, ConversationSummary
+from app.store import ConversationStore, ConversationSummary, StoredMessage
 from ui.settings import Settings
 from ui.widgets.conversation_view import ViewMessage
 from ui.widgets.rendering import Segment
@@ -105,18 +105,32 @@ class ChatController:
         self.store.delete_message(reply_id)
         return True
 
-    def take_back_last_message(self) -> str | None:
-        """Delete the current chat's last user message and what followed it; returns its
-        text for the user to edit and send again (None when there is none)."""
+    def take_back_last_message(self) -> list[StoredMessage] | None:
+        """Delete the current chat's last user message and what followed it; returns them
+        (the user's first) for the user to edit and send again, or to put back (None when
+        there is none)."""
         if self.conversation_id is None:
             return None
         messages = self.store.messages(self.conversation_id)
         users = [i for i, m in enumerate(messages) if m.role == "user"]
         if not users:
             return None
-        for stored in reversed(messages[users[-1] :]):
+        taken = messages[users[-1] :]
+        for stored in reversed(taken):
             self.store.delete_message(stored.id)
-        return messages[users[-1]].content
+        return taken
+
+    def put_back(self, messages: list[StoredMessage]) -> bool:
+        """Undo take_back_last_message: the messages return at the end of their chat."""
+        for stored in messages:
+            self.store.add_message(
+                stored.conversation_id,
+                stored.role,
+                stored.content,
+                stats=stored.stats,
+                segments=stored.segments,
+            )
+        return True
 
     def last_prompt(self) -> str | None:
         """The current chat's last user message, the prompt a comparison runs on."""

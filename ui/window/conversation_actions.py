@@ -10,15 +10,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPlainTextEdit
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPlainTextEdit, QPushButton
 
-from app.store import StoreError
+from app.store import StoredMessage, StoreError
 from ui.messages import describe
 from ui.widgets.conversation_list import ConversationList
 from ui.widgets.conversation_view import ConversationView
 from ui.window.chat_controller import ChatController
 
 T = TypeVar("T")
+
+# How long Undo stays offered after Edit and resend took an exchange back.
+UNDO_SHOWN_MS = 20_000
 
 
 class ConversationActions:
@@ -36,6 +40,17 @@ class ConversationActions:
         self._view = view
         self._list = conversations
         self._show_error = show_error
+        self._taken: tuple[list[StoredMessage], QPlainTextEdit] | None = None
+        self.undo_button = QPushButton("Undo edit")
+        self.undo_button.setObjectName("undoEditButton")
+        self.undo_button.setToolTip("Put the last exchange back as it was")
+        self.undo_button.hide()
+        self.undo_button.clicked.connect(self.undo_take_back)
+        window.statusBar().addPermanentWidget(self.undo_button)
+        self._undo_timer = QTimer(window)
+        self._undo_timer.setSingleShot(True)
+        self._undo_timer.setInterval(UNDO_SHOWN_MS)
+        self._undo_timer.timeout.connect(self.forget_take_back)
 
     def store_action(self, action: Callable[[], T]) -> T | None:
         """Run a store operation; a storage failure is shown in words, never raised."""
@@ -55,6 +70,7 @@ class ConversationActions:
         self._window.setWindowTitle(f"SpecChat — {title}" if title else "SpecChat")
 
     def new_chat(self) -> None:
+        self.forget_take_back()
         self._chat.new_chat()
         self._view.set_messages([])
         self.refresh_list()  # also clears the selection: no conversation is current
@@ -79,14 +95,44 @@ class ConversationActions:
             self._view.copy_text(replies[-1].text)
 
     def take_back_last_message(self, box: QPlainTextEdit) -> bool:
-        """Move the last message the user wrote (and what followed it) back into `box`."""
-        text = self.store_action(self._chat.take_back_last_message)
-        if text is None:
+        """Move the last message the user wrote (and what followed it) back into `box`,
+        with an Undo that puts the exchange back as it was."""
+        taken = self.store_action(self._chat.take_back_last_message)
+        if not taken:
             return False
         self.reopen_current()
+        text = taken[0].content
         box.setPlainText(text)
         box.setFocus()
+        self._taken = (taken, box)
+        self.undo_button.show()
+        self._window.statusBar().showMessage(
+            "Your last message is back in the box to edit; its reply is gone.", UNDO_SHOWN_MS
+        )
+        self._undo_timer.start()
         return True
+
+    def undo_take_back(self) -> None:
+        """Put the exchange taken back for editing where it was, and empty the box if it
+        still holds that message."""
+        if self._taken is None:
+            return
+        (taken, box), self._taken = self._taken, None
+        self.forget_take_back()
+        if taken[0].conversation_id != self._chat.conversation_id:
+            return
+        if self.store_action(lambda: self._chat.put_back(taken)) is None:
+            return
+        self.reopen_current()
+        if box.toPlainText() == taken[0].content:
+            box.clear()
+        self._window.statusBar().showMessage("Edit undone: the exchange is back.", 5000)
+
+    def forget_take_back(self) -> None:
+        """Something else happened to the chat (a message sent, another chat opened)."""
+        self._taken = None
+        self._undo_timer.stop()
+        self.undo_button.hide()
 
     def rename(self, conversation_id: int, title: str) -> None:
         self.store_action(lambda: self._chat.rename(conversation_id, title))

@@ -322,6 +322,7 @@ class MainWindow(WindowLayout):
 
     def open_conversation(self, conversation_id: int) -> None:
         if self._state not in (UiState.Generating, UiState.Stopping):
+            self.chats.forget_take_back()
             self.chats.open(conversation_id)
             self._render_state()
 
@@ -348,6 +349,7 @@ class MainWindow(WindowLayout):
         # On a storage failure the text stays in the box, so nothing typed is lost.
         if self._store_action(lambda: self.chat.add_user_message(text)) is None:
             return
+        self.chats.forget_take_back()
         self.chats.show_title()
         self.prompt.clear()
         self.view.set_messages([*self.view.messages, ViewMessage("user", text)])
