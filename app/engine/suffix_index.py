@@ -11,12 +11,14 @@ walk along the transition whose target has the largest count (ties: the most rec
 which is SuffixDecoding's frequency-scored candidate read off an automaton instead of a tree.
 
 Costs. Adding a token is O(1) amortised for the automaton itself (at most 2 states and 3
-transitions per token overall). Counts are kept exact and online: a token adds one occurrence to
-every state on its suffix-link path, which is one step per distinct class of the suffixes seen
-before, at most the length of the longest suffix of the document that occurred earlier. On chat
-text that is a handful of steps; a run of one token repeated n times costs n²/2 steps in all.
-Matching a query is O(1) amortised per query token (`Cursor`), a lookup of k continuation tokens
-O(k · branching) with the ranking of very branchy states cached until the index changes.
+transitions per token overall). Counts are kept online: a token adds one occurrence to every
+state on its suffix-link path, one step per distinct class of its suffixes seen before; on
+tokenized prose and code that path is 3.4 states on average (22 at most). Only a periodic run
+(a token or phrase repeated many times, as a looping small model writes) has a long path, so the
+walk stops at COUNT_DEPTH states: counts are exact unless a run repeats more than that, and then
+only the run's own short states undercount it. Matching a query is O(1) amortised per query token
+(`Cursor`); a lookup of k continuation tokens is O(k) on unbranched states, and the ranking of a
+very branchy state is cached until one of its counts changes.
 
 Memory. CPython objects per state would cost hundreds of bytes, so states and transitions live in
 flat `array('i')` columns (4 bytes a field); a state's transitions are a linked chain of edges,
@@ -47,6 +49,10 @@ COLUMNS = (
     "edge_target",
     "edge_next",
 )
+# Occurrences a token adds along its suffix path, at most: only a periodic run (one token or
+# phrase repeated over this many times) has a longer path, and there the deeper (shorter)
+# states, whose continuation is the run itself, stop counting the run's further repeats.
+COUNT_DEPTH = 256
 # Past this many distinct next tokens a state's edges get a dict: a chain this short is scanned
 # faster than a dict is built, and few states (about 1 in 100 on chat text) go past it.
 HUB_DEGREE = 8
@@ -94,7 +100,8 @@ class SuffixIndex:
         self._edge_target = array("i")
         self._edge_next = array("i")
         self._hubs: dict[int, dict[int, int]] = {}  # state -> token -> edge, for branchy states
-        self._ranked: dict[int, tuple[int, list[int], int]] = {}  # hub -> (version, edges, support)
+        # Hub rankings: state -> (its count, tokens indexed then, edges ranked, support).
+        self._ranked: dict[int, tuple[int, int, list[int], int]] = {}
         self._last = ROOT  # state of the open document's tokens so far
         self._open_length = 0
         self.tokens = 0  # tokens indexed, over all documents
@@ -120,6 +127,12 @@ class SuffixIndex:
 
     def _append(self, token: int) -> None:
         lengths, link, target = self._len, self._link, self._edge_target
+        degree, head, edge_token, edge_next = (
+            self._degree,
+            self._head,
+            self._edge_token,
+            self._edge_next,
+        )
         last = self._last
         if self._open_length == 0:
             self.documents += 1
@@ -129,10 +142,22 @@ class SuffixIndex:
             q = target[edge]
             state = q if lengths[q] == lengths[last] + 1 else self._split(last, q, token)
         else:
-            state = self._new_state(lengths[last] + 1, ROOT, 0, -1)
+            state = len(lengths)
+            lengths.append(lengths[last] + 1)
+            link.append(ROOT)
+            self._count.append(0)
+            self._recent.append(-1)
+            head.append(-1)
+            degree.append(0)
             p = last
             while p >= 0:
-                edge = self._edge(p, token)
+                # The edge lookup, inlined: this loop is most of the build time.
+                if degree[p] > HUB_DEGREE:
+                    edge = self._hubs[p].get(token, -1)
+                else:
+                    edge = head[p]
+                    while edge >= 0 and edge_token[edge] != token:
+                        edge = edge_next[edge]
                 if edge >= 0:
                     break
                 self._add_edge(p, token, state)
@@ -142,18 +167,25 @@ class SuffixIndex:
                 link[state] = q if lengths[p] + 1 == lengths[q] else self._split(p, q, token)
         # Every suffix of the new prefix occurs once more, ending here.
         count, recent, position = self._count, self._recent, self.tokens
-        v = state
-        while v > ROOT:
+        v, depth = state, COUNT_DEPTH
+        while v > ROOT and depth:
             count[v] += 1
             recent[v] = position
             v = link[v]
+            depth -= 1
         self._last = state
         self._open_length += 1
         self.tokens += 1
 
     def _split(self, p: int, q: int, token: int) -> int:
         """Clone q for the strings up to len(p) + 1 and send p's suffix path's edges to it."""
-        clone = self._new_state(self._len[p] + 1, self._link[q], self._count[q], self._recent[q])
+        clone = len(self._len)
+        self._len.append(self._len[p] + 1)
+        self._link.append(self._link[q])
+        self._count.append(self._count[q])
+        self._recent.append(self._recent[q])
+        self._head.append(-1)
+        self._degree.append(0)
         edge = self._head[q]
         while edge >= 0:
             self._add_edge(clone, self._edge_token[edge], self._edge_target[edge])
@@ -167,15 +199,6 @@ class SuffixIndex:
             p = link[p]
         link[q] = clone
         return clone
-
-    def _new_state(self, length: int, link: int, count: int, recent: int) -> int:
-        self._len.append(length)
-        self._link.append(link)
-        self._count.append(count)
-        self._recent.append(recent)
-        self._head.append(-1)
-        self._degree.append(0)
-        return len(self._len) - 1
 
     def _add_edge(self, state: int, token: int, target: int) -> None:
         edge = len(self._edge_token)
@@ -239,14 +262,17 @@ class SuffixIndex:
             return []
         ranked, support = self._ranked_edges(state)
         count, target, token_of = self._count, self._edge_target, self._edge_token
+        head, following = self._head, self._edge_next
         branches = []
         for first in ranked[:width]:
             tokens, counts = [token_of[first]], [count[target[first]]]
             state = target[first]
             while len(tokens) < max_tokens:
-                edge = self._best_edge(state)
+                edge = head[state]
                 if edge < 0:
                     break
+                if following[edge] >= 0:  # more than one next token: take the best
+                    edge = self._best_edge(state)
                 tokens.append(token_of[edge])
                 counts.append(count[target[edge]])
                 state = target[edge]
@@ -292,15 +318,24 @@ class SuffixIndex:
         hub = self._degree[state] > HUB_DEGREE
         if hub:
             cached = self._ranked.get(state)
-            if cached is not None and cached[0] == self.version:
-                return cached[1], cached[2]
+            # A state's edges and their targets' counts change only when a token is appended
+            # right after one of its occurrences: not since, if it has no new occurrence and
+            # its latest one was already followed when the ranking was made.
+            hub_edges = len(self._hubs[state])
+            if cached is not None and (cached[0], len(cached[2])) == (
+                self._count[state],
+                hub_edges,
+            ):
+                made_at = cached[1]
+                if self.tokens == made_at or self._recent[state] != made_at - 1:
+                    return cached[2], cached[3]
         count, recent, target = self._count, self._recent, self._edge_target
         edges = self._chain(state)
         if len(edges) > 1:
             edges.sort(key=lambda e: (count[target[e]], recent[target[e]]), reverse=True)
         support = sum(count[target[e]] for e in edges)
         if hub:
-            self._ranked[state] = (self.version, edges, support)
+            self._ranked[state] = (count[state], self.tokens, edges, support)
         return edges, support
 
     # -- persistence --------------------------------------------------------------------------

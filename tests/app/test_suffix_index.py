@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.engine.suffix_index import HUB_DEGREE, Cursor, SuffixIndex
+from app.engine.suffix_index import COUNT_DEPTH, HUB_DEGREE, Cursor, SuffixIndex
 
 Docs = list[list[int]]
 
@@ -219,3 +219,15 @@ def test_malformed_columns_are_refused(column: str, position: int, value: int) -
     columns[column][position] = value
     with pytest.raises(ValueError):
         SuffixIndex.from_columns(columns, tokens=5, documents=1)
+
+
+def test_a_run_longer_than_the_count_depth_is_still_continued_by_itself() -> None:
+    run = [5] * (3 * COUNT_DEPTH)
+    index = _built([[*run, 6], [1, 2, 3]])
+    branches = index.continuations(index.match([4, 5, 5]), 4, width=2)
+    assert branches[0].tokens == (5, 5, 5, 5)
+    assert {b.tokens[0] for b in branches} == {5, 6}
+    # Long states of the run count exactly; its short ones stop at the depth (documented).
+    long = len(run) - COUNT_DEPTH // 2
+    assert index.occurrences(index.match(run[:long]).state) == len(run) - long + 1
+    assert index.occurrences(index.match(run[:2]).state) == COUNT_DEPTH
