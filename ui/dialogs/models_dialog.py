@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTabWidget, QVBoxLayout
 from models.discovery import ModelEntry
 from ui.dialogs.download_tab import DownloadTab
 from ui.dialogs.local_models_tab import LocalModelsTab
+from ui.screen_fit import fit_to_screen
 from ui.workers.jobs import Jobs
 
 _JOB_THREADS = 4  # a scan, a details job, a listing and a download can run side by side
@@ -134,6 +135,8 @@ class ModelsDialog(QDialog):
             self.local.refresh()
         self._shown_before = True
         super().showEvent(event)
+        # 720 px of content and a title bar do not fit a 720 px screen: Close must stay on it.
+        fit_to_screen(self)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.downloads.cancel_download()

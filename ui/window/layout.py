@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.screen_fit import fit_to_screen
 from ui.settings import Settings
 from ui.themes import THEMES
 from ui.widgets.banner import ErrorBanner
@@ -254,16 +255,4 @@ class WindowLayout(QMainWindow):
     def fit_screen(self) -> None:
         """Shrink the window to the screen's free area (a geometry saved on a larger screen,
         or the default on a small one): Send and the side panel must never be off-screen."""
-        free = self.screen().availableGeometry()
-        # The frame (title bar, borders) is known once shown: until then it counts as none.
-        frame_w = self.frameGeometry().width() - self.width()
-        frame_h = self.frameGeometry().height() - self.height()
-        width = min(self.width(), free.width() - frame_w)
-        height = min(self.height(), free.height() - frame_h)
-        if (width, height) != (self.width(), self.height()):
-            self.resize(width, height)
-        frame = self.frameGeometry()
-        if not free.contains(frame):
-            x = min(max(frame.x(), free.x()), free.right() - frame.width() + 1)
-            y = min(max(frame.y(), free.y()), free.bottom() - frame.height() + 1)
-            self.move(max(x, free.x()), max(y, free.y()))
+        fit_to_screen(self)

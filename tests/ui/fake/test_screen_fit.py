@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QPoint
-from PySide6.QtWidgets import QApplication, QScrollArea
+from PySide6.QtWidgets import QApplication, QDialogButtonBox, QScrollArea
 from pytestqt.qtbot import QtBot
 
 from tests.helpers.model_files import write_tiny_gguf
@@ -111,3 +111,17 @@ def test_the_wheel_over_the_target_dropdown_does_not_switch_models(
     wheel(combo, 1)
     assert combo.currentIndex() == before
     assert window.models.loading is False
+
+
+def test_the_models_dialog_and_its_close_button_fit_the_screen(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    dialog = window.open_models_dialog()
+    qtbot.waitUntil(lambda: not dialog.busy, timeout=TIMEOUT_MS)
+    free = dialog.screen().availableGeometry()
+    assert free.contains(dialog.frameGeometry()), (dialog.frameGeometry(), free)
+    close = dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Close)
+    bottom_right = close.mapToGlobal(QPoint(close.width(), close.height()))
+    assert free.contains(bottom_right)
+    assert dialog.minimumSizeHint().height() <= free.height()
+    dialog.close()
