@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from gguf import GGUFReader
@@ -12,7 +13,10 @@ from models.gguf.layout import other_parts, split_bytes, tensor_rows
 from models.gguf.reader import quantization_name, read_bool, read_int, read_str, token_texts
 from models.gguf.tokens import VOCAB_DEFAULTS, tokenizer_fingerprint
 
-__all__ = ["build_info"]
+__all__ = ["build_info", "display_name"]
+
+# A quantization at the end of a file name: "….Q4_1", "-Q4_K_M", "_f16", ".IQ3_XXS", "-bf16".
+_QUANT_SUFFIX = re.compile(r"[._-](?:I?Q\d[\w]*|F16|F32|BF16)$", re.IGNORECASE)
 
 # BPE pre-tokenizers for which llama.cpp turns add_bos on by default.
 _BPE_PRE_ADD_BOS = frozenset(
@@ -70,7 +74,9 @@ def build_info(path: Path, reader: GGUFReader, st: os.stat_result) -> GGUFInfo:
     file_type = read_int(reader, "general.file_type")
     shard_count = read_int(reader, "split.count") or 1
     template = read_str(reader, "tokenizer.chat_template")
-    name = read_str(reader, "general.name") or path.stem
+    name = display_name(
+        read_str(reader, "general.name"), read_str(reader, "general.finetune"), path
+    )
 
     rows = tensor_rows(reader)
     total_size = int(st.st_size)
@@ -121,3 +127,26 @@ def build_info(path: Path, reader: GGUFReader, st: os.stat_result) -> GGUFInfo:
         tied_embeddings=split.tied,
         tokens=tokens,
     )
+
+
+def _words(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def display_name(general_name: str | None, finetune: str | None, path: Path) -> str:
+    """What to call a model: its general.name, unless that is only a training run's tag.
+
+    Converters build general.name from the fine-tune field, so a file whose fine-tune is a
+    run tag ("8k-lc100k-mix1-ep2") gets a name like "Smollm2 135M 8k Lc100K Mix1 Ep2" that
+    every quantization shares; the file's own name (less its quantization) says more then.
+    """
+    stem = _QUANT_SUFFIX.sub("", path.stem) or path.stem
+    if not general_name:
+        return stem
+    if (
+        finetune
+        and any(ch.isdigit() for ch in finetune)
+        and _words(finetune) in _words(general_name)
+    ):
+        return stem
+    return general_name
