@@ -17,6 +17,7 @@ from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.engine.suffix_columns import index_from_columns
 from app.engine.suffix_index import COLUMNS, SuffixIndex
 
 MAGIC = b"SPECCHAT-SUFFIX\0"
@@ -91,7 +92,7 @@ def read_index_file(path: Path, fingerprint: str) -> tuple[list[array[int]], Suf
     if sum(lengths) != n_tokens:
         raise IndexFileError("documents and index disagree on the token count")
     try:
-        index = SuffixIndex.from_columns(columns, tokens=n_tokens, documents=n_indexed_documents)
+        index = index_from_columns(columns, tokens=n_tokens, documents=n_indexed_documents)
     except ValueError as exc:
         raise IndexFileError(f"malformed index ({exc})") from None
     return documents, index

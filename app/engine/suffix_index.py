@@ -32,12 +32,11 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 ROOT = 0
+# The stored columns: six per state, then three per edge.
 COLUMNS = (
     "len",
     "link",
@@ -99,7 +98,7 @@ class SuffixIndex:
         self._edge_token = array("i")
         self._edge_target = array("i")
         self._edge_next = array("i")
-        self._hubs: dict[int, dict[int, int]] = {}  # state -> token -> edge, for branchy states
+        self._hubs = _Hubs(self)  # state -> token -> edge, for branchy states
         # Hub rankings: state -> (its count, tokens indexed then, edges ranked, support).
         self._ranked: dict[int, tuple[int, int, list[int], int]] = {}
         self._last = ROOT  # state of the open document's tokens so far
@@ -210,8 +209,7 @@ class SuffixIndex:
         if degree > HUB_DEGREE:
             self._hubs[state][token] = edge
         elif degree == HUB_DEGREE:
-            self._degree[state] = degree + 1
-            self._hubs[state] = {self._edge_token[e]: e for e in self._chain(state)}
+            self._degree[state] = degree + 1  # its dict is made on first use
         else:
             self._degree[state] = degree + 1
 
@@ -344,30 +342,6 @@ class SuffixIndex:
         """The index as flat columns, for a file to store (the arrays themselves, not copies)."""
         return {name: getattr(self, "_" + name) for name in COLUMNS}
 
-    @classmethod
-    def from_columns(
-        cls, columns: Mapping[str, array[int]], *, tokens: int, documents: int
-    ) -> SuffixIndex:
-        """An index from `columns()` of another; ValueError unless they make a well-formed
-        automaton (every index in range, suffix links and edge chains that end)."""
-        if set(columns) != set(COLUMNS):
-            raise ValueError("wrong set of columns")
-        index = cls()
-        for name in COLUMNS:
-            column = columns[name]
-            if column.typecode != getattr(index, "_" + name).typecode:
-                raise ValueError(f"column {name} has the wrong type")
-            setattr(index, "_" + name, column)
-        _check_well_formed(index)
-        index._hubs = {
-            state: {index._edge_token[e]: e for e in index._chain(state)}
-            for state in np.flatnonzero(np.frombuffer(index._degree, np.uint8) > HUB_DEGREE)
-            .astype(int)
-            .tolist()
-        }
-        index.tokens, index.documents = tokens, documents
-        return index
-
     # -- size ---------------------------------------------------------------------------------
 
     @property
@@ -388,35 +362,18 @@ class SuffixIndex:
         return total
 
 
-def _check_well_formed(index: SuffixIndex) -> None:
-    lengths = np.frombuffer(index._len, np.int32)
-    link = np.frombuffer(index._link, np.int32)
-    n_states, n_edges = lengths.size, len(index._edge_token)
-    state_columns = (index._link, index._count, index._recent, index._head, index._degree)
-    edge_columns = (index._edge_target, index._edge_next)
-    if n_states == 0 or any(len(c) != n_states for c in state_columns):
-        raise ValueError("state columns differ in length")
-    if any(len(c) != n_edges for c in edge_columns):
-        raise ValueError("edge columns differ in length")
-    if lengths[0] != 0 or link[0] != -1:
-        raise ValueError("the root is not the first state")
-    links = link[1:]
-    if links.size and (links.min() < 0 or links.max() >= n_states):
-        raise ValueError("a suffix link points outside the index")
-    # Links to strictly shorter states: every walk up the links reaches the root.
-    if np.any(lengths[links] >= lengths[1:]):
-        raise ValueError("a suffix link does not shorten")
-    head = np.frombuffer(index._head, np.int32)
-    if head.min() < -1 or head.max() >= n_edges:
-        raise ValueError("a state's first edge is outside the index")
-    if n_edges:
-        target = np.frombuffer(index._edge_target, np.int32)
-        following = np.frombuffer(index._edge_next, np.int32)
-        if target.min() <= ROOT or target.max() >= n_states:
-            raise ValueError("an edge leads outside the index")
-        # Each edge's successor is older, so every chain ends.
-        if following.min() < -1 or np.any(following >= np.arange(n_edges)):
-            raise ValueError("an edge chain does not end")
+class _Hubs(dict[int, dict[int, int]]):
+    """Branchy states' edges by token, each dict made from the state's chain when first asked
+    for, so an index read from a file is ready before any of them is built."""
+
+    def __init__(self, index: SuffixIndex) -> None:
+        super().__init__()
+        self._index = index
+
+    def __missing__(self, state: int) -> dict[int, int]:
+        tokens = self._index._edge_token
+        hub = self[state] = {tokens[e]: e for e in self._index._chain(state)}
+        return hub
 
 
 class Cursor:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.engine.suffix_columns import index_from_columns
 from app.engine.suffix_index import COUNT_DEPTH, HUB_DEGREE, Cursor, SuffixIndex
 
 Docs = list[list[int]]
@@ -195,7 +196,7 @@ def test_columns_rebuild_the_same_index() -> None:
     docs = [[rng.randrange(40) for _ in range(150)] for _ in range(10)]
     index = _built(docs)
     copied = {name: array(c.typecode, c) for name, c in index.columns().items()}
-    twin = SuffixIndex.from_columns(copied, tokens=index.tokens, documents=index.documents)
+    twin = index_from_columns(copied, tokens=index.tokens, documents=index.documents)
     for _ in range(50):
         query = docs[rng.randrange(10)][: rng.randint(1, 150)]
         assert twin.continuations(twin.match(query), 6, 3) == index.continuations(
@@ -218,7 +219,7 @@ def test_malformed_columns_are_refused(column: str, position: int, value: int) -
     columns = {name: array(c.typecode, c) for name, c in index.columns().items()}
     columns[column][position] = value
     with pytest.raises(ValueError):
-        SuffixIndex.from_columns(columns, tokens=5, documents=1)
+        index_from_columns(columns, tokens=5, documents=1)
 
 
 def test_a_run_longer_than_the_count_depth_is_still_continued_by_itself() -> None:
