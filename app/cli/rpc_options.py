@@ -1,49 +1,62 @@
 """`--rpc` and `--draft-rpc`: the command-line options that put a model's layers on RPC workers.
 
 Shared by every command that loads models (generate, bench, serve), so the flags read the same
-everywhere.
+everywhere. The parsed arguments keep each worker's key (KEY@HOST:PORT) so a command run in a
+child process (app/cli/contained.py) still has them; reading the endpoints makes the keys known
+to the process that reads them.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from app.errors import InvalidSettingError
-from app.llama import rpc
+from app.llama import rpc, rpc_keys
 
 
-def _endpoints(value: str) -> tuple[str, ...]:
+def _workers(value: str) -> tuple[str, ...]:
     try:
-        return rpc.parse_endpoints(value)
+        specs = rpc.parse_worker_specs(value)
     except InvalidSettingError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    for spec in specs:
+        if spec.lower().startswith(f"{rpc_keys.PLAIN}@"):
+            print(
+                f"warning: RPC worker {spec.partition('@')[2]} is reached without a key or "
+                f"encryption: {rpc.SECURITY_WARNING}",
+                file=sys.stderr,
+            )
+    return specs
 
 
 def add_rpc_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rpc",
-        type=_endpoints,
+        type=_workers,
         default=(),
-        metavar="HOST:PORT[,HOST:PORT...]",
+        metavar="KEY@HOST:PORT[,...]",
         help="run the target's layers on these `specchat worker`s (llama.cpp RPC), split "
-        "by their free memory; the file stays here and its weights are sent at load",
+        "by their free memory; the file stays here and its weights are sent at load. KEY is "
+        f"the key the worker printed (or set {rpc_keys.RPC_KEY_ENV}); plain@HOST:PORT reaches "
+        "llama.cpp's rpc-server or a worker started with --insecure-plain, unencrypted",
     )
     parser.add_argument(
         "--draft-rpc",
-        type=_endpoints,
+        type=_workers,
         default=(),
-        metavar="HOST:PORT[,HOST:PORT...]",
+        metavar="KEY@HOST:PORT[,...]",
         help="run the draft's layers on these workers. A draft is usually best kept local: "
         "it is small, and every drafted token would cost a network round trip",
     )
 
 
 def target_endpoints(args: argparse.Namespace) -> tuple[str, ...]:
-    return tuple(getattr(args, "rpc", ()) or ())
+    return rpc.endpoints_of(getattr(args, "rpc", ()) or ())
 
 
 def draft_endpoints(args: argparse.Namespace) -> tuple[str, ...]:
-    return tuple(getattr(args, "draft_rpc", ()) or ())
+    return rpc.endpoints_of(getattr(args, "draft_rpc", ()) or ())
 
 
 def uses_rpc(args: argparse.Namespace) -> bool:

@@ -1,20 +1,24 @@
 """`specchat worker`: serve this machine's CPU (or a named GPU) to other SpecChats over RPC.
 
-The worker is llama.cpp's own RPC server (ggml-rpc); a client started with `--rpc HOST:PORT`
-places model layers on it. It serves one client at a time and runs until stopped (Ctrl-C).
+The work is done by llama.cpp's own RPC server (ggml-rpc) in a child process on loopback, which
+the worker restarts whenever a request makes it abort. The worker's port is a TLS front that
+admits only clients proving its key (app/llama/rpc_front.py); a client started with
+`--rpc KEY@HOST:PORT` places model layers here. `--insecure-plain` puts llama.cpp's server on
+the port itself instead, for llama.cpp's own clients. One client at a time; runs until stopped.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import socket
 import sys
 from pathlib import Path
 
 from app.errors import InvalidSettingError
 from app.llama import rpc
-from app.llama.rpc_keepalive import start_keepalive_thread
+from app.llama.rpc_identity import WORKER_KEY_ENV, WorkerIdentity, load_identity, worker_folder
+from app.llama.rpc_server_process import ServerProcess, ServerSettings, free_loopback_port
+from app.llama.rpc_token import MIN_PASSPHRASE_CHARS, readable_fingerprint
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,8 +26,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "worker",
         help="serve this machine's CPU or GPU to another SpecChat over RPC",
         description="Serve this machine's CPU (or a GPU) to another SpecChat, which places "
-        "model layers here with --rpc HOST:PORT. Both sides must run the same SpecChat and "
-        f"llama-cpp-python version. Warning: {rpc.SECURITY_WARNING}",
+        "model layers here with --rpc KEY@HOST:PORT. Connections are encrypted (TLS) and only "
+        "clients with the worker's key get in; the key is made at the first start and printed "
+        "then. Both sides must run the same SpecChat and llama-cpp-python version.",
     )
     worker.add_argument(
         "--host",
@@ -46,31 +51,74 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="keep received weights in DIR, so a client reloading the same model sends "
         "hashes instead of large tensors",
     )
+    worker.add_argument(
+        "--key",
+        default=None,
+        metavar="PASSPHRASE",
+        help=f"use this passphrase (at least {MIN_PASSPHRASE_CHARS} characters) instead of the "
+        f"stored key; {WORKER_KEY_ENV} does the same without showing it to other users",
+    )
+    worker.add_argument(
+        "--show-key",
+        action="store_true",
+        help="print the key clients need (KEY in --rpc KEY@HOST:PORT) and exit",
+    )
+    worker.add_argument(
+        "--insecure-plain",
+        action="store_true",
+        help="serve llama.cpp's plain protocol with no key and no encryption, for llama.cpp's "
+        "own clients (clients of this SpecChat use --rpc plain@HOST:PORT). Unsafe: "
+        f"{rpc.SECURITY_WARNING}",
+    )
     worker.set_defaults(handler=run_worker)
 
 
-def _check_port(host: str, port: int) -> None:
+def _bind(host: str, port: int) -> socket.socket:
     # llama.cpp only prints "Failed to create server socket" and returns; say why, up front.
     if not 0 < port < 65536:
         raise InvalidSettingError(f"--port must be 1..65535, got {port}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((host, port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
     except OSError as exc:
+        sock.close()
         raise InvalidSettingError(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}"
         ) from None
+    return sock
+
+
+def _say(line: str) -> None:
+    print(f"specchat worker: {line}", file=sys.stderr, flush=True)
+
+
+def _print_key(identity: WorkerIdentity, host: str, port: int) -> None:
+    fingerprint = readable_fingerprint(identity.fingerprint)
+    if identity.key_is_new:
+        shown = host if not host.startswith(("0.0.0.0", "::")) else "THIS-MACHINE"
+        print(
+            "specchat worker: key for clients, shown this once (`specchat worker --show-key` "
+            f"prints it again): {identity.token}\n"
+            f"specchat worker: clients connect with --rpc {identity.token}@{shown}:{port}",
+            file=sys.stderr,
+            flush=True,
+        )
+    else:
+        _say("clients need this worker's key: `specchat worker --show-key` prints it")
+    _say(f"certificate fingerprint {fingerprint}")
 
 
 def run_worker(args: argparse.Namespace) -> int:
+    if args.show_key:
+        print(load_identity(passphrase=args.key).token)
+        return 0
     from app.llama.threads import default_thread_count  # noqa: PLC0415 - loads llama.cpp
 
     rpc.require_rpc()
     if args.threads is not None and args.threads < 1:
         raise InvalidSettingError(f"--threads must be at least 1, got {args.threads}")
-    _check_port(args.host, args.port)
     cache: Path | None = args.cache
     if cache is not None:
         try:
@@ -80,19 +128,39 @@ def run_worker(args: argparse.Namespace) -> int:
     device = args.device or rpc.default_worker_device()
     rpc.find_device(device)
     threads = args.threads or default_thread_count()
-    if not rpc.is_loopback(args.host):
-        print(f"warning: listening on {args.host}: {rpc.SECURITY_WARNING}", file=sys.stderr)
-    print(
-        f"specchat worker: serving {device} on {args.host}:{args.port} with {threads} threads "
-        "(Ctrl-C stops it)",
-        file=sys.stderr,
-        flush=True,
+    # Claimed now, so a taken port fails before llama.cpp's server starts; listening begins
+    # once that server is up, so a client that gets in is served at once.
+    identity = None if args.insecure_plain else load_identity(passphrase=args.key)
+    listener = _bind(args.host, args.port)
+    if args.insecure_plain:
+        listener.close()  # llama.cpp's server binds the port itself
+    public = f"{args.host}:{args.port}"
+    if args.insecure_plain:
+        print(f"warning: --insecure-plain on {public}: {rpc.SECURITY_WARNING}", file=sys.stderr)
+    backend = ServerProcess(
+        ServerSettings(
+            public if identity is None else f"{rpc.LOOPBACK}:{free_loopback_port()}",
+            (device,),
+            threads,
+            str(cache) if cache else None,
+            keepalive=identity is None,
+        ),
+        worker_folder() / f"llama-rpc-{args.port}.log",
+        _say,
     )
-    # The server blocks inside llama.cpp, where Python's Ctrl-C handler never runs: let the
-    # signals end the process the ordinary way.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    # The worker waits on its one client without a timeout; a client machine that vanished
-    # would block it for good. Keepalive drops that connection so the next client gets in.
-    start_keepalive_thread()
-    rpc.start_server(f"{args.host}:{args.port}", [device], threads, str(cache) if cache else None)
-    raise InvalidSettingError(f"the worker could not serve on {args.host}:{args.port}")
+    try:
+        backend.start()
+        mode = "plain, no key" if identity is None else "TLS, key required"
+        _say(f"serving {device} on {public} with {threads} threads, {mode} (Ctrl-C stops it)")
+        if identity is None:
+            backend.wait()
+            return 1
+        listener.listen(16)
+        _print_key(identity, args.host, args.port)
+        from app.llama.rpc_front import Front  # noqa: PLC0415 - the keyed worker only
+
+        Front(identity, listener, backend, _say).serve_forever()
+    finally:
+        backend.stop()
+        listener.close()
+    return 1

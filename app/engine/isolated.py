@@ -205,7 +205,8 @@ class IsolatedRuntime:
             if endpoint in self._endpoints:
                 continue
             rpc.check_reachable(endpoint)
-            found.extend(self._call("connect", endpoint, connecting=endpoint))
+            # The child learns the worker's key with it (KEY@HOST:PORT), never through files.
+            found.extend(self._call("connect", rpc.connect_spec(endpoint), connecting=endpoint))
             self._endpoints.append(endpoint)
         return found
 

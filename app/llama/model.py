@@ -88,7 +88,8 @@ def _placement(lines: Sequence[str]) -> tuple[tuple[str, int], ...]:
     for line in lines:
         match = BUFFER_LINE.search(line)
         if match:
-            found.append((match.group(1), int(float(match.group(2)) * 1024 * 1024)))
+            name = rpc.public_name(match.group(1))  # a tunnel's 127.0.0.1 -> the worker's
+            found.append((name, int(float(match.group(2)) * 1024 * 1024)))
     return tuple(found)
 
 

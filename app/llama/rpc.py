@@ -4,10 +4,16 @@ llama-cpp-python has no bindings for it, so this module binds the few ggml funct
 registering a worker (`ggml_backend_rpc_add_server`), listing devices, reading a worker's memory
 (`ggml_backend_rpc_get_device_memory`) and serving this machine (`ggml_backend_rpc_start_server`).
 
+A worker given with a key (KEY@HOST:PORT, app/llama/rpc_keys.py) is reached through a loopback
+tunnel that carries llama.cpp's plain protocol over TLS and proves the key (app/llama/
+rpc_tunnel.py); llama.cpp only ever sees the tunnel's 127.0.0.1 address, which this module
+translates back to the worker's own wherever it shows one.
+
 llama.cpp aborts the whole process when a worker cannot be reached, answers in another protocol
 version, or drops its connection: `add_server`, `device_memory` and any model on a worker must
 therefore run in a process that may die (see app/engine/isolated.py). `check_reachable` is a
-plain TCP connect with a timeout, safe anywhere, so an unreachable host fails fast in words.
+connection with a timeout in Python, safe anywhere, so an unreachable host, a refused key or a
+busy worker fails fast in words.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.errors import InvalidSettingError, RpcConnectError, RpcUnavailableError
+from app.llama import rpc_keys, rpc_tunnel
+from app.llama.rpc_auth import MODE_CHECK, new_client_id, open_stream
 
 DEFAULT_PORT = 50052
 LOOPBACK = "127.0.0.1"
@@ -28,9 +36,9 @@ REBUILD_COMMAND = (
     'CMAKE_ARGS="-DGGML_RPC=on" pip install --force-reinstall --no-cache-dir llama-cpp-python'
 )
 SECURITY_WARNING = (
-    "the RPC protocol has no authentication and llama.cpp calls it unsafe on an open network: "
-    "anyone who can reach this port can run computations on this machine and read and write "
-    "the memory the worker allocates. Bind a LAN address only on a network you trust."
+    "llama.cpp's plain RPC protocol has no authentication and no encryption: anyone who can "
+    "reach the port can run computations on the worker and read and write any memory of its "
+    "process, and the network sees the traffic in clear. Use it only on a network you trust."
 )
 
 # ggml_backend_dev_type (ggml-backend.h)
@@ -40,6 +48,7 @@ _RPC_PREFIX = "RPC"
 _lock = threading.Lock()
 _lib: Any = None
 _registered: dict[str, list[int]] = {}  # endpoint -> its device handles, in registration order
+_native: dict[str, str] = {}  # endpoint -> the address llama.cpp dials for it (a tunnel's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,19 +88,40 @@ def require_rpc() -> None:
         )
 
 
-def parse_endpoints(value: str) -> tuple[str, ...]:
-    """'host:port[,host:port...]' -> endpoints, refused in words when malformed."""
-    endpoints: list[str] = []
+def parse_worker_specs(value: str) -> tuple[str, ...]:
+    """'[KEY@]host:port[,...]' -> the items, each checked; refused in words when malformed."""
+    specs: list[str] = []
     for raw in value.split(","):
         item = raw.strip()
-        host, sep, port = item.rpartition(":")
+        key, endpoint = rpc_keys.split_key(item)
+        host, sep, port = endpoint.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            shown = endpoint if key is None else f"KEY@{endpoint}"
             raise InvalidSettingError(
-                f"RPC worker {item!r} is not HOST:PORT (e.g. 192.168.1.20:{DEFAULT_PORT})"
+                f"RPC worker {shown!r} is not HOST:PORT or KEY@HOST:PORT "
+                f"(e.g. KEY@192.168.1.20:{DEFAULT_PORT})"
             )
-        if item not in endpoints:
-            endpoints.append(item)
+        spec = endpoint if key is None else f"{key}@{endpoint}"
+        if spec not in specs:
+            specs.append(spec)
+    return tuple(specs)
+
+
+def endpoints_of(specs: Sequence[str]) -> tuple[str, ...]:
+    """The HOST:PORT of each spec; a key given with one is remembered for this process."""
+    endpoints: list[str] = []
+    for item in specs:
+        key, endpoint = rpc_keys.split_key(item)
+        if key is not None:
+            rpc_keys.remember(endpoint, key)
+        if endpoint not in endpoints:
+            endpoints.append(endpoint)
     return tuple(endpoints)
+
+
+def parse_endpoints(value: str) -> tuple[str, ...]:
+    """'[KEY@]host:port[,...]' -> endpoints, remembering their keys; refused in words."""
+    return endpoints_of(parse_worker_specs(value))
 
 
 def split_endpoint(endpoint: str) -> tuple[str, int]:
@@ -103,8 +133,29 @@ def is_loopback(host: str) -> bool:
     return host in {"localhost", "::1"} or host.startswith("127.")
 
 
+def _require_key(endpoint: str) -> str:
+    key = rpc_keys.key_for(endpoint)
+    if key is None:
+        raise RpcConnectError(
+            endpoint,
+            f"no key given for it: use KEY@{endpoint} with the key the worker printed (or set "
+            f"{rpc_keys.RPC_KEY_ENV}); a worker without a key (llama.cpp's rpc-server, "
+            f"`specchat worker --insecure-plain`) is reached with plain@{endpoint}",
+        )
+    return key
+
+
 def check_reachable(endpoint: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """Open and close a TCP connection to a worker; RpcConnectError in words when it fails."""
+    """Reach a worker in Python first; RpcConnectError in words when it fails.
+
+    A keyed worker is asked, over TLS and with the key, whether it is free (without taking
+    it); a plain one gets a TCP connect and close.
+    """
+    _require_key(endpoint)
+    token = rpc_keys.token_for(endpoint)
+    if token is not None:
+        open_stream(endpoint, token, MODE_CHECK, new_client_id(), timeout).sock.close()
+        return
     host, port = split_endpoint(endpoint)
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -119,6 +170,21 @@ def check_reachable(endpoint: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
         ) from None
     except OSError as exc:
         raise RpcConnectError(endpoint, exc.strerror or str(exc)) from None
+
+
+def connect_spec(endpoint: str) -> str:
+    """The endpoint with its key (KEY@HOST:PORT), to register it in another process."""
+    return rpc_keys.spec(endpoint)
+
+
+def public_name(name: str) -> str:
+    """A llama.cpp buffer or device text with tunnel addresses replaced by the workers' own."""
+    with _lock:
+        pairs = list(_native.items())
+    for endpoint, native in pairs:
+        if native != endpoint:
+            name = name.replace(native, endpoint)
+    return name
 
 
 # -- native side: everything below may abort the process on a network failure -----------------
@@ -164,31 +230,36 @@ def _describe(handle: int) -> Device:
     lib = _ggml()
     return Device(
         name=lib.ggml_backend_dev_name(handle).decode(),
-        description=(lib.ggml_backend_dev_description(handle) or b"").decode(),
+        description=public_name((lib.ggml_backend_dev_description(handle) or b"").decode()),
         kind=_DEVICE_KINDS.get(int(lib.ggml_backend_dev_type(handle)), "unknown"),
     )
 
 
-def add_server(endpoint: str) -> list[Device]:
-    """Register a worker so models can place layers on it; returns its devices.
+def add_server(spec: str) -> list[Device]:
+    """Register a worker ([KEY@]HOST:PORT) so models can place layers on it; returns its devices.
 
     Connects and shakes hands: aborts the process if the worker is unreachable or speaks
     another protocol version. Registering the same endpoint twice returns the same devices.
     """
+    (endpoint,) = endpoints_of([spec])
     lib = _ggml()
     with _lock:
         if endpoint not in _registered:
+            _require_key(endpoint)
+            token = rpc_keys.token_for(endpoint)
+            native = endpoint if token is None else rpc_tunnel.tunnel_to(endpoint, token)
+            _native[endpoint] = native
             rpc_reg = lib.ggml_backend_reg_by_name(_RPC_PREFIX.encode())
             address = lib.ggml_backend_reg_get_proc_address(rpc_reg, b"ggml_backend_rpc_add_server")
             add = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)(address)
-            reg = add(endpoint.encode())
+            reg = add(native.encode())
             if not reg:
                 raise RpcConnectError(endpoint, "the worker offers no devices")
             lib.ggml_backend_register(reg)
             count = int(lib.ggml_backend_reg_dev_count(reg))
             handles = [int(lib.ggml_backend_reg_dev_get(reg, i)) for i in range(count)]
             _registered[endpoint] = handles
-        return [_describe(h) for h in _registered[endpoint]]
+    return [_describe(h) for h in _registered[endpoint]]
 
 
 def devices() -> list[Device]:
@@ -201,8 +272,9 @@ def device_memory(endpoint: str, device: int = 0) -> tuple[int, int]:
     """(free, total) bytes of a worker's device, as the worker reports them."""
     lib = _ggml()
     free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    native = _native.get(endpoint, endpoint)
     lib.ggml_backend_rpc_get_device_memory(
-        endpoint.encode(), device, ctypes.byref(free), ctypes.byref(total)
+        native.encode(), device, ctypes.byref(free), ctypes.byref(total)
     )
     return int(free.value), int(total.value)
 

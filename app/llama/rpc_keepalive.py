@@ -31,7 +31,9 @@ SCAN_EVERY_S = 0.5
 _FD_DIR = "/proc/self/fd"
 
 
-def _arm(sock: socket.socket) -> None:
+def arm_socket(sock: socket.socket) -> None:
+    """Keepalive probes on one TCP connection (the worker's front and the client's tunnel arm
+    their own sockets as they open them)."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     for name, value in (
         ("TCP_KEEPIDLE", IDLE_S),
@@ -63,7 +65,7 @@ def arm_tcp_connections(seen: set[str]) -> int:
                     seen.add(target)
                     continue
                 sock.getpeername()  # raises until it is connected: looked at again next scan
-                _arm(sock)
+                arm_socket(sock)
                 seen.add(target)
                 armed += 1
     return armed

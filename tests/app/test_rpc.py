@@ -1,5 +1,6 @@
 """Models on llama.cpp RPC workers (`specchat worker` subprocesses on 127.0.0.1) decode exactly
-as they do locally, and the workers do the work."""
+as they do locally, and the workers do the work. The workers are keyed, so every test here but
+the --insecure-plain one runs through the TLS tunnel."""
 
 from __future__ import annotations
 
@@ -115,6 +116,21 @@ def test_speculative_with_local_draft_through_one_worker_matches_local(
     assert worker_cpu > MIN_WORKER_CPU_S
 
 
+def test_a_plain_worker_serves_llama_cpp_unencrypted_as_before(
+    target: ModelConfig, local_replies: dict[str, list[int]]
+) -> None:
+    with running_worker(plain=True) as worker:
+        runtime = _remote_runtime(target, (worker.endpoint,))
+        try:
+            before = worker.cpu_seconds()
+            result = _generate(runtime, speculative=False)
+            worker_cpu = worker.cpu_seconds() - before
+        finally:
+            runtime.close()
+    assert result.token_ids == local_replies["plain"]
+    assert worker_cpu > MIN_WORKER_CPU_S
+
+
 def test_draft_without_draft_rpc_stays_local_while_the_target_is_remote(
     target: ModelConfig, draft: ModelConfig, workers: list[Worker]
 ) -> None:
@@ -182,7 +198,7 @@ def test_cli_json_lists_the_devices_that_held_each_model(
             "--n-ctx",
             "256",
             "--rpc",
-            endpoint,
+            workers[0].spec,
             "--json",
         ],
         cwd=REPO,
@@ -233,7 +249,7 @@ def test_bench_runs_its_configurations_on_a_worker(
             "--no-warmup",
             "--quiet",
             "--rpc",
-            worker.endpoint,
+            worker.spec,
             "--json",
             str(out),
         ],

@@ -24,6 +24,9 @@ from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.events import FinishEvent, TokenEvent
 from app.engine.isolated import IsolatedRuntime
 from app.errors import RpcConnectError, RpcWorkerLostError
+from app.llama import rpc_keys
+from app.llama.rpc_keys import PLAIN
+from app.llama.rpc_token import WorkerToken
 from models.compat import check_draft_file
 from tests.helpers.rpc_workers import REPO, fake_server, free_port, running_worker
 
@@ -51,10 +54,13 @@ def _load_error(runtime: IsolatedRuntime, target: ModelConfig, endpoint: str) ->
 
 
 @pytest.mark.model
+@pytest.mark.parametrize("key", [PLAIN, str(WorkerToken(bytes(16), bytes(16)))])
 def test_unreachable_port_is_refused_in_words(
-    runtime: IsolatedRuntime, target: ModelConfig
+    runtime: IsolatedRuntime, target: ModelConfig, key: str
 ) -> None:
-    error = _load_error(runtime, target, f"127.0.0.1:{free_port()}")
+    endpoint = f"127.0.0.1:{free_port()}"
+    rpc_keys.remember(endpoint, key)
+    error = _load_error(runtime, target, endpoint)
     assert "connection refused" in error.reason
 
 
@@ -138,7 +144,7 @@ def test_cli_prints_one_error_line_for_an_unreachable_worker(target: ModelConfig
             "1",
             "--no-spec",
             "--rpc",
-            f"127.0.0.1:{free_port()}",
+            f"plain@127.0.0.1:{free_port()}",
         ]
     )
     out, err = proc.communicate(timeout=GUARD_S)
@@ -164,7 +170,7 @@ def test_cli_keeps_the_partial_reply_when_the_worker_dies(target: ModelConfig) -
                 "1",
                 "--no-spec",
                 "--rpc",
-                worker.endpoint,
+                worker.spec,
             ]
         )
         assert proc.stdout is not None
@@ -205,7 +211,7 @@ def test_bench_on_a_worker_that_dies_ends_with_one_error_line(target: ModelConfi
                 "512",
                 "--no-warmup",
                 "--rpc",
-                worker.endpoint,
+                worker.spec,
             ]
         )
         assert proc.stderr is not None

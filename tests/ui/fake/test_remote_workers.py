@@ -248,7 +248,7 @@ def test_an_unreachable_worker_is_one_message_and_the_local_models_come_back(
         errors: list[str] = []
         window.errorShown.connect(errors.append)
         with qtbot.waitSignal(window.modelsLoaded, timeout=TIMEOUT_MS) as loaded:
-            _enter(qtbot, window.settings_panel.remote_workers, endpoint)
+            _enter(qtbot, window.settings_panel.remote_workers, f"plain@{endpoint}")
         assert len(errors) == 1 and endpoint in errors[0] and "connection refused" in errors[0]
         state = loaded.args[0]
         assert state.target is not None and state.target.path == str(files["target"])

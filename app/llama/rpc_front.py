@@ -1,0 +1,143 @@
+"""The worker's public port: TLS and the key in front of llama.cpp's server on loopback.
+
+Each connection gets its own thread and AUTH_TIMEOUT_S to finish TLS and the key challenge
+(app/llama/rpc_auth.py), so a stranger who connects and goes silent holds up nobody. Only a
+client that proved the key is connected through to llama.cpp's server (app/llama/
+rpc_server_process.py); until then llama.cpp has not seen a byte.
+
+One client at a time: llama.cpp's server serves one connection and queues the rest, which
+would leave a second user waiting without a word. Here a second client is told BUSY at once.
+llama.cpp's client opens a new connection for each burst of use (registering, reading memory,
+loading a model), so after a session ends the worker stays reserved for LEASE_S for the same
+client id; another client that arrives meanwhile waits that moment out instead of slipping in
+between.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable
+
+from app.llama.rpc_auth import (
+    BUSY,
+    DOWN,
+    MODE_CHECK,
+    OK,
+    Admitted,
+    AuthError,
+    TlsStream,
+    admit,
+    server_context,
+)
+from app.llama.rpc_identity import WorkerIdentity
+from app.llama.rpc_keepalive import arm_socket
+from app.llama.rpc_pump import pump
+from app.llama.rpc_server_process import ServerProcess
+
+AUTH_TIMEOUT_S = 10.0
+LEASE_S = 3.0
+BACKEND_WAIT_S = 30.0  # a client that arrives while llama.cpp's server restarts waits this long
+MAX_PENDING = 16  # connections still in TLS or the key challenge; more are closed at once
+
+
+class Front:
+    """Accepts on the public socket and admits one keyed client at a time."""
+
+    def __init__(
+        self,
+        identity: WorkerIdentity,
+        listener: socket.socket,
+        backend: ServerProcess,
+        report: Callable[[str], None],
+    ) -> None:
+        self._identity = identity
+        self._listener = listener
+        self._backend = backend
+        self._report = report
+        self._context = server_context(identity.certificate_pem)
+        self._pending = threading.BoundedSemaphore(MAX_PENDING)
+        self._state = threading.Condition()
+        self._active: bytes | None = None
+        self._lease: tuple[bytes, float] | None = None  # (client id, until)
+
+    def serve_forever(self) -> None:
+        while True:
+            conn, address = self._listener.accept()
+            arm_socket(conn)  # a client machine that vanishes frees the worker (rpc_keepalive)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if not self._pending.acquire(blocking=False):
+                conn.close()
+                continue
+            threading.Thread(
+                target=self._handle, args=(conn, address[0]), name="rpc-front", daemon=True
+            ).start()
+
+    def _handle(self, conn: socket.socket, peer: str) -> None:
+        try:
+            conn.settimeout(AUTH_TIMEOUT_S)
+            stream = TlsStream(conn, self._context, server_side=True)
+            admitted = admit(stream, self._identity.secret, self._identity.fingerprint)
+        except AuthError as exc:
+            self._report(f"refused {peer}: {exc}")
+            conn.close()
+            return
+        except (OSError, ssl.SSLError):
+            conn.close()  # a port scan, a reachability probe, or a client that gave up
+            return
+        finally:
+            self._pending.release()
+        with contextlib.closing(conn):
+            self._serve(stream, admitted, peer)
+
+    def _serve(self, stream: TlsStream, admitted: Admitted, peer: str) -> None:
+        if admitted.mode == MODE_CHECK:
+            with self._state:
+                free = self._active is None
+            with contextlib.suppress(OSError):
+                stream.send((OK if free else BUSY) + b"\n")
+            return
+        if not self._claim(admitted.client_id, peer):
+            with contextlib.suppress(OSError):
+                stream.send(BUSY + b"\n")
+            self._report(f"told {peer} the worker is busy")
+            return
+        try:
+            try:
+                backend = self._backend.connect(BACKEND_WAIT_S)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    stream.send(DOWN + b"\n")
+                return
+            try:
+                stream.send(OK + b"\n")
+            except OSError:
+                backend.close()
+                return
+            stream.sock.settimeout(None)
+            pump(backend, stream)
+        finally:
+            self._release(admitted.client_id)
+
+    def _claim(self, client_id: bytes, peer: str) -> bool:
+        with self._state:
+            while True:
+                if self._active is not None:
+                    return False
+                now, lease = time.monotonic(), self._lease
+                if lease is None or now >= lease[1] or lease[0] == client_id:
+                    if lease is None or now >= lease[1]:
+                        # llama.cpp reconnects for every burst of use: one line per client.
+                        self._report(f"serving {peer}")
+                    self._active = client_id
+                    return True
+                self._state.wait(lease[1] - now)
+
+    def _release(self, client_id: bytes) -> None:
+        with self._state:
+            self._active = None
+            self._lease = (client_id, time.monotonic() + LEASE_S)
+            self._state.notify_all()
