@@ -18,6 +18,7 @@ of another format is discarded with a one-line log and the corpus starts empty w
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from array import array
@@ -166,7 +167,8 @@ class HistoryCorpus:
             documents, index = read_index_file(self.path, self.fingerprint)
         except (OSError, IndexFileError) as exc:
             log.warning("discarding the chat-history draft index %s: %s", self.path, exc)
-            self.path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # then the next save replaces it
+                self.path.unlink(missing_ok=True)
             self.needs_rebuild = True
             return
         self._documents = documents

@@ -3,9 +3,11 @@ recovery from damaged files, clear(), and what it reads from the chat store."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import stat
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +133,23 @@ def test_a_damaged_file_is_discarded_with_one_log_line(
     reopened.rebuild([_doc(100 * i) for i in range(5)])
     assert not reopened.needs_rebuild and reopened.path.exists()
     assert _next(HistoryCorpus(tmp_path, FINGERPRINT), [401, 402]) == (403, 404, 405)
+
+
+def test_a_well_checksummed_file_that_is_not_an_automaton_is_discarded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.add(_doc(0))
+    corpus.save()
+    # The last edge made to loop back on itself, and the digest recomputed to match.
+    body = corpus.path.read_bytes()[:-32]
+    body = body[:-4] + struct.pack("<i", 2**31 - 1)
+    corpus.path.write_bytes(body + hashlib.blake2b(body, digest_size=32).digest())
+    with caplog.at_level(logging.WARNING):
+        reopened = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert reopened.needs_rebuild and reopened.tokens == 0
+    [record] = caplog.records
+    assert "edge chain" in record.getMessage()
 
 
 def test_a_failed_save_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
