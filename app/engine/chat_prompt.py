@@ -17,6 +17,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from app.engine.builtin_templates import builtin_template
 from app.engine.chat_template import ChatMessage, render_chat
 
 
@@ -35,6 +36,10 @@ def chat_prompt_ids(
     eos_token: str,
     should_stop: Callable[[], bool] | None = None,
 ) -> list[int]:
+    if not template:
+        # No template in the file: the format its vocabulary's control tokens belong to.
+        template = builtin_template(lambda marker: _is_control_token(tokenizer, marker)).jinja
+
     def render(msgs: Sequence[ChatMessage]) -> str:
         return render_chat(
             template, msgs, bos_token=bos_token, eos_token=eos_token, should_stop=should_stop
@@ -55,6 +60,14 @@ def chat_prompt_ids(
                 piece, add_special=add_special and index == 0, parse_special=not is_content
             )
     return ids
+
+
+def _is_control_token(tokenizer: Tokenizer, text: str) -> bool:
+    """One token when read as markup, several as plain text: a control token of the vocabulary."""
+    special = tokenizer.tokenize(text, add_special=False, parse_special=True)
+    return len(special) == 1 and special != tokenizer.tokenize(
+        text, add_special=False, parse_special=False
+    )
 
 
 def _holds_control_text(tokenizer: Tokenizer, content: str) -> bool:

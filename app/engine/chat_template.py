@@ -13,6 +13,7 @@ from typing import TypedDict
 
 from jinja2 import TemplateError
 
+from app.engine.builtin_templates import UNTRAINED_CHATML
 from app.engine.template_sandbox import Budget, BudgetedSandbox
 from app.errors import Cancelled, InvalidSettingError
 
@@ -23,12 +24,9 @@ MAX_TEMPLATE_SECONDS = 5.0
 # The rendered prompt may hold every message plus the template's markup: allow generous room.
 MIN_TEMPLATE_CHARS = 1 << 20
 
-# Used only when a GGUF carries no template at all: ChatML, the most common instruct format.
-FALLBACK_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-    "{{ message['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+# Used when a GGUF carries no template and nobody chose one: ChatML, the most common format.
+# chat_prompt_ids picks the format the vocabulary was trained on (app/engine/builtin_templates).
+FALLBACK_TEMPLATE = UNTRAINED_CHATML.jinja
 
 
 class ChatMessage(TypedDict):

@@ -72,6 +72,7 @@ class ModelSession(QObject):
         # What was held when an RPC worker died with the models: what a reload loads again.
         self._lost: tuple[str, str] | None = None
         self._adder = AddedFiles(self, settings, ops)
+        self._format_told: str | None = None  # the target last told of its chat format
         queued = Qt.ConnectionType.QueuedConnection
         worker = host.worker
         worker.loadProgress.connect(self.loadProgress, queued)
@@ -297,6 +298,29 @@ class ModelSession(QObject):
     def _on_catalog(self, catalog: Catalog) -> None:
         self._catalog = catalog
         self.catalogChanged.emit(catalog)
+        self._say_chat_format(catalog)
+
+    def _say_chat_format(self, catalog: Catalog) -> None:
+        """Once per target: a file without a chat template is chatted in a format chosen for
+        it, and the user is told which (a warning when it is only a guess)."""
+        target = catalog.target
+        if target is None or target.path == self._format_told:
+            return
+        self._format_told = target.path
+        chosen = target.builtin_format
+        if chosen is None:
+            return
+        name = Path(target.path).name
+        if chosen.trained:
+            self.statusMessage.emit(
+                f"{name} has no chat template: chatting in the {chosen.name} turn format its "
+                "vocabulary was trained on."
+            )
+        else:
+            self.errorRaised.emit(
+                f"{name} has no chat template and its vocabulary matches no known chat format: "
+                "chatting in ChatML, which it may not have been trained on."
+            )
 
     def _suits_as_draft(self, target: str, draft: str) -> bool:
         """Smaller, with an identical vocabulary, as far as the catalog knows; the worker

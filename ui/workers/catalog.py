@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.engine.builtin_templates import BuiltinTemplate, builtin_template
 from app.errors import SpecChatError
 from models.compat import check_compatibility, rank_drafts
 from models.inspect import GGUFInfo, inspect_gguf
@@ -30,6 +31,9 @@ class ModelFile:
     architecture: str
     # Equal fingerprints mean identical vocabularies, so a draft of one suits the other.
     tokenizer_fingerprint: str
+    # The chat format a file without a template is chatted in (app/engine/builtin_templates);
+    # None when the file has its own template.
+    builtin_format: BuiltinTemplate | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +108,15 @@ def _model_file(path: str, info: GGUFInfo) -> ModelFile:
         info.name,
         info.architecture,
         info.tokenizer_fingerprint,
+        None if info.chat_template else _builtin_format(info),
     )
+
+
+def _builtin_format(info: GGUFInfo) -> BuiltinTemplate:
+    """What the engine will chat in: the format whose control tokens the vocabulary holds
+    (chat_prompt_ids asks llama.cpp's tokenizer; the header's token texts say the same)."""
+    markup = {text for text in info.tokens if text.startswith("<")}
+    return builtin_template(markup.__contains__)
 
 
 def build_catalog(paths: Sequence[str], target_path: str | None) -> Catalog:

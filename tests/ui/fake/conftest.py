@@ -3,6 +3,7 @@ engine and signals, so these tests take seconds. `window` here replaces the real
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from pytestqt.qtbot import QtBot
 from app.engine.runtime import Runtime
 from app.store import ConversationStore
 from models.compat import check_draft_file
-from tests.helpers.fake_model import FakeModel
+from tests.helpers.fake_model import CHATML, FakeModel
 from tests.helpers.model_files import default_tokens, write_tiny_gguf
 from tests.ui.conftest import close_window, write_preferences
 from ui.main import create_window, ensure_application
@@ -31,12 +32,14 @@ def files(tmp_path: Path) -> dict[str, Path]:
     model decides what loading them does. Names with "draft" make a draft that disagrees at
     every fourth position; "broken" fails to load."""
     folder = tmp_path / "gguf"
+    # The headers carry the chat template the stand-in model uses, as a real file would.
+    write = functools.partial(write_tiny_gguf, chat_template=CHATML)
     return {
-        "target": write_tiny_gguf(folder / "target.gguf", tensor_elements=4096),
-        "target2": write_tiny_gguf(folder / "second-target.gguf", tensor_elements=2048),
-        "draft": write_tiny_gguf(folder / "small-draft.gguf", tensor_elements=64),
-        "broken": write_tiny_gguf(folder / "broken-target.gguf", tensor_elements=8192),
-        "other": write_tiny_gguf(
+        "target": write(folder / "target.gguf", tensor_elements=4096),
+        "target2": write(folder / "second-target.gguf", tensor_elements=2048),
+        "draft": write(folder / "small-draft.gguf", tensor_elements=64),
+        "broken": write(folder / "broken-target.gguf", tensor_elements=8192),
+        "other": write(
             folder / "other-vocab.gguf",
             tokens=[*default_tokens(3), *[f"other{i}" for i in range(3, 64)]],
             tensor_elements=32,

@@ -10,9 +10,9 @@ import pytest
 from PySide6.QtWidgets import QFileDialog
 from pytestqt.qtbot import QtBot
 
-from tests.helpers.model_files import write_broken_files
+from tests.helpers.model_files import default_tokens, write_broken_files, write_tiny_gguf
 from tests.ui.fake.conftest import TIMEOUT_MS
-from ui.window.main_window import MainWindow
+from ui.window.main_window import MainWindow, UiState
 
 
 class FileDialogStub:
@@ -63,3 +63,32 @@ def test_the_file_dialog_opens_where_the_last_files_came_from(
     file_dialog.picks = []
     window.add_models_dialog()
     assert file_dialog.opened_at[1] == str(tmp_path / "my models")
+
+
+def test_a_target_without_a_chat_template_says_what_it_is_chatted_in(
+    window: MainWindow, qtbot: QtBot, tmp_path: Path
+) -> None:
+    plain_vocab = write_tiny_gguf(tmp_path / "no-template.gguf", tensor_elements=8192)
+    gemma_vocab = write_tiny_gguf(
+        tmp_path / "gemma-like.gguf",
+        tokens=[*default_tokens(62), "<start_of_turn>", "<end_of_turn>"],
+        tensor_elements=8192,
+    )
+    assert window.banner.text == ""
+    for path in (plain_vocab, gemma_vocab):
+        window.models.add_files([str(path)])
+        qtbot.waitUntil(
+            lambda p=path: str(p) in window.settings.get_list("models/extra_files"),
+            timeout=TIMEOUT_MS,
+        )
+    qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+
+    with qtbot.waitSignal(window.errorShown, timeout=TIMEOUT_MS) as warned:
+        window.choose_target(str(plain_vocab))
+    assert "no chat template" in warned.args[0] and "ChatML" in warned.args[0]
+
+    qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+    messages: list[str] = []
+    window.models.statusMessage.connect(messages.append)
+    window.choose_target(str(gemma_vocab))
+    qtbot.waitUntil(lambda: any("gemma turn format" in m for m in messages), timeout=TIMEOUT_MS)
