@@ -40,12 +40,16 @@ def speedup_headline(
         return "Plain decoding: speculation is off or no draft is loaded.", ""
     if speedup is None:
         return "", ""
-    figure = f"{speedup:.2f}×" if measured else f"≈{speedup:.2f}× (estimate)"
+    figure = f"{speedup:.2f}×" if measured else f"≈{speedup:.2f}×"
+    estimate = "" if measured else " (estimate)"
     if speedup >= 1.05:
-        return f"{figure} faster than without a draft", tooltip
+        return f"{figure} faster than without a draft{estimate}", tooltip
     if speedup > 0.95:
-        return f"About as fast as without a draft ({figure})", tooltip
-    return f"{figure}: slower than without a draft. Try γ Auto or another draft.", tooltip
+        return f"About as fast as without a draft ({figure}{estimate})", tooltip
+    return (
+        f"{figure}: slower than without a draft{estimate}. Try γ Auto or another draft.",
+        tooltip,
+    )
 
 
 def stats_line(stats: dict[str, Any]) -> str:
