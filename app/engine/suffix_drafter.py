@@ -8,13 +8,15 @@ is None), like prompt lookup's, and cost microseconds.
 
 Policy. The conversation's match wins when it is at least as long as the past chats' one: it is
 the freshest context, and what the current reply repeats is most often in it. Nothing is proposed
-below `min_match` tokens. How far to trust a match is learnt from the target's verdicts: each
-match-length bucket keeps forgetful counts of draft tokens kept and of rejections, which give
-the chance p that the next token is kept (a geometric model, the usual one for speculative
-acceptance), pulled towards a prior that grows with the match length. The draft runs to the
-longest k with p^k ≥ `min_survival` (the chance that its last token is still kept), so it grows
-with the match length and with the hit rate observed at that length, and is capped by the engine's
-budget and by where the index has no continuation.
+below `min_match` tokens (2: on the demo target's replies 1 token kept too few and 3 dropped
+useful drafts, scripts/suffix_replay.py). How far to trust a match is learnt from the target's
+verdicts: each source and match-length bucket keeps forgetful counts of draft tokens kept and of
+rejections, which give the chance p that the next token is kept (a geometric model, the usual one
+for speculative acceptance), pulled towards a prior that grows with the match length and is lower
+for past chats. The draft runs to the longest k with p^k ≥ `min_survival` (the chance that its
+last token is still kept; 0.2 is about what a verify row costs on a CPU, a sixth of a step), so it
+grows with the match length and with the hit rate observed at that length, and is capped by the
+engine's budget and by where the index has no continuation.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from app.engine.suffix_index import Cursor, Match, SuffixIndex
 from app.metrics.rounds import DraftMode
 
 Source = Literal["conversation", "history"]
+SOURCES: tuple[Source, ...] = ("conversation", "history")
 
 # Lower edges of the match-length buckets: fine where the hit rate changes fastest.
 MATCH_BUCKETS = (0, 2, 3, 4, 6, 8, 12, 16, 24, 32)
@@ -50,9 +53,15 @@ _RESYNC_TOKENS = 256
 _SAMPLE_TOKENS = 16
 
 
-def prior_keep_rate(match_length: int) -> float:
-    """Before any verdict: a longer match is more likely to go on as before."""
-    return match_length / (match_length + 2.0)
+def prior_keep_rate(match_length: int, source: Source = "conversation") -> float:
+    """Before any verdict: a longer match is more likely to go on as before, and a match in
+    the conversation more than one in past chats. Fitted, rounded down, to greedy replies of the
+    demo target (scripts/suffix_replay.py): kept per token 0.67 at 2 tokens, 0.76 at 3, 0.89 at
+    6-7, 0.96 at 8-11 in the conversation; 0.19 at 2, 0.32 at 3, 0.35 at 4-5 in unrelated past
+    chats (there p < min_survival at 2 tokens: nothing is drafted until verdicts say more)."""
+    if source == "history":
+        return (match_length - 1) / (match_length + 4.0)
+    return match_length / (match_length + 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,26 +72,32 @@ class SuffixProposal:
     source: Source | None
 
 
+def _zeros() -> dict[Source, list[float]]:
+    return {source: [0.0] * len(MATCH_BUCKETS) for source in SOURCES}
+
+
 @dataclass
 class KeptByMatchLength:
-    """Forgetful counts, per match-length bucket, of draft tokens kept and of rejections."""
+    """Forgetful counts, per source and match-length bucket, of draft tokens kept and of
+    rejections: the same length says less in past chats than in the conversation."""
 
     decay: float = 0.95
-    kept: list[float] = field(default_factory=lambda: [0.0] * len(MATCH_BUCKETS))
-    missed: list[float] = field(default_factory=lambda: [0.0] * len(MATCH_BUCKETS))
+    kept: dict[Source, list[float]] = field(default_factory=_zeros)
+    missed: dict[Source, list[float]] = field(default_factory=_zeros)
 
-    def add(self, match_length: int, accepted: int, drafted: int) -> None:
-        b = _bucket(match_length)
-        self.kept[b] = self.kept[b] * self.decay + accepted
-        self.missed[b] = self.missed[b] * self.decay + (1.0 if accepted < drafted else 0.0)
+    def add(
+        self, match_length: int, accepted: int, drafted: int, source: Source = "conversation"
+    ) -> None:
+        b, kept, missed = _bucket(match_length), self.kept[source], self.missed[source]
+        kept[b] = kept[b] * self.decay + accepted
+        missed[b] = missed[b] * self.decay + (1.0 if accepted < drafted else 0.0)
 
-    def keep_rate(self, match_length: int) -> float:
+    def keep_rate(self, match_length: int, source: Source = "conversation") -> float:
         """The chance that a proposed token is kept, given the ones before it were."""
         b = _bucket(match_length)
-        prior = prior_keep_rate(max(MATCH_BUCKETS[b], 1))
-        return (self.kept[b] + _PRIOR_WEIGHT * prior) / (
-            self.kept[b] + self.missed[b] + _PRIOR_WEIGHT
-        )
+        kept, missed = self.kept[source][b], self.missed[source][b]
+        prior = prior_keep_rate(max(MATCH_BUCKETS[b], 1), source)
+        return (kept + _PRIOR_WEIGHT * prior) / (kept + missed + _PRIOR_WEIGHT)
 
 
 def _bucket(match_length: int) -> int:
@@ -120,7 +135,9 @@ class SuffixDrafter:
         self.min_survival = min_survival
         self.max_conversation_tokens = max_conversation_tokens
         self.kept_by_match = KeptByMatchLength()
-        self.last_match_length = 0  # of the last proposal, which observe() scores
+        # Of the last proposal, which observe() scores.
+        self.last_match_length = 0
+        self.last_source: Source = "conversation"
         self._clock = clock
         self._conversation = SuffixIndex()
         self._offset = 0  # history position the conversation index starts at
@@ -145,7 +162,7 @@ class SuffixDrafter:
         del sampling, rng, p_min, stop
         start = self._clock()
         proposal = self.peek(history, max_tokens)
-        self.last_match_length = proposal.match_length
+        self.remember(proposal)
         tokens = list(proposal.tokens)
         probs: list[FloatArray | None] = [None] * len(tokens)
         return Draft(tokens, probs, 0, self._clock() - start)
@@ -162,7 +179,13 @@ class SuffixDrafter:
     def observe(self, accepted: int, drafted: int) -> None:
         """The target's verdict on the last proposal: `accepted` of its `drafted` tokens kept."""
         if drafted > 0:
-            self.kept_by_match.add(self.last_match_length, accepted, drafted)
+            self.kept_by_match.add(self.last_match_length, accepted, drafted, self.last_source)
+
+    def remember(self, proposal: SuffixProposal) -> None:
+        """Make `proposal` the one the next observe() scores (propose() does it; a drafter
+        that drafts from peek() does it itself)."""
+        self.last_match_length = proposal.match_length
+        self.last_source = proposal.source or "conversation"
 
     def peek(self, history: Sequence[int], max_tokens: int) -> SuffixProposal:
         """What propose() would draft now and how many of its tokens should survive. Changes
@@ -171,7 +194,7 @@ class SuffixDrafter:
         length, source, index, match = self._longest_match()
         if length < self.min_match or index is None or match is None:
             return SuffixProposal((), 0, 0.0, None)
-        keep_rate = self.kept_by_match.keep_rate(length)
+        keep_rate = self.kept_by_match.keep_rate(length, source)
         budget = draft_length(keep_rate, self.min_survival, max_tokens)
         branches = index.continuations(match, budget) if budget else []
         tokens = branches[0].tokens if branches else ()
@@ -185,7 +208,7 @@ class SuffixDrafter:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _longest_match(self) -> tuple[int, Source | None, SuffixIndex | None, Match | None]:
+    def _longest_match(self) -> tuple[int, Source, SuffixIndex | None, Match | None]:
         own = self._conversation.tail()
         own_length = self._conversation.continued_length(own)
         if self._cursor is not None:
@@ -194,7 +217,7 @@ class SuffixDrafter:
             if past_length > own_length:
                 return past_length, "history", self._cursor.index, past
         if own_length == 0:
-            return 0, None, None, None
+            return 0, "conversation", None, None
         return own_length, "conversation", self._conversation, own
 
     def _sync(self, history: Sequence[int]) -> None:

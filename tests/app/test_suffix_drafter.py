@@ -3,6 +3,7 @@ from verdicts, and that the real engine's replies are unchanged by it."""
 
 from __future__ import annotations
 
+import copy
 import random
 from pathlib import Path
 
@@ -81,10 +82,11 @@ def test_the_draft_length_rule() -> None:
 def test_peek_says_what_propose_would_and_changes_nothing() -> None:
     drafter = SuffixDrafter()
     _propose(drafter, _repeat(3))
-    learnt = (list(drafter.kept_by_match.kept), list(drafter.kept_by_match.missed))
+    drafter.observe(1, 2)
+    learnt = copy.deepcopy(drafter.kept_by_match)
     peeked = drafter.peek(_repeat(12), 40)
     assert drafter.last_match_length == 3
-    assert (drafter.kept_by_match.kept, drafter.kept_by_match.missed) == learnt
+    assert drafter.kept_by_match == learnt
     assert peeked.match_length == 12 and peeked.source == "conversation"
     assert 0.0 < peeked.expected_accepted < len(peeked.tokens)
     assert list(peeked.tokens) == _propose(drafter, _repeat(12)).tokens
@@ -105,12 +107,28 @@ def test_past_chats_are_drafted_from_when_their_match_is_longer(tmp_path: Path) 
     assert proposal.tokens[0] == 99
 
 
+def test_past_chats_are_trusted_less_and_learnt_apart(tmp_path: Path) -> None:
+    corpus = HistoryCorpus(tmp_path, "test")
+    corpus.add(PASSAGE)
+    drafter = SuffixDrafter(corpus)
+    past = drafter.peek([7, *PASSAGE[:8]], 40)
+    own = drafter.peek(_repeat(8), 40)
+    assert (past.source, own.source) == ("history", "conversation")
+    assert past.match_length == own.match_length == 8
+    assert 0 < len(past.tokens) < len(own.tokens)
+    for _ in range(20):
+        drafter.remember(past)
+        drafter.observe(len(past.tokens), len(past.tokens))
+    assert len(drafter.peek([7, *PASSAGE[:8]], 40).tokens) > len(past.tokens)
+    assert drafter.peek(_repeat(8), 40) == own  # the conversation's rates did not move
+
+
 def test_a_past_chat_added_mid_conversation_is_used_next_round(tmp_path: Path) -> None:
     corpus = HistoryCorpus(tmp_path, "test")
     drafter = SuffixDrafter(corpus)
     history = [50, 51, 52, 53]
     assert drafter.peek(history, 5).tokens == ()
-    corpus.add([52, 53, 54, 55, 56])
+    corpus.add([50, 51, 52, 53, 54, 55, 56])
     assert drafter.peek(history, 5).tokens[:1] == (54,)
 
 
