@@ -215,11 +215,12 @@ def test_make_draft_quantizes_in_the_background_and_lists_the_result(
     )
 
 
-def test_add_file_searches_its_folder_and_reopening_rescans(
+def test_add_file_lists_that_file_alone_and_reopening_rescans(
     qtbot: QtBot, make_dialog: DialogFactory, tmp_path: Path
 ) -> None:
     folder = tmp_path / "elsewhere"
     first = write_tiny_gguf(folder / "first.gguf")
+    write_tiny_gguf(folder / "neighbour.gguf")  # in the same folder, never asked for
     dialog = make_dialog()
     assert dialog.local.models_table.rowCount() == 0 and not dialog.local.folder_list.isVisibleTo(
         dialog
@@ -229,20 +230,24 @@ def test_add_file_searches_its_folder_and_reopening_rescans(
     dialog.foldersChanged.connect(folders.append)
     with qtbot.waitSignal(dialog.modelsChanged):
         dialog.local.add_file(first)
-    assert folders == [[folder]]
+    assert folders == [[first]]
     qtbot.waitUntil(lambda: dialog.local.selected_path() == first, timeout=WAIT_MS)
-    assert dialog.extra_dirs == [folder] and dialog.local.folder_list.count() == 1
-    assert _rows(dialog.local.models_table)["first.gguf"]["Source"] == "folder (read-only)"
+    assert dialog.extra_dirs == [first] and dialog.local.folder_list.count() == 1
+    rows = _rows(dialog.local.models_table)
+    assert list(rows) == ["first.gguf"]
+    assert rows["first.gguf"]["Source"] == "folder (read-only)"
 
-    # Closed and opened again, the dialog sees a file that arrived meanwhile.
+    # Closed and opened again, the dialog sees that the file changed meanwhile.
     dialog.reject()
-    write_tiny_gguf(folder / "second.gguf")
+    first.write_bytes(b"")
     dialog.show()
-    qtbot.waitUntil(lambda: "second.gguf" in _rows(dialog.local.models_table), timeout=WAIT_MS)
-    assert dialog.local.selected_path() == first  # the selection survives a rescan
+    qtbot.waitUntil(
+        lambda: "empty" in _rows(dialog.local.models_table)["first.gguf"]["Status"],
+        timeout=WAIT_MS,
+    )
 
-    dialog.local.remove_folder(folder)
-    assert folders == [[folder], []]
+    dialog.local.remove_folder(first)
+    assert folders == [[first], []]
     qtbot.waitUntil(lambda: dialog.local.models_table.rowCount() == 0, timeout=WAIT_MS)
     assert (
         dialog.local.selected_path() is None and dialog.local.details.details_table.rowCount() == 0

@@ -37,8 +37,10 @@ def test_models_button_lists_the_demo_models(
     qtbot.mouseClick(button(window, "modelsButton"), Qt.MouseButton.LeftButton)
     dialog = window.dialogs.models_dialog
     assert dialog is not None and dialog.isVisible()
-    # The demo files were added one by one (conftest): the dialog gets their folder.
-    assert demo_models.f32.parent in dialog.extra_dirs
+    # The demo files were added one by one (conftest): the dialog gets those files, not the
+    # rest of their folder.
+    assert demo_models.f32 in dialog.extra_dirs
+    assert demo_models.f32.parent not in dialog.extra_dirs
     demo = {p.resolve() for p in (demo_models.f32, demo_models.q8_0, demo_models.q4_0)}
     qtbot.waitUntil(
         lambda: demo <= {e.path.resolve() for e in dialog.entries}, timeout=SCAN_TIMEOUT_MS

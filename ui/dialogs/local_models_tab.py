@@ -128,7 +128,9 @@ class LocalModelsTab(QWidget):
         self.folder_list = QListWidget()
         self.folder_list.setObjectName("folderList")
         self.folder_list.setMaximumHeight(56)
-        self.folder_list.setToolTip("Folders searched besides the app's own and the usual places")
+        self.folder_list.setToolTip(
+            "Folders and single files searched besides the app's own folder and the usual places"
+        )
         self.folder_list.itemSelectionChanged.connect(self._update_buttons)
 
         # Names and figures take the width they need (a name up to a cap, whole in its
@@ -247,13 +249,14 @@ class LocalModelsTab(QWidget):
         self.refresh()
 
     def add_file(self, path: Path) -> None:
-        """Make one GGUF file visible: its folder is searched from now on (nothing is copied)."""
+        """Make one GGUF file visible, that file alone (nothing is copied, the rest of its
+        folder stays out: Add folder… is for a whole folder)."""
         path = Path(path).expanduser()
         self._select_after_scan = path
         if self._covered(path):
             self.refresh()
         else:
-            self.add_folder(path.parent)
+            self.add_folder(path)
 
     def remove_folder(self, folder: Path) -> None:
         kept = [d for d in self._extra_dirs if not same_path(d, Path(folder))]

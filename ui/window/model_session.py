@@ -337,29 +337,24 @@ class ModelSession(QObject):
     # -- the library's folders -----------------------------------------------------------------
 
     def library_folders(self) -> list[Path]:
-        """The folders the Models dialog searches besides the app's own: the user's folders
-        and those of the files added one by one (the dialog thinks in folders)."""
-        folders = [Path(f) for f in self._settings.get_list("models/extra_folders")]
+        """What the Models dialog searches besides the app's own folder: the user's folders
+        and the files added one by one (each file alone, never the rest of its folder)."""
+        places = [Path(f) for f in self._settings.get_list("models/extra_folders")]
         for file in self._settings.get_list("models/extra_files"):
-            parent = Path(file).parent
+            path = Path(file)
             # The app's models folder is always scanned; listing it again would only duplicate.
-            if parent not in folders and not parent.is_relative_to(self._models_folder):
-                folders.append(parent)
-        return folders
+            if path not in places and not path.is_relative_to(self._models_folder):
+                places.append(path)
+        return places
 
-    def keep_library_folders(self, folders: list[Path]) -> None:
-        """The Models dialog's folder list changed: keep exactly these."""
-        kept = [Path(f) for f in folders]
-        removed = [f for f in self.library_folders() if f not in kept]
-        # A removed folder that only held files added one by one: forget those files too, or
-        # the folder would come back with them the next time the dialog opens.
-        files = [
-            f
-            for f in self._settings.get_list("models/extra_files")
-            if Path(f).parent not in removed
-        ]
-        self._settings.set("models/extra_files", files)
-        self._settings.set("models/extra_folders", [str(f) for f in kept])
+    def keep_library_folders(self, places: list[Path]) -> None:
+        """The Models dialog's list of folders and files changed: keep exactly these."""
+        kept = [Path(p) for p in places]
+        files = self._settings.get_list("models/extra_files")
+        removed = [p for p in self.library_folders() if p not in kept]
+        self._settings.set("models/extra_files", [f for f in files if Path(f) not in removed])
+        added_files = {Path(f) for f in files}
+        self._settings.set("models/extra_folders", [str(p) for p in kept if p not in added_files])
 
     # -- files the user adds ------------------------------------------------------------------
 
@@ -390,6 +385,10 @@ def _folder_models(folders: list[Path]) -> list[str]:
     """The GGUF files under the user's folders; a missing or unreadable folder gives none."""
     found: list[str] = []
     for folder in folders:
+        place = folder.expanduser()
         with contextlib.suppress(OSError):
-            found.extend(str(p) for p in sorted(folder.expanduser().rglob("*.gguf")))
+            if place.is_file():  # a file added in the Models dialog stands for itself
+                found.append(str(place))
+            else:
+                found.extend(str(p) for p in sorted(place.rglob("*.gguf")))
     return found

@@ -92,3 +92,15 @@ def test_a_target_without_a_chat_template_says_what_it_is_chatted_in(
     window.models.statusMessage.connect(messages.append)
     window.choose_target(str(gemma_vocab))
     qtbot.waitUntil(lambda: any("gemma turn format" in m for m in messages), timeout=TIMEOUT_MS)
+
+
+def test_the_models_dialog_lists_the_files_added_not_their_whole_folder(
+    window: MainWindow, qtbot: QtBot, files: dict[str, Path]
+) -> None:
+    folder = files["target"].parent
+    assert len(list(folder.glob("*.gguf"))) == 5  # three were added, two were not
+    dialog = window.open_models_dialog()
+    qtbot.waitUntil(lambda: not dialog.busy and bool(dialog.entries), timeout=TIMEOUT_MS)
+    listed = {e.path.name for e in dialog.entries if e.path.parent == folder}
+    assert listed == {files[k].name for k in ("target", "target2", "draft")}
+    dialog.close()
