@@ -9,14 +9,18 @@ bounded time) and both are closed: for llama.cpp, a dropped connection ends the 
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import selectors
 import socket
 import ssl
 
 from app.llama.rpc_auth import TlsStream
 
-CHUNK = 256 * 1024
+CHUNK = 1024 * 1024
+_IOV_MAX = 512  # buffers per sendmsg; POSIX guarantees at least 16, Linux takes 1024
+_SCATTER = hasattr(socket.socket, "sendmsg")  # not on Windows
 HIGH_WATER = 8 * 1024 * 1024  # stop reading a side while this much waits for the other
 FLUSH_S = 2.0
 
@@ -28,17 +32,42 @@ class _Side:
 
     def __init__(self, sock: socket.socket, selector: selectors.BaseSelector) -> None:
         self.sock = sock
-        self.pending = bytearray()
+        self._chunks: collections.deque[memoryview] = collections.deque()
+        self.waiting = 0  # bytes in _chunks
         self._selector = selector
         self._mask = 0
 
+    def queue(self, data: bytes | memoryview) -> None:
+        if data:
+            self._chunks.append(memoryview(data))
+            self.waiting += len(data)
+
     def write_now(self) -> None:
-        while self.pending:
+        # Scatter-gather: the many 16 KiB TLS records of a bulk transfer leave in one call.
+        while self._chunks:
             try:
-                sent = self.sock.send(self.pending)
+                if _SCATTER:
+                    sent = self.sock.sendmsg(list(itertools.islice(self._chunks, _IOV_MAX)))
+                else:
+                    sent = self.sock.send(self._chunks[0])
             except (BlockingIOError, InterruptedError):
                 return
-            del self.pending[:sent]
+            self.waiting -= sent
+            while sent:
+                head = self._chunks[0]
+                if len(head) <= sent:
+                    sent -= len(head)
+                    self._chunks.popleft()
+                else:
+                    self._chunks[0] = head[sent:]
+                    sent = 0
+
+    def flush(self) -> None:
+        """Send what waits, blocking for at most FLUSH_S (the other side is gone)."""
+        with contextlib.suppress(OSError):
+            self.sock.settimeout(FLUSH_S)
+            for chunk in self._chunks:
+                self.sock.sendall(chunk)
 
     def want(self, mask: int) -> None:
         if mask == self._mask:
@@ -52,13 +81,13 @@ class _Side:
         self._mask = mask
 
 
-def _interest(*, reading: bool, writing: bytearray) -> int:
+def _interest(*, reading: bool, writing: int) -> int:
     return (_READ if reading else 0) | (_WRITE if writing else 0)
 
 
-def _decrypt(stream: TlsStream, into: bytearray) -> bool:
-    """Move decrypted bytes into `into`; False once the peer ended TLS."""
-    while len(into) < HIGH_WATER:
+def _decrypt(stream: TlsStream, into: _Side) -> bool:
+    """Queue decrypted bytes for the plain side; False once the peer ended TLS."""
+    while into.waiting < HIGH_WATER:
         try:
             data = stream.tls.read(CHUNK)
         except ssl.SSLWantReadError:
@@ -67,7 +96,7 @@ def _decrypt(stream: TlsStream, into: bytearray) -> bool:
             return False
         if not data:
             return False
-        into += data
+        into.queue(data)
     return True
 
 
@@ -79,7 +108,7 @@ def pump(local: socket.socket, stream: TlsStream) -> None:
         local.setblocking(False)
         net.setblocking(False)
         plain, secure = _Side(local, selector), _Side(net, selector)
-        plain.pending += stream.received  # anything that arrived with the handshake
+        plain.queue(bytes(stream.received))  # anything that arrived with the handshake
         stream.received.clear()
         _run(stream, plain, secure, selector)
     finally:
@@ -90,45 +119,39 @@ def pump(local: socket.socket, stream: TlsStream) -> None:
 
 
 def _run(stream: TlsStream, plain: _Side, secure: _Side, selector: selectors.BaseSelector) -> None:
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
     open_ = True
     while open_:
         try:
-            open_ = _decrypt(stream, plain.pending)
-            secure.pending += stream.outgoing.read()  # e.g. TLS session tickets, key updates
+            open_ = _decrypt(stream, plain)
+            secure.queue(stream.outgoing.read())  # e.g. TLS session tickets, key updates
             plain.write_now()
             secure.write_now()
         except (OSError, ssl.SSLError):
             break
         if not open_:
             break
-        plain.want(_interest(reading=len(secure.pending) < HIGH_WATER, writing=plain.pending))
-        secure.want(_interest(reading=len(plain.pending) < HIGH_WATER, writing=secure.pending))
+        plain.want(_interest(reading=secure.waiting < HIGH_WATER, writing=plain.waiting))
+        secure.want(_interest(reading=plain.waiting < HIGH_WATER, writing=secure.waiting))
         for key, events in selector.select():
             side: _Side = key.data
             if not events & _READ:
                 continue
             try:
-                data = side.sock.recv(CHUNK)
+                size = side.sock.recv_into(buffer)
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError:
                 open_ = False
                 break
-            if not data:
+            if not size:
                 open_ = False
                 break
             if side is plain:
-                stream.tls.write(data)
-                secure.pending += stream.outgoing.read()
+                stream.tls.write(view[:size])
+                secure.queue(stream.outgoing.read())
             else:
-                stream.incoming.write(data)
-    _flush(plain, secure)
-
-
-def _flush(*sides: _Side) -> None:
-    for side in sides:
-        if not side.pending:
-            continue
-        with contextlib.suppress(OSError):
-            side.sock.settimeout(FLUSH_S)
-            side.sock.sendall(side.pending)
+                stream.incoming.write(view[:size])
+    plain.flush()
+    secure.flush()
