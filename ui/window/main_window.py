@@ -47,7 +47,8 @@ T = TypeVar("T")
 
 SHUTDOWN_TIMEOUT_MS = 20000
 NO_MODEL_MESSAGE = "No model loaded: choose a target model above."
-SERVING_MESSAGE = "Answering a request from the local server; your chat can send when it ends."
+SERVING_MESSAGE = "Answering a request from the local server; press Enter to send when it ends."
+SEND_AFTER_SERVING_MESSAGE = "Your message goes as soon as the local server request ends."
 
 
 class UiState(enum.Enum):
@@ -135,6 +136,7 @@ class MainWindow(WindowLayout):
             show_error=self.show_error,
         )
         self._closed = False
+        self._send_after_serving = False  # Enter pressed while a server request ran
 
         self._connect()
         self._render_state()
@@ -201,7 +203,7 @@ class MainWindow(WindowLayout):
     def _render_state(self) -> None:
         s = self._state
         generating = s in (UiState.Generating, UiState.Stopping)
-        self.send_button.setEnabled(s == UiState.Idle)
+        self.send_button.setEnabled(s in (UiState.Idle, UiState.Serving))
         self.stop_button.setEnabled(s == UiState.Generating)
         self.regenerate_button.setEnabled(
             s == UiState.Idle and self._store_action(self.chat.last_reply_id) is not None
@@ -219,7 +221,11 @@ class MainWindow(WindowLayout):
             bar.showMessage(NO_MODEL_MESSAGE)
         elif s == UiState.Serving:
             bar.showMessage(SERVING_MESSAGE)
-        elif bar.currentMessage() in (NO_MODEL_MESSAGE, SERVING_MESSAGE):
+        elif bar.currentMessage() in (
+            NO_MODEL_MESSAGE,
+            SERVING_MESSAGE,
+            SEND_AFTER_SERVING_MESSAGE,
+        ):
             bar.clearMessage()
 
     def show_error(self, text: str) -> None:
@@ -344,6 +350,11 @@ class MainWindow(WindowLayout):
 
     def send(self) -> None:
         text = self.prompt.toPlainText().strip()
+        if self._state == UiState.Serving and text:
+            # Sent as soon as the request ends, not on a second Enter.
+            self._send_after_serving = True
+            self.statusBar().showMessage(SEND_AFTER_SERVING_MESSAGE)
+            return
         if self._state != UiState.Idle or not text:
             return
         # On a storage failure the text stays in the box, so nothing typed is lost.
@@ -437,6 +448,9 @@ class MainWindow(WindowLayout):
         elif not serving and self._state == UiState.Serving:
             self._set_state(UiState.Idle)
             self.models.run_pending()
+            if self._send_after_serving:
+                self._send_after_serving = False
+                self.send()  # waits for Enter again only if a reload held the models
 
     # -- settings and memory ------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ class ServerSwitch(QObject):
         self._models = models
         self._reply_settings = reply_settings
         self._live = LiveReply(clock=clock)
+        self.answered = 0  # requests answered since the server was switched on
         worker = host.worker
         queued = Qt.ConnectionType.QueuedConnection
         worker.serveStarted.connect(self._on_started, queued)
@@ -72,6 +73,7 @@ class ServerSwitch(QObject):
             config=config,
             n_max=n_max_for(config, speculation and loaded.draft.kind != "none"),
         )
+        self.answered = 0
         try:
             url = self.server.start(
                 self._panel.port.value(), self._panel.api_key.text().strip(), models
@@ -101,7 +103,11 @@ class ServerSwitch(QObject):
                 f"Answered a local server request: {result.stats.generated_tokens} tokens, "
                 f"{rate(result.stats.tokens_per_second)}."
             )
-        owner = self.server.owner
-        if owner is not None and self.server.url:
-            self._panel.show_state(self.server.url, f"{owner.health()['served']} answered")
+        # Counted here, as each answer reaches the window: the server counts a request once
+        # its sink has heard the end, which can be after this runs, so /health's figure read
+        # now would be one behind.
+        if result is not None and result.finish_reason != "cancelled":
+            self.answered += 1
+        if self.server.url:
+            self._panel.show_state(self.server.url, f"{self.answered} answered")
         self.servingChanged.emit(False)
