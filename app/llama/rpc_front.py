@@ -42,6 +42,7 @@ AUTH_TIMEOUT_S = 10.0
 LEASE_S = 3.0
 BACKEND_WAIT_S = 30.0  # a client that arrives while llama.cpp's server restarts waits this long
 MAX_PENDING = 16  # connections still in TLS or the key challenge; more are closed at once
+_ACCEPT_RETRY_S = 0.2
 
 
 class Front:
@@ -66,7 +67,14 @@ class Front:
 
     def serve_forever(self) -> None:
         while True:
-            conn, address = self._listener.accept()
+            try:
+                conn, address = self._listener.accept()
+            except OSError as exc:  # out of descriptors in a flood, or a client that gave up
+                if self._listener.fileno() < 0:
+                    return
+                self._report(f"cannot accept a connection: {exc.strerror or exc}")
+                time.sleep(_ACCEPT_RETRY_S)
+                continue
             arm_socket(conn)  # a client machine that vanishes frees the worker (rpc_keepalive)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if not self._pending.acquire(blocking=False):

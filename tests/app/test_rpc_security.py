@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -217,3 +218,38 @@ def test_the_cli_says_busy_in_one_line(worker: Worker, demo_models: object) -> N
         "serves one at a time); try again when that client is done"
     )
     assert worker.key not in proc.stderr  # the secret is never echoed
+
+
+def test_a_silent_stranger_holds_up_nobody(worker: Worker) -> None:
+    _wait_until_free(worker)
+    host, port = rpc.split_endpoint(worker.endpoint)
+    with socket.create_connection((host, port)) as stranger:  # connects, then says nothing
+        _serves_llama_rpc(worker)
+        stranger.setblocking(False)
+        with pytest.raises(BlockingIOError):  # still waiting for its TLS handshake, not dropped
+            stranger.recv(1)
+
+
+def test_between_its_connections_a_client_keeps_the_worker(worker: Worker) -> None:
+    _wait_until_free(worker)
+    token = parse_token(worker.key)
+    owner = new_client_id()
+    open_stream(worker.endpoint, token, MODE_SESSION, owner, GUARD_S).sock.close()
+    outcome: list[str] = []
+
+    def another_client() -> None:
+        try:
+            open_stream(worker.endpoint, token, MODE_SESSION, new_client_id(), GUARD_S)
+            outcome.append("admitted")
+        except RpcConnectError as exc:
+            outcome.append(exc.reason)
+
+    other = threading.Thread(target=another_client)
+    other.start()
+    time.sleep(LEASE_S / 6)  # the other client now waits for the owner's reservation to end
+    back = open_stream(worker.endpoint, token, MODE_SESSION, owner, GUARD_S)
+    try:
+        other.join(GUARD_S)
+    finally:
+        back.sock.close()
+    assert outcome and "busy serving another client" in outcome[0]
