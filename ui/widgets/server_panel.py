@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -49,7 +49,13 @@ class ServerPanel(QGroupBox):
         self.api_key.setToolTip("If set, clients must send 'Authorization: Bearer <key>'.")
         self.url = QLabel("Off")
         self.url.setObjectName("serverUrl")
-        self.url.setWordWrap(True)
+        self.url.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # The note wraps on a row of its own: a wrapped label beside the button was given one
+        # line's height and cut, when the server was first switched on.
+        self.note = QLabel()
+        self.note.setObjectName("serverNote")
+        self.note.setWordWrap(True)
+        self.note.hide()
         self.copy_button = QPushButton("Copy URL")
         self.copy_button.setObjectName("copyServerUrl")
         self.copy_button.setEnabled(False)
@@ -61,6 +67,7 @@ class ServerPanel(QGroupBox):
         form.addRow("Port", self.port)
         form.addRow("API key", self.api_key)
         form.addRow(url_row)
+        form.addRow(self.note)
 
         self.switch.toggled.connect(self.switched)
         self.port.valueChanged.connect(lambda v: settings.set("server/port", v))
@@ -79,8 +86,9 @@ class ServerPanel(QGroupBox):
         self.api_key.setEnabled(not running)
         self.copy_button.setEnabled(running)
         self._url = url
-        text = url if running else "Off"
-        self.url.setText(f"{text}\n{note}" if note else text)
+        self.url.setText(url if running else "Off")
+        self.note.setText(note)
+        self.note.setVisible(bool(note))
 
     def _copy(self) -> None:
         if self._url:

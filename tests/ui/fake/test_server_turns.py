@@ -49,7 +49,7 @@ def test_the_answered_count_matches_health(
         qtbot.wait(500)  # the late count has landed
         served = in_thread(qtbot, lambda: _health(url))["requests"]["served"]
         assert served == expected
-        assert f"{served} answered" in panel.url.text()
+        assert f"{served} answered" in panel.note.text()
     panel.switch.setChecked(False)
 
 
@@ -75,3 +75,21 @@ def test_a_message_sent_while_a_request_runs_goes_when_it_ends(
     assert [m.content for m in saved if m.role == "user"] == ["My question, typed meanwhile"]
     assert window.prompt.toPlainText() == ""
     panel.switch.setChecked(False)
+
+
+def test_the_servers_note_is_not_cut_when_first_switched_on(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    panel = window.server_panel
+    panel.port.setValue(free_port())
+    panel.switch.setChecked(True)
+    qtbot.wait(100)  # the panel's layout settles
+    for label in (panel.url, panel.note):
+        assert label.isVisible() and label.text()
+        needed = (
+            label.heightForWidth(label.width()) if label.wordWrap() else label.sizeHint().height()
+        )
+        assert label.height() >= needed, (label.objectName(), label.height(), needed)
+    assert "Requests take turns" in panel.note.text()
+    panel.switch.setChecked(False)
+    assert not panel.note.isVisible()
