@@ -23,7 +23,9 @@ very branchy state is cached until one of its counts changes.
 Memory. CPython objects per state would cost hundreds of bytes, so states and transitions live in
 flat `array('i')` columns (4 bytes a field); a state's transitions are a linked chain of edges,
 except for the few states with more than `HUB_DEGREE` distinct next tokens (the root, frequent
-short contexts), whose edges are indexed by a dict. Measured figures: scripts/suffix_figures.py.
+short contexts), whose edges are indexed by a dict. On tokenized prose and code that is 1.36
+states and 2.09 edges per token, 86 bytes per token allocated: 26 MB for 300k tokens
+(scripts/suffix_figures.py).
 
 Not thread-safe: one thread adds and reads (the engine's, between and during replies).
 """

@@ -1,0 +1,188 @@
+"""How often the suffix drafter's proposals survive, by match length, on a real model's replies.
+
+Greedy replies do not depend on the draft (every drafted token is checked against the target's
+own argmax), so one plain reply per turn replays any drafter exactly: a proposal at position t
+keeps the tokens it shares with the reply from t on. The chats are the built-in bench prompts,
+each followed by two turns that ask for the answer again (shorter; then exactly, plus one
+sentence), so the conversation repeats itself as home users make it; the past chats are the
+other prompts' replies.
+
+Printed: per match-length bucket, how many positions had such a match, how often its first token
+was kept and the per-token keep rate (kept / (kept + rejections)); then, replaying rounds, tokens
+per round and an estimated speed against plain with each round priced 1 + ROW_COST per drafted
+token (the demo target's verify cost on this CPU, docs/benchmarks.md: c_verify 1.60 at γ 3,
+2.09 at γ 7), for prompt lookup and for the suffix drafter at several minimum match lengths.
+
+    python scripts/suffix_replay.py [--model GGUF] [--max-tokens 128] [--turns FILE]
+
+--turns keeps the generated chats in FILE (JSON) and reads them from there on the next run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from app.bench.prompts import builtin_prompts  # noqa: E402
+from app.engine.chat_prompt import chat_prompt_ids  # noqa: E402
+from app.engine.chat_template import ChatMessage  # noqa: E402
+from app.engine.config import ModelConfig, SamplingConfig  # noqa: E402
+from app.engine.drafters import PromptLookupDrafter  # noqa: E402
+from app.engine.history_corpus import HistoryCorpus  # noqa: E402
+from app.engine.suffix_drafter import MATCH_BUCKETS, SuffixDrafter  # noqa: E402
+from app.llama.model import LlamaModel  # noqa: E402
+
+DEMO_TARGET = Path.home() / ".cache/specchat-test-models/SmolLM2-135M-Instruct.F32.gguf"
+FOLLOW_UPS = (
+    "Say that again in fewer words.",
+    "Repeat your last answer exactly, then add one more sentence at the end.",
+)
+ROW_COST = 0.16
+GAMMA = 8
+
+Turn = tuple[list[int], list[int]]  # prompt ids, greedy reply ids
+
+
+def greedy_reply(model: LlamaModel, prompt: list[int], max_tokens: int) -> list[int]:
+    history, reply = list(prompt), []
+    for _ in range(max_tokens):
+        token = int(np.argmax(model.feed(history, 1)[0]))
+        if model.is_eog(token):
+            break
+        reply.append(token)
+        history.append(token)
+    return reply
+
+
+def chats(model: LlamaModel, max_tokens: int) -> list[list[Turn]]:
+    template = model.meta("tokenizer.chat_template")
+
+    def ids(messages: Sequence[ChatMessage]) -> list[int]:
+        bos = model.token_text(model.bos_id) if model.bos_id >= 0 else ""
+        eos = model.token_text(model.eos_id) if model.eos_id >= 0 else ""
+        return chat_prompt_ids(model, template, messages, bos_token=bos, eos_token=eos)
+
+    result = []
+    for bench_prompt in builtin_prompts():
+        messages: list[ChatMessage] = [{"role": "user", "content": bench_prompt.text}]
+        turns: list[Turn] = []
+        for follow_up in (None, *FOLLOW_UPS):
+            if follow_up is not None:
+                messages.append({"role": "user", "content": follow_up})
+            prompt = ids(messages)
+            reply = greedy_reply(model, prompt, max_tokens)
+            turns.append((prompt, reply))
+            messages.append({"role": "assistant", "content": model.detokenize(reply)})
+        result.append(turns)
+        print(f"  {bench_prompt.name}: replies of {[len(r) for _, r in turns]} tokens", flush=True)
+    return result
+
+
+def kept(proposal: Sequence[int], truth: Sequence[int]) -> int:
+    n = 0
+    while n < len(proposal) and n < len(truth) and proposal[n] == truth[n]:
+        n += 1
+    return n
+
+
+def corpus_without(folder: Path, conversations: list[list[Turn]], skip: int) -> HistoryCorpus:
+    corpus = HistoryCorpus(folder, f"replay-{skip}")
+    for i, turns in enumerate(conversations):
+        if i != skip:
+            for _, reply in turns:
+                corpus.add(reply)
+    return corpus
+
+
+def keep_rates(conversations: list[list[Turn]], folder: Path) -> None:
+    # min_survival tiny: every proposal runs to the budget, whatever the learnt rates.
+    found: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for i, turns in enumerate(conversations):
+        corpus = corpus_without(folder, conversations, i)
+        for prompt, reply in turns:
+            drafter = SuffixDrafter(corpus, min_match=1, min_survival=1e-9)
+            for t in range(len(reply)):
+                proposal = drafter.peek(prompt + reply[:t], GAMMA)
+                if not proposal.tokens or proposal.source is None:
+                    continue
+                n = kept(proposal.tokens, reply[t:])
+                bucket = max(b for b in MATCH_BUCKETS if b <= proposal.match_length)
+                stats = found[(proposal.source, bucket)]
+                stats[0] += 1
+                stats[1] += n > 0
+                stats[2] += n
+                stats[3] += n < len(proposal.tokens)
+    print("\nsource        match ≥  positions  first kept  keep rate")
+    for (source, bucket), (n, first, tokens, misses) in sorted(found.items()):
+        rate = tokens / max(tokens + misses, 1)
+        print(f"{source:13} {bucket:7}  {n:9}  {first / n:10.2f}  {rate:9.2f}")
+
+
+def replay_rounds(conversations: list[list[Turn]], folder: Path) -> None:
+    print("\ndrafter                         tok/round  drafted/round  est. speed vs plain")
+    sampling, rng = SamplingConfig(), np.random.default_rng(0)
+    setups: dict[str, tuple[int, bool] | None] = {"prompt lookup, γ 8": None}
+    for min_match in (1, 2, 3, 4):
+        setups[f"suffix, conversation, min {min_match}"] = (min_match, False)
+        setups[f"suffix, + past chats, min {min_match}"] = (min_match, True)
+    for name, setup in setups.items():
+        tokens = rounds = drafted = 0
+        cost = 0.0
+        for i, turns in enumerate(conversations):
+            corpus = corpus_without(folder, conversations, i) if setup and setup[1] else None
+            drafter = SuffixDrafter(corpus, min_match=setup[0]) if setup else None
+            lookup = PromptLookupDrafter()
+            for prompt, reply in turns:
+                t = 0
+                while t < len(reply):
+                    history = prompt + reply[:t]
+                    if drafter is None:
+                        proposal = lookup.find(history, GAMMA)
+                    else:
+                        proposal = drafter.propose(history, GAMMA, sampling, rng, 0.0).tokens
+                    n = kept(proposal, reply[t:])
+                    if drafter is not None:
+                        drafter.observe(n, len(proposal))
+                    rounds += 1
+                    drafted += len(proposal)
+                    cost += 1.0 + ROW_COST * len(proposal)
+                    step = min(n + 1, len(reply) - t)
+                    tokens += step
+                    t += step
+        print(f"{name:31} {tokens / rounds:9.2f}  {drafted / rounds:13.2f}  {tokens / cost:19.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, default=DEMO_TARGET)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--turns", type=Path, help="JSON file to keep the generated chats in")
+    args = parser.parse_args()
+    if args.turns is not None and args.turns.exists():
+        conversations = [[(p, r) for p, r in turns] for turns in json.loads(args.turns.read_text())]
+    else:
+        model = LlamaModel(ModelConfig(str(args.model), n_ctx=2048))
+        try:
+            print(f"greedy replies from {args.model.name}:")
+            conversations = chats(model, args.max_tokens)
+        finally:
+            model.close()
+        if args.turns is not None:
+            args.turns.write_text(json.dumps(conversations))
+    with tempfile.TemporaryDirectory() as folder:
+        keep_rates(conversations, Path(folder))
+        replay_rounds(conversations, Path(folder))
+
+
+if __name__ == "__main__":
+    main()
