@@ -246,16 +246,18 @@ def discover_models(
     include_lmstudio: bool = True,
     hf_cache: str | os.PathLike[str] | None = None,
     lmstudio: Sequence[str | os.PathLike[str]] | None = None,
+    app_folder: Path | None = None,
 ) -> list[ModelEntry]:
     """Every GGUF found, broken ones included with their reason. Never raises for disk content.
 
     Order: the app's folder, user folders (in the order given), the Hugging Face cache, LM
     Studio, then the bundled demo file (see the module's docstring). A file reachable from two
-    places is listed once, under the first.
+    places is listed once, under the first. An extra "folder" may be a single file: it stands
+    for itself. `app_folder`: the app's folder when not the current data folder's.
     """
     roots: list[SearchRoot] = []
     if include_app:
-        roots.append(SearchRoot(models_dir(), SOURCE_APP, False))
+        roots.append(SearchRoot(app_folder or models_dir(), SOURCE_APP, False))
     roots += [SearchRoot(Path(d).expanduser(), SOURCE_FOLDER, True) for d in extra_dirs]
     lm_roots: list[SearchRoot] = []
     if include_lmstudio:

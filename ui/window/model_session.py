@@ -10,7 +10,6 @@ its signals.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Callable
 from pathlib import Path
@@ -18,13 +17,12 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt, Signal
 
 from app.engine.config import ModelConfig
-from app.errors import InvalidSettingError, ModelLoadError
+from app.errors import InvalidSettingError
 from app.llama import rpc
-from models.demo import bundled_model_path
 from ui.messages import describe
 from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings
 from ui.window.added_files import AddedFiles
-from ui.workers.catalog import Catalog, build_catalog, known_paths
+from ui.workers.catalog import Catalog, library_catalog
 from ui.workers.engine import EngineHost
 from ui.workers.jobs import Jobs
 from ui.workers.requests import DraftChoice, LoadedState, LoadFailure, LoadRequest, LoadTicket
@@ -270,30 +268,25 @@ class ModelSession(QObject):
     # -- the catalog --------------------------------------------------------------------------
 
     def refresh_catalog(self) -> None:
-        """Re-read the known files and re-judge the drafts, in the helper process."""
+        """Re-read the known files and re-judge the drafts, in the helper process (walking
+        folders and reading headers is work of unknown size that must not stall the UI)."""
         demo = self._loaded.demo if self._loaded else None
-        demo_paths = [demo.f32, *demo.drafts.values()] if demo else []
-        extra = self._settings.get_list("models/extra_files")
-        folders = [Path(f) for f in self._settings.get_list("models/extra_folders")]
-        models_folder, target = self._models_folder, self.target_path
-        # Drafts in use or remembered stay listed wherever they live (the demo's Q4_1 lives in
-        # its package, outside every folder scanned), or a restart or a target round-trip
-        # would lose them from the dropdown and pick another draft.
+        demo_paths = [str(p) for p in (demo.f32, *demo.drafts.values())] if demo else []
+        # Drafts in use or remembered stay listed wherever they live, or a restart or a target
+        # round trip would lose them from the dropdown and pick another draft.
         used = [self.draft_value, *_draft_memory(self._settings).values()]
-
-        def gather() -> list[str]:
-            # Walking folders is disk work of unknown size (a user folder may be large): it runs
-            # on the ops thread, never on the UI thread.
-            kept = [p for p in used if p not in (DRAFT_NGRAM, DRAFT_NONE) and Path(p).is_file()]
-            found = [*extra, *_folder_models(folders), *kept]
-            return known_paths(found, [*demo_paths, *_demo_family(models_folder)], models_folder)
-
-        def judge(paths: list[str]) -> None:
-            self._ops.run_in_process(
-                functools.partial(build_catalog, paths, target), self._on_catalog, self._on_failed
-            )
-
-        self._ops.run(gather, judge, self._on_failed)
+        kept = [p for p in used if p not in (DRAFT_NGRAM, DRAFT_NONE, DRAFT_AUTO)]
+        self._ops.run_in_process(
+            functools.partial(
+                library_catalog,
+                self.library_folders(),
+                [*demo_paths, *(p for p in kept if Path(p).is_file())],
+                self.target_path,
+                self._models_folder,
+            ),
+            self._on_catalog,
+            self._on_failed,
+        )
 
     def _on_catalog(self, catalog: Catalog) -> None:
         self._catalog = catalog
@@ -369,26 +362,3 @@ class ModelSession(QObject):
 def _draft_memory(settings: Settings) -> dict[str, str]:
     pairs = (line.split("\t", 1) for line in settings.get_list("models/draft_by_target"))
     return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
-
-
-def _demo_family(models_folder: Path) -> list[Path]:
-    """The bundled demo file, once its derived family is in the models folder."""
-    if not (models_folder / "demo").is_dir():
-        return []
-    try:
-        return [bundled_model_path()]
-    except ModelLoadError:
-        return []
-
-
-def _folder_models(folders: list[Path]) -> list[str]:
-    """The GGUF files under the user's folders; a missing or unreadable folder gives none."""
-    found: list[str] = []
-    for folder in folders:
-        place = folder.expanduser()
-        with contextlib.suppress(OSError):
-            if place.is_file():  # a file added in the Models dialog stands for itself
-                found.append(str(place))
-            else:
-                found.extend(str(p) for p in sorted(place.rglob("*.gguf")))
-    return found

@@ -5,7 +5,8 @@ header is a pure-Python loop over the whole vocabulary (half a second for Gemma'
 that would hold the GIL and stall the UI thread by 100 ms and more. So this module must not
 import Qt, and everything it returns is small picklable data without the token lists.
 
-Known files are the demo family, GGUF files in the app's models folder, and the user's own.
+Known files are those the Models dialog lists (library_catalog): the demo family, the app's
+models folder, the user's folders and files, the Hugging Face cache and LM Studio's folders.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from app.engine.builtin_templates import BuiltinTemplate, builtin_template
 from app.errors import SpecChatError
 from models.compat import check_compatibility, rank_drafts
+from models.discovery import discover_models
 from models.inspect import GGUFInfo, inspect_gguf
 from ui.messages import describe
 
@@ -150,6 +152,17 @@ def build_catalog(paths: Sequence[str], target_path: str | None) -> Catalog:
             )
     target = next((m for m in models if _same(m.path, target_path)), None)
     return Catalog(models, unreadable, target, drafts)
+
+
+def library_catalog(
+    places: Sequence[Path], also: Sequence[str], target_path: str | None, models_folder: Path
+) -> Catalog:
+    """The dropdowns' content from the Models dialog's own search (models.discovery: the app's
+    folder, the user's folders and files, the Hugging Face cache, LM Studio, the bundled demo
+    file), plus `also` (drafts in use or remembered): a file the library calls a compatible
+    draft is one the Draft list offers."""
+    entries = discover_models(places, app_folder=models_folder)
+    return build_catalog(known_paths([*(str(e.path) for e in entries), *also]), target_path)
 
 
 def vet_new_file(path: str, target_path: str | None) -> Vetted:

@@ -10,8 +10,14 @@ import pytest
 from PySide6.QtWidgets import QFileDialog
 from pytestqt.qtbot import QtBot
 
-from tests.helpers.model_files import default_tokens, write_broken_files, write_tiny_gguf
-from tests.ui.fake.conftest import TIMEOUT_MS
+from tests.helpers.model_files import (
+    default_tokens,
+    hf_cache_layout,
+    write_broken_files,
+    write_tiny_gguf,
+)
+from tests.ui.conftest import close_window
+from tests.ui.fake.conftest import TIMEOUT_MS, open_fake_window
 from ui.window.main_window import MainWindow, UiState
 
 
@@ -104,3 +110,34 @@ def test_the_models_dialog_lists_the_files_added_not_their_whole_folder(
     listed = {e.path.name for e in dialog.entries if e.path.parent == folder}
     assert listed == {files[k].name for k in ("target", "target2", "draft")}
     dialog.close()
+
+
+def test_a_draft_the_library_calls_compatible_is_offered_in_the_draft_list(
+    qtbot: QtBot,
+    isolated_data_dir: Path,
+    files: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A draft downloaded with the Hub's own tools: the library finds it in the Hub cache.
+    blob = write_tiny_gguf(tmp_path / "blob" / "hub-draft.gguf", tensor_elements=32)
+    cache = tmp_path / "hf-cache"
+    hf_cache_layout(cache, "someone/tiny-drafts", {"hub-draft.gguf": blob})
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    window = open_fake_window(isolated_data_dir, files)
+    try:
+        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+            window.start()
+        dialog = window.open_models_dialog()
+        qtbot.waitUntil(lambda: not dialog.busy and bool(dialog.entries), timeout=TIMEOUT_MS)
+        in_library = [e for e in dialog.entries if e.path.name == "hub-draft.gguf"]
+        assert in_library and in_library[0].source == "hf-cache"
+        offered = {
+            Path(value).name
+            for _label, value, enabled, _tip in window.controls.draft_entries()
+            if enabled
+        }
+        assert "hub-draft.gguf" in offered
+        dialog.close()
+    finally:
+        close_window(window)
