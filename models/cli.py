@@ -111,7 +111,10 @@ def run_list(args: argparse.Namespace) -> int:
     for folder in args.dir:
         if not Path(folder).expanduser().is_dir():
             raise InvalidSettingError(f"--dir {printable(folder)}: no such folder")
-    entries = discover_models(args.dir)
+    from models.library import library_places  # noqa: PLC0415
+
+    # The window's own folders and files too: the command lists what the window lists.
+    entries = discover_models([*args.dir, *library_places()])
     if args.json:
         print(json.dumps([e.to_dict() for e in entries], indent=2))
         return 0

@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from app.engine.config import ModelConfig
 from app.errors import InvalidSettingError
 from app.llama import rpc
+from models.library import save_library
 from ui.messages import describe
 from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings
 from ui.window.added_files import AddedFiles
@@ -77,6 +78,8 @@ class ModelSession(QObject):
         worker.modelsLoaded.connect(self._on_models_loaded, queued)
         worker.loadFailed.connect(self._on_load_failed, queued)
         worker.modelsLost.connect(self._on_models_lost, queued)
+        settings.changed.connect(self._on_setting_changed)
+        self._save_library()
 
     # -- state --------------------------------------------------------------------------------
 
@@ -339,6 +342,16 @@ class ModelSession(QObject):
             if path not in places and not path.is_relative_to(self._models_folder):
                 places.append(path)
         return places
+
+    def _on_setting_changed(self, key: str) -> None:
+        if key in ("models/extra_files", "models/extra_folders"):
+            self._save_library()
+
+    def _save_library(self) -> None:
+        try:
+            save_library(self.library_folders())
+        except OSError as exc:  # `models list` then misses them; the window does not
+            self.statusMessage.emit(f"Could not save the library's folder list: {exc}")
 
     def keep_library_folders(self, places: list[Path]) -> None:
         """The Models dialog's list of folders and files changed: keep exactly these."""

@@ -3,6 +3,7 @@ where the last files came from."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from PySide6.QtWidgets import QFileDialog
 from pytestqt.qtbot import QtBot
 
+from app.cli.main import main as cli_main
 from tests.helpers.model_files import (
     default_tokens,
     hf_cache_layout,
@@ -141,3 +143,18 @@ def test_a_draft_the_library_calls_compatible_is_offered_in_the_draft_list(
         dialog.close()
     finally:
         close_window(window)
+
+
+def test_models_list_shows_the_files_the_window_shows(
+    window: MainWindow, qtbot: QtBot, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    own = write_tiny_gguf(files["target"].parent.parent / "mine" / "own.gguf", tensor_elements=16)
+    window.models.add_files([str(own)])
+    qtbot.waitUntil(
+        lambda: str(own) in window.settings.get_list("models/extra_files"), timeout=TIMEOUT_MS
+    )
+    capsys.readouterr()
+    assert cli_main(["models", "list", "--json"]) == 0
+    listed = {Path(e["path"]).name for e in json.loads(capsys.readouterr().out)}
+    assert {files[k].name for k in ("target", "target2", "draft")} | {"own.gguf"} <= listed
+    assert "broken-target.gguf" not in listed  # in the same folder, never added
