@@ -29,6 +29,7 @@ from typing import Protocol
 
 from app.engine.suffix_file import IndexFileError, read_index_file, write_index_file
 from app.engine.suffix_index import SuffixIndex
+from app.engine.suffix_journal import append_journal, journal_path, read_journal
 from app.paths import make_private_dir
 from app.store import ConversationStore
 
@@ -41,6 +42,10 @@ DEFAULT_MAX_TOKENS = 300_000
 _KEEP_AFTER_DROP = 0.75
 # Shorter documents cannot hold a match worth drafting from.
 MIN_DOCUMENT_TOKENS = 4
+# Saving appends to the journal until it holds this share of the corpus (or at least this many
+# tokens); then the file is written afresh and the journal starts again.
+_JOURNAL_SHARE = 0.25
+_JOURNAL_MIN_TOKENS = 20_000
 
 
 class Vocabulary(Protocol):
@@ -97,6 +102,10 @@ class HistoryCorpus:
         # True when no file could be read: the chats on record are not in the index yet.
         self.needs_rebuild = False
         self.dirty = False  # changes not saved yet
+        self._file_digest: bytes | None = None  # names the file on disk, when there is one
+        self._unsaved: list[array[int]] = []  # added since the last save, for the journal
+        self._journal_tokens = 0
+        self._rewrite = False  # the next save writes the file afresh (documents were dropped)
         self._load()
 
     @property
@@ -106,18 +115,10 @@ class HistoryCorpus:
     def add(self, tokens: Sequence[int]) -> bool:
         """Index one prompt or reply; False when it was too short or is already held."""
         document = array("i", tokens)[-self._kept_tokens() :]
-        digest = _digest(document)
-        if len(document) < MIN_DOCUMENT_TOKENS or digest in self._digests:
+        if not self._take(document):
             return False
-        self._documents.append(document)
-        self._digests.add(digest)
-        self.tokens += len(document)
+        self._unsaved.append(document)
         self.dirty = True
-        if self.tokens > self.max_tokens:
-            self._drop_oldest()
-            self._reindex()
-        else:
-            self.index.add_document(document)
         return True
 
     def rebuild(self, documents: Iterable[Sequence[int]]) -> None:
@@ -137,14 +138,30 @@ class HistoryCorpus:
         self.save()
 
     def save(self) -> bool:
-        """Write the corpus file; False (logged, the index in memory still serves) when the disk
-        refused it."""
+        """Put what changed on disk: the documents added since, appended to the journal, or the
+        whole file written afresh when documents were dropped or the journal has grown. False
+        (logged; the index in memory still serves) when the disk refused it."""
+        unsaved = sum(len(d) for d in self._unsaved)
+        journal_limit = max(_JOURNAL_MIN_TOKENS, int(_JOURNAL_SHARE * self.tokens))
         try:
             make_private_dir(self.path.parent)
-            write_index_file(self.path, self.fingerprint, self._documents, self.index)
+            if (
+                self._file_digest is None
+                or self._rewrite
+                or self._journal_tokens + unsaved > journal_limit
+            ):
+                digest = write_index_file(self.path, self.fingerprint, self._documents, self.index)
+                self._file_digest, self._journal_tokens, self._rewrite = digest, 0, False
+                # Only now: a crash before leaves the new file and a journal of the old one,
+                # which is ignored.
+                journal_path(self.path).unlink(missing_ok=True)
+            elif self._unsaved:
+                append_journal(self.path, self._file_digest, self._unsaved)
+                self._journal_tokens += unsaved
         except OSError as exc:
             log.warning("could not save the chat-history draft index %s (%s)", self.path, exc)
             return False
+        self._unsaved = []
         self.dirty = False
         return True
 
@@ -155,6 +172,7 @@ class HistoryCorpus:
         self.dirty = False
         try:
             self.path.unlink(missing_ok=True)
+            journal_path(self.path).unlink(missing_ok=True)
         except OSError as exc:
             log.warning("could not delete the chat-history draft index %s (%s)", self.path, exc)
 
@@ -165,7 +183,8 @@ class HistoryCorpus:
             self.needs_rebuild = True
             return
         try:
-            documents, index = read_index_file(self.path, self.fingerprint)
+            documents, index, digest = read_index_file(self.path, self.fingerprint)
+            journal, torn = read_journal(self.path, digest)
         except (OSError, IndexFileError) as exc:
             log.warning("discarding the chat-history draft index %s: %s", self.path, exc)
             with contextlib.suppress(OSError):  # then the next save replaces it
@@ -176,10 +195,37 @@ class HistoryCorpus:
         self._digests = {_digest(d) for d in documents}
         self.tokens = sum(len(d) for d in documents)
         self.index = index
+        self._file_digest = digest
         if self.tokens > self.max_tokens:  # saved under a larger bound
             self._drop_oldest()
             self._reindex()
-            self.dirty = True
+            self._rewrite = self.dirty = True
+        for document in journal:
+            if self._take(document):
+                self._journal_tokens += len(document)
+        if torn:
+            log.warning(
+                "the chat-history draft index journal %s ends in a damaged record; "
+                "the %d documents before it are kept",
+                journal_path(self.path),
+                len(journal),
+            )
+            self._rewrite = self.dirty = True
+
+    def _take(self, document: array[int]) -> bool:
+        digest = _digest(document)
+        if len(document) < MIN_DOCUMENT_TOKENS or digest in self._digests:
+            return False
+        self._documents.append(document)
+        self._digests.add(digest)
+        self.tokens += len(document)
+        if self.tokens > self.max_tokens:
+            self._drop_oldest()
+            self._reindex()
+            self._rewrite = True
+        else:
+            self.index.add_document(document)
+        return True
 
     def _kept_tokens(self) -> int:
         # A document longer than what a full corpus keeps keeps its end, the freshest part.
@@ -206,6 +252,10 @@ class HistoryCorpus:
         self._digests = set()
         self.tokens = 0
         self.index = SuffixIndex()
+        self._file_digest = None
+        self._unsaved = []
+        self._journal_tokens = 0
+        self._rewrite = False
 
 
 def _digest(document: array[int]) -> bytes:

@@ -22,7 +22,7 @@ from app.engine.suffix_index import COLUMNS, SuffixIndex
 
 MAGIC = b"SPECCHAT-SUFFIX\0"
 FORMAT_VERSION = 1
-_DIGEST_BYTES = 32
+DIGEST_BYTES = 32
 _COLUMN_TYPES = {"degree": "B"}  # every other column holds 32-bit ints
 
 
@@ -32,9 +32,10 @@ class IndexFileError(Exception):
 
 def write_index_file(
     path: Path, fingerprint: str, documents: Sequence[array[int]], index: SuffixIndex
-) -> None:
-    """Replace `path` atomically: a crash leaves the old file or the new one, never half."""
-    digest = hashlib.blake2b(digest_size=_DIGEST_BYTES)
+) -> bytes:
+    """Replace `path` atomically (a crash leaves the old file or the new one, never half);
+    returns the new file's digest, which names it."""
+    digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -48,15 +49,16 @@ def write_index_file(
             name = fingerprint.encode("utf-8")
             put(MAGIC + struct.pack("<II", FORMAT_VERSION, len(name)) + name)
             put(struct.pack("<QQQ", len(documents), index.tokens, index.documents))
-            put(_little_endian(array("I", [len(d) for d in documents])))
+            put(little_endian(array("I", [len(d) for d in documents])))
             for document in documents:
-                put(_little_endian(document))
+                put(little_endian(document))
             for column_name, column in index.columns().items():
                 if column.typecode != _COLUMN_TYPES.get(column_name, "i"):
                     raise TypeError(f"column {column_name} is not of the file's type")
                 put(struct.pack("<Q", len(column)))
-                put(_little_endian(column))
-            out.write(digest.digest())
+                put(little_endian(column))
+            named = digest.digest()
+            out.write(named)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
@@ -64,21 +66,23 @@ def write_index_file(
         tmp.unlink(missing_ok=True)
         raise
     _fsync_folder(path.parent)
+    return named
 
 
-def read_index_file(path: Path, fingerprint: str) -> tuple[list[array[int]], SuffixIndex]:
-    """The documents and index stored at `path` for this fingerprint."""
+def read_index_file(path: Path, fingerprint: str) -> tuple[list[array[int]], SuffixIndex, bytes]:
+    """The documents and index stored at `path` for this fingerprint, and the file's digest."""
     data = path.read_bytes()
-    if len(data) < len(MAGIC) + _DIGEST_BYTES or not data.startswith(MAGIC):
+    if len(data) < len(MAGIC) + DIGEST_BYTES or not data.startswith(MAGIC):
         raise IndexFileError("not a chat-history index file")
-    body, stored_digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
-    if hashlib.blake2b(body, digest_size=_DIGEST_BYTES).digest() != stored_digest:
+    body, stored_digest = data[:-DIGEST_BYTES], data[-DIGEST_BYTES:]
+    if hashlib.blake2b(body, digest_size=DIGEST_BYTES).digest() != stored_digest:
         raise IndexFileError("truncated or damaged (checksum mismatch)")
     try:
-        return _parse(_Reader(memoryview(body), len(MAGIC)), fingerprint)
+        documents, index = _parse(_Reader(memoryview(body), len(MAGIC)), fingerprint)
     except (ValueError, OverflowError, MemoryError) as exc:
         # A digest anyone can recompute proves no intent: what it covers is checked as well.
         raise IndexFileError(f"malformed ({exc})") from None
+    return documents, index, stored_digest
 
 
 def _parse(reader: _Reader, fingerprint: str) -> tuple[list[array[int]], SuffixIndex]:
@@ -129,7 +133,8 @@ class _Reader:
         return self._offset == len(self._data)
 
 
-def _little_endian(column: array[int]) -> bytes:
+def little_endian(column: array[int]) -> bytes:
+    """The column's bytes in the files' byte order."""
     if sys.byteorder == "little":
         return column.tobytes()
     swapped = array(column.typecode, column)

@@ -22,6 +22,7 @@ from app.engine.history_corpus import (
     vocabulary_fingerprint,
 )
 from app.engine.suffix_file import IndexFileError, read_index_file
+from app.engine.suffix_journal import journal_path
 from app.llama.model import LlamaModel
 from app.store import ConversationStore
 
@@ -153,11 +154,12 @@ def test_a_well_checksummed_file_that_is_not_an_automaton_is_discarded(
 
 
 def test_a_failed_save_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=20)
     corpus.add(_doc(0))
     corpus.save()
     before = corpus.path.read_bytes()
     corpus.add(_doc(100))
+    corpus.add(_doc(200))  # past the bound: the oldest goes, so the file is written afresh
 
     def full_disk(*_args: object) -> None:
         raise OSError(28, "No space left on device")
@@ -169,12 +171,82 @@ def test_a_failed_save_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.Mo
     assert [p.name for p in corpus.path.parent.iterdir()] == [corpus.path.name]
 
 
+def test_saving_a_reply_appends_it_to_the_journal(tmp_path: Path) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    for i in range(20):
+        corpus.add(_doc(100 * i))
+    corpus.save()
+    before = corpus.path.read_bytes()
+    corpus.add(_doc(5000))
+    corpus.save()
+    corpus.add(_doc(6000))
+    corpus.save()
+    assert corpus.path.read_bytes() == before  # the file was not rewritten
+    journal = journal_path(corpus.path)
+    assert journal.stat().st_size < 200
+    if os.name == "posix":
+        assert stat.S_IMODE(journal.stat().st_mode) == 0o600
+    again = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert (again.documents, again.dirty) == (22, False)
+    assert _next(again, [6001, 6002]) == (6003, 6004, 6005)
+
+
+def test_a_torn_journal_keeps_the_records_before_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.add(_doc(0))
+    corpus.save()
+    for start in (100, 200, 300):
+        corpus.add(_doc(start))
+        corpus.save()
+    journal = journal_path(corpus.path)
+    journal.write_bytes(journal.read_bytes()[:-5])  # a crash in the middle of the last append
+    with caplog.at_level(logging.WARNING):
+        again = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert again.documents == 3 and _next(again, [201, 202]) == (203, 204, 205)
+    [record] = caplog.records
+    assert "damaged record" in record.getMessage()
+    assert again.dirty and again.save()  # written afresh, whole again
+    assert not journal.exists()
+    assert HistoryCorpus(tmp_path, FINGERPRINT).documents == 3
+
+
+def test_a_journal_left_from_an_older_file_is_ignored(tmp_path: Path) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.add(_doc(0))
+    corpus.save()
+    corpus.add(_doc(100))
+    corpus.save()
+    stale = journal_path(corpus.path).read_bytes()
+    corpus.rebuild([_doc(0), _doc(200)])  # a new file, and _doc(100) gone from the chats
+    journal_path(corpus.path).write_bytes(stale)  # as a crash before its deletion leaves it
+    again = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert again.documents == 2
+    assert _next(again, [101, 102]) == ()
+
+
+def test_a_grown_journal_is_folded_into_the_file(tmp_path: Path) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.add(_doc(0, 1000))
+    corpus.save()
+    first = corpus.path.read_bytes()
+    for i in range(1, 25):  # 24k tokens: past what the journal may hold
+        corpus.add(_doc(10_000 * i, 1000))
+        corpus.save()
+    assert corpus.path.read_bytes() != first
+    assert journal_path(corpus.path).stat().st_size < 5 * 4000
+    assert HistoryCorpus(tmp_path, FINGERPRINT).documents == 25
+
+
 def test_clear_deletes_the_file_and_forgets_everything(tmp_path: Path) -> None:
     corpus = HistoryCorpus(tmp_path, FINGERPRINT)
     corpus.add(_doc(0))
     corpus.save()
+    corpus.add(_doc(100))
+    corpus.save()
     corpus.clear()
-    assert not corpus.path.exists()
+    assert not corpus.path.exists() and not journal_path(corpus.path).exists()
     assert corpus.tokens == 0 and corpus.documents == 0 and _next(corpus, [3, 4]) == ()
     assert corpus.add(_doc(0))
 

@@ -1,0 +1,86 @@
+"""Documents added since the chat-history index file was written, appended beside it.
+
+Rewriting the whole file after every reply would write megabytes a reply; the journal appends
+the reply's tokens alone (a kilobyte) and the file is rewritten only now and then. The journal
+names the file it continues (by the file's digest): one left over from an older file, as a crash
+between writing a new file and deleting the journal leaves, is ignored, since the new file
+already holds its documents. Each record carries its own checksum, so a record torn by a crash
+ends the journal there and the records before it still count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import sys
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+
+from app.engine.suffix_file import DIGEST_BYTES, little_endian
+
+MAGIC = b"SPECCHAT-SUFLOG\0"
+_RECORD_DIGEST_BYTES = 16
+
+
+def journal_path(index_path: Path) -> Path:
+    return index_path.with_suffix(".log")
+
+
+def append_journal(index_path: Path, continues: bytes, documents: Sequence[array[int]]) -> None:
+    """Append documents to the journal of the index file whose digest is `continues`,
+    starting the journal if there is none for it."""
+    path = journal_path(index_path)
+    fresh = not path.exists() or _header(path) != MAGIC + continues
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if fresh else os.O_APPEND), 0o600)
+    os.chmod(path, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        if fresh:
+            out.write(MAGIC + continues)
+        for document in documents:
+            body = struct.pack("<I", len(document)) + little_endian(document)
+            digest = hashlib.blake2b(body, digest_size=_RECORD_DIGEST_BYTES).digest()
+            out.write(body + digest)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def read_journal(index_path: Path, continues: bytes) -> tuple[list[array[int]], bool]:
+    """The journal's documents for the index file with digest `continues`, and whether it
+    ended in a damaged record (the documents before it are returned)."""
+    path = journal_path(index_path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], False
+    header = MAGIC + continues
+    if not data.startswith(header):
+        return [], False  # it continued another file, whose successor holds its documents
+    documents: list[array[int]] = []
+    at = len(header)
+    while at < len(data):
+        if at + 4 > len(data):
+            return documents, True
+        (n,) = struct.unpack_from("<I", data, at)
+        end = at + 4 + 4 * n + _RECORD_DIGEST_BYTES
+        if end > len(data):
+            return documents, True
+        body = data[at : end - _RECORD_DIGEST_BYTES]
+        if (
+            hashlib.blake2b(body, digest_size=_RECORD_DIGEST_BYTES).digest()
+            != data[end - _RECORD_DIGEST_BYTES : end]
+        ):
+            return documents, True
+        document = array("i")
+        document.frombytes(body[4:])
+        if sys.byteorder != "little":
+            document.byteswap()
+        documents.append(document)
+        at = end
+    return documents, False
+
+
+def _header(path: Path) -> bytes:
+    with path.open("rb") as f:
+        return f.read(len(MAGIC) + DIGEST_BYTES)
