@@ -67,9 +67,10 @@ def stats_line(stats: dict[str, Any]) -> str:
             parts.append(f"draft {stats['draft']}")
         label = stats.get("gamma_label", stats.get("gamma", DASH))
         ran = stats.get("gamma")
-        if label == "Auto" and isinstance(ran, int | float) and ran > 0:
-            # γ auto's choice is what ran: the mean over the reply's speculative rounds.
-            label = f"Auto (mean {ran:.1f})"
+        if ("Auto" in str(label) or "→" in str(label)) and isinstance(ran, int | float) and ran:
+            # What ran under γ auto, or across a change mid-reply: the mean over the reply's
+            # speculative rounds.
+            label = f"{label} (mean {ran:.1f})"
         parts.append(f"γ {label}")
         parts.append(f"acceptance {percent(stats.get('acceptance_rate'))}")
         if stats.get("speedup"):

@@ -24,9 +24,21 @@ class ReplyInProgress:
     exact: bool = False  # every target pass checked two or more rows (GenerationConfig.exact)
     variation: str | None = None  # how this reply's settings differ from the user's, if they do
     toggles: list[bool] = field(default_factory=list)
+    gamma_changes: list[str] = field(default_factory=list)  # γ set mid-reply, in order
 
     def on_toggle(self, on: bool) -> None:
         self.toggles.append(on)
+
+    def on_gamma(self, label: str) -> None:
+        """γ was set mid-reply ("2", "Auto"): the stats line names every γ that ran."""
+        last = self.gamma_changes[-1] if self.gamma_changes else self.gamma_label
+        if label != last:
+            self.gamma_changes.append(label)
+
+    @property
+    def gammas_label(self) -> str:
+        """ "5", or "5 → 2" when γ changed during the reply."""
+        return " → ".join([self.gamma_label, *self.gamma_changes])
 
     @property
     def speculation_ever_on(self) -> bool:
@@ -55,7 +67,7 @@ class ReplyInProgress:
         data.update(
             mode=mode,
             draft=self.drafter_label if mode != "plain" else None,
-            gamma_label=self.gamma_label,
+            gamma_label=self.gammas_label,
             switched=self.switched and self.drafter_kind != "none",
             finish_reason=result.finish_reason,
             exact=self.exact,

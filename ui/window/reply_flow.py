@@ -164,6 +164,8 @@ class ReplyFlow(QObject):
         """γ for the rest of the reply: a number from the next round, 0 = Auto."""
         if self.control is not None:
             self.control.gamma = value if value > 0 else None
+        if self.reply is not None:
+            self.reply.on_gamma(str(value) if value > 0 else "Auto")
 
     # -- the stream ---------------------------------------------------------------------------
 
