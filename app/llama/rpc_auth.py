@@ -38,6 +38,7 @@ MODE_CHECK = b"C"
 OK, BUSY, DENIED, DOWN = b"OK", b"BUSY", b"DENIED", b"DOWN"
 _LINE_LIMIT = 64
 _READ_CHUNK = 256 * 1024
+_RECORD = 16 * 1024  # the most plaintext one TLS record holds
 _MAC_LABEL = b"specchat-rpc-auth\0"
 
 
@@ -108,7 +109,7 @@ class TlsStream:
 
     def _read_more(self) -> None:
         try:
-            self.received += self.tls.read(_READ_CHUNK)
+            self.received += self.tls.read(_RECORD)
         except ssl.SSLWantReadError:
             self.flush()
             self._fill()

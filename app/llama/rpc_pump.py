@@ -19,6 +19,9 @@ import ssl
 from app.llama.rpc_auth import TlsStream
 
 CHUNK = 1024 * 1024
+# The most one TLS record holds: ssl's read() allocates its whole size up front, and a larger
+# allocation than this per small RPC message would cost more than the message.
+RECORD = 16 * 1024
 _IOV_MAX = 512  # buffers per sendmsg; POSIX guarantees at least 16, Linux takes 1024
 _SCATTER = hasattr(socket.socket, "sendmsg")  # not on Windows
 HIGH_WATER = 8 * 1024 * 1024  # stop reading a side while this much waits for the other
@@ -87,11 +90,12 @@ def _interest(*, reading: bool, writing: int) -> int:
 
 def _decrypt(stream: TlsStream, into: _Side) -> bool:
     """Queue decrypted bytes for the plain side; False once the peer ended TLS."""
-    while into.waiting < HIGH_WATER:
+    # Asked only when bytes wait: an empty read costs a raised SSLWantReadError.
+    while (stream.incoming.pending or stream.tls.pending()) and into.waiting < HIGH_WATER:
         try:
-            data = stream.tls.read(CHUNK)
+            data = stream.tls.read(RECORD)
         except ssl.SSLWantReadError:
-            return True
+            return True  # the rest of a record is still on its way
         except ssl.SSLZeroReturnError:
             return False
         if not data:
