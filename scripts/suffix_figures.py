@@ -30,6 +30,7 @@ from app.engine.config import ModelConfig, SamplingConfig  # noqa: E402
 from app.engine.history_corpus import HistoryCorpus, vocabulary_fingerprint  # noqa: E402
 from app.engine.suffix_drafter import SuffixDrafter  # noqa: E402
 from app.engine.suffix_index import SuffixIndex  # noqa: E402
+from app.engine.suffix_journal import journal_path  # noqa: E402
 from app.llama.model import LlamaModel  # noqa: E402
 
 DEMO_MODEL = Path.home() / ".cache/specchat-test-models/SmolLM2-135M-Instruct.Q4_1.pruned-9-28.gguf"
@@ -69,10 +70,15 @@ def measure_corpus(replies: list[list[int]], fingerprint: str, folder: Path) -> 
     saved = time.perf_counter() - start
     size = corpus.path.stat().st_size
     print(f"save: {saved * 1e3:.0f} ms, file {size / 1e6:.1f} MB ({size / n_tokens:.1f} B/token)")
+    corpus.add(replies[-1][::-1])  # one more reply: it goes to the journal
+    start = time.perf_counter()
+    corpus.save()
+    journal = journal_path(corpus.path).stat().st_size
+    print(f"save one more reply: {(time.perf_counter() - start) * 1e3:.1f} ms, {journal} B")
     start = time.perf_counter()
     reopened = HistoryCorpus(folder, fingerprint, max_tokens=corpus.max_tokens)
     print(f"open (read and check the file): {(time.perf_counter() - start) * 1e3:.0f} ms")
-    assert reopened.index.columns() == corpus.index.columns()
+    assert reopened.documents == corpus.documents
     start = time.perf_counter()
     reopened.rebuild(replies)
     print(f"rebuild from the chats (file missing or damaged): {time.perf_counter() - start:.2f} s")

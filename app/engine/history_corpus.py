@@ -9,12 +9,16 @@ rebuild.
 Policy: at most `max_tokens` tokens; a document already held is not stored twice; past the bound
 the oldest documents go first, down to three quarters of it, so the rebuild that dropping costs
 (the automaton cannot forget: 1-4 s for 225k tokens, once per ~300 replies of 250 tokens) comes
-rarely; `add` belongs off the UI thread. The file is written whole to a temporary
-file and renamed over the old one (a killed process leaves the old or the new file, never half of
-one), private to the user (0600 in a 0700 folder). A file that is missing, truncated, corrupt or
-of another format is discarded with a one-line log and the corpus starts empty with
-`needs_rebuild` set: the caller tokenizes the stored chats (`stored_documents`) and calls
-`rebuild`. It is a cache of the chat history: `clear` deletes it when the history is wiped.
+rarely; `add` belongs off the UI thread.
+
+On disk: `save` appends the replies added since to a journal (app/engine/suffix_journal.py), a
+kilobyte a reply; the file itself is written whole, to a temporary file renamed over the old one
+(a killed process leaves the old or the new file, never half of one), when documents were
+dropped or the journal has grown to a quarter of the corpus. Both are private to the user (0600
+in a 0700 folder). A file that is missing, truncated, corrupt or of another format is discarded
+with a one-line log and the corpus starts empty with `needs_rebuild` set: the caller tokenizes
+the stored chats (`stored_documents`) and calls `rebuild`. It is a cache of the chat history:
+`clear` deletes it when the history is wiped.
 """
 
 from __future__ import annotations
