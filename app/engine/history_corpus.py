@@ -203,10 +203,11 @@ class HistoryCorpus:
         if self.tokens > self.max_tokens:  # saved under a larger bound
             self._drop_oldest()
             self._reindex()
-            self._rewrite = self.dirty = True
+            self._rewrite = True
         for document in journal:
             if self._take(document):
                 self._journal_tokens += len(document)
+        self.dirty = self._rewrite  # dropping documents changed what the file should hold
         if torn:
             log.warning(
                 "the chat-history draft index journal %s ends in a damaged record; "

@@ -306,3 +306,16 @@ def test_a_draft_and_its_target_share_one_fingerprint(demo_models: Any) -> None:
             model.close()
     assert fingerprints[0] == fingerprints[1]
     assert fingerprints[0].startswith(f"{n_vocab}-")
+
+
+def test_a_corpus_opened_under_a_smaller_bound_drops_its_oldest(tmp_path: Path) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    for i in range(10):
+        corpus.add(_doc(100 * i))
+    corpus.save()
+    smaller = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=40)
+    assert smaller.tokens == 30 and smaller.dirty
+    assert _next(smaller, [901, 902]) == (903, 904, 905)
+    assert _next(smaller, [601, 602]) == ()
+    smaller.save()
+    assert HistoryCorpus(tmp_path, FINGERPRINT).tokens == 30
