@@ -25,7 +25,6 @@ from app.paths import models_dir
 from app.store import ConversationStore
 from ui.dialogs.compare_dialog import CompareDialog
 from ui.dialogs.models_dialog import ModelsDialog
-from ui.messages import describe
 from ui.settings import Settings
 from ui.widgets.conversation_view import ViewMessage
 from ui.window.chat_controller import ChatController
@@ -33,10 +32,10 @@ from ui.window.conversation_actions import ConversationActions
 from ui.window.dialog_launcher import DialogLauncher
 from ui.window.generation_settings import generation_config
 from ui.window.layout import WindowLayout
-from ui.window.menu_actions import connect_menus
 from ui.window.model_session import ModelSession
 from ui.window.reply_flow import ReplyFlow
 from ui.window.server_switch import ServerSwitch
+from ui.window.wiring import connect_window
 from ui.workers.catalog import Catalog
 from ui.workers.engine import EngineHost
 from ui.workers.jobs import Jobs
@@ -138,55 +137,10 @@ class MainWindow(WindowLayout):
         self._closed = False
         self._send_after_serving = False  # Enter pressed while a server request ran
 
-        self._connect()
+        connect_window(self)
         self._render_state()
         self.chats.refresh_list()
         self._refresh_memory()
-
-    def _connect(self) -> None:
-        flow = self.flow
-        flow.started.connect(lambda: self._set_state(UiState.Generating))
-        flow.ended.connect(self._on_reply_ended)
-        flow.finished.connect(self._on_reply_finished)
-        flow.failed.connect(self._on_reply_failed)
-        flow.noticed.connect(lambda text: self.statusBar().showMessage(text, 8000))
-        flow.headline.connect(self.controls.show_headline)
-        flow.saveFailed.connect(lambda exc: self.show_error(describe(exc)))
-        self.metrics_timer.timeout.connect(self._refresh_memory)
-
-        self.prompt.submitted.connect(self.send)
-        self.send_button.clicked.connect(self.send)
-        self.stop_button.clicked.connect(self.stop)
-        self.regenerate_button.clicked.connect(self.regenerate)
-        self.cancel_load_button.clicked.connect(self.models.cancel)
-        self.conversations.newChatRequested.connect(self.new_chat)
-        self.conversations.conversationChosen.connect(self.open_conversation)
-        self.conversations.renameRequested.connect(self.rename_conversation)
-        self.conversations.deleteRequested.connect(self._confirm_delete)
-        self.conversations.exportRequested.connect(self.chats.export_dialog)
-        self.models.loadingChanged.connect(self._on_loading_changed)
-        self.models.loadProgress.connect(self._on_load_progress)
-        self.models.modelsLoaded.connect(self._on_models_loaded)
-        self.models.catalogChanged.connect(self._on_catalog)
-        self.models.errorRaised.connect(self.show_error)
-        self.models.statusMessage.connect(lambda text: self.statusBar().showMessage(text, 5000))
-        self.controls.targetChosen.connect(self.choose_target)
-        self.controls.draftChosen.connect(self.choose_draft)
-        self.controls.speculationToggled.connect(self.set_speculation)
-        self.controls.gammaChanged.connect(self._on_gamma_changed)
-        self.controls.addModelsRequested.connect(self.add_models_dialog)
-        self.models_button.clicked.connect(self.open_models_dialog)
-        self.compare_button.clicked.connect(self.open_compare_dialog)
-        self.settings.changed.connect(self._on_setting_changed)
-        self.memory_timer.timeout.connect(self._refresh_memory)
-        switch = self.server_switch
-        switch.servingChanged.connect(self._on_serving_changed)
-        switch.errorRaised.connect(self.show_error)
-        switch.statusMessage.connect(lambda text: self.statusBar().showMessage(text, 8000))
-        self.view.examplePicked.connect(self._use_example)
-        self.view.editRequested.connect(self.edit_last_message)
-        self.view.copied.connect(lambda _text: self.statusBar().showMessage("Copied.", 3000))
-        connect_menus(self)
 
     # -- state --------------------------------------------------------------------------------
 

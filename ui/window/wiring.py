@@ -1,0 +1,63 @@
+"""What each of the window's signals sets off: the one place the window's parts are joined.
+
+Kept apart from main_window.py, as the menus are (menu_actions.py), so the state machine reads
+without its wiring.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ui.messages import describe
+from ui.window.menu_actions import connect_menus
+
+if TYPE_CHECKING:
+    from ui.window.main_window import MainWindow
+
+
+def connect_window(window: MainWindow) -> None:
+    from ui.window.main_window import UiState  # noqa: PLC0415 - main_window imports this module
+
+    flow = window.flow
+    flow.started.connect(lambda: window._set_state(UiState.Generating))
+    flow.ended.connect(window._on_reply_ended)
+    flow.finished.connect(window._on_reply_finished)
+    flow.failed.connect(window._on_reply_failed)
+    flow.noticed.connect(lambda text: window.statusBar().showMessage(text, 8000))
+    flow.headline.connect(window.controls.show_headline)
+    flow.saveFailed.connect(lambda exc: window.show_error(describe(exc)))
+    window.metrics_timer.timeout.connect(window._refresh_memory)
+
+    window.prompt.submitted.connect(window.send)
+    window.send_button.clicked.connect(window.send)
+    window.stop_button.clicked.connect(window.stop)
+    window.regenerate_button.clicked.connect(window.regenerate)
+    window.cancel_load_button.clicked.connect(window.models.cancel)
+    window.conversations.newChatRequested.connect(window.new_chat)
+    window.conversations.conversationChosen.connect(window.open_conversation)
+    window.conversations.renameRequested.connect(window.rename_conversation)
+    window.conversations.deleteRequested.connect(window._confirm_delete)
+    window.conversations.exportRequested.connect(window.chats.export_dialog)
+    window.models.loadingChanged.connect(window._on_loading_changed)
+    window.models.loadProgress.connect(window._on_load_progress)
+    window.models.modelsLoaded.connect(window._on_models_loaded)
+    window.models.catalogChanged.connect(window._on_catalog)
+    window.models.errorRaised.connect(window.show_error)
+    window.models.statusMessage.connect(lambda text: window.statusBar().showMessage(text, 5000))
+    window.controls.targetChosen.connect(window.choose_target)
+    window.controls.draftChosen.connect(window.choose_draft)
+    window.controls.speculationToggled.connect(window.set_speculation)
+    window.controls.gammaChanged.connect(window._on_gamma_changed)
+    window.controls.addModelsRequested.connect(window.add_models_dialog)
+    window.models_button.clicked.connect(window.open_models_dialog)
+    window.compare_button.clicked.connect(window.open_compare_dialog)
+    window.settings.changed.connect(window._on_setting_changed)
+    window.memory_timer.timeout.connect(window._refresh_memory)
+    switch = window.server_switch
+    switch.servingChanged.connect(window._on_serving_changed)
+    switch.errorRaised.connect(window.show_error)
+    switch.statusMessage.connect(lambda text: window.statusBar().showMessage(text, 8000))
+    window.view.examplePicked.connect(window._use_example)
+    window.view.editRequested.connect(window.edit_last_message)
+    window.view.copied.connect(lambda _text: window.statusBar().showMessage("Copied.", 3000))
+    connect_menus(window)
