@@ -21,7 +21,7 @@ from typing import Any
 
 from app.errors import InvalidSettingError, ModelLoadError
 
-# The layers the issue names for the useless demo draft: 9 to 28 inclusive, 20 of SmolLM2's 30.
+# The layers dropped for the useless demo draft: 9 to 28 inclusive, 20 of SmolLM2's 30.
 USELESS_DRAFT_DROP = range(9, 29)
 USELESS_DRAFT_FILE = "SmolLM2-135M-Instruct.Q4_1.pruned-9-28.gguf"
 
