@@ -49,7 +49,7 @@ def test_the_sparkline_names_its_peak_and_full_acceptance(qtbot: QtBot) -> None:
     spark.set_series([None, 10.0, 34.6, 20.0], [None, 0.5, 0.9, None])
     image = _shown(qtbot, spark)
     labels = spark.scale_labels()
-    assert [text for text, _rect in labels] == ["35 tok/s peak", "100 % accepted"]
+    assert [text for text, _rect in labels] == ["35 tok/s peak", "top = 100 % acceptance"]
     _readable(spark, labels)
     for _text, rect in labels:
         assert _inked(image, rect)

@@ -74,7 +74,8 @@ class Sparkline(QWidget):
         band = QRectF(2, 0, self.width() - 4, metrics.height())
         peak = self.peak
         rate = f"{peak:.0f} tok/s peak" if peak > 0 else "tok/s"
-        accept = "100 % accepted"
+        # A scale, not a reading: on an empty chart "100 % accepted" read as a result.
+        accept = "top = 100 % acceptance"
         return [
             (rate, QRectF(band.left(), band.top(), metrics.horizontalAdvance(rate), band.height())),
             (
