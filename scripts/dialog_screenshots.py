@@ -24,6 +24,7 @@ from app.bench.session import prompt_bench
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent
+from app.engine.gamma import fixed
 from app.engine.runtime import Runtime
 from models.compat import check_draft_file
 from models.demo import ensure_demo_models
@@ -80,8 +81,8 @@ def _shoot(out: Path, data: Path) -> None:
     bench = prompt_bench(
         target=target,
         drafts=[DraftChoice(p.name, p) for p in demo.drafts.values()],
-        gammas=[4],
-        base=GenerationConfig(max_tokens=64, gamma=4),
+        gammas=[fixed(4)],
+        base=GenerationConfig(max_tokens=64, gamma=fixed(4)),
         draft_template=draft_template,
     )
     compare = CompareDialog(bench, prompt=prompt)
@@ -99,7 +100,9 @@ def _shoot(out: Path, data: Path) -> None:
         runtime.load_draft(draft_template)
         ids = runtime.chat_prompt([{"role": "user", "content": prompt}])
         events = list(
-            runtime.generate(ids, GenerationConfig(max_tokens=96, gamma=4), GenerationControl())
+            runtime.generate(
+                ids, GenerationConfig(max_tokens=96, gamma=fixed(4)), GenerationControl()
+            )
         )
     finally:
         runtime.close()

@@ -4,8 +4,8 @@ Starts two `specchat worker` processes on 127.0.0.1 and runs the demo F32 target
 one worker and split over two, plain and speculative (the Q4_1 demo draft always local).
 Bytes are what the workers' TCP connections carried both ways while generating (the kernel's
 per-connection counters, read with `ss -ti`, Linux), divided by the tokens generated: the
-network traffic a real second PC would see. Figures on a busy machine are noisy; run it on an
-idle one.
+network traffic a real second PC would see, TLS included (the workers are keyed). Figures on a
+busy machine are noisy; run it on an idle one.
 
     python scripts/rpc_figures.py [--tokens 64] [--threads 1] [--n-gpu-layers -1]
 """
@@ -13,10 +13,12 @@ idle one.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +28,10 @@ sys.path.insert(0, str(REPO))
 
 from app.engine.config import GenerationConfig, ModelConfig  # noqa: E402
 from app.engine.events import FinishEvent  # noqa: E402
+from app.engine.gamma import fixed  # noqa: E402
 from app.engine.isolated import IsolatedRuntime  # noqa: E402
+from app.llama import rpc_keys  # noqa: E402
+from app.llama.rpc_identity import load_identity  # noqa: E402
 from models.compat import check_draft_file  # noqa: E402
 from models.demo import ensure_demo_models  # noqa: E402
 
@@ -41,10 +46,14 @@ def _port() -> int:
 
 def _start_worker(threads: int) -> tuple[str, subprocess.Popen[bytes]]:
     port = _port()
+    # A keyed worker, as by default: its key made first in a data folder of its own.
+    data = Path(tempfile.mkdtemp(prefix="specchat-worker-"))
+    rpc_keys.remember(f"127.0.0.1:{port}", str(load_identity(data / "worker").token))
     cmd = [sys.executable, "-m", "app.cli", "worker", "--port", str(port)]
     proc = subprocess.Popen(
         [*cmd, "--threads", str(threads)],
         cwd=REPO,
+        env=dict(os.environ, SPECCHAT_DATA_DIR=str(data)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -101,7 +110,7 @@ def main() -> None:
                     runtime.load_target(replace(target, rpc_servers=endpoints))
                     if mode == "speculative":
                         runtime.load_draft(draft)
-                    config = GenerationConfig(max_tokens=args.tokens, gamma=4)
+                    config = GenerationConfig(max_tokens=args.tokens, gamma=fixed(4))
                     tokens, seconds, traffic = 0, 0.0, 0
                     for prompt in PROMPTS:
                         ids = runtime.text_prompt(prompt)

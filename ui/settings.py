@@ -38,7 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "models/target_rpc": "",
     "models/draft_rpc": "",
     "generation/speculation": True,
-    "generation/gamma": 5,  # 0 = Auto (adaptive draft length)
+    "generation/gamma": 0,  # the γ box's 0 = Auto (adaptive draft length), the default
     "generation/max_tokens": 512,
     "generation/temperature": 0.0,  # 0 = greedy
     "generation/top_p": 1.0,

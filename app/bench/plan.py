@@ -5,28 +5,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final, Literal
 
-from app.engine.config import GenerationConfig, check_gamma
+from app.engine.config import GenerationConfig
+from app.engine.gamma import OFF, GammaSetting, parse_gamma
 from app.errors import InvalidSettingError
-from app.metrics.cost_model import MAX_GAMMA
 
-AUTO: Final = "auto"
-GammaSetting = int | Literal["auto"]
 ALL_CLASSES = "all"
 PLAIN_LABEL = "plain"
 
 
 @dataclass(frozen=True, slots=True)
 class DraftChoice:
-    """A draft to compare: a GGUF file, or prompt lookup when `path` is None."""
+    """A draft to compare: a GGUF file, or the suffix index alone when `path` is None. A
+    draft model drafts together with the suffix index unless `suffix` is False."""
 
     label: str
     path: Path | None
+    suffix: bool = True
 
     @property
     def is_lookup(self) -> bool:
         return self.path is None
+
+    @property
+    def source(self) -> str:
+        """The bench JSON's `source`: model, suffix or hybrid."""
+        if self.path is None:
+            return "suffix"
+        return "hybrid" if self.suffix else "model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +41,7 @@ class BenchConfig:
 
     label: str
     draft: DraftChoice | None
-    gamma: GammaSetting | None
+    gamma: GammaSetting
 
     @property
     def is_plain(self) -> bool:
@@ -43,25 +49,17 @@ class BenchConfig:
 
 
 def parse_gammas(text: str) -> list[GammaSetting]:
-    """`--gamma` value: `N`, `N,N,...`, `auto`, or a mix such as `2,4,auto`."""
+    """`--gamma` value: one γ setting or several, comma-separated, such as `2,4,auto`. `off`
+    is accepted as everywhere and is the plain column every benchmark has anyway."""
     out: list[GammaSetting] = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
             continue
-        if item == AUTO:
-            value: GammaSetting = AUTO
-        else:
-            try:
-                value = int(item)
-            except ValueError:
-                raise InvalidSettingError(
-                    f"gamma must be a number in 1..{MAX_GAMMA} or 'auto', got {item!r}"
-                ) from None
-            check_gamma(value)
-        if value not in out:
+        value = parse_gamma(item)
+        if value not in out and not value.is_off:
             out.append(value)
     if not out:
-        raise InvalidSettingError("--gamma needs at least one value")
+        raise InvalidSettingError("--gamma needs at least one draft length or 'auto'")
     return out
 
 
@@ -69,11 +67,10 @@ def plan_configs(
     drafts: Sequence[DraftChoice], gammas: Sequence[GammaSetting]
 ) -> list[BenchConfig]:
     """Plain first, then every draft at every γ, in the order given."""
-    configs = [BenchConfig(PLAIN_LABEL, None, None)]
+    configs = [BenchConfig(PLAIN_LABEL, None, OFF)]
     for draft in drafts:
         for gamma in gammas:
-            shown = AUTO if gamma == AUTO else str(gamma)
-            configs.append(BenchConfig(f"{draft.label} γ={shown}", draft, gamma))
+            configs.append(BenchConfig(f"{draft.label} γ={gamma}", draft, gamma))
     return configs
 
 
@@ -104,7 +101,5 @@ def interleaved_schedule(
 
 
 def generation_for(config: BenchConfig, base: GenerationConfig) -> GenerationConfig:
-    """The GenerationConfig of one configuration; base.gamma is auto's starting γ."""
-    if config.gamma is None or config.gamma == AUTO:
-        return replace(base, adaptive=config.gamma == AUTO)
-    return replace(base, gamma=int(config.gamma), adaptive=False)
+    """The GenerationConfig of one configuration: the base settings at its γ."""
+    return replace(base, gamma=config.gamma)

@@ -30,6 +30,12 @@ class BenchPrompt:
     # True wraps the text as one user message in the target's chat template (what the window
     # sends); False feeds it as raw text, for base models or prompts that carry their own format.
     chat: bool = True
+    # Earlier user turns of the same conversation: each is answered by the target (greedy,
+    # plain decoding, untimed) before the timed turn, whose prompt then holds them all.
+    before: tuple[str, ...] = ()
+    # User turns of an earlier conversation, answered the same way and kept in the past-chats
+    # index only: the timed prompt is a new conversation.
+    recall: tuple[str, ...] = ()
 
 
 _PASSAGE = """\
@@ -66,6 +72,33 @@ _LOG = """\
 2024-03-02 10:18:15 INFO  worker-1: job 4411 started
 2024-03-02 10:20:02 INFO  cleanup: removed 212 expired snapshots from /srv/backup (48 GB freed)
 2024-03-02 10:55:47 INFO  worker-1: job 4411 finished in 37m32s
+"""
+
+_CODE = """\
+def load_scores(path):
+    scores = {}
+    with open(path) as handle:
+        for line in handle:
+            name, value = line.strip().split(",")
+            scores[name] = int(value)
+    return scores
+
+
+def best_player(scores):
+    best = None
+    for name, value in scores.items():
+        if best is None or value > scores[best]:
+            best = name
+    return best
+"""
+
+_TYPOS = """\
+Dear neighbours, the anual street party will take place on Saturday the fourteenth, \
+starting at three in the afternoon. Please bring a dish to share if you can, and remember \
+that the road will be closed to cars betwen two and nine. Children are wellcome to decorate \
+their bikes for the parade, which leaves from the bakery at four. If it rains, we will meet \
+in the school hall insted. Thank you to everyone who helped organise the tables and the \
+music this year; we could not do it whithout you.
 """
 
 _BUILTIN: tuple[BenchPrompt, ...] = (
@@ -143,6 +176,51 @@ _BUILTIN: tuple[BenchPrompt, ...] = (
         "polish",
         "cycling",
         "Planuję dojeżdżać do pracy rowerem przez cały rok. Jak przygotować się do jazdy zimą?",
+    ),
+    # Copy-heavy: the reply repeats much of the prompt, as edits, fixes and quotes do.
+    BenchPrompt(
+        "copy",
+        "rename",
+        "Return this Python code unchanged except that the function best_player is renamed "
+        f"to top_scorer everywhere.\n\n```python\n{_CODE}```",
+    ),
+    BenchPrompt(
+        "copy",
+        "spelling",
+        "Fix the spelling mistakes in this notice and return the whole corrected text, "
+        f"nothing else.\n\n{_TYPOS}",
+    ),
+    BenchPrompt(
+        "copy",
+        "quote",
+        "Quote the second paragraph of this passage word for word, then say in one sentence "
+        f"what problem it describes.\n\n{_PASSAGE}",
+    ),
+    # Multi-turn: a revision of the previous reply, and a question asked again, in other
+    # words, in a new conversation.
+    BenchPrompt(
+        "revision",
+        "shorter",
+        "Now write the same explanation again, but shorter and simpler.",
+        before=("Explain how a refrigerator keeps food cold.",),
+    ),
+    BenchPrompt(
+        "revision",
+        "formal",
+        "Rewrite your answer in a more formal tone, keeping every step.",
+        before=("How do I change a flat tyre on a bicycle?",),
+    ),
+    BenchPrompt(
+        "asked-again",
+        "fridge",
+        "How does a fridge keep food cold?",
+        recall=("Explain how a refrigerator keeps food cold.",),
+    ),
+    BenchPrompt(
+        "asked-again",
+        "tyre",
+        "What are the steps to fix a flat bicycle tyre?",
+        recall=("How do I change a flat tyre on a bicycle?",),
     ),
 )
 

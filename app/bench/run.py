@@ -66,7 +66,7 @@ def run_once(
     runtime.reset_caches()
     result: GenerationResult | None = None
     notices: list[str] = []
-    events = runtime.generate(prompt_ids, generation, control, speculative=not config.is_plain)
+    events = runtime.generate(prompt_ids, generation, control)
     for event in events:
         if isinstance(event, FinishEvent):
             result = event.result

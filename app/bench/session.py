@@ -10,8 +10,10 @@ model is ever made. Both are cancellable between runs and during a draft's load.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from app.bench.figures import RunRecord
@@ -19,15 +21,17 @@ from app.bench.plan import (
     PLAIN_LABEL,
     BenchConfig,
     DraftChoice,
-    GammaSetting,
     check_drafts,
     plan_configs,
 )
 from app.bench.prompts import BenchPrompt
 from app.bench.run import Phase, ProgressFn, measure, phase_runs
 from app.bench.summary import BenchReport, summarize
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.chat_template import ChatMessage
+from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
 from app.engine.control import GenerationControl
+from app.engine.events import FinishEvent
+from app.engine.gamma import OFF, GammaSetting
 from app.engine.runtime import DraftVetter, Runtime
 from app.errors import InvalidSettingError
 from app.llama.model import LoadProgress
@@ -36,13 +40,37 @@ from app.llama.model import LoadProgress
 _LABEL_PREFIX = "bench: "
 
 
-def prompt_ids_for(runtime: Runtime, prompts: Sequence[BenchPrompt]) -> list[list[int]]:
-    return [
-        runtime.chat_prompt([{"role": "user", "content": p.text}])
-        if p.chat
-        else runtime.text_prompt(p.text)
-        for p in prompts
-    ]
+def prompt_ids_for(
+    runtime: Runtime, prompts: Sequence[BenchPrompt], base: GenerationConfig | None = None
+) -> list[list[int]]:
+    """Each prompt's ids. Earlier turns a prompt names (`before`, `recall`) are answered first
+    by plain greedy decoding, untimed and the same for every configuration; the `recall`
+    exchanges go into the runtime's past-chats index, which stays as it is while the runs go."""
+    context = replace(base or GenerationConfig(), gamma=OFF, sampling=SamplingConfig())
+    out: list[list[int]] = []
+    for p in prompts:
+        if not p.chat:
+            out.append(runtime.text_prompt(p.text))
+            continue
+        for question in p.recall:
+            asked = runtime.chat_prompt([{"role": "user", "content": question}])
+            runtime.remember(asked, _reply_ids(runtime, asked, context))
+        messages: list[ChatMessage] = []
+        for question in p.before:
+            messages.append({"role": "user", "content": question})
+            reply = _reply_ids(runtime, runtime.chat_prompt(messages), context)
+            assert runtime.target is not None
+            messages.append({"role": "assistant", "content": runtime.target.detokenize(reply)})
+        messages.append({"role": "user", "content": p.text})
+        out.append(runtime.chat_prompt(messages))
+    return out
+
+
+def _reply_ids(runtime: Runtime, prompt_ids: list[int], config: GenerationConfig) -> list[int]:
+    for event in runtime.generate(prompt_ids, config):
+        if isinstance(event, FinishEvent):
+            return list(event.result.token_ids)
+    raise AssertionError("a generation always ends with a FinishEvent")
 
 
 def _check(base: GenerationConfig, drafts: Sequence[DraftChoice], prompts: Sequence[Any]) -> None:
@@ -65,10 +93,10 @@ def _add_draft(
     """Load one draft into the runtime for the benchmark; returns the label it is held under."""
     label = _LABEL_PREFIX + draft.label
     if draft.path is None:
-        runtime.add_prompt_lookup(label)
+        runtime.add_suffix_index(label)
         return label
     config = replace(template or ModelConfig(str(draft.path)), path=str(draft.path))
-    runtime.add_draft(label, config, progress=_cancellable(control))
+    runtime.add_draft(label, config, progress=_cancellable(control), joined=draft.suffix)
     return label
 
 
@@ -148,13 +176,21 @@ def run_benchmark(
     _check(base, drafts, prompts)
     control = control or GenerationControl()
     configs = plan_configs(drafts, gammas)
-    runtime = Runtime(vet_draft=vet_draft)
+    # The suffix drafter's past chats are the prompts' `recall` turns alone: replies of the
+    # runs themselves are not remembered, so no configuration drafts from another's output.
+    history = tempfile.TemporaryDirectory(prefix="specchat-bench-")
+    runtime = Runtime(
+        vet_draft=vet_draft,
+        history_dir=Path(history.name),
+        keep_history=False,
+        remember_replies=False,
+    )
     try:
         runtime.load_target(target, progress=_cancellable(control))
         labels = {d.label: _add_draft(runtime, d, draft_template, control) for d in drafts}
         memory = {PLAIN_LABEL: _model_bytes(runtime, None)}
         memory.update({name: _model_bytes(runtime, label) for name, label in labels.items()})
-        ids = prompt_ids_for(runtime, prompts)
+        ids = prompt_ids_for(runtime, prompts, base)
         runs = measure(
             runtime,
             configs,
@@ -180,6 +216,7 @@ def run_benchmark(
         )
     finally:
         runtime.close()
+        history.cleanup()
 
 
 def bench_on_runtime(
@@ -215,7 +252,7 @@ def bench_on_runtime(
             labels[d.label] = held
     resident = [d for d in drafts if d.label in labels]
     phases = ([resident] if resident else []) + [[d] for d in drafts if d.label not in labels]
-    ids = prompt_ids_for(runtime, prompts)
+    ids = prompt_ids_for(runtime, prompts, base)
     counts = [len(_phase_configs(configs, group)) + 1 for group in phases]
     total = sum(phase_runs(n, len(ids), repeats) for n in counts)
     memory = {PLAIN_LABEL: _model_bytes(runtime, None)}

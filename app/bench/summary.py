@@ -8,20 +8,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.bench.figures import Figures, RunRecord, figures_for
-from app.bench.plan import AUTO, PLAIN_LABEL, BenchConfig, GammaSetting
+from app.bench.plan import PLAIN_LABEL, BenchConfig
 from app.bench.prompts import BenchPrompt
 from app.engine.config import GenerationConfig
+from app.engine.gamma import AUTO_START_GAMMA, GammaSetting
 from app.metrics.measured import ratio
 
 SCHEMA_VERSION = 1
+
+
+def gamma_json(setting: GammaSetting) -> int | str | None:
+    """The `gamma` field of a configuration: its fixed length, "auto", or null for plain."""
+    if setting.is_off:
+        return None
+    return "auto" if setting.is_auto else setting.length
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigReport:
     label: str
     draft: str | None
+    source: str | None  # model, suffix or hybrid; None for plain
     draft_path: str | None
-    gamma: GammaSetting | None
+    gamma: GammaSetting
     figures: Figures
     by_class: dict[str, Figures]
     model_memory_bytes: int
@@ -33,8 +42,10 @@ class ConfigReport:
         out: dict[str, Any] = {
             "label": self.label,
             "draft": self.draft,
+            "source": self.source,
             "draft_path": self.draft_path,
-            "gamma": self.gamma,
+            "gamma": gamma_json(self.gamma),
+            "gamma_setting": str(self.gamma),
         }
         out.update(self.figures.to_json())
         out["model_memory_bytes"] = self.model_memory_bytes
@@ -122,6 +133,7 @@ def _config_report(
     return ConfigReport(
         label=config.label,
         draft=draft_label,
+        source=config.draft.source if config.draft else None,
         draft_path=str(config.draft.path) if config.draft and config.draft.path else None,
         gamma=config.gamma,
         figures=figures_for(mine, plain, greedy=greedy),
@@ -137,8 +149,8 @@ def _draft_summaries(configs: Sequence[ConfigReport]) -> list[DraftSummary]:
     out: list[DraftSummary] = []
     for draft in dict.fromkeys(c.draft for c in configs if c.draft is not None):
         mine = [c for c in configs if c.draft == draft]
-        fixed = [c for c in mine if c.gamma != AUTO and c.figures.speedup is not None]
-        auto = next((c for c in mine if c.gamma == AUTO), None)
+        fixed = [c for c in mine if not c.gamma.is_auto and c.figures.speedup is not None]
+        auto = next((c for c in mine if c.gamma.is_auto), None)
         best = max(fixed, key=lambda c: c.figures.speedup or 0.0, default=None)
         best_speedup = best.figures.speedup if best else None
         auto_speedup = auto.figures.speedup if auto else None
@@ -186,7 +198,7 @@ def summarize(
         "repeat_penalty": base.sampling.repeat_penalty,
         "seed": base.sampling.seed,
         "p_min": base.p_min,
-        "auto_initial_gamma": base.gamma,
+        "auto_initial_gamma": AUTO_START_GAMMA,
         "greedy": greedy,
         "exact": base.exact,
     }

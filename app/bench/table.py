@@ -122,7 +122,9 @@ def csv_rows(report: BenchReport) -> Iterator[dict[str, Any]]:
         for name, f in [(ALL_CLASSES, c.figures), *c.by_class.items()]:
             data = f.to_json()
             row = {k: data.get(k) for k in CSV_COLUMNS}
-            row.update({"label": c.label, "draft": c.draft or "", "gamma": c.gamma, "class": name})
+            row.update(
+                {"label": c.label, "draft": c.draft or "", "gamma": str(c.gamma), "class": name}
+            )
             yield row
 
 

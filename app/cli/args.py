@@ -10,17 +10,48 @@ import argparse
 import sys
 
 from app.engine.config import (
-    DEFAULT_GAMMA,
     MAX_SEED,
     GenerationConfig,
     ModelConfig,
     SamplingConfig,
-    check_gamma,
 )
+from app.engine.gamma import DEFAULT_GAMMA_SETTING, GAMMA_HELP, GammaSetting, parse_gamma
 from app.errors import InvalidSettingError
-from app.metrics.cost_model import MAX_GAMMA
 
 DEMO = "demo"
+# `--draft` spellings besides a GGUF path and `demo`, the same in every sub-command.
+DRAFT_SUFFIX = "suffix"  # draft from what the conversation already holds, no draft model
+DRAFT_NONE = "none"  # plain decoding
+_DRAFT_ALIASES = {"ngram": DRAFT_SUFFIX}
+DRAFT_HELP = (
+    f"draft GGUF file, '{DEMO}' (the bundled Q4_1 draft), '{DRAFT_SUFFIX}' (the chat's own text, "
+    f"no draft model; 'ngram' is another name for it) or '{DRAFT_NONE}' (plain decoding)"
+)
+
+
+def add_draft_argument(parser: argparse.ArgumentParser) -> None:
+    """`--draft` and its synonym `--no-spec` (= `--draft none`); with neither, the reply drafts
+    from the chat's own text. `--suffix off` keeps a draft model from drafting with it."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--draft", default=DRAFT_SUFFIX, help=DRAFT_HELP)
+    group.add_argument(
+        "--no-spec", action="store_true", help=f"plain decoding (= --draft {DRAFT_NONE})"
+    )
+    parser.add_argument(
+        "--suffix",
+        choices=("on", "off"),
+        default="on",
+        help="with a draft model, draft from the chat's own text too, whichever pays more "
+        "each round",
+    )
+
+
+def draft_source(args: argparse.Namespace) -> str | None:
+    """What the flags ask to draft from: a GGUF path or `demo`, DRAFT_SUFFIX, or None (plain)."""
+    if args.no_spec:
+        return None
+    value = _DRAFT_ALIASES.get(args.draft, args.draft)
+    return None if value == DRAFT_NONE else str(value)
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,29 +139,28 @@ def sampling_from_args(args: argparse.Namespace) -> SamplingConfig:
     )
 
 
-def generation_from_args(args: argparse.Namespace, gamma: int | str) -> GenerationConfig:
-    adaptive = gamma == "auto"
+def generation_from_args(args: argparse.Namespace, gamma: GammaSetting) -> GenerationConfig:
     return GenerationConfig(
         max_tokens=args.max_tokens,
-        gamma=DEFAULT_GAMMA if adaptive else int(gamma),
-        adaptive=adaptive,
+        gamma=gamma,
         p_min=args.p_min,
         sampling=sampling_from_args(args),
         exact=args.exact,
     )
 
 
-def gamma_value(value: str) -> int | str:
-    if value == "auto":
-        return value
+def gamma_value(value: str) -> GammaSetting:
     try:
-        gamma = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"gamma must be a number in 1..{MAX_GAMMA} or 'auto', got {value!r}"
-        ) from None
-    try:
-        check_gamma(gamma)
+        return parse_gamma(value)
     except InvalidSettingError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return gamma
+
+
+def add_gamma_argument(parser: argparse.ArgumentParser) -> None:
+    """`--gamma`, spelled and defaulted the same in every sub-command."""
+    parser.add_argument(
+        "--gamma",
+        type=gamma_value,
+        default=DEFAULT_GAMMA_SETTING,
+        help=f"draft length: {GAMMA_HELP}",
+    )

@@ -1,6 +1,6 @@
 """The `specchat bench` sub-command: flags, model resolution, output files.
 
-`specchat bench --target PATH --draft PATH [--draft PATH ...] [--gamma N[,N...]|auto]
+`specchat bench --target PATH --draft PATH [--draft PATH ...] [--gamma G[,G...]]
 [--prompts builtin|builtin:CLASS,...|FILE] [--max-tokens N] [--repeat R] [--temperature T]
 [--json OUT] [--csv OUT] [--plot OUT.png]`
 
@@ -16,12 +16,13 @@ import sys
 from pathlib import Path
 
 from app.bench.chart import save_plot
-from app.bench.plan import AUTO, DraftChoice, GammaSetting, parse_gammas
+from app.bench.plan import DraftChoice, parse_gammas
 from app.bench.prompts import BUILTIN, BUILTIN_CLASSES, load_prompts
 from app.bench.session import run_benchmark
 from app.bench.table import format_table, to_csv
 from app.cli.args import (
     DEMO,
+    DRAFT_SUFFIX,
     add_model_arguments,
     add_sampling_arguments,
     check_model_args,
@@ -31,9 +32,8 @@ from app.cli.args import (
 from app.cli.contained import run_contained
 from app.cli.rpc_options import add_rpc_arguments, draft_endpoints, target_endpoints, uses_rpc
 from app.engine.config import ModelConfig
-from app.engine.runtime import NGRAM
+from app.engine.gamma import AUTO, GAMMA_HELP, GammaSetting
 from app.errors import InvalidSettingError
-from app.metrics.cost_model import MAX_GAMMA
 from models.compat import check_draft_file
 
 DEMO_PRUNED = "demo-pruned"
@@ -67,15 +67,23 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="PATH",
         help=f"draft GGUF file; repeat to compare drafts. '{DEMO}' = the Q4_1 demo draft, "
         f"'{DEMO_PRUNED}' = the demo draft with layers 9-28 removed (useless on purpose), "
-        f"'{NGRAM}' = prompt lookup",
+        f"'{DRAFT_SUFFIX}' = the prompt's own text, no draft model ('ngram' is another name)",
     )
     bench.add_argument(
         "--gamma",
         type=_gammas,
         default=_gammas(DEFAULT_GAMMAS),
-        metavar="N[,N...]|auto",
-        help=f"draft lengths 1..{MAX_GAMMA} and/or 'auto', comma-separated "
+        metavar="G[,G...]",
+        help=f"γ settings to compare, comma-separated, each {GAMMA_HELP} "
         f"(default {DEFAULT_GAMMAS})",
+    )
+    bench.add_argument(
+        "--suffix",
+        type=_suffix_modes,
+        default=_suffix_modes("on"),
+        metavar="on|off|on,off",
+        help="whether each draft model drafts together with the suffix index; 'on,off' runs "
+        "both, side by side",
     )
     bench.add_argument(
         "--prompts",
@@ -99,9 +107,29 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     bench.set_defaults(handler=run_bench, check=check_bench_args)
 
 
+def _suffix_modes(value: str) -> list[bool]:
+    modes = [part.strip() for part in value.split(",") if part.strip()]
+    if not modes or any(m not in ("on", "off") for m in modes):
+        raise argparse.ArgumentTypeError(f"--suffix takes on, off or on,off, got {value!r}")
+    return [m == "on" for m in dict.fromkeys(modes)]
+
+
+def _with_suffix_modes(choices: list[DraftChoice], modes: list[bool]) -> list[DraftChoice]:
+    """Each draft model once per --suffix mode; the suffix index alone has no mode."""
+    out: list[DraftChoice] = []
+    for choice in choices:
+        if choice.path is None:
+            out.append(choice)
+            continue
+        for joined in modes:
+            label = f"{choice.label}+suffix" if joined and len(modes) > 1 else choice.label
+            out.append(DraftChoice(label, choice.path, suffix=joined))
+    return out
+
+
 def _draft_choice(value: str) -> DraftChoice:
-    if value == NGRAM:
-        return DraftChoice("ngram", None)
+    if value in (DRAFT_SUFFIX, "ngram"):
+        return DraftChoice(DRAFT_SUFFIX, None)
     if value == DEMO_PRUNED:
         from models.prune import useless_demo_draft  # noqa: PLC0415
 
@@ -119,7 +147,7 @@ def _unique_labels(choices: list[DraftChoice]) -> list[DraftChoice]:
         count = seen.get(choice.label, 0) + 1
         seen[choice.label] = count
         label = choice.label if count == 1 else f"{choice.label}#{count}"
-        out.append(DraftChoice(label, choice.path))
+        out.append(DraftChoice(label, choice.path, choice.suffix))
     return out
 
 
@@ -153,7 +181,7 @@ def measure_and_report(args: argparse.Namespace) -> int:
     for path, flag in ((args.json, "--json"), (args.csv, "--csv"), (args.plot, "--plot")):
         _check_output(path, flag)
     prompts = load_prompts(args.prompts)
-    drafts = _unique_labels([_draft_choice(d) for d in args.draft])
+    drafts = _with_suffix_modes(_unique_labels([_draft_choice(d) for d in args.draft]), args.suffix)
     target = ModelConfig(
         resolve_model_path(args.target, role="target"),
         n_ctx=args.n_ctx,

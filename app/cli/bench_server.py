@@ -1,7 +1,8 @@
 """Server overhead: tokens/s through `specchat serve` against the same engine in-process.
 
-`python -m app.cli.bench_server --target PATH|demo [--draft PATH|demo|ngram] [--gamma N|auto]
-[--prompts builtin|builtin:CLASS,...|FILE] [--max-tokens N] [--repeat R] [--exact] [--json OUT]`
+`python -m app.cli.bench_server --target PATH|demo [--draft PATH|demo|suffix|none]
+[--gamma auto|off|N] [--prompts builtin|builtin:CLASS,...|FILE] [--max-tokens N] [--repeat R]
+[--exact] [--json OUT]`
 (scripts/bench-server runs it).
 
 For each prompt, interleaved so drift in machine load hits both sides alike: one reply from a
@@ -27,9 +28,12 @@ from typing import Any
 
 from app.bench.prompts import BenchPrompt, load_prompts
 from app.cli.args import (
+    DRAFT_SUFFIX,
+    add_draft_argument,
+    add_gamma_argument,
     add_model_arguments,
     add_sampling_arguments,
-    gamma_value,
+    draft_source,
     generation_from_args,
     resolve_model_path,
 )
@@ -37,7 +41,6 @@ from app.cli.loading import load_runtime
 from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
 from app.engine.isolated import AnyRuntime
-from app.engine.runtime import NGRAM
 from app.errors import InvalidSettingError, SpecChatError
 from models.terminal import printable
 
@@ -50,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Tokens/s through `specchat serve` against the same engine in-process.",
     )
     add_model_arguments(parser)
-    parser.add_argument("--draft", default=None, help="draft GGUF, 'ngram' or 'demo'")
-    parser.add_argument("--gamma", type=gamma_value, default=5, help="n_max: 0..32 or 'auto'")
+    add_draft_argument(parser)
+    add_gamma_argument(parser)
     add_sampling_arguments(parser)
     parser.add_argument("--prompts", default="builtin", help="builtin, builtin:CLASS,... or FILE")
     parser.add_argument("--repeat", type=int, default=1, help="replies per prompt and side")
@@ -74,20 +77,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    gamma = args.gamma
-    config = generation_from_args(args, 5 if gamma in (0, "auto") else gamma)
+    config = generation_from_args(args, args.gamma)
     config.validate()
     prompts = load_prompts(args.prompts)
     # Resolve `demo` once, so both sides load the very same files.
     args.target = resolve_model_path(args.target, role="target")
-    if args.draft not in (None, NGRAM):
-        args.draft = resolve_model_path(args.draft, role="draft")
-    runtime = load_runtime(args, args.draft)
+    draft = draft_source(args)
+    if draft not in (None, DRAFT_SUFFIX):
+        draft = resolve_model_path(draft, role="draft")
+    args.draft, args.no_spec = draft or "none", False
+    runtime = load_runtime(args, draft)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as folder, _Server(args, Path(folder)) as server:
         for prompt in prompts:
             for _ in range(args.repeat):
-                local_n, local_s = _in_process(runtime, prompt, config, gamma != 0)
+                local_n, local_s = _in_process(runtime, prompt, config)
                 served_n, served_s = server.complete(prompt)
                 rows.append(
                     {
@@ -105,7 +109,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "settings": {
             "target": args.target,
             "draft": args.draft,
-            "gamma": gamma,
+            "gamma_setting": str(args.gamma),
             "max_tokens": args.max_tokens,
             "exact": args.exact,
             "threads": args.threads,
@@ -118,7 +122,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _in_process(
-    runtime: AnyRuntime, prompt: BenchPrompt, config: GenerationConfig, speculative: bool
+    runtime: AnyRuntime, prompt: BenchPrompt, config: GenerationConfig
 ) -> tuple[int, float]:
     start = time.perf_counter()
     ids = (
@@ -126,7 +130,7 @@ def _in_process(
         if prompt.chat
         else runtime.text_prompt(prompt.text)
     )
-    for event in runtime.generate(ids, config, speculative=speculative):
+    for event in runtime.generate(ids, config):
         if isinstance(event, FinishEvent):
             return event.result.stats.generated_tokens, time.perf_counter() - start
     raise AssertionError("a generation always ends with a FinishEvent")
@@ -149,8 +153,7 @@ class _Server:
         command += ["--p-min", str(a.p_min)]
         command += ["--n-gpu-layers", str(a.n_gpu_layers)]
         command += ["--draft-n-gpu-layers", str(a.draft_n_gpu_layers)]
-        if a.draft is not None:
-            command += ["--draft", a.draft]
+        command += ["--draft", a.draft]
         if a.threads is not None:
             command += ["--threads", str(a.threads)]
         if a.exact:

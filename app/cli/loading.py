@@ -4,31 +4,43 @@ RPC workers hold layers (llama.cpp aborts its process when a worker fails)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from app.cli.args import resolve_model_path
+from app.cli.args import DRAFT_SUFFIX, resolve_model_path
 from app.cli.rpc_options import draft_endpoints, target_endpoints, uses_rpc
 from app.engine.config import ModelConfig
 from app.engine.isolated import AnyRuntime, IsolatedRuntime
-from app.engine.runtime import NGRAM, Runtime
+from app.engine.runtime import Runtime
 from app.llama import rpc
 from app.llama.model import ModelFacts
 
 
 def load_runtime(
-    args: argparse.Namespace, draft: str | None, facts: list[ModelFacts] | None = None
+    args: argparse.Namespace,
+    draft: str | None,
+    facts: list[ModelFacts] | None = None,
+    *,
+    history_dir: Path | None = None,
 ) -> AnyRuntime:
     """Load the models; with RPC workers, in a child process that may die (app/engine/isolated).
 
-    `facts`, when given, receives the loaded models' facts (target first).
+    `facts`, when given, receives the loaded models' facts (target first). `history_dir` holds
+    the past-chats index the suffix drafter reads and every reply joins (in this process only).
     """
     from models.compat import check_draft_file  # noqa: PLC0415 - only when generating
 
     if uses_rpc(args):
         rpc.require_rpc()  # a build without RPC says how to rebuild before any file is read
+    joined = args.suffix == "on"
     runtime: AnyRuntime = (
         IsolatedRuntime(vet_draft=check_draft_file)
         if uses_rpc(args)
-        else Runtime(vet_draft=check_draft_file)
+        else Runtime(
+            vet_draft=check_draft_file,
+            suffix_joins_models=joined,
+            history_dir=history_dir,
+            keep_history=False,
+        )
     )
     loaded = facts if facts is not None else []
     try:
@@ -43,8 +55,8 @@ def load_runtime(
                 )
             )
         )
-        if draft == NGRAM:
-            runtime.use_prompt_lookup()
+        if draft == DRAFT_SUFFIX:
+            runtime.use_suffix_index()
         elif draft is not None:
             loaded.append(
                 runtime.load_draft(

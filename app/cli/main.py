@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any, NoReturn, cast
 
 from app.cli.args import (
+    add_draft_argument,
+    add_gamma_argument,
     add_model_arguments,
     add_sampling_arguments,
     check_model_args,
-    gamma_value,
+    draft_source,
     generation_from_args,
 )
 from app.cli.loading import load_runtime, placement_json
@@ -34,7 +36,6 @@ from app.engine.events import FinishEvent, NoticeEvent, TokenEvent
 from app.engine.result import GenerationResult
 from app.errors import InvalidSettingError, RpcWorkerLostError, SpecChatError
 from app.llama.model import ModelFacts
-from app.metrics.cost_model import MAX_GAMMA
 from app.version import app_version
 from models.probe import PROBE_FLAG
 from models.terminal import printable
@@ -79,19 +80,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     gen = commands.add_parser("generate", help="generate one reply headless")
     add_model_arguments(gen)
-    spec = gen.add_mutually_exclusive_group()
-    spec.add_argument(
-        "--draft",
-        default=None,
-        help="draft GGUF file, 'ngram' for prompt lookup, or 'demo' for the bundled Q4_1 draft",
-    )
-    spec.add_argument("--no-spec", action="store_true", help="plain decoding, no speculation")
-    gen.add_argument(
-        "--gamma", type=gamma_value, default=5, help=f"draft length 1..{MAX_GAMMA}, or 'auto'"
-    )
+    add_draft_argument(gen)
+    add_gamma_argument(gen)
     add_sampling_arguments(gen)
-    gen.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")
-    gen.add_argument("--system", default=None, help="system message (with --chat)")
+    wrap = gen.add_mutually_exclusive_group()
+    wrap.add_argument(
+        "--raw",
+        action="store_true",
+        help="complete the prompt as plain text instead of sending it as a chat message",
+    )
+    # The default since chat became it; kept so that existing command lines still work.
+    wrap.add_argument("--chat", action="store_true", help=argparse.SUPPRESS)
+    gen.add_argument("--system", default=None, help="system message (not with --raw)")
     source = gen.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", help="the prompt text")
     source.add_argument(
@@ -123,8 +123,8 @@ def _register_optional(commands: argparse._SubParsersAction[argparse.ArgumentPar
 def check_generate_args(args: argparse.Namespace) -> None:
     check_model_args(args)
     generation_from_args(args, args.gamma).validate()
-    if args.system is not None and not args.chat:
-        raise InvalidSettingError("--system needs --chat (the system message is a chat turn)")
+    if args.system is not None and args.raw:
+        raise InvalidSettingError("--system does not go with --raw (it is a chat turn)")
     if args.prompt is not None and not args.prompt.strip():
         raise InvalidSettingError("--prompt is empty")
 
@@ -160,10 +160,10 @@ def run_generate(args: argparse.Namespace) -> int:
     config = generation_from_args(args, args.gamma)  # checked by check_generate_args
     prompt = _read_prompt(args)
     facts: list[ModelFacts] = []
-    runtime = load_runtime(args, None if args.no_spec else args.draft, facts)
+    runtime = load_runtime(args, draft_source(args), facts)
     reply: list[str] = []
     try:
-        if args.chat:
+        if not args.raw:
             messages = [{"role": "system", "content": args.system}] if args.system else []
             messages.append({"role": "user", "content": prompt})
             prompt_ids = runtime.chat_prompt(messages)  # type: ignore[arg-type]
@@ -173,7 +173,7 @@ def run_generate(args: argparse.Namespace) -> int:
         control = GenerationControl()
         try:
             with stop_on_signals(control) as caught:
-                events = runtime.generate(prompt_ids, config, control, speculative=not args.no_spec)
+                events = runtime.generate(prompt_ids, config, control)
                 for event in events:
                     if isinstance(event, TokenEvent):
                         reply.append(event.text)
@@ -189,6 +189,7 @@ def run_generate(args: argparse.Namespace) -> int:
         assert result is not None
         if args.json:
             out = result.to_json()
+            out["stats"]["gamma_setting"] = str(config.gamma)
             if uses_rpc(args):
                 out["devices"] = placement_json(facts)
             print(json.dumps(out, ensure_ascii=False))

@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from app.engine.gamma import DEFAULT_GAMMA_SETTING, GammaSetting
 from app.errors import InvalidSettingError
 from app.metrics.cost_model import MAX_GAMMA
 
-# The fixed draft length when none is given, and where γ auto starts before it has measured.
-DEFAULT_GAMMA = 5
 # llama.cpp takes counts as C int32: anything larger would silently wrap in ctypes.
 MAX_INT32 = 2**31 - 1
 # Seeds feed numpy's generator and are mixed into 32-bit per-position draft seeds.
@@ -18,12 +17,6 @@ MAX_SEED = 2**32 - 1
 MAX_THREADS = 1024
 # A prompt file larger than this is not a prompt (or is /dev/zero): refuse it unread.
 MAX_PROMPT_FILE_BYTES = 16 * 1024 * 1024
-
-
-def check_gamma(gamma: int) -> None:
-    """The one wording of the draft-length range, for every front end."""
-    if not 1 <= gamma <= MAX_GAMMA:
-        raise InvalidSettingError(f"gamma (draft length) must be in 1..{MAX_GAMMA}, got {gamma}")
 
 
 def _finite(name: str, value: float) -> None:
@@ -117,11 +110,11 @@ class ModelConfig:
 
 @dataclass(frozen=True, slots=True)
 class GenerationConfig:
-    """One reply's settings. `gamma` is the draft length; `adaptive` lets the engine pick it."""
+    """One reply's settings. `gamma` says whether the reply speculates and how far it drafts:
+    auto, off (plain decoding) or a fixed length (app/engine/gamma.py)."""
 
     max_tokens: int = 256
-    gamma: int = DEFAULT_GAMMA
-    adaptive: bool = False
+    gamma: GammaSetting = DEFAULT_GAMMA_SETTING
     p_min: float = 0.0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     # Every target pass computes at least two rows, so plain steps and verification run the
@@ -133,7 +126,6 @@ class GenerationConfig:
             raise InvalidSettingError(
                 f"max tokens must be in 1..{MAX_INT32}, got {self.max_tokens}"
             )
-        check_gamma(self.gamma)
         _finite("p-min", self.p_min)
         if not 0.0 <= self.p_min < 1.0:
             raise InvalidSettingError(f"p-min must be in [0, 1), got {self.p_min}")

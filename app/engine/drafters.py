@@ -27,7 +27,7 @@ from app.engine.sampling import (
     top_probability,
 )
 from app.llama.handle import ModelHandle
-from app.metrics.rounds import DraftMode
+from app.metrics.rounds import DraftMode, RoundRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,9 @@ class Draft:
     seconds: float = 0.0
     # Each token's confidence margin, when a confidence stop asked for them (else empty).
     margins: list[float] = field(default_factory=list)
+    # How many of the tokens, the first ones, the suffix index proposed (RoundRecord's
+    # suffix_drafted).
+    suffix_tokens: int = 0
 
 
 class Drafter(Protocol):
@@ -54,14 +57,19 @@ class Drafter(Protocol):
         p_min: float,
         *,
         stop: KeepDrafting | None = None,
+        free_limit: int | None = None,
     ) -> Draft:
         """Up to max_tokens proposals. `stop`, when given, is told each proposed token's
         confidence margin and ends the draft when it says so (the margins come back in the
-        Draft); a drafter without confidences ignores it."""
+        Draft); a drafter without confidences ignores it. `free_limit`, under γ auto, is how
+        far tokens that cost no draft pass (the suffix index's) may go past max_tokens."""
         ...
 
     def prefill(self, history: Sequence[int]) -> None:
         """Read the prompt before generation starts, so its cost is not billed to drafting."""
+
+    def learn(self, record: RoundRecord) -> None:
+        """The target's verdict on the last proposal (a drafter that learns nothing ignores it)."""
 
     def close(self) -> None: ...
 
@@ -105,7 +113,9 @@ class ModelDrafter:
         p_min: float,
         *,
         stop: KeepDrafting | None = None,
+        free_limit: int | None = None,
     ) -> Draft:
+        del free_limit  # every token of a draft model costs a pass
         start = self._clock()
         sequence = list(history)
         tokens: list[int] = []
@@ -142,6 +152,9 @@ class ModelDrafter:
 
     def prefill(self, history: Sequence[int]) -> None:
         self.model.feed(history, 0)
+
+    def learn(self, record: RoundRecord) -> None:
+        """γ auto does the learning for a draft model."""
 
     def close(self) -> None:
         self.model.close()
@@ -195,15 +208,19 @@ class PromptLookupDrafter:
         p_min: float,
         *,
         stop: KeepDrafting | None = None,
+        free_limit: int | None = None,
     ) -> Draft:
         # Lookup proposals do not depend on sampling settings and carry no confidence.
-        del sampling, rng, p_min, stop
+        del sampling, rng, p_min, stop, free_limit
         start = self._clock()
         tokens = self.find(history, max_tokens)
         return Draft(tokens, [None] * len(tokens), 0, self._clock() - start)
 
     def prefill(self, history: Sequence[int]) -> None:
         """Lookup reads the history afresh each round; nothing to prepare."""
+
+    def learn(self, record: RoundRecord) -> None:
+        """Lookup keeps no figures."""
 
     def close(self) -> None:
         """Nothing native to free."""

@@ -10,12 +10,14 @@ from app.metrics.rounds import RoundRecord
 
 @dataclass(frozen=True, slots=True)
 class TokenEvent:
-    """One generated token. `from_draft` marks a draft token the target accepted."""
+    """One generated token. `from_draft` marks a draft token the target accepted, and
+    `from_suffix` one of those that the suffix index (the chat's own text) proposed."""
 
     token_id: int
     text: str
     from_draft: bool
     index: int
+    from_suffix: bool = False
 
 
 @dataclass(frozen=True, slots=True)

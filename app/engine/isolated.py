@@ -230,8 +230,8 @@ class IsolatedRuntime:
     def check_draft(self, draft: Path) -> None:
         self._call("check_draft", draft)
 
-    def use_prompt_lookup(self) -> None:
-        self._call("use_prompt_lookup")
+    def use_suffix_index(self) -> None:
+        self._call("use_suffix_index")
         self._mode = self._call("mode")
 
     def clear_draft(self) -> None:
@@ -266,15 +266,13 @@ class IsolatedRuntime:
         prompt_ids: Sequence[int],
         config: GenerationConfig,
         control: GenerationControl | None = None,
-        *,
-        speculative: bool = True,
     ) -> Iterator[Event]:
         """Stream the child's events; a dead worker raises RpcWorkerLostError after the tokens
         that did arrive, so the caller keeps the partial reply."""
         live = control or GenerationControl()
         conn = self._ensure_child()
         sent = (live.stop_requested, live.speculative, live.gamma)
-        conn.send(("generate", (list(prompt_ids), config, speculative, sent)))
+        conn.send(("generate", (list(prompt_ids), config, sent)))
 
         def forward_changes() -> None:
             # The user's Stop, γ and speculation switches reach the child as they happen.

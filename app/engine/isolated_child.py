@@ -49,9 +49,9 @@ def _portable(exc: SpecChatError) -> SpecChatError:
 
 
 def _generate(conn: Connection, runtime: Runtime, args: tuple[Any, ...]) -> None:
-    prompt_ids, config, speculative, state = args
+    prompt_ids, config, state = args
     control = GenerationControl(*state)
-    for event in runtime.generate(prompt_ids, config, control, speculative=speculative):
+    for event in runtime.generate(prompt_ids, config, control):
         conn.send(("event", event))
         while conn.poll():
             _, new_state = conn.recv()  # only ("control", state) arrives mid-generation
@@ -76,7 +76,7 @@ def serve(conn: Connection, log_path: str, vet_draft: DraftVetter | None) -> Non
         "load_target": lambda config: runtime.load_target(config, progress),
         "load_draft": lambda config, vetted: runtime.load_draft(config, progress, vetted=vetted),
         "check_draft": runtime.check_draft,
-        "use_prompt_lookup": runtime.use_prompt_lookup,
+        "use_suffix_index": runtime.use_suffix_index,
         "clear_draft": runtime.clear_draft,
         "unload": runtime.unload,
         "chat_prompt": runtime.chat_prompt,

@@ -28,6 +28,7 @@ from app.engine.result import FinishReason, GenerationResult
 from app.engine.sampling import distribution, greedy_token, sample
 from app.errors import ContextOverflowError, InvalidSettingError
 from app.llama.handle import ModelHandle
+from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.rounds import DraftMode, RoundRecord
 from app.metrics.summary import summarize
 
@@ -78,10 +79,11 @@ class SpeculativeEngine:
         prompt_ids: Sequence[int],
         config: GenerationConfig,
         control: GenerationControl | None = None,
-        *,
-        speculative: bool = True,
     ) -> Iterator[Event]:
-        """Yield TokenEvents and RoundEvents as the reply grows, then one FinishEvent."""
+        """Yield TokenEvents and RoundEvents as the reply grows, then one FinishEvent.
+
+        Whether the reply speculates is decided here and only here: config.gamma off, or no
+        drafter, is plain decoding; control.speculative pauses drafting between rounds."""
         config.validate()
         control = control or GenerationControl()
         if not prompt_ids:
@@ -91,7 +93,7 @@ class SpeculativeEngine:
         clock = self._clock
         t_request = clock()
         rng = np.random.default_rng(config.sampling.seed)
-        mode: DraftMode = self.mode if speculative else "plain"
+        mode: DraftMode = "plain" if config.gamma.is_off else self.mode
         controller = self._gamma_controller(config) if mode != "plain" else None
 
         if self.target.uniform_batches != config.exact:
@@ -136,9 +138,12 @@ class SpeculativeEngine:
             # Never draft past the token budget or the context: the bonus token needs a row.
             gamma = max(0, min(gamma, remaining - 1, room))
             catchup_s = self._catch_up(tokens) if gamma > 0 else 0.0
-            # A γ set by hand runs as set; under auto the controller may end the draft early.
-            draft_stop = controller.draft_stop() if controller and control.gamma is None else None
-            draft = self._draft(tokens, gamma, config, draft_stop)
+            # A γ set by hand runs as set; under auto the controller may end the draft early,
+            # and tokens that cost no draft pass may run past its γ.
+            under_auto = controller is not None and control.gamma is None
+            draft_stop = controller.draft_stop() if controller and under_auto else None
+            free_limit = min(MAX_GAMMA, remaining - 1, room) if under_auto else None
+            draft = self._draft(tokens, gamma, config, draft_stop, free_limit)
             t_verify = clock()
             rows = self.target.feed(tokens + draft.tokens, len(draft.tokens) + 1)
             verify_s = clock() - t_verify
@@ -157,7 +162,8 @@ class SpeculativeEngine:
                 if ttft is None:
                     ttft = clock() - t_request
                 text = decoder.decode(self.target.token_bytes(token))
-                yield TokenEvent(token, text, is_draft, len(reply) - 1)
+                from_suffix = is_draft and i < draft.suffix_tokens
+                yield TokenEvent(token, text, is_draft, len(reply) - 1, from_suffix)
             tokens.extend(emitted)
 
             drafted = len(draft.tokens)
@@ -173,8 +179,11 @@ class SpeculativeEngine:
                 verify_s=verify_s,
                 draft_steps=draft.steps,
                 draft_catchup_s=catchup_s,
+                suffix_drafted=draft.suffix_tokens,
             )
             rounds.append(record)
+            if mode != "plain" and self.drafter is not None:
+                self.drafter.learn(record)
             if drafted == 0:
                 self._observe_plain_step(verify_s)
             if draft.steps == 0 and emitted and mode == "draft":
@@ -243,10 +252,10 @@ class SpeculativeEngine:
             return control.gamma
         if controller is not None:
             return controller.next_gamma()
-        return config.gamma
+        return config.gamma.start
 
     def _gamma_controller(self, config: GenerationConfig) -> GammaController | None:
-        if not config.adaptive or self.drafter is None:
+        if not config.gamma.is_auto or self.drafter is None:
             return None
         from app.engine.adaptive import GammaController  # noqa: PLC0415 - only for gamma=auto
 
@@ -255,7 +264,8 @@ class SpeculativeEngine:
         if controller is None:
             # Only a draft model says how sure it is of each token; lookup proposals are certain.
             controller = GammaController(
-                initial_gamma=config.gamma, confidence_stop=self.drafter.mode == "draft"
+                initial_gamma=config.gamma.start,
+                confidence_stop=self.drafter.mode in ("draft", "hybrid"),
             )
             if self.plain_step_s is not None:
                 controller.note_plain_step(self.plain_step_s)
@@ -281,11 +291,14 @@ class SpeculativeEngine:
         gamma: int,
         config: GenerationConfig,
         stop: KeepDrafting | None,
+        free_limit: int | None,
     ) -> Draft:
         if gamma == 0 or self.drafter is None:
             return Draft([])
         rng = np.random.default_rng(self._draft_seed(config, len(tokens)))
-        return self.drafter.propose(tokens, gamma, config.sampling, rng, config.p_min, stop=stop)
+        return self.drafter.propose(
+            tokens, gamma, config.sampling, rng, config.p_min, stop=stop, free_limit=free_limit
+        )
 
     @staticmethod
     def _draft_seed(config: GenerationConfig, position: int) -> int | None:

@@ -16,16 +16,23 @@ from app.engine.chat_prompt import chat_prompt_ids
 from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.control import GenerationControl
-from app.engine.drafters import Drafter, ModelDrafter, PromptLookupDrafter
-from app.engine.events import Event
+from app.engine.drafters import Drafter, ModelDrafter
+from app.engine.events import Event, FinishEvent
+from app.engine.history_corpus import HistoryCorpus, vocabulary_fingerprint
+from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.loop import Clock, SpeculativeEngine
+from app.engine.suffix_drafter import SuffixDrafter
 from app.errors import InvalidSettingError
 from app.llama.model import LlamaModel, LoadProgress, ModelFacts
 from app.metrics.rounds import DraftMode
 
-NGRAM = "ngram"
-# The label load_draft gives the one draft of a chat.
+# The labels use_suffix_index and load_draft give the one draft of a chat.
+SUFFIX = "suffix"
 DRAFT = "draft"
+# Tokens of the prompt's end kept with each reply in the past-chats index: the question and
+# the turn markers before the reply, so that the same question asked again matches and drafts
+# the old reply from its first token.
+_REMEMBERED_PROMPT_TOKENS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +54,7 @@ class MemoryUsage:
 @dataclass(frozen=True, slots=True)
 class _Loaded:
     drafter: Drafter
-    facts: ModelFacts | None  # None for prompt lookup: no model
+    facts: ModelFacts | None  # None for the suffix index: no model
     config: ModelConfig | None = None  # how the draft model was loaded, to load it again
 
 
@@ -65,9 +72,14 @@ ModelOpener = Callable[..., LlamaModel]
 class Runtime:
     """At most one target, and drafts registered by label of which one at a time is selected.
 
-    The window and `generate` use one draft (load_draft / use_prompt_lookup / clear_draft);
+    The window and `generate` use one draft (load_draft / use_suffix_index / clear_draft);
     the benchmark keeps several and selects one per run (add_draft / select_draft /
     free_draft), so runs of different drafts interleave without reloading anything.
+
+    With `suffix_joins_models` (the default), every draft model drafts together with the suffix
+    index (HybridDrafter). With `history_dir`, each loaded target gets the past-chats index of
+    its vocabulary from that folder, every finished reply is added to it (unless not
+    `remember_replies`; written back when `keep_history`), and suffix drafting reads it.
     """
 
     def __init__(
@@ -76,10 +88,19 @@ class Runtime:
         clock: Clock = time.perf_counter,
         vet_draft: DraftVetter | None = None,
         open_model: ModelOpener = LlamaModel,
+        suffix_joins_models: bool = True,
+        history_dir: Path | None = None,
+        keep_history: bool = True,
+        remember_replies: bool = True,
     ) -> None:
         self._clock = clock
         self._vet_draft = vet_draft
         self._open_model = open_model
+        self.suffix_joins_models = suffix_joins_models
+        self._history_dir = history_dir
+        self._keep_history = keep_history
+        self._remember_replies = remember_replies
+        self.history: HistoryCorpus | None = None
         self.target: LlamaModel | None = None
         self.engine: SpeculativeEngine | None = None
         self._target_facts: ModelFacts | None = None
@@ -93,6 +114,8 @@ class Runtime:
         self.target = self._open_model(config, progress=progress)
         self._target_facts = self.target.facts()
         self.engine = SpeculativeEngine(self.target, clock=self._clock)
+        if self._history_dir is not None:
+            self.history = HistoryCorpus(self._history_dir, vocabulary_fingerprint(self.target))
         return self._target_facts
 
     def load_draft(
@@ -116,11 +139,12 @@ class Runtime:
         self.select_draft(DRAFT)
         return facts
 
-    def use_prompt_lookup(self) -> None:
+    def use_suffix_index(self) -> None:
+        """Draft from the chat's own text and past chats alone, with no draft model."""
         self._require_target()
         self.clear_draft()
-        self.add_prompt_lookup(NGRAM)
-        self.select_draft(NGRAM)
+        self.add_suffix_index(SUFFIX)
+        self.select_draft(SUFFIX)
 
     def clear_draft(self) -> None:
         """Free every draft; the engine decodes plain until another is selected."""
@@ -134,8 +158,10 @@ class Runtime:
         progress: LoadProgress | None = None,
         *,
         vetted: bool = False,
+        joined: bool | None = None,
     ) -> ModelFacts:
-        """Load a draft model under `label` without selecting it."""
+        """Load a draft model under `label` without selecting it; `joined` (by default
+        suffix_joins_models) has it draft together with the suffix index."""
         target = self._require_target()
         self._require_free(label)
         if not vetted:
@@ -145,14 +171,21 @@ class Runtime:
         model = self._open_model(draft_config, progress=progress)
         facts = model.facts()
         drafter = ModelDrafter(model, target.n_vocab, label=label, clock=self._clock)
-        self._drafts[label] = _Loaded(drafter, facts, draft_config)
+        if self.suffix_joins_models if joined is None else joined:
+            hybrid = HybridDrafter(self._suffix_drafter(), drafter)
+            self._drafts[label] = _Loaded(hybrid, facts, draft_config)
+        else:
+            self._drafts[label] = _Loaded(drafter, facts, draft_config)
         return facts
 
-    def add_prompt_lookup(self, label: str) -> None:
-        """Register prompt lookup under `label` (no model, no memory) without selecting it."""
+    def add_suffix_index(self, label: str) -> None:
+        """Register the suffix drafter under `label` (no model) without selecting it."""
         self._require_target()
         self._require_free(label)
-        self._drafts[label] = _Loaded(PromptLookupDrafter(clock=self._clock), None)
+        self._drafts[label] = _Loaded(self._suffix_drafter(), None)
+
+    def _suffix_drafter(self) -> SuffixDrafter:
+        return SuffixDrafter(self.history, clock=self._clock)
 
     def select_draft(self, label: str | None) -> None:
         """Speculate with the draft registered as `label` from the next reply (None: plain).
@@ -193,7 +226,7 @@ class Runtime:
         return self._target_facts
 
     def find_draft(self, path: Path | None) -> str | None:
-        """The label of a loaded draft read from this file (None: of prompt lookup), if any."""
+        """The label of a loaded draft read from this file (None: of the suffix index), if any."""
         for label, loaded in self._drafts.items():
             if path is None and loaded.facts is None:
                 return label
@@ -206,12 +239,12 @@ class Runtime:
         return None
 
     def draft_config(self, label: str) -> ModelConfig | None:
-        """How a registered draft model was loaded (None for prompt lookup or no such label)."""
+        """How a registered draft model was loaded (None for the suffix index or no such label)."""
         loaded = self._drafts.get(label)
         return loaded.config if loaded is not None else None
 
     def draft_facts(self, label: str) -> ModelFacts | None:
-        """What a registered draft model says about itself (None for prompt lookup)."""
+        """What a registered draft model says about itself (None for the suffix index)."""
         loaded = self._drafts.get(label)
         return loaded.facts if loaded is not None else None
 
@@ -232,12 +265,16 @@ class Runtime:
         assert self.target is not None
         self.target.reset()
         for loaded in self._drafts.values():
-            if isinstance(loaded.drafter, ModelDrafter):
-                loaded.drafter.model.reset()
+            drafter = loaded.drafter
+            if isinstance(drafter, HybridDrafter):
+                drafter = drafter.model_drafter
+            if isinstance(drafter, ModelDrafter):
+                drafter.model.reset()
         engine.set_drafter(self.drafter)
 
     def unload(self) -> None:
         self.clear_draft()
+        self.history = None
         if self.target is not None:
             self.target.close()
         self.target = None
@@ -288,11 +325,27 @@ class Runtime:
         prompt_ids: Sequence[int],
         config: GenerationConfig,
         control: GenerationControl | None = None,
-        *,
-        speculative: bool = True,
     ) -> Iterator[Event]:
         engine = self._require_engine()
-        return engine.generate(prompt_ids, config, control, speculative=speculative)
+        events = engine.generate(prompt_ids, config, control)
+        if self.history is None or not self._remember_replies:
+            return events
+        return self._remembering(prompt_ids, events)
+
+    def remember(self, prompt_ids: Sequence[int], reply_ids: Sequence[int]) -> None:
+        """Add one exchange to the past-chats index: the reply with the prompt's end before
+        it, so the same question asked again matches from the reply's first token."""
+        if self.history is None or not reply_ids:
+            return
+        document = [*prompt_ids[-_REMEMBERED_PROMPT_TOKENS:], *reply_ids]
+        if self.history.add(document) and self._keep_history:
+            self.history.save()
+
+    def _remembering(self, prompt_ids: Sequence[int], events: Iterator[Event]) -> Iterator[Event]:
+        for event in events:
+            if isinstance(event, FinishEvent):
+                self.remember(prompt_ids, event.result.token_ids)
+            yield event
 
     def memory(self) -> MemoryUsage:
         """Bytes of the target and of the selected draft."""

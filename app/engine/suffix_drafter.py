@@ -36,7 +36,7 @@ from app.engine.drafters import Draft
 from app.engine.history_corpus import HistoryCorpus
 from app.engine.sampling import FloatArray
 from app.engine.suffix_index import Cursor, Match, SuffixIndex
-from app.metrics.rounds import DraftMode
+from app.metrics.rounds import DraftMode, RoundRecord
 
 Source = Literal["conversation", "history"]
 SOURCES: tuple[Source, ...] = ("conversation", "history")
@@ -116,7 +116,7 @@ def draft_length(keep_rate: float, min_survival: float, max_tokens: int) -> int:
 class SuffixDrafter:
     """Proposes the most frequent continuation of the history's longest earlier-seen suffix."""
 
-    mode: DraftMode = "suffix"  # type: ignore[assignment]
+    mode: DraftMode = "suffix"
     label = "Chat history (no draft model)"
 
     def __init__(
@@ -157,15 +157,17 @@ class SuffixDrafter:
         p_min: float,
         *,
         stop: KeepDrafting | None = None,
+        free_limit: int | None = None,
     ) -> Draft:
-        # Proposals depend on neither the sampling settings nor a confidence.
+        # Proposals depend on neither the sampling settings nor a confidence; they cost no
+        # draft pass, so under γ auto their own length policy runs up to the free limit.
         del sampling, rng, p_min, stop
         start = self._clock()
-        proposal = self.peek(history, max_tokens)
+        proposal = self.peek(history, max(max_tokens, free_limit or 0))
         self.remember(proposal)
         tokens = list(proposal.tokens)
         probs: list[FloatArray | None] = [None] * len(tokens)
-        return Draft(tokens, probs, 0, self._clock() - start)
+        return Draft(tokens, probs, 0, self._clock() - start, suffix_tokens=len(tokens))
 
     def prefill(self, history: Sequence[int]) -> None:
         """Index the prompt now, so its cost counts as prompt time."""
@@ -175,6 +177,9 @@ class SuffixDrafter:
         """Nothing native to free."""
 
     # -- what the engine asks besides -----------------------------------------------------------
+
+    def learn(self, record: RoundRecord) -> None:
+        self.observe(record.accepted_from_suffix, record.suffix_drafted)
 
     def observe(self, accepted: int, drafted: int) -> None:
         """The target's verdict on the last proposal: `accepted` of its `drafted` tokens kept."""

@@ -7,7 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-DraftMode = Literal["plain", "draft", "ngram"]
+# plain: no drafting; draft: a draft model; ngram: prompt lookup; suffix: the suffix index of
+# the chat and past chats; hybrid: the suffix index first, a draft model after it.
+DraftMode = Literal["plain", "draft", "ngram", "suffix", "hybrid"]
+DraftSource = Literal["plain", "model", "suffix", "both"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +27,8 @@ class RoundRecord:
     draft_steps: draft forward passes paid for this round (0 for prompt lookup).
     draft_catchup_s: time the draft spent reading, in one batch, tokens accepted while it sat
     idle (plain steps); kept out of draft_s so it is never billed to c_draft or to a probe.
+    suffix_drafted: how many of the drafted tokens, the first ones, came from the suffix index
+    rather than a draft model (all of them for the suffix drafter, none for a draft model).
     """
 
     index: int
@@ -36,6 +41,21 @@ class RoundRecord:
     verify_s: float
     draft_steps: int
     draft_catchup_s: float = 0.0
+    suffix_drafted: int = 0
+
+    @property
+    def source(self) -> DraftSource:
+        """What drafted this round's tokens."""
+        if self.drafted == 0:
+            return "plain"
+        if self.suffix_drafted == 0:
+            return "model"
+        return "suffix" if self.suffix_drafted == self.drafted else "both"
+
+    @property
+    def accepted_from_suffix(self) -> int:
+        """Kept tokens the suffix index proposed: its tokens come first in the draft."""
+        return min(self.accepted, self.suffix_drafted)
 
     @property
     def rejected_at(self) -> int | None:

@@ -70,6 +70,10 @@ class GenerationStats:
     c_draft: float | None
     c_verify: float | None
     draft_catchup_s: float = 0.0
+    # The accepted tokens by what proposed them: the suffix index (the chat's own text) or a
+    # draft model; they add up to `accepted`.
+    suffix_accepted: int = 0
+    model_accepted: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,4 +136,6 @@ def summarize(
         c_draft=measured.c_draft(rounds, plain_step_s),
         c_verify=measured.c_verify(rounds, plain_step_s),
         draft_catchup_s=sum(r.draft_catchup_s for r in rounds),
+        suffix_accepted=sum(r.accepted_from_suffix for r in rounds),
+        model_accepted=accepted - sum(r.accepted_from_suffix for r in rounds),
     )

@@ -44,7 +44,6 @@ class Job:
     """One reply to generate: a chat (messages) or a raw text prompt, with its settings."""
 
     config: GenerationConfig
-    speculative: bool
     messages: tuple[ChatMessage, ...] | None = None
     prompt: str | None = None
 
@@ -216,9 +215,7 @@ class JobRunner:
             else:
                 prompt_ids = runtime.text_prompt(job.prompt or "")
             cached = _cached_prefix(runtime, prompt_ids)
-            events = runtime.generate(
-                prompt_ids, job.config, ticket.control, speculative=job.speculative
-            )
+            events = runtime.generate(prompt_ids, job.config, ticket.control)
             # The engine checks the prompt against the context before its first event, so a
             # refusal arrives here, before the client is told the job started.
             first = next(events)
@@ -232,7 +229,7 @@ class JobRunner:
             log.exception("request %d failed", ticket.job_id)
             _deliver(sink, ticket, Failed("the engine failed; see the server log", "internal"))
             return "failed"
-        mode: DraftMode = runtime.mode if job.speculative else "plain"
+        mode: DraftMode = "plain" if job.config.gamma.is_off else runtime.mode
         _deliver(sink, ticket, Started(len(prompt_ids), cached, mode))
         finish = "served"
         try:

@@ -18,12 +18,14 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.events import FinishEvent
+from app.engine.gamma import OFF, fixed
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
 from app.llama.backend import LLAMA_LOG_NAME
@@ -81,9 +83,9 @@ def vram_reading(probe: GpuProbe) -> dict[str, Any]:
     }
 
 
-def _generate(runtime: Runtime, ids: list[int], config: GenerationConfig, spec: bool) -> Any:
+def _generate(runtime: Runtime, ids: list[int], config: GenerationConfig) -> Any:
     result: GenerationResult | None = None
-    for event in runtime.generate(ids, config, speculative=spec):
+    for event in runtime.generate(ids, config):
         if isinstance(event, FinishEvent):
             result = event.result
     assert result is not None
@@ -176,12 +178,12 @@ def run_pair(
         for p, text in enumerate(PROMPTS):
             ids = runtime.text_prompt(text)
             for exact in (False, True):
-                base = GenerationConfig(max_tokens=max_tokens, exact=exact)
-                plain = _generate(runtime, ids, base, spec=False)
+                base = GenerationConfig(max_tokens=max_tokens, gamma=OFF, exact=exact)
+                plain = _generate(runtime, ids, base)
                 runs.append(_row(p, exact, None, plain, plain))
                 for gamma in gammas:
-                    config = GenerationConfig(max_tokens=max_tokens, gamma=gamma, exact=exact)
-                    runs.append(_row(p, exact, gamma, _generate(runtime, ids, config, True), plain))
+                    config = replace(base, gamma=fixed(gamma))
+                    runs.append(_row(p, exact, gamma, _generate(runtime, ids, config), plain))
     finally:
         llama_log.removeHandler(lines)
         runtime.close()

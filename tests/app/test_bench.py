@@ -18,7 +18,6 @@ import pytest
 from app.bench.chart import save_plot
 from app.bench.figures import RunRecord, figures_for
 from app.bench.plan import (
-    AUTO,
     BenchConfig,
     DraftChoice,
     interleaved_schedule,
@@ -31,8 +30,9 @@ from app.bench.summary import BenchReport, summarize
 from app.bench.table import format_table, to_csv
 from app.cli.main import main
 from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
+from app.engine.gamma import AUTO, OFF, fixed
 from app.errors import InvalidSettingError
-from app.metrics.cost_model import MAX_GAMMA, expected_tokens
+from app.metrics.cost_model import expected_tokens
 from app.metrics.measured import conditional_acceptance
 from app.metrics.rounds import RoundRecord
 from models.prune import useless_draft
@@ -46,12 +46,14 @@ THREADS = 1
 
 
 def test_parse_gammas_accepts_lists_and_auto() -> None:
-    assert parse_gammas("4") == [4]
+    assert parse_gammas("4") == [fixed(4)]
     assert parse_gammas("auto") == [AUTO]
-    assert parse_gammas("2, 4,auto,4") == [2, 4, AUTO]
+    assert parse_gammas("2, 4,auto,4") == [fixed(2), fixed(4), AUTO]
+    # off is the plain column every benchmark runs anyway
+    assert parse_gammas("off,3,0") == [fixed(3)]
 
 
-@pytest.mark.parametrize("text", ["0", "33", "x", "", "2,,-1"])
+@pytest.mark.parametrize("text", ["off", "17", "x", "", "2,,-1"])
 def test_parse_gammas_refuses_bad_values(text: str) -> None:
     with pytest.raises(InvalidSettingError):
         parse_gammas(text)
@@ -59,9 +61,9 @@ def test_parse_gammas_refuses_bad_values(text: str) -> None:
 
 def test_plan_puts_plain_first_then_every_draft_at_every_gamma() -> None:
     drafts = [DraftChoice("a", Path("a.gguf")), DraftChoice("b", None)]
-    configs = plan_configs(drafts, [2, AUTO])
+    configs = plan_configs(drafts, [fixed(2), AUTO])
     assert [c.label for c in configs] == ["plain", "a γ=2", "a γ=auto", "b γ=2", "b γ=auto"]
-    assert configs[0].is_plain and configs[0].gamma is None
+    assert configs[0].is_plain and configs[0].gamma == OFF
     assert configs[4].draft is not None and configs[4].draft.is_lookup
 
 
@@ -82,9 +84,16 @@ def test_schedule_interleaves_every_config_within_each_block() -> None:
     assert [c for c, _, _ in three] == [0, 1, 2, 0, 1, 2]
 
 
-def test_builtin_prompts_cover_the_issue_classes() -> None:
-    assert set(BUILTIN_CLASSES) == {"chat", "code", "summarise", "vietnamese", "creative", "polish"}
+def test_builtin_prompts_cover_every_class() -> None:
+    assert set(BUILTIN_CLASSES) == {
+        *("chat", "code", "summarise", "vietnamese", "creative", "polish"),
+        *("copy", "revision", "asked-again"),
+    }
     prompts = builtin_prompts()
+    # Multi-turn prompts name the turns answered before them: in the same conversation for a
+    # revision, in an earlier one (the past chats) for a question asked again.
+    assert all(p.before and not p.recall for p in prompts if p.prompt_class == "revision")
+    assert all(p.recall and not p.before for p in prompts if p.prompt_class == "asked-again")
     assert all(p.text.strip() for p in prompts)
     assert len({p.name for p in prompts}) == len(prompts)
     summary = next(p for p in prompts if p.prompt_class == "summarise")
@@ -183,7 +192,7 @@ def test_identity_and_speedup_are_paired_by_prompt_and_repeat() -> None:
 def test_summarize_builds_the_issue_json_shape() -> None:
     plain, spec = _seed_table_runs()
     draft = DraftChoice("d", Path("d.gguf"))
-    configs = [BenchConfig("plain", None, None), BenchConfig("d γ=4", draft, 4)]
+    configs = [BenchConfig("plain", None, OFF), BenchConfig("d γ=4", draft, fixed(4))]
     prompts = [BenchPrompt("chat", "x", "hi")]
     report = summarize(
         target="t.gguf",
@@ -242,9 +251,9 @@ def greedy_report(demo_models: Any, pruned_draft: Path) -> Iterator[BenchReport]
     yield run_benchmark(
         target=ModelConfig(str(demo_models.f32), n_ctx=1024, n_threads=THREADS),
         drafts=[DraftChoice("q4_1", demo_models.q4_1), DraftChoice("pruned", pruned_draft)],
-        gammas=[3, AUTO],
+        gammas=[fixed(3), AUTO],
         prompts=prompts[:2],
-        base=GenerationConfig(max_tokens=12, gamma=4),
+        base=GenerationConfig(max_tokens=12, gamma=fixed(4)),
         repeats=2,
         draft_template=ModelConfig(str(demo_models.q4_1), n_ctx=1024, n_threads=THREADS),
     )
@@ -321,7 +330,7 @@ def test_sampled_runs_do_not_claim_identity(demo_models: Any) -> None:
     report = run_benchmark(
         target=ModelConfig(str(demo_models.f32), n_ctx=512, n_threads=THREADS),
         drafts=[DraftChoice("q4_1", demo_models.q4_1)],
-        gammas=[2],
+        gammas=[fixed(2)],
         prompts=[BenchPrompt("chat", "short", "Say hello.")],
         base=GenerationConfig(max_tokens=6, sampling=SamplingConfig(temperature=0.8, seed=7)),
         draft_template=ModelConfig(str(demo_models.q4_1), n_ctx=512, n_threads=THREADS),
@@ -376,8 +385,8 @@ def test_cli_writes_json_csv_and_plot(
     assert [c["label"] for c in data["configs"]] == [
         "SmolLM2-135M-Instruct.Q4_1 γ=2",
         "SmolLM2-135M-Instruct.Q4_1 γ=auto",
-        "ngram γ=2",
-        "ngram γ=auto",
+        "suffix γ=2",
+        "suffix γ=auto",
     ]
     assert all(c["identical_to_plain"] is True for c in data["configs"])
     assert out["csv"].read_text(encoding="utf-8").startswith("label,draft,gamma,class")
@@ -387,7 +396,7 @@ def test_cli_writes_json_csv_and_plot(
 @pytest.mark.parametrize(
     ("args", "status", "message"),
     [
-        (["--gamma", "0"], 2, f"gamma (draft length) must be in 1..{MAX_GAMMA}, got 0"),
+        (["--gamma", "0"], 2, "--gamma needs at least one draft length or 'auto'"),
         (["--repeat", "0"], 2, "--repeat must be at least 1"),
         (["--prompts", "builtin:klingon"], 1, "unknown prompt class klingon"),
         (["--json", "/no/such/folder/x.json"], 1, "folder /no/such/folder does not exist"),
@@ -428,7 +437,7 @@ def test_table_warns_when_the_machine_was_noisy() -> None:
     draft = DraftChoice("d", Path("d.gguf"))
     report = summarize(
         target="t.gguf",
-        configs=[BenchConfig("plain", None, None), BenchConfig("d γ=3", draft, 3)],
+        configs=[BenchConfig("plain", None, OFF), BenchConfig("d γ=3", draft, fixed(3))],
         prompts=[BenchPrompt("chat", "a", "x"), BenchPrompt("chat", "b", "y")],
         prompt_tokens=[3, 3],
         runs=[plain_fast, plain_slow, *spec],
@@ -438,7 +447,7 @@ def test_table_warns_when_the_machine_was_noisy() -> None:
     assert "warning: paired speedups of 1 configuration(s) varied" in format_table(report)
     quiet = summarize(
         target="t.gguf",
-        configs=[BenchConfig("plain", None, None), BenchConfig("d γ=3", draft, 3)],
+        configs=[BenchConfig("plain", None, OFF), BenchConfig("d γ=3", draft, fixed(3))],
         prompts=[BenchPrompt("chat", "a", "x")],
         prompt_tokens=[3],
         runs=[plain_fast, spec[0]],

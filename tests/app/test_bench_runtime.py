@@ -7,18 +7,23 @@ Timings are never asserted.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.bench.plan import DraftChoice
 from app.bench.prompts import BenchPrompt
-from app.bench.session import bench_on_runtime, prompt_bench_on
+from app.bench.session import bench_on_runtime, prompt_bench_on, prompt_ids_for
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.control import GenerationControl
-from app.engine.drafters import ModelDrafter, PromptLookupDrafter
+from app.engine.drafters import ModelDrafter
+from app.engine.gamma import fixed
+from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.runtime import DRAFT, Runtime
+from app.engine.suffix_drafter import SuffixDrafter
 from app.errors import Cancelled, InvalidSettingError
 
 THREADS = 1
@@ -52,25 +57,28 @@ def test_drafts_are_held_by_label_and_selected_one_at_a_time(
     runtime: Runtime, demo_models: Any
 ) -> None:
     runtime.add_draft("a", _config(demo_models.q4_1))
-    runtime.add_prompt_lookup("lookup")
+    runtime.add_suffix_index("lookup")
+    runtime.add_draft("alone", _config(demo_models.q4_1), joined=False)
     try:
-        assert runtime.draft_labels == ("a", "lookup")
+        assert runtime.draft_labels == ("a", "lookup", "alone")
         assert runtime.selected_draft is None and runtime.drafter is None
-        runtime.select_draft("a")
+        runtime.select_draft("alone")
         assert isinstance(runtime.drafter, ModelDrafter)
+        runtime.select_draft("a")  # a draft model drafts with the suffix index by default
+        assert isinstance(runtime.drafter, HybridDrafter)
         assert runtime.engine is not None and runtime.engine.drafter is runtime.drafter
         runtime.select_draft("lookup")
-        assert isinstance(runtime.drafter, PromptLookupDrafter)
+        assert isinstance(runtime.drafter, SuffixDrafter)
         assert runtime.find_draft(demo_models.q4_1) == "a"
         assert runtime.find_draft(None) == "lookup"
         assert runtime.find_draft(demo_models.q4_0) is None
         with pytest.raises(InvalidSettingError, match="already loaded"):
-            runtime.add_prompt_lookup("a")
+            runtime.add_suffix_index("a")
         with pytest.raises(InvalidSettingError, match="no draft named"):
             runtime.select_draft("missing")
         runtime.free_draft("lookup")
         assert runtime.selected_draft is None and runtime.engine.drafter is None
-        assert runtime.draft_labels == ("a",)
+        assert runtime.draft_labels == ("a", "alone")
     finally:
         runtime.clear_draft()
     assert runtime.draft_labels == ()
@@ -85,8 +93,10 @@ def test_reset_caches_empties_the_target_and_every_draft(
         runtime.select_draft("a")
         prompt = runtime.text_prompt("One, two, three,")
         list(runtime.generate(prompt, replace_tokens(4)))
-        a = runtime.drafter
-        assert isinstance(a, ModelDrafter) and a.model.tokens
+        hybrid = runtime.drafter
+        assert isinstance(hybrid, HybridDrafter)
+        a = hybrid.model_drafter
+        assert a.model.tokens
         assert runtime.target is not None and runtime.target.tokens
         runtime.reset_caches()
         assert runtime.target.tokens == [] and a.model.tokens == []
@@ -96,7 +106,7 @@ def test_reset_caches_empties_the_target_and_every_draft(
 
 
 def replace_tokens(n: int) -> GenerationConfig:
-    return GenerationConfig(max_tokens=n, gamma=2)
+    return GenerationConfig(max_tokens=n, gamma=fixed(2))
 
 
 def test_bench_on_a_loaded_runtime_reuses_its_draft_and_loads_others_one_at_a_time(
@@ -121,7 +131,7 @@ def test_bench_on_a_loaded_runtime_reuses_its_draft_and_loads_others_one_at_a_ti
         DraftChoice("lookup", None),
     ]
     report = bench_on_runtime(
-        chat, drafts=drafts, gammas=[2], prompts=PROMPT, base=BASE, warmup=False
+        chat, drafts=drafts, gammas=[fixed(2)], prompts=PROMPT, base=BASE, warmup=False
     )
     # The chat's own Q4_1 is measured as it is, then freed while Q4_0 and lookup are added,
     # each alone, and freed; the chat's draft is loaded again at the end.
@@ -165,7 +175,7 @@ def test_a_cancelled_bench_leaves_the_chat_as_it_was(chat: Runtime, demo_models:
         bench_on_runtime(
             chat,
             drafts=drafts,
-            gammas=[2],
+            gammas=[fixed(2)],
             prompts=PROMPT,
             base=BASE,
             warmup=False,
@@ -181,8 +191,35 @@ def test_the_compare_callable_on_a_runtime_refuses_an_empty_prompt_before_runnin
     chat: Runtime, demo_models: Any
 ) -> None:
     run = prompt_bench_on(
-        chat, drafts=[DraftChoice("q4_1", demo_models.q4_1)], gammas=[2], base=BASE
+        chat, drafts=[DraftChoice("q4_1", demo_models.q4_1)], gammas=[fixed(2)], base=BASE
     )
     with pytest.raises(InvalidSettingError, match="write a prompt"):
         run("   ", lambda *_: None, GenerationControl())
     assert chat.target is not None and chat.draft_labels == (DRAFT,)
+
+
+def test_multi_turn_prompts_answer_their_earlier_turns_first(demo_models: Any) -> None:
+    """A revision's prompt holds the first turn and its plain greedy reply; a question asked
+    again starts a new conversation, with the earlier exchange only in the past chats."""
+    revision, again = (
+        BenchPrompt("revision", "r", "Say it shorter.", before=("Name three colours.",)),
+        BenchPrompt(
+            "asked-again", "a", "Which colours are there?", recall=("Name three colours.",)
+        ),
+    )
+    history = tempfile.TemporaryDirectory()
+    runtime = Runtime(history_dir=Path(history.name), keep_history=False, remember_replies=False)
+    try:
+        runtime.load_target(ModelConfig(str(demo_models.f32), n_ctx=1024, n_threads=THREADS))
+        assert runtime.history is not None and runtime.history.documents == 0
+        first = runtime.chat_prompt([{"role": "user", "content": "Name three colours."}])
+        ids = prompt_ids_for(runtime, [revision, again], GenerationConfig(max_tokens=12))
+        assert ids[0][: len(first)] == first and len(ids[0]) > len(first) + 12
+        assert ids[1] == runtime.chat_prompt([{"role": "user", "content": again.text}])
+        assert runtime.history.documents == 1
+        # The runs themselves are not remembered: every configuration sees the same past.
+        list(runtime.generate(ids[1], GenerationConfig(max_tokens=4)))
+        assert runtime.history.documents == 1
+    finally:
+        runtime.close()
+        history.cleanup()

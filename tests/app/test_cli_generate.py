@@ -53,7 +53,12 @@ def test_generate_json_contract(demo_models: Any) -> None:
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert set(out) == {"text", "token_ids", "finish_reason", "mode", "stats"}
-    assert out["mode"] == "draft"
+    # A draft model drafts together with the chat's own text unless --suffix off.
+    assert out["mode"] == "hybrid"
+    assert out["stats"]["gamma_setting"] == "4"
+    assert out["stats"]["suffix_accepted"] + out["stats"]["model_accepted"] == (
+        out["stats"]["accepted"]
+    )
     assert out["finish_reason"] in {"stop", "length"}
     assert len(out["token_ids"]) == out["stats"]["generated_tokens"] > 0
     for name in (
@@ -82,6 +87,19 @@ def test_generate_json_contract(demo_models: Any) -> None:
     assert 3 < out["stats"]["gamma"] <= 4
 
 
+def test_generate_chats_and_speculates_by_default(demo_models: Any) -> None:
+    """With no flags but a target and a prompt: the chat template, the suffix index, γ auto."""
+    common = ["--target", str(demo_models.f32), "--max-tokens", "24", "--json", "--exact"]
+    prompt = ["--prompt", "Repeat after me: the quick brown fox jumps over the lazy dog."]
+    default = json.loads(specchat("generate", *common, *prompt).stdout)
+    raw = json.loads(specchat("generate", *common, *prompt, "--raw", "--no-spec").stdout)
+    chat = json.loads(specchat("generate", *common, *prompt, "--chat", "--no-spec").stdout)
+    assert default["mode"] == "suffix" and default["stats"]["gamma_setting"] == "auto"
+    assert default["stats"]["suffix_accepted"] > 0
+    assert default["token_ids"] == chat["token_ids"] != raw["token_ids"]
+    assert chat["mode"] == raw["mode"] == "plain"
+
+
 def test_plain_and_ngram_modes_agree_in_text(demo_models: Any, tmp_path: Path) -> None:
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("Repeat after me: the quick brown fox jumps over the lazy dog.", "utf-8")
@@ -97,7 +115,7 @@ def test_plain_and_ngram_modes_agree_in_text(demo_models: Any, tmp_path: Path) -
     ]
     plain = json.loads(specchat("generate", *common, "--no-spec").stdout)
     ngram = json.loads(specchat("generate", *common, "--draft", "ngram").stdout)
-    assert plain["mode"] == "plain" and ngram["mode"] == "ngram"
+    assert plain["mode"] == "plain" and ngram["mode"] == "suffix"
     assert plain["stats"]["acceptance_rate"] is None
     assert plain["token_ids"] == ngram["token_ids"]
 
@@ -172,7 +190,7 @@ def test_draft_of_another_vocabulary_is_refused_with_reason(
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
-        (["--gamma", "0"], "gamma"),
+        (["--gamma", "-1"], "gamma"),
         (["--gamma", str(MAX_GAMMA + 1)], "gamma"),
         (["--gamma", "many"], "gamma"),
         (["--top-p", "0"], "top-p"),

@@ -16,6 +16,7 @@ import pytest
 
 from app.cli.main import build_parser, main
 from app.engine.events import Event, TokenEvent
+from app.engine.gamma import GAMMA_HELP
 from app.engine.runtime import Runtime
 from app.metrics.cost_model import MAX_GAMMA
 
@@ -38,8 +39,8 @@ SHARED_MISTAKES = [
     (["--threads", "-4"], "threads must be in 1..1024"),
     (["--n-gpu-layers", "-2"], "GPU layers must be -1"),
     (["--max-tokens", "0"], "max tokens must be in 1..2147483647"),
-    (["--gamma", "0"], f"gamma (draft length) must be in 1..{MAX_GAMMA}, got 0"),
-    (["--gamma", "many"], f"gamma must be a number in 1..{MAX_GAMMA} or 'auto'"),
+    (["--gamma", "17"], f"gamma must be {GAMMA_HELP}, got '17'"),
+    (["--gamma", "many"], f"gamma must be {GAMMA_HELP}, got 'many'"),
 ]
 
 
@@ -75,6 +76,9 @@ def test_generate_and_bench_refuse_the_same_mistake_the_same_way(
     assert generate == bench == 2
     assert message in generate_line
     assert _without_help_hint(generate_line) == _without_help_hint(bench_line)
+    if flags[0] == "--gamma":  # the server's γ is the same setting, refused the same way
+        assert _run(["serve", *target, *flags]) == 2
+        assert _without_help_hint(_one_error_line(capsys)) == _without_help_hint(generate_line)
 
 
 @pytest.mark.parametrize(
@@ -82,7 +86,7 @@ def test_generate_and_bench_refuse_the_same_mistake_the_same_way(
     [
         (["--prompt", ""], "--prompt is empty"),
         (["--prompt", "  \n"], "--prompt is empty"),
-        (["--prompt", "hi", "--system", "Be brief."], "--system needs --chat"),
+        (["--prompt", "hi", "--raw", "--system", "Be brief."], "--system does not go with --raw"),
     ],
 )
 def test_generate_refuses_empty_prompts_and_a_system_message_without_chat(

@@ -3,7 +3,6 @@ chat templates and memory accounting, on the real demo models."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -13,6 +12,7 @@ from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import ModelDrafter
 from app.engine.events import FinishEvent, TokenEvent
+from app.engine.gamma import AUTO, fixed
 from app.engine.loop import SpeculativeEngine
 from app.engine.runtime import Runtime
 from app.errors import ContextOverflowError, InvalidSettingError
@@ -62,7 +62,7 @@ def test_stop_between_rounds_keeps_partial_reply(runtime: Runtime) -> None:
 
 def test_toggling_speculation_mid_reply_keeps_output_and_switches_mode(runtime: Runtime) -> None:
     prompt = runtime.chat_prompt(QUESTION)
-    config = GenerationConfig(max_tokens=96, gamma=4)
+    config = GenerationConfig(max_tokens=96, gamma=fixed(4))
     plain, _ = run_to_end(engine_of(runtime), prompt, config, speculative=False)
     control = GenerationControl()
     result = None
@@ -90,7 +90,7 @@ def test_context_limit_ends_reply_without_crash(demo_models: Any) -> None:
         ModelConfig(str(demo_models.q4_1), n_ctx=64),
     ) as rt:
         prompt = rt.text_prompt("The alphabet, letter by letter: A, B, C, D, E, F,")
-        config = GenerationConfig(max_tokens=500, gamma=6)
+        config = GenerationConfig(max_tokens=500, gamma=fixed(6))
         spec, _ = run_to_end(engine_of(rt), prompt, config)
         plain, _ = run_to_end(engine_of(rt), prompt, config, speculative=False)
         assert rt.target is not None
@@ -152,19 +152,15 @@ def test_memory_report_counts_the_draft_separately(runtime: Runtime) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("config", "message"),
-    [
-        (GenerationConfig(gamma=0), "gamma"),
-        (GenerationConfig(gamma=MAX_GAMMA + 1), "gamma"),
-        (GenerationConfig(max_tokens=0), "max tokens"),
-    ],
-)
-def test_impossible_generation_settings_are_refused(
-    runtime: Runtime, config: GenerationConfig, message: str
-) -> None:
-    with pytest.raises(InvalidSettingError, match=message):
-        next(iter(engine_of(runtime).generate([1, 2, 3], config)))
+def test_impossible_generation_settings_are_refused(runtime: Runtime) -> None:
+    with pytest.raises(InvalidSettingError, match="max tokens"):
+        next(iter(engine_of(runtime).generate([1, 2, 3], GenerationConfig(max_tokens=0))))
+
+
+@pytest.mark.parametrize("length", [0, -1, MAX_GAMMA + 1])
+def test_a_fixed_gamma_outside_its_range_cannot_be_made(length: int) -> None:
+    with pytest.raises(InvalidSettingError, match=f"gamma must be .* 1..{MAX_GAMMA}, got {length}"):
+        fixed(length)
 
 
 def test_rows_asked_for_across_a_batch_boundary_all_come_back(runtime: Runtime) -> None:
@@ -188,7 +184,7 @@ def test_stats_report_the_gamma_that_ran_not_the_one_asked_for(runtime: Runtime)
     control = GenerationControl()
     result = None
     for event in engine_of(runtime).generate(
-        prompt, GenerationConfig(max_tokens=48, gamma=4), control
+        prompt, GenerationConfig(max_tokens=48, gamma=fixed(4)), control
     ):
         if isinstance(event, TokenEvent) and event.index == 20:
             control.gamma = 2  # a manual change in the middle of the reply
@@ -209,7 +205,9 @@ def test_stats_report_the_gamma_that_ran_not_the_one_asked_for(runtime: Runtime)
 def test_a_reply_whose_every_round_ran_plain_reports_mode_plain(runtime: Runtime) -> None:
     prompt = runtime.chat_prompt(QUESTION)
     # One token: the only round is the plain step that times the unit cost, drafter or not.
-    result, _ = run_to_end(engine_of(runtime), prompt, GenerationConfig(max_tokens=1, gamma=4))
+    result, _ = run_to_end(
+        engine_of(runtime), prompt, GenerationConfig(max_tokens=1, gamma=fixed(4))
+    )
     assert [r.drafted for r in result.rounds] == [0]
     assert result.mode == "plain"
     assert result.stats.gamma == 0
@@ -218,17 +216,18 @@ def test_a_reply_whose_every_round_ran_plain_reports_mode_plain(runtime: Runtime
 
 def test_the_result_carries_the_plain_step_the_engine_measured(runtime: Runtime) -> None:
     prompt = runtime.chat_prompt(QUESTION)
-    result, _ = run_to_end(engine_of(runtime), prompt, GenerationConfig(max_tokens=12, gamma=3))
+    result, _ = run_to_end(
+        engine_of(runtime), prompt, GenerationConfig(max_tokens=12, gamma=fixed(3))
+    )
     assert result.plain_step_s is not None and result.plain_step_s > 0
     assert result.plain_step_s == engine_of(runtime).plain_step_s
     spec = [r.verify_s for r in result.rounds if r.drafted > 0]
     assert result.stats.c_verify == pytest.approx(sum(spec) / len(spec) / result.plain_step_s)
 
 
-def test_gamma_auto_accepts_every_gamma_the_settings_accept(runtime: Runtime) -> None:
+def test_gamma_auto_runs_to_the_ceiling_the_settings_accept(runtime: Runtime) -> None:
     prompt = runtime.chat_prompt(QUESTION)
-    config = GenerationConfig(max_tokens=8, gamma=MAX_GAMMA, adaptive=True)
+    config = GenerationConfig(max_tokens=8, gamma=AUTO)
     result, _ = run_to_end(engine_of(runtime), prompt, config)
     assert result.finish_reason in {"stop", "length"}
-    with pytest.raises(InvalidSettingError, match="gamma"):
-        run_to_end(engine_of(runtime), prompt, replace(config, gamma=MAX_GAMMA + 1))
+    assert max(r.gamma for r in result.rounds) <= MAX_GAMMA

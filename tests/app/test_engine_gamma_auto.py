@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from app.engine import gamma
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import Draft, ModelDrafter
@@ -17,7 +18,7 @@ from app.engine.runtime import Runtime
 from tests.helpers.engine import engine_of, run_to_end
 
 QUESTION = [{"role": "user", "content": "Explain what a binary search tree is."}]
-AUTO = GenerationConfig(max_tokens=64, adaptive=True, exact=True)
+AUTO = GenerationConfig(max_tokens=64, gamma=gamma.AUTO, exact=True)
 
 
 @pytest.fixture(scope="module")

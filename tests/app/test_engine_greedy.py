@@ -11,6 +11,7 @@ from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.drafters import ModelDrafter, PromptLookupDrafter
 from app.engine.events import RoundEvent, TokenEvent
+from app.engine.gamma import fixed
 from app.engine.loop import SpeculativeEngine
 from app.engine.runtime import Runtime
 from app.llama.model import LlamaModel
@@ -91,7 +92,7 @@ def test_model_drafts_are_token_identical_to_plain(
 ) -> None:
     engine, model = _draft_engine(f32_runtime, str(getattr(demo_models, draft_name)))
     try:
-        config = GenerationConfig(max_tokens=MAX_TOKENS, gamma=5)
+        config = GenerationConfig(max_tokens=MAX_TOKENS, gamma=fixed(5))
         mismatches = {}
         total_drafted = 0
         for name, ids in prompt_ids.items():
@@ -110,7 +111,7 @@ def test_prompt_lookup_is_token_identical_to_plain(
 ) -> None:
     assert f32_runtime.target is not None
     engine = SpeculativeEngine(f32_runtime.target, PromptLookupDrafter())
-    config = GenerationConfig(max_tokens=MAX_TOKENS, gamma=5)
+    config = GenerationConfig(max_tokens=MAX_TOKENS, gamma=fixed(5))
     accepted = 0
     for name, ids in prompt_ids.items():
         result, _ = run_to_end(engine, ids, config)
@@ -125,7 +126,7 @@ def test_identical_draft_is_accepted_almost_always(
 ) -> None:
     engine, model = _draft_engine(f32_runtime, str(demo_models.f32))
     try:
-        config = GenerationConfig(max_tokens=MAX_TOKENS, gamma=5)
+        config = GenerationConfig(max_tokens=MAX_TOKENS, gamma=fixed(5))
         drafted = accepted = 0
         for name in ("chat-advice", "code-python", "vietnamese"):
             result, _ = run_to_end(engine, prompt_ids[name], config)
@@ -143,7 +144,9 @@ def test_round_accounting_agrees(
     engine, model = _draft_engine(f32_runtime, str(demo_models.q4_0))
     try:
         result, events = run_to_end(
-            engine, prompt_ids["chat-advice"], GenerationConfig(max_tokens=MAX_TOKENS, gamma=4)
+            engine,
+            prompt_ids["chat-advice"],
+            GenerationConfig(max_tokens=MAX_TOKENS, gamma=fixed(4)),
         )
     finally:
         model.close()

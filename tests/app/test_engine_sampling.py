@@ -12,6 +12,7 @@ from scipy.stats import chi2_contingency
 
 from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
 from app.engine.drafters import ModelDrafter
+from app.engine.gamma import fixed
 from app.engine.loop import SpeculativeEngine
 from app.engine.runtime import Runtime
 from app.llama.model import LlamaModel
@@ -46,7 +47,7 @@ def _first_pairs(
     for seed in seeds:
         config = GenerationConfig(
             max_tokens=3,
-            gamma=2,
+            gamma=fixed(2),
             sampling=SamplingConfig(temperature=1.0, top_k=12, seed=seed),
         )
         result, _ = run_to_end(engine, prompt, config, speculative=speculative)

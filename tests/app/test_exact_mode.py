@@ -20,6 +20,7 @@ import pytest
 from app.bench.prompts import load_prompts
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.drafters import Drafter, ModelDrafter, PromptLookupDrafter
+from app.engine.gamma import AUTO, fixed
 from app.engine.loop import SpeculativeEngine
 from app.engine.runtime import Runtime
 from app.llama.model import LlamaModel
@@ -146,8 +147,8 @@ def _drafter(model: LlamaModel, target: LlamaModel) -> ModelDrafter:
 
 
 def _auto(base: GenerationConfig) -> GenerationConfig:
-    return GenerationConfig(max_tokens=base.max_tokens, adaptive=True, exact=True)
+    return GenerationConfig(max_tokens=base.max_tokens, gamma=AUTO, exact=True)
 
 
 def _with(base: GenerationConfig, gamma: int, p_min: float) -> GenerationConfig:
-    return GenerationConfig(max_tokens=base.max_tokens, gamma=gamma, p_min=p_min, exact=True)
+    return GenerationConfig(max_tokens=base.max_tokens, gamma=fixed(gamma), p_min=p_min, exact=True)

@@ -1,6 +1,7 @@
 """The real speculative engine reproduces plain sampling exactly: a statistical harness.
 
-`SpeculativeEngine` runs with its real drafters (`ModelDrafter`, `PromptLookupDrafter`), its
+`SpeculativeEngine` runs with its real drafters (`ModelDrafter`, `PromptLookupDrafter`,
+`SuffixDrafter`, and `HybridDrafter` joining the suffix index and a draft model), its
 real sampling transform and acceptance rule, over deterministic fake models
 (tests/helpers/fake_llama.py) whose logits are toy functions of the history, so the exact
 distribution of plain sampling's replies can be enumerated (tests/helpers/plain_oracle.py).
@@ -25,14 +26,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
 
-from app.engine import acceptance, drafters, loop
+from app.engine import acceptance, drafters, hybrid_drafter, loop
 from app.engine.confidence import KeepDrafting
 from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.drafters import Draft, ModelDrafter
+from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.loop import SpeculativeEngine
 from app.engine.sampling import FloatArray, distribution
 from tests.helpers.exact_engine import (
@@ -102,6 +105,26 @@ CASES = [
     ),
     Case("lookup-g3", "lookup", 3, SamplingConfig(temperature=0.7, repeat_penalty=1.1), 4),
     Case("lookup-g6", "lookup", 6, SamplingConfig(temperature=0.5, top_k=3), 7),
+    # The suffix index proposes what most often followed the longest match, a point mass.
+    Case("suffix-g4", "suffix", 4, SamplingConfig(temperature=0.7, repeat_penalty=1.1), 5),
+    Case(
+        "suffix-auto",
+        "suffix",
+        4,
+        SamplingConfig(temperature=0.6, top_k=4),
+        7,
+        adaptive=True,
+    ),
+    # Suffix tokens (q a point mass) then draft-model tokens (q sampled) in one draft.
+    Case("hybrid-g4", "hybrid", 4, SamplingConfig(temperature=0.8, top_k=4), 5),
+    Case(
+        "hybrid-auto",
+        "hybrid",
+        4,
+        SamplingConfig(temperature=1.1, top_k=5, repeat_penalty=1.2),
+        7,
+        adaptive=True,
+    ),
     Case(
         "sampled-auto",
         "sampled",
@@ -142,22 +165,36 @@ def confidence_stop_at_near_ties(monkeypatch: pytest.MonkeyPatch) -> None:
     proposed depends on the draft's own distribution only, so sampling stays exact."""
     real = SpeculativeEngine._draft
 
-    def with_stop(
+    def with_stop(  # noqa: PLR0917 - SpeculativeEngine._draft's own signature
         self: SpeculativeEngine,
         tokens: list[int],
         gamma: int,
         config: GenerationConfig,
         stop: KeepDrafting | None,
+        free_limit: int | None,
     ) -> Draft:
-        return real(self, tokens, gamma, config, stop or (lambda margin: margin >= 0.25))
+        near_tie_stop = stop or (lambda margin: margin >= 0.25)
+        return real(self, tokens, gamma, config, near_tie_stop, free_limit)
 
     monkeypatch.setattr(SpeculativeEngine, "_draft", with_stop)
+
+
+def hybrid_always_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every round with a suffix match drafts both: its tokens first, the draft model after
+    them. Which source drafts is the drafter's choice alone, so sampling stays exact."""
+
+    def plan(self: HybridDrafter, proposal: Any, gamma: int) -> Any:
+        prefix = proposal.tokens[: max(1, gamma - 1)]
+        return hybrid_drafter._Plan(prefix, max(1, gamma - len(prefix)), 1.0)
+
+    monkeypatch.setattr(HybridDrafter, "_plan", plan)
 
 
 VALID_VARIANTS: list[tuple[str, Patch, str]] = [
     ("consistent q at temperature 1", consistent_q_at_temperature_one, "sampled-g6"),
     ("confidence stop, sampled draft", confidence_stop_at_near_ties, "sampled-g6"),
     ("confidence stop, greedy draft", confidence_stop_at_near_ties, "greedy-g6"),
+    ("hybrid, suffix then draft model every round", hybrid_always_both, "hybrid-g4"),
 ]
 N_WINDOWS = sum(len(windows(c.length)) for c in CASES) + sum(
     len(windows(CASE[name].length)) for _, _, name in VALID_VARIANTS
@@ -238,11 +275,11 @@ def test_the_engine_samples_exactly_like_plain_decoding(case: Case) -> None:
         assert len({r.gamma for r in drafted}) >= 2  # γ auto changed the draft length
     elif case.p_min:
         assert any(0 < r.drafted < r.gamma for r in drafted)  # the draft stopped, unsure
-    elif case.drafter != "lookup":
+    elif case.drafter not in ("lookup", "suffix"):
         assert any(r.drafted == case.gamma for r in drafted)
 
 
-@pytest.mark.parametrize("kind", ["sampled", "lookup"])
+@pytest.mark.parametrize("kind", ["sampled", "lookup", "suffix", "hybrid"])
 @pytest.mark.parametrize("gamma", range(1, 7))
 def test_greedy_speculation_gives_the_plain_greedy_reply(kind: DrafterKind, gamma: int) -> None:
     sampling = SamplingConfig(temperature=0.0, repeat_penalty=1.3, repeat_last_n=6)
@@ -265,6 +302,8 @@ def test_the_harness_accepts_a_valid_variant_of_the_draft(
     found = fits(case, runs)
     assert all(f.p_value >= ALPHA for _, f in found), f"{name}: {describe(found)}"
     assert any(r.accepted < r.drafted for r in runs.rounds)
+    if case.drafter == "hybrid":  # mixed drafts ran, and some reached the model's tokens
+        assert any(r.source == "both" and r.accepted > r.suffix_drafted for r in runs.rounds)
 
 
 @pytest.mark.parametrize("case_name", ["sampled-g6", "greedy-g6"])
@@ -301,6 +340,7 @@ def _rewrite_q(make_q: Callable[[np.ndarray, list[int], SamplingConfig], FloatAr
             p_min: float,
             *,
             stop: KeepDrafting | None = None,
+            free_limit: int | None = None,
         ) -> Draft:
             draft = real(self, history, max_tokens, sampling, rng, p_min, stop=stop)
             probs: list[FloatArray | None] = []
@@ -364,6 +404,22 @@ def residual_from_p(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(acceptance, "residual", lambda p, _q, _x: p)
 
 
+def hybrid_q_on_the_wrong_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mixed draft lists the draft model's q first, so suffix tokens are judged against the
+    model's q and the model's tokens as certain ones."""
+    hybrid_always_both(monkeypatch)
+    real = HybridDrafter.propose
+
+    def propose(self: HybridDrafter, *args: Any, **kwargs: Any) -> Draft:
+        draft = real(self, *args, **kwargs)
+        if 0 < draft.suffix_tokens < len(draft.tokens):
+            n = draft.suffix_tokens
+            return replace(draft, probs=draft.probs[n:] + draft.probs[:n])
+        return draft
+
+    monkeypatch.setattr(HybridDrafter, "propose", propose)
+
+
 MUTANTS: list[tuple[str, Patch, str]] = [
     ("q from unprocessed draft logits", q_from_unprocessed_logits, "sampled-g4"),
     ("q without temperature", q_without_temperature, "sampled-g6"),
@@ -375,6 +431,7 @@ MUTANTS: list[tuple[str, Patch, str]] = [
     ("min(1, q/p)", accept_with_q_over_p, "lookup-g3"),
     ("residual from p", residual_from_p, "sampled-g2"),
     ("residual from p", residual_from_p, "greedy-g2"),
+    ("hybrid q on the wrong tokens", hybrid_q_on_the_wrong_tokens, "hybrid-g4"),
 ]
 
 

@@ -11,6 +11,7 @@ import pytest
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, TokenEvent
+from app.engine.gamma import OFF
 from app.engine.isolated import IsolatedRuntime
 from app.errors import (
     Cancelled,
@@ -57,7 +58,7 @@ def test_stop_reaches_the_child_between_rounds(
     tokens = 0
     result = None
     for event in runtime.generate(
-        runtime.text_prompt(PROMPT), GenerationConfig(max_tokens=200), control, speculative=False
+        runtime.text_prompt(PROMPT), GenerationConfig(max_tokens=200, gamma=OFF), control
     ):
         if isinstance(event, TokenEvent):
             tokens += 1
@@ -75,11 +76,11 @@ def test_a_reply_abandoned_early_leaves_the_runtime_ready(
 ) -> None:
     runtime.load_target(target)
     ids = runtime.text_prompt(PROMPT)
-    config = GenerationConfig(max_tokens=100)
-    for event in runtime.generate(ids, config, speculative=False):
+    config = GenerationConfig(max_tokens=100, gamma=OFF)
+    for event in runtime.generate(ids, config):
         if isinstance(event, TokenEvent):
             break  # the caller walks away mid-reply
-    events = list(runtime.generate(ids, GenerationConfig(max_tokens=3), speculative=False))
+    events = list(runtime.generate(ids, GenerationConfig(max_tokens=3, gamma=OFF)))
     assert isinstance(events[-1], FinishEvent)
     assert len(events[-1].result.token_ids) == 3
 

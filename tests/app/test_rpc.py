@@ -16,6 +16,7 @@ import pytest
 
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.events import FinishEvent
+from app.engine.gamma import OFF, fixed
 from app.engine.isolated import IsolatedRuntime, probe_workers
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
@@ -25,7 +26,7 @@ from tests.helpers.engine import loaded_runtime
 from tests.helpers.rpc_workers import REPO, Worker, running_worker
 
 PROMPT = "The three primary colours are"
-CONFIG = GenerationConfig(max_tokens=24, gamma=4, exact=True)
+CONFIG = GenerationConfig(max_tokens=24, gamma=fixed(4), exact=True)
 # One token of the F32 135M target is tens of millions of multiply-adds on the worker; 24 of them
 # cost well over this much CPU time, while merely holding a connection costs almost none.
 MIN_WORKER_CPU_S = 0.2
@@ -34,7 +35,8 @@ pytestmark = pytest.mark.model
 
 
 def _generate(runtime: Runtime | IsolatedRuntime, *, speculative: bool) -> GenerationResult:
-    events = list(runtime.generate(runtime.text_prompt(PROMPT), CONFIG, speculative=speculative))
+    config = CONFIG if speculative else replace(CONFIG, gamma=OFF)
+    events = list(runtime.generate(runtime.text_prompt(PROMPT), config))
     last = events[-1]
     assert isinstance(last, FinishEvent)
     return last.result

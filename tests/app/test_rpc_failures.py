@@ -22,6 +22,7 @@ import pytest
 
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.events import FinishEvent, TokenEvent
+from app.engine.gamma import OFF
 from app.engine.isolated import IsolatedRuntime
 from app.errors import RpcConnectError, RpcWorkerLostError
 from app.llama import rpc_keys
@@ -96,13 +97,13 @@ def test_a_worker_of_another_protocol_version_is_named_as_such(
 def test_worker_killed_mid_reply_keeps_the_tokens_and_the_runtime_stays_usable(
     runtime: IsolatedRuntime, target: ModelConfig
 ) -> None:
-    config = GenerationConfig(max_tokens=400)
+    config = GenerationConfig(max_tokens=400, gamma=OFF)
     received: list[TokenEvent] = []
     with running_worker() as worker:
         runtime.load_target(replace(target, rpc_servers=(worker.endpoint,)))
         prompt = runtime.text_prompt("Once upon a time")
         with pytest.raises(RpcWorkerLostError) as caught:
-            for event in runtime.generate(prompt, config, speculative=False):
+            for event in runtime.generate(prompt, config):
                 if isinstance(event, TokenEvent):
                     received.append(event)
                     if len(received) == 3:
@@ -112,7 +113,7 @@ def test_worker_killed_mid_reply_keeps_the_tokens_and_the_runtime_stays_usable(
     assert runtime.target is None  # the lost model is not pretended to be loaded
     # The same runtime loads a local model and answers again.
     runtime.load_target(target)
-    events = list(runtime.generate(prompt, GenerationConfig(max_tokens=4), speculative=False))
+    events = list(runtime.generate(prompt, GenerationConfig(max_tokens=4, gamma=OFF)))
     assert isinstance(events[-1], FinishEvent)
     assert events[-1].result.token_ids[:3] == [e.token_id for e in received[:3]]
 

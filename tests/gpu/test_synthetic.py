@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.gamma import fixed
 from models.synthetic import SHAPES, LlamaShape, successor, vocabulary, write_model
 from tests.helpers.engine import loaded_runtime, run_to_end
 
@@ -86,7 +87,7 @@ def test_q8_0_copy_accepts_most_drafts_at_gamma_4(tiny_pair: tuple[Path, Path]) 
         drafted = accepted = 0
         for prompt in PROMPTS:
             ids = rt.text_prompt(prompt)
-            result, _ = run_to_end(rt.engine, ids, GenerationConfig(max_tokens=48, gamma=4))
+            result, _ = run_to_end(rt.engine, ids, GenerationConfig(max_tokens=48, gamma=fixed(4)))
             drafted += result.stats.drafted
             accepted += result.stats.accepted
     assert drafted > 0

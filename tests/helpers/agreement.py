@@ -32,6 +32,7 @@ import numpy as np
 from app.bench.prompts import BenchPrompt, load_prompts
 from app.bench.session import prompt_ids_for
 from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
+from app.engine.gamma import fixed
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
 from app.engine.sampling import logit_margin
@@ -74,7 +75,7 @@ def measure_costs(runtime: Runtime, prompts: Sequence[Sequence[int]]) -> dict[st
     draft_by_passes: dict[int, list[float]] = {}
     verify_by_rows: dict[int, list[float]] = {}
     for gamma in range(1, MAX_GAMMA + 1):
-        config = GenerationConfig(max_tokens=_COST_TOKENS, gamma=gamma, sampling=GREEDY)
+        config = GenerationConfig(max_tokens=_COST_TOKENS, gamma=fixed(gamma), sampling=GREEDY)
         for prompt in prompts[:_COST_PROMPTS]:
             for r in _generate(runtime, prompt, config, speculative=True).rounds:
                 verify_by_rows.setdefault(r.drafted + 1, []).append(r.verify_s)

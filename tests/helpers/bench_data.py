@@ -14,6 +14,7 @@ from app.bench.plan import BenchConfig, DraftChoice
 from app.bench.prompts import BenchPrompt
 from app.bench.summary import BenchReport, summarize
 from app.engine.config import GenerationConfig
+from app.engine.gamma import OFF, fixed
 from app.engine.result import GenerationResult
 from app.metrics.rounds import RoundRecord
 from app.metrics.summary import summarize as summarize_stats
@@ -110,7 +111,7 @@ def run_record(
 def seed_report() -> BenchReport:
     """Plain (20 plain steps) against one draft at γ = 4 giving seed 000's round table."""
     draft = DraftChoice("seed draft", Path("draft.gguf"))
-    configs = [BenchConfig("plain", None, None), BenchConfig("seed draft γ=4", draft, 4)]
+    configs = [BenchConfig("plain", None, OFF), BenchConfig("seed draft γ=4", draft, fixed(4))]
     plain_rounds = [round_record(i, 0, 0) for i in range(20)]
     return summarize(
         target="target.gguf",

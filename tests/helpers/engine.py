@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event, FinishEvent
+from app.engine.gamma import OFF
 from app.engine.loop import SpeculativeEngine
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
@@ -35,7 +37,9 @@ def run_to_end(
     speculative: bool = True,
     control: GenerationControl | None = None,
 ) -> tuple[GenerationResult, list[Event]]:
-    events = list(engine.generate(prompt_ids, config, control, speculative=speculative))
+    # speculative=False is the same settings at γ off: plain decoding with the drafter loaded.
+    plain = replace(config, gamma=OFF)
+    events = list(engine.generate(prompt_ids, config if speculative else plain, control))
     last = events[-1]
     assert isinstance(last, FinishEvent)
     return last.result, events

@@ -22,7 +22,10 @@ from app.engine.confidence import KeepDrafting
 from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.drafters import Draft, Drafter, ModelDrafter, PromptLookupDrafter
 from app.engine.events import FinishEvent
+from app.engine.gamma import AUTO, fixed
+from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.loop import SpeculativeEngine
+from app.engine.suffix_drafter import SuffixDrafter
 from app.metrics.rounds import RoundRecord
 from tests.helpers.fake_llama import FakeLlama, blend, toy_logits
 from tests.helpers.plain_oracle import (
@@ -54,7 +57,7 @@ DRAFT = blend(TARGET, toy_logits(23, N_VOCAB, order=1, scale=1.0), 0.8)
 # Repeats its own n-grams, so prompt lookup finds continuations at every length.
 PROMPT = (0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2)
 
-DrafterKind = Literal["sampled", "greedy", "lookup"]
+DrafterKind = Literal["sampled", "greedy", "lookup", "suffix", "hybrid"]
 
 
 @dataclass(frozen=True)
@@ -87,12 +90,18 @@ class GreedyProposals:
         p_min: float,
         *,
         stop: KeepDrafting | None = None,
+        free_limit: int | None = None,
     ) -> Draft:
         greedy = replace(sampling, temperature=0.0)
-        return self.inner.propose(history, max_tokens, greedy, rng, p_min, stop=stop)
+        return self.inner.propose(
+            history, max_tokens, greedy, rng, p_min, stop=stop, free_limit=free_limit
+        )
 
     def prefill(self, history: Sequence[int]) -> None:
         self.inner.prefill(history)
+
+    def learn(self, record: RoundRecord) -> None:
+        self.inner.learn(record)
 
     def close(self) -> None:
         self.inner.close()
@@ -101,7 +110,12 @@ class GreedyProposals:
 def make_drafter(kind: DrafterKind, clock: Callable[[], float]) -> Drafter:
     if kind == "lookup":
         return PromptLookupDrafter(clock=clock)
+    if kind == "suffix":
+        return SuffixDrafter(clock=clock)
     model = ModelDrafter(FakeLlama(DRAFT, N_VOCAB, name="draft.gguf"), N_VOCAB, clock=clock)
+    if kind == "hybrid":
+        # The suffix index's certain tokens first, the sampled draft's after them.
+        return HybridDrafter(SuffixDrafter(clock=clock), model)
     return model if kind == "sampled" else GreedyProposals(model)
 
 
@@ -122,8 +136,7 @@ def run_engine(case: Case) -> Runs:
     engine = SpeculativeEngine(target, make_drafter(case.drafter, clock), clock=clock)
     config = GenerationConfig(
         max_tokens=case.length,
-        gamma=case.gamma,
-        adaptive=case.adaptive,
+        gamma=AUTO if case.adaptive else fixed(case.gamma),
         p_min=case.p_min,
     )
     # The engine measures one plain step before it speculates; a warm-up reply pays for it, so

@@ -11,12 +11,13 @@ import pytest
 from PySide6.QtWidgets import QTableWidgetItem
 from pytestqt.qtbot import QtBot
 
-from app.bench.plan import AUTO, DraftChoice
+from app.bench.plan import DraftChoice
 from app.bench.run import ProgressFn
 from app.bench.session import prompt_bench
 from app.bench.summary import BenchReport
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.control import GenerationControl
+from app.engine.gamma import AUTO, fixed
 from app.errors import Cancelled, InvalidSettingError
 from tests.helpers.bench_data import seed_report
 from ui.dialogs.compare_dialog import CompareDialog
@@ -116,8 +117,8 @@ def test_real_comparison_on_the_demo_models(qtbot: QtBot, demo_models: Any) -> N
     bench = prompt_bench(
         target=ModelConfig(str(demo_models.f32), n_ctx=512, n_threads=1),
         drafts=[DraftChoice("Q4_1", demo_models.q4_1)],
-        gammas=[3, AUTO],
-        base=GenerationConfig(max_tokens=8, gamma=4),
+        gammas=[fixed(3), AUTO],
+        base=GenerationConfig(max_tokens=8, gamma=fixed(4)),
         draft_template=ModelConfig(str(demo_models.q4_1), n_ctx=512, n_threads=1),
     )
     dialog = CompareDialog(bench, prompt="Name two rivers.")
@@ -136,7 +137,7 @@ def test_an_empty_prompt_is_refused_before_loading(qtbot: QtBot, tmp_path: Any) 
     bench = prompt_bench(
         target=ModelConfig(str(tmp_path / "missing.gguf")),
         drafts=[DraftChoice("d", None)],
-        gammas=[2],
+        gammas=[fixed(2)],
         base=GenerationConfig(),
     )
     with pytest.raises(InvalidSettingError, match="write a prompt"):

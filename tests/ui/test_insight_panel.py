@@ -13,6 +13,7 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.events import FinishEvent, RoundEvent
+from app.engine.gamma import fixed
 from app.engine.runtime import Runtime
 from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.insight import analyse
@@ -153,7 +154,7 @@ def test_real_reply_feeds_the_panel(panel: InsightPanel, runtime: Runtime) -> No
     prompt = runtime.chat_prompt([{"role": "user", "content": "Name three colours."}])
     live: list[Any] = []
     result = None
-    for event in runtime.generate(prompt, GenerationConfig(max_tokens=16, gamma=3)):
+    for event in runtime.generate(prompt, GenerationConfig(max_tokens=16, gamma=fixed(3))):
         if isinstance(event, RoundEvent):
             live.append(event.record)
             panel.update_live(live)

@@ -63,7 +63,7 @@ def compare_bench(
         return None
     target = loaded.target
     config = generation_config(settings)
-    gamma: bench_plan.GammaSetting = bench_plan.AUTO if config.adaptive else config.gamma
+    gamma = config.gamma
     draft_template = loaded.draft.config or ModelConfig(
         "",
         n_ctx=target.n_ctx,

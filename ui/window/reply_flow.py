@@ -120,8 +120,7 @@ class ReplyFlow(QObject):
             request_id=next(self._request_ids),
             messages=self._chat.history(),
             config=config,
-            control=control,
-            speculative=True,  # the toggle acts through control.speculative, even mid-reply
+            control=control,  # the toggle acts through control.speculative, even mid-reply
         )
         self.control = control
         self.reply = ReplyInProgress(
@@ -129,14 +128,14 @@ class ReplyFlow(QObject):
             conversation_id=conversation_id,
             drafter_kind=draft.kind,
             drafter_label=_draft_label(draft),
-            gamma_label="Auto" if config.adaptive else str(config.gamma),
+            gamma_label="Auto" if config.gamma.is_auto else str(config.gamma),
             speculation_at_start=speculation,
             exact=config.exact,
             variation=variation,
         )
         speculative = speculation and draft.kind != "none"
         self._speculation_on = speculation
-        self.live.start(config.gamma if speculative else 0)
+        self.live.start(config.gamma.start if speculative else 0)
         self._metrics.clear()
         self._insight.clear()
         self._metrics.set_speculation(speculative)

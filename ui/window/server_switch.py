@@ -86,7 +86,7 @@ class ServerSwitch(QObject):
 
     def _on_started(self) -> None:
         config, _speculation = self._reply_settings()
-        self._live.start(config.gamma)
+        self._live.start(config.gamma.start)
         self._metrics.clear()
         self.servingChanged.emit(True)
 

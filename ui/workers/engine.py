@@ -177,7 +177,7 @@ class EngineWorker(QObject):
                     draft.config, self._progress(draft.config.path, ticket, "draft")
                 )
             elif draft.kind == "ngram":
-                self._runtime.use_prompt_lookup()
+                self._runtime.use_suffix_index()
             else:
                 self._runtime.clear_draft()
             self._draft = draft
@@ -236,12 +236,7 @@ class EngineWorker(QObject):
     def generate(self, request: GenerateRequest) -> None:
         try:
             prompt_ids = self._runtime.chat_prompt(list(request.messages), request.control)
-            events = self._runtime.generate(
-                prompt_ids,
-                request.config,
-                request.control,
-                speculative=request.speculative and self._runtime.mode != "plain",
-            )
+            events = self._runtime.generate(prompt_ids, request.config, request.control)
             for event in events:
                 if isinstance(event, TokenEvent):
                     self.tokenReceived.emit(event)

@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
+from app.engine.gamma import OFF
 from app.server.app import ServerSettings, create_app
 from app.server.host import BackgroundServer, listen
 from app.server.owner import (
@@ -26,7 +27,7 @@ from app.server.owner import (
     Sink,
     Ticket,
 )
-from app.server.schemas import AUTO, Defaults, NMax
+from app.server.schemas import Defaults, NMax, n_max_of
 from ui.workers.engine import EngineHost
 from ui.workers.requests import ServeRequest
 
@@ -145,6 +146,4 @@ class LocalServer(QObject):
 
 def n_max_for(config: GenerationConfig, speculation: bool) -> NMax:
     """The window's γ setting as the server's default speculative.n_max."""
-    if not speculation:
-        return 0
-    return AUTO if config.adaptive else config.gamma
+    return n_max_of(config.gamma if speculation else OFF)

@@ -97,7 +97,6 @@ class GenerateRequest:
     messages: tuple[ChatMessage, ...]
     config: GenerationConfig
     control: GenerationControl
-    speculative: bool
 
 
 RuntimeTask = Callable[[AnyRuntime], None]

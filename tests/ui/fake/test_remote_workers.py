@@ -60,12 +60,10 @@ class StandInRemote(Runtime):
         prompt_ids: Sequence[int],
         config: GenerationConfig,
         control: GenerationControl | None = None,
-        *,
-        speculative: bool = True,
     ) -> Iterator[Event]:
         self.replies += 1
         tokens = 0
-        events = super().generate(prompt_ids, config, control, speculative=speculative)
+        events = super().generate(prompt_ids, config, control)
         with contextlib.closing(events):
             for event in events:
                 yield event

@@ -1,0 +1,190 @@
+"""The suffix index and a draft model together: each round drafts from whichever pays most.
+
+Each round has three candidates: the suffix index's proposal alone (no draft pass: only its
+verify rows cost), the draft model alone, or both, the suffix tokens first and the draft model
+continuing after them. Each is priced by expected tokens per second: (1 + expected accepted
+tokens) over (verification of its rows + its draft passes), from what the rounds so far
+measured: the suffix index's keep rate by match length (SuffixDrafter), the draft model's keep
+rate, seconds per draft pass, and verification seconds as a line in the number of rows. So a
+long, reliable match never pays for a draft-model pass, and a weak one does not displace a good
+draft. llama.cpp's `--spec-type ngram-*,draft-simple` instead takes the n-gram proposal whenever
+there is one, at any cost and reliability.
+
+The choice reads only the drafts' own figures and the target's past verdicts, never the
+target's distribution at the positions being drafted, so it changes which tokens are proposed,
+not which token is emitted: the output stays exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.engine.confidence import KeepDrafting
+from app.engine.config import SamplingConfig
+from app.engine.drafters import Draft, ModelDrafter
+from app.engine.sampling import FloatArray
+from app.engine.suffix_drafter import SuffixDrafter, SuffixProposal
+from app.metrics.rounds import DraftMode, RoundRecord
+
+# Per round, how much of the older evidence is kept: about the last 30 rounds count.
+_FADE = 0.97
+# The draft model's keep rate before any verdict, with this many pseudo-tokens of weight.
+_PRIOR_KEEP = 0.7
+_PRIOR_WEIGHT = 4.0
+
+
+@dataclass
+class _FadingLine:
+    """Least-squares line y = a + b·x over fading samples: verification seconds by rows."""
+
+    n: float = 0.0
+    sx: float = 0.0
+    sy: float = 0.0
+    sxx: float = 0.0
+    sxy: float = 0.0
+
+    def add(self, x: float, y: float) -> None:
+        self.n = self.n * _FADE + 1.0
+        self.sx = self.sx * _FADE + x
+        self.sy = self.sy * _FADE + y
+        self.sxx = self.sxx * _FADE + x * x
+        self.sxy = self.sxy * _FADE + x * y
+
+    def at(self, x: float) -> float | None:
+        if self.n < 1.0:
+            return None
+        mean_x, mean_y = self.sx / self.n, self.sy / self.n
+        spread = self.sxx / self.n - mean_x * mean_x
+        # One row count seen so far, or rows that never vary: a flat line through the mean.
+        slope = 0.0 if spread < 1e-9 else max(0.0, (self.sxy / self.n - mean_x * mean_y) / spread)
+        return max(1e-6, mean_y + slope * (x - mean_x))
+
+
+@dataclass
+class _FadingRate:
+    kept: float = 0.0
+    judged: float = 0.0
+
+    def add(self, kept: int, judged: int) -> None:
+        self.kept = self.kept * _FADE + kept
+        self.judged = self.judged * _FADE + judged
+
+    @property
+    def value(self) -> float:
+        return (self.kept + _PRIOR_WEIGHT * _PRIOR_KEEP) / (self.judged + _PRIOR_WEIGHT)
+
+
+def _expected_kept(keep: float, n: int) -> float:
+    """Tokens kept of n proposed when each survives with `keep` given the ones before."""
+    return sum(keep**i for i in range(1, n + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    suffix: tuple[int, ...]
+    model_tokens: int
+    rate: float  # expected tokens per second
+
+
+class HybridDrafter:
+    """Drafts from the suffix index, the draft model, or both, per round (see the module)."""
+
+    mode: DraftMode = "hybrid"
+
+    def __init__(self, suffix: SuffixDrafter, model: ModelDrafter) -> None:
+        self.suffix = suffix
+        self.model_drafter = model
+        self.label = model.label
+        self._verify = _FadingLine()
+        self._step_s: float | None = None
+        self._model_keep = _FadingRate()
+
+    def propose(
+        self,
+        history: Sequence[int],
+        max_tokens: int,
+        sampling: SamplingConfig,
+        rng: np.random.Generator,
+        p_min: float,
+        *,
+        stop: KeepDrafting | None = None,
+        free_limit: int | None = None,
+    ) -> Draft:
+        found = self.suffix.peek(history, max(max_tokens, free_limit or 0))
+        self.suffix.remember(found)
+        plan = self._plan(found, max_tokens)
+        suffix = list(plan.suffix)
+        if plan.model_tokens == 0:
+            return Draft(suffix, [None] * len(suffix), 0, 0.0, suffix_tokens=len(suffix))
+        drafted = self.model_drafter.propose(
+            [*history, *suffix], plan.model_tokens, sampling, rng, p_min, stop=stop
+        )
+        if not suffix:
+            return drafted
+        certain: list[FloatArray | None] = [None] * len(suffix)
+        return Draft(
+            suffix + drafted.tokens,
+            certain + drafted.probs,
+            drafted.steps,
+            drafted.seconds,
+            # Margins describe the draft model's tokens; a mixed draft teaches γ auto nothing.
+            [],
+            suffix_tokens=len(suffix),
+        )
+
+    def _plan(self, proposal: SuffixProposal, gamma: int) -> _Plan:
+        model_only = _Plan((), gamma, self._rate(0, 0.0, gamma, 1.0))
+        found = proposal.tokens
+        if not found or proposal.source is None:
+            return model_only
+        keep = self.suffix.kept_by_match.keep_rate(proposal.match_length, proposal.source)
+        kept = proposal.expected_accepted
+        plans = [model_only, _Plan(found, 0, self._rate(len(found), kept, 0, 0.0))]
+        prefix = found[: max(0, gamma - 1)]
+        if prefix:
+            survive = keep ** len(prefix)
+            plans.append(
+                _Plan(
+                    prefix,
+                    gamma - len(prefix),
+                    self._rate(
+                        len(prefix), _expected_kept(keep, len(prefix)), gamma - len(prefix), survive
+                    ),
+                )
+            )
+        return max(plans, key=lambda p: p.rate)
+
+    def _rate(self, n_suffix: int, suffix_kept: float, n_model: int, reach: float) -> float:
+        """Expected tokens per second of a draft of n_suffix suffix tokens then n_model model
+        tokens, the model's tokens judged only when every suffix token before them is kept
+        (chance `reach`)."""
+        model_kept = reach * _expected_kept(self._model_keep.value, n_model)
+        verify = self._verify.at(n_suffix + n_model)
+        if verify is None or self._step_s is None:
+            # Nothing measured yet: tokens that cost no pass win on expected tokens alone.
+            return 1.0 + suffix_kept + model_kept - 0.5 * n_model
+        passes = n_model + (1 if n_suffix and n_model else 0)  # the model reads the suffix
+        return (1.0 + suffix_kept + model_kept) / (verify + passes * self._step_s)
+
+    def prefill(self, history: Sequence[int]) -> None:
+        self.suffix.prefill(history)
+        self.model_drafter.prefill(history)
+
+    def learn(self, record: RoundRecord) -> None:
+        self._verify.add(record.drafted, record.verify_s)
+        if record.drafted == 0:
+            return
+        self.suffix.learn(record)
+        model_drafted = record.drafted - record.suffix_drafted
+        if model_drafted and record.accepted >= record.suffix_drafted:
+            kept = record.accepted - record.suffix_drafted
+            self._model_keep.add(kept, min(model_drafted, kept + 1))
+        if record.draft_steps:
+            step = record.draft_s / record.draft_steps
+            self._step_s = step if self._step_s is None else 0.8 * self._step_s + 0.2 * step
+
+    def close(self) -> None:
+        self.model_drafter.close()
