@@ -19,18 +19,17 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
 from app.llama.resources import format_bytes
-from app.metrics.cost_model import MAX_GAMMA
 from ui.settings import DRAFT_NGRAM, DRAFT_NONE
+from ui.widgets.gamma_box import GammaBox
 from ui.widgets.inputs import ElidedComboBox
 from ui.workers.catalog import Catalog
 
-NGRAM_LABEL = "Prompt lookup (no draft model)"
+NGRAM_LABEL = "Chat history (no draft model)"
 SPECULATION_LABEL = "Speculation"
 SPECULATION_TIP = (
     "Speculative decoding on or off. Takes effect from the next round, even mid-reply."
@@ -76,15 +75,7 @@ class ModelControls(QWidget):
         self.speculation = QCheckBox(SPECULATION_LABEL)
         self.speculation.setObjectName("speculationToggle")
         self.speculation.setToolTip(SPECULATION_TIP)
-        self.gamma = QSpinBox()
-        self.gamma.setObjectName("gammaControl")
-        self.gamma.setRange(0, MAX_GAMMA)
-        self.gamma.setSpecialValueText("Auto")
-        self.gamma.setPrefix("γ ")
-        self.gamma.setToolTip(
-            "γ: draft tokens proposed per round. Auto picks γ from the measured acceptance and "
-            "costs, and switches speculation off while it does not pay."
-        )
+        self.gamma = GammaBox()
         self.add_button = QPushButton("Add GGUF…")
         self.add_button.setObjectName("addModelButton")
         self.add_button.setToolTip("Add your own GGUF model files (or drop them on the window).")
