@@ -31,9 +31,10 @@ def test_buttons_follow_a_reply_from_send_to_finish(window: MainWindow, qtbot: Q
     window.stateChanged.connect(states.append)
     stats = send(qtbot, window, "Hello there")
     assert states == [UiState.Generating, UiState.Idle]
-    assert stats["mode"] == "draft" and stats["generated_tokens"] == 24
+    # A draft model drafts with the suffix index beside it.
+    assert stats["mode"] == "hybrid" and stats["generated_tokens"] == 24
     # The stand-in draft is wrong at every fourth position, so not everything is accepted.
-    assert 0.4 < stats["acceptance_rate"] < 1.0
+    assert 0.0 < stats["acceptance_rate"] < 1.0
     assert window.regenerate_button.isEnabled()
 
 
@@ -67,7 +68,7 @@ def test_speculation_switched_off_mid_reply_runs_the_rest_plain(
     result = window.flow.last_result
     assert result is not None
     modes = [r.mode for r in result.rounds]
-    assert "draft" in modes[: len(modes) // 2] and modes[-1] == "plain"
+    assert "hybrid" in modes[: len(modes) // 2] and modes[-1] == "plain"
     assert finished.args[0]["switched"] is True
     assert "speculation switched mid-reply" in finished.args[0]["summary"]
     assert window.metrics.acceptance.text() == "—"
