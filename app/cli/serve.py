@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import socket
@@ -29,6 +30,12 @@ from app.cli.rpc_options import add_rpc_arguments
 from app.errors import InvalidSettingError
 from app.metrics.cost_model import MAX_GAMMA
 from app.server.host import exposure_warning, listen, make_server, url_of
+from app.server.limits import (
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    Limits,
+)
 from app.server.owner import DEFAULT_QUEUE_SIZE
 from app.server.schemas import AUTO, NMax
 
@@ -81,7 +88,73 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="ORIGIN",
         help="allow browser pages from ORIGIN (repeatable; '*' allows any); default none",
     )
+    _add_limit_arguments(serve)
     serve.set_defaults(handler=run_serve)
+
+
+def _add_limit_arguments(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests addressed to NAME (repeatable; '*' allows any); by default "
+        "only loopback names and the --host address, against DNS rebinding",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT_S,
+        metavar="S",
+        help="close a connection whose request head has not arrived within S seconds",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT_S,
+        metavar="S",
+        help="answer 408 to a request whose body has not arrived within S seconds",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help="open connections at most; one more gets HTTP 503",
+    )
+    serve.add_argument(
+        "--max-messages",
+        type=int,
+        default=None,
+        metavar="N",
+        help="messages per chat request at most (default: the context size in tokens)",
+    )
+    serve.add_argument(
+        "--max-prompt-chars",
+        type=int,
+        default=None,
+        metavar="N",
+        help="prompt characters per request at most (default: what the context could hold)",
+    )
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    for flag, value in (
+        ("--header-timeout", args.header_timeout),
+        ("--body-timeout", args.body_timeout),
+        ("--max-connections", args.max_connections),
+        ("--max-messages", args.max_messages),
+        ("--max-prompt-chars", args.max_prompt_chars),
+    ):
+        if value is not None and not 0 < value < math.inf:  # also refuses nan
+            raise InvalidSettingError(f"{flag} must be a number greater than 0, got {value}")
+    return Limits(
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+        max_connections=args.max_connections,
+        max_messages=args.max_messages,
+        max_prompt_chars=args.max_prompt_chars,
+    )
 
 
 def _n_max(gamma: int | str) -> NMax:
@@ -104,6 +177,7 @@ def run_serve(args: argparse.Namespace) -> int:
     config.validate()  # before loading anything: a bad flag should not cost a model load
     if args.queue_size < 1:
         raise InvalidSettingError("--queue-size must be at least 1")
+    limits = _limits(args)
     sock = _listen(args.host, args.port, keyed=bool(args.api_key))
     try:
         runtime = load_runtime(args, args.draft)
@@ -119,13 +193,15 @@ def run_serve(args: argparse.Namespace) -> int:
             n_ctx=runtime.target.n_ctx,
             api_key=args.api_key or None,
             cors_origins=tuple(args.cors_origin),
+            allowed_hosts=(args.host, str(sock.getsockname()[0]), *args.allow_host),
+            limits=limits,
         )
         key = "API key required" if settings.api_key else "no API key"
         banner = (
             f"specchat: serving {settings.model_id} ({runtime.mode}) at "
             f"{url_of(sock)} ({key}); Ctrl+C stops"
         )
-        _serve(create_app(owner, settings), sock, banner, owner.stop_accepting)
+        _serve(create_app(owner, settings), sock, banner, owner.stop_accepting, limits)
     except KeyboardInterrupt:
         pass  # Ctrl+C (or SIGTERM) is how a server is meant to stop
     finally:
@@ -134,13 +210,19 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(app: object, sock: socket.socket, banner: str, on_shutdown: Callable[[], None]) -> None:
+def _serve(
+    app: object,
+    sock: socket.socket,
+    banner: str,
+    on_shutdown: Callable[[], None],
+    limits: Limits,
+) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     print(banner, file=sys.stderr, flush=True)
     # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal; SIGTERM then
     # ends as Ctrl+C does, so the models are freed and the exit status is 0 either way.
     signal.signal(signal.SIGTERM, _interrupt)
-    make_server(app, on_shutdown).run(sockets=[sock])
+    make_server(app, on_shutdown, limits).run(sockets=[sock])
 
 
 def _interrupt(_signum: int, _frame: object) -> None:

@@ -1,7 +1,8 @@
 """The HTTP routes: /health, /v1/models, /v1/chat/completions and /v1/completions.
 
 Every refusal is OpenAI-style JSON with its 4xx (5xx for the server's own faults), never a
-traceback. Requests go to an EngineOwner (app.server.owner), which runs them one at a time.
+traceback. Requests go to an EngineOwner (app.server.owner), which runs them one at a time;
+one that is too big for the context is refused before it takes its turn (app.server.limits).
 """
 
 from __future__ import annotations
@@ -9,23 +10,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import json
 import logging
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.server.errors import ApiError
+from app.server.body import read_json
+from app.server.errors import ApiError, error_response
 from app.server.formats import ReplyFormat
+from app.server.guard import RequestGuard
+from app.server.limits import Limits, check_size
 from app.server.owner import EngineOwner, Failed, Job, QueueFullError, Started, Ticket
 from app.server.schemas import ApiRequest, Defaults, parse_chat, parse_completion
 from app.server.sse import (
@@ -39,8 +41,6 @@ from app.server.sse import (
 
 log = logging.getLogger(__name__)
 
-# Far more than any prompt that fits a context; a bigger body is refused before it is parsed.
-MAX_BODY_BYTES = 8 * 1024 * 1024
 # Paths a client may call without the API key: liveness checks carry no model output.
 OPEN_PATHS = frozenset({"/health"})
 
@@ -52,7 +52,9 @@ class ServerSettings:
     n_ctx: int
     api_key: str | None = None
     cors_origins: tuple[str, ...] = ()
-    max_body_bytes: int = MAX_BODY_BYTES
+    # Host names beyond the loopback ones that requests may be addressed to ("*": any).
+    allowed_hosts: tuple[str, ...] = ()
+    limits: Limits = field(default_factory=Limits)
 
 
 def create_app(owner: EngineOwner, settings: ServerSettings) -> Starlette:
@@ -77,7 +79,11 @@ def create_app(owner: EngineOwner, settings: ServerSettings) -> Starlette:
         Route("/v1/chat/completions", _Completions(owner, settings, chat=True), methods=["POST"]),
         Route("/v1/completions", _Completions(owner, settings, chat=False), methods=["POST"]),
     ]
-    middleware = []
+    # Outermost: a page on a foreign origin, or reaching the server through a foreign name,
+    # learns nothing, not even whether a key is required.
+    middleware = [
+        Middleware(RequestGuard, hosts=settings.allowed_hosts, origins=settings.cors_origins)
+    ]
     if settings.cors_origins:
         middleware.append(
             Middleware(
@@ -97,10 +103,6 @@ def create_app(owner: EngineOwner, settings: ServerSettings) -> Starlette:
 
 
 # -- errors ---------------------------------------------------------------------------------------
-
-
-def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(error.body(), status_code=error.status, headers=headers)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -154,27 +156,6 @@ class BearerAuth:
 # -- completions ----------------------------------------------------------------------------------
 
 
-async def read_json(request: Request, limit: int) -> Any:
-    too_big = ApiError(413, f"the request body is larger than {limit} bytes", code="too_large")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_big
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise too_big
-    try:
-        return json.loads(bytes(body), parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
-        message = f"the request body is not valid JSON: {exc}"
-        raise ApiError(400, message, code="invalid_json") from None
-
-
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 class _Completions:
     """One completion endpoint, as a raw ASGI app: it needs `receive` to notice a disconnect
     for as long as the reply runs, including while the response streams."""
@@ -186,10 +167,18 @@ class _Completions:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+        settings = self._settings
         try:
-            body = await read_json(request, self._settings.max_body_bytes)
+            body = await read_json(
+                request, settings.limits.max_body_bytes, settings.limits.body_timeout_s
+            )
             parse = parse_chat if self._chat else parse_completion
-            parsed = parse(body, self._settings.defaults)
+            parsed = parse(body, settings.defaults)
+            check_size(parsed, settings.limits, settings.n_ctx)
+        except ClientDisconnect:
+            # Nobody is left to answer: a client giving up is routine, not a server fault.
+            log.info("a client closed its connection before sending the whole request")
+            return
         except ApiError as exc:
             await error_response(exc)(scope, receive, send)
             return

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from starlette.responses import JSONResponse
 
 
 class ApiError(Exception):
-    """A request the server refuses; `status` is the HTTP code, the rest goes to the client."""
+    """A request the server refuses; `status` is the HTTP code, the rest goes to the client.
+
+    headers go out with the response (Retry-After, or Connection: close when the connection
+    cannot carry another request)."""
 
     def __init__(
         self,
@@ -16,6 +22,7 @@ class ApiError(Exception):
         code: str,
         param: str | None = None,
         error_type: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -23,6 +30,7 @@ class ApiError(Exception):
         self.code = code
         self.param = param
         self.error_type = error_type or _default_type(status)
+        self.headers = headers or {}
 
     def body(self) -> dict[str, Any]:
         return {
@@ -35,9 +43,20 @@ class ApiError(Exception):
         }
 
 
+def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
+    # The web stack loads only when serving; the CLI imports this module for every command.
+    from starlette.responses import JSONResponse  # noqa: PLC0415
+
+    return JSONResponse(
+        error.body(), status_code=error.status, headers={**error.headers, **(headers or {})}
+    )
+
+
 def _default_type(status: int) -> str:
     if status == 401:
         return "authentication_error"
+    if status == 403:
+        return "permission_error"
     if status == 404:
         return "not_found_error"
     if status >= 500:

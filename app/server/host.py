@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.errors import InvalidSettingError
+from app.server.limits import Limits
 
 # Seconds in-flight replies get to finish on shutdown before the server stops them.
 GRACEFUL_SHUTDOWN_S = 3
@@ -56,10 +57,15 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}/v1"
 
 
-def make_server(app: Any, on_shutdown: Callable[[], None]) -> Any:
+def make_server(app: Any, on_shutdown: Callable[[], None], limits: Limits | None = None) -> Any:
     """A uvicorn server for `app` that stops the replies in flight first when it shuts down:
-    they then end within a round, well inside the graceful timeout."""
+    they then end within a round, well inside the graceful timeout. limits: the connection
+    limits (app.server.protocol); None for the defaults."""
     import uvicorn  # noqa: PLC0415 - the web stack loads only when serving
+
+    from app.server.protocol import guarded_protocol  # noqa: PLC0415
+
+    limits = limits or Limits()
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
@@ -68,6 +74,7 @@ def make_server(app: Any, on_shutdown: Callable[[], None]) -> Any:
 
     config = uvicorn.Config(
         app,
+        http=guarded_protocol(limits.header_timeout_s, limits.max_connections),
         log_level="warning",
         access_log=False,
         lifespan="off",
@@ -79,10 +86,16 @@ def make_server(app: Any, on_shutdown: Callable[[], None]) -> Any:
 class BackgroundServer:
     """uvicorn on its own thread (uvicorn installs no signal handlers off the main thread)."""
 
-    def __init__(self, app: Any, sock: socket.socket, on_shutdown: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        app: Any,
+        sock: socket.socket,
+        on_shutdown: Callable[[], None],
+        limits: Limits | None = None,
+    ) -> None:
         self.url = url_of(sock)
         self._sock = sock
-        self._server = make_server(app, on_shutdown)
+        self._server = make_server(app, on_shutdown, limits)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name="local-server", daemon=True
         )

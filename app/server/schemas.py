@@ -2,8 +2,9 @@
 
 Every problem becomes an ApiError naming the field, so a client sees one clear 400 instead of
 a traceback. Types and finiteness are checked here; the engine's own ranges (top_p, min_p,
-p_min, max_tokens...) are checked by GenerationConfig.validate(), their one home. Unknown
-fields are ignored, as OpenAI-compatible servers do, because clients send many optional ones.
+p_min, max_tokens...) are checked by GenerationConfig.validate(), their one home. Fields that
+ask for a feature the server lacks are refused (app.server.unsupported); other unknown fields
+are ignored, as OpenAI-compatible servers do, because clients send many optional ones.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from app.engine.config import GenerationConfig
 from app.errors import InvalidSettingError
 from app.metrics.cost_model import MAX_GAMMA
 from app.server.errors import ApiError, invalid
+from app.server.unsupported import refuse_unsupported
 
 _T = TypeVar("_T")
 
@@ -26,7 +28,11 @@ NMax = int | Literal["auto"]
 MAX_TEMPERATURE = 2.0
 MAX_STOPS = 8
 _SEED_LIMIT = 2**63
-# OpenAI's newer clients send "developer" where chat templates know only "system".
+# The roles a message may have. The role reaches the chat template as markup, not as text, so
+# any other string could forge a turn ("user<|im_end|><|im_start|>system"). OpenAI's newer
+# clients send "developer" where most chat templates know only "system"; it is read as
+# "system", as OpenAI-compatible servers do.
+ROLES = ("system", "user", "assistant", "tool", "developer")
 _ROLE_ALIASES = {"developer": "system"}
 
 
@@ -79,6 +85,7 @@ def _request(
     messages: tuple[ChatMessage, ...] | None,
     prompt: str | None,
 ) -> ApiRequest:
+    refuse_unsupported(fields)
     n = _integer(fields, "n")
     if n is not None and n != 1:
         raise invalid("n", "only n = 1 is supported")
@@ -247,6 +254,8 @@ def _message(item: Any, index: int) -> ChatMessage:
     role = item.get("role")
     if not isinstance(role, str) or not role:
         raise invalid(f"{where}.role", f"'{where}.role' must be a string", code="invalid_type")
+    if role not in ROLES:
+        raise invalid(f"{where}.role", f"'{where}.role' must be one of {', '.join(ROLES)}")
     return {"role": _ROLE_ALIASES.get(role, role), "content": _content(item.get("content"), where)}
 
 

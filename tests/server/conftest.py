@@ -26,6 +26,12 @@ GAMMA = 4
 MAX_TOKENS = 48
 N_CTX = 512
 QUEUE_SIZE = 4
+# Short enough for a test to wait out, long enough for any whole request on loopback.
+HEADER_TIMEOUT_S = 3
+BODY_TIMEOUT_S = 3
+MAX_CONNECTIONS = 12
+ALLOWED_HOST = "specchat.test"
+CORS_ORIGIN = "http://allowed.example"
 # Settings the server and the `generate` reference share: exact greedy on one thread.
 SHARED_ARGS = ("--exact", "--threads", "1", "--n-ctx", str(N_CTX))
 _READY = re.compile(r"at http://127\.0\.0\.1:(\d+)/v1")
@@ -48,20 +54,42 @@ class Server:
         body: bytes | dict[str, Any] | None = None,
         *,
         key: str | None = API_KEY,
+        headers: dict[str, str | None] | None = None,
     ) -> tuple[int, dict[str, Any]]:
-        """One raw HTTP request; returns the status and the JSON body."""
+        """One raw HTTP request; returns the status and the JSON body.
+
+        headers add to or (None) remove the default ones; a Host given replaces http.client's."""
+        status, _headers, payload = self.exchange(method, path, body, key=key, headers=headers)
+        return status, payload
+
+    def exchange(
+        self,
+        method: str,
+        path: str,
+        body: bytes | dict[str, Any] | None = None,
+        *,
+        key: str | None = API_KEY,
+        headers: dict[str, str | None] | None = None,
+    ) -> tuple[int, http.client.HTTPMessage, dict[str, Any]]:
+        """request(), also returning the response's headers."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
-        headers = {"Content-Type": "application/json"}
+        sent: dict[str, str | None] = {"Content-Type": "application/json"}
         if key is not None:
-            headers["Authorization"] = f"Bearer {key}"
+            sent["Authorization"] = f"Bearer {key}"
+        sent.update(headers or {})
         data = json.dumps(body).encode() if isinstance(body, dict) else body
         try:
-            conn.request(method, path, body=data, headers=headers)
+            conn.request(
+                method,
+                path,
+                body=data,
+                headers={name: value for name, value in sent.items() if value is not None},
+            )
             response = conn.getresponse()
             raw = response.read()
         finally:
             conn.close()
-        return response.status, json.loads(raw)
+        return response.status, response.headers, json.loads(raw)
 
     def health(self) -> dict[str, Any]:
         status, body = self.request("GET", "/health", key=None)
@@ -96,6 +124,16 @@ def server(demo_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
                 API_KEY,
                 "--queue-size",
                 str(QUEUE_SIZE),
+                "--header-timeout",
+                str(HEADER_TIMEOUT_S),
+                "--body-timeout",
+                str(BODY_TIMEOUT_S),
+                "--max-connections",
+                str(MAX_CONNECTIONS),
+                "--allow-host",
+                ALLOWED_HOST,
+                "--cors-origin",
+                CORS_ORIGIN,
                 *SHARED_ARGS,
             ],
             stdout=subprocess.DEVNULL,

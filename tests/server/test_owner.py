@@ -98,7 +98,7 @@ def make_owner(runtime: ScriptedRuntime, max_queue: int = 4) -> RuntimeOwner:
 
 
 def text_job(prompt: str) -> Job:
-    return Job(CONFIG, speculative=False, prompt=prompt)
+    return Job(CONFIG, prompt=prompt)
 
 
 def test_jobs_run_in_order_each_with_its_own_reply(runtime: ScriptedRuntime) -> None:
@@ -155,7 +155,7 @@ def test_cancel_while_running_stops_within_one_round(runtime: ScriptedRuntime) -
     owner = make_owner(runtime)
     runtime.gate.clear()
     sink = Collector()
-    ticket = owner.submit(Job(GenerationConfig(max_tokens=50), False, prompt="a"), sink)
+    ticket = owner.submit(Job(GenerationConfig(max_tokens=50), prompt="a"), sink)
     while not runtime.started:
         threading.Event().wait(0.01)
     ticket.cancel("client disconnected")
@@ -176,7 +176,7 @@ def test_refusals_arrive_as_failures_and_the_owner_keeps_serving(
     owner = make_owner(runtime)
     too_long, bad_template, fine = Collector(), Collector(), Collector()
     owner.submit(text_job("x" * N_CTX), too_long)
-    owner.submit(Job(CONFIG, False, messages=({"role": "user", "content": "hi"},)), bad_template)
+    owner.submit(Job(CONFIG, messages=({"role": "user", "content": "hi"},)), bad_template)
     owner.submit(text_job("ok"), fine)
     context_failure = too_long.wait()[-1]
     template_failure = bad_template.wait()[-1]
@@ -193,7 +193,7 @@ def test_a_receiver_that_fails_cancels_its_job_only(runtime: ScriptedRuntime) ->
     def broken(event: OwnerEvent) -> None:
         raise RuntimeError("event loop closed")
 
-    ticket = owner.submit(Job(GenerationConfig(max_tokens=50), False, prompt="a"), broken)
+    ticket = owner.submit(Job(GenerationConfig(max_tokens=50), prompt="a"), broken)
     after = Collector()
     owner.submit(text_job("b"), after)
     events = after.wait()

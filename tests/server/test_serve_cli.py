@@ -40,8 +40,24 @@ def assert_user_error(proc: subprocess.CompletedProcess[str], fragment: str) -> 
         (("--gamma", "fast"), "--gamma"),
         (("--queue-size", "0"), "--queue-size"),
         (("--top-p", "0"), "top-p"),
+        (("--header-timeout", "0"), "--header-timeout"),
+        (("--body-timeout", "nan"), "--body-timeout"),
+        (("--max-connections", "0"), "--max-connections"),
+        (("--max-messages", "-1"), "--max-messages"),
+        (("--max-prompt-chars", "0"), "--max-prompt-chars"),
     ],
-    ids=["port", "gamma-range", "gamma-word", "queue", "top-p"],
+    ids=[
+        "port",
+        "gamma-range",
+        "gamma-word",
+        "queue",
+        "top-p",
+        "header-timeout",
+        "body-timeout",
+        "max-connections",
+        "max-messages",
+        "max-prompt-chars",
+    ],
 )
 def test_bad_setting_is_one_error_line(args: tuple[str, ...], fragment: str) -> None:
     # The target does not exist: reaching the load would give a different error.

@@ -1,0 +1,60 @@
+"""Request fields the server knows but does not implement, in one table.
+
+OpenAI clients send these to constrain or annotate a reply (JSON output, tool calls, log
+probabilities, penalties); ignoring one would answer with unconstrained text that looks like
+success. So each is refused with a 400 naming it, unless its value means "off", which clients
+often send by default. Implementing a feature removes its line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from app.server.errors import invalid
+
+
+def _zero(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and value == 0
+
+
+def _is_false(value: Any) -> bool:
+    return value is False
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    off: str  # the accepted "off" value, as the client should write it
+    is_off: Callable[[Any], bool]
+
+
+UNSUPPORTED: dict[str, Unsupported] = {
+    "response_format": Unsupported('{"type": "text"}', lambda v: v == {"type": "text"}),
+    "tools": Unsupported("[]", lambda v: v == []),
+    "tool_choice": Unsupported('"none"', lambda v: v == "none"),
+    "functions": Unsupported("[]", lambda v: v == []),
+    "function_call": Unsupported('"none"', lambda v: v == "none"),
+    "logprobs": Unsupported("false", _is_false),
+    "top_logprobs": Unsupported("0", _zero),
+    "logit_bias": Unsupported("{}", lambda v: v == {}),
+    "presence_penalty": Unsupported("0", _zero),
+    "frequency_penalty": Unsupported("0", _zero),
+    "echo": Unsupported("false", _is_false),
+    "suffix": Unsupported('""', lambda v: v == ""),
+    "best_of": Unsupported("1", lambda v: not isinstance(v, bool) and v == 1),
+    # llama-server's own constraint fields: a client written for it expects them obeyed.
+    "grammar": Unsupported('""', lambda v: v == ""),
+    "json_schema": Unsupported("null", lambda _v: False),
+}
+
+
+def refuse_unsupported(fields: dict[str, Any]) -> None:
+    """ApiError for the first unsupported field that is present and not off (null is absent)."""
+    for name, feature in UNSUPPORTED.items():
+        value = fields.get(name)
+        if value is not None and not feature.is_off(value):
+            message = (
+                f"'{name}' is not supported by this server; leave it out or send {feature.off}"
+            )
+            raise invalid(name, message, code="unsupported_parameter")
