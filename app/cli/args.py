@@ -54,10 +54,12 @@ def draft_source(args: argparse.Namespace) -> str | None:
     return None if value == DRAFT_NONE else str(value)
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+def add_model_arguments(parser: argparse.ArgumentParser, *, target_required: bool = True) -> None:
+    """Model flags; a command that can run without a local model (`bench --server`) checks
+    `--target` itself."""
     parser.add_argument(
         "--target",
-        required=True,
+        required=target_required,
         help="target GGUF file, or 'demo' for the bundled SmolLM2 F32 demo target",
     )
     parser.add_argument("--n-ctx", type=int, default=4096, help="context size in tokens")

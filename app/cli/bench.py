@@ -4,6 +4,10 @@
 [--prompts builtin|builtin:CLASS,...|FILE] [--max-tokens N] [--repeat R] [--temperature T]
 [--json OUT] [--csv OUT] [--plot OUT.png]`
 
+`specchat bench --server [LABEL=]URL [--server ...] [--baseline LABEL] [--prompts ...]
+[--max-tokens N] [--repeat R] [--json OUT]` benches running OpenAI-compatible servers instead
+(app/bench/remote.py); the servers load their own models, so --target and --draft go away.
+
 Besides a path, `--draft` takes `demo` (the Q4_1 demo draft), `demo-pruned` (the demo's useless
 draft: Q4_1 with layers 9-28 removed, built on first use) and `ngram` (prompt lookup).
 """
@@ -16,8 +20,11 @@ import sys
 from pathlib import Path
 
 from app.bench.chart import save_plot
+from app.bench.openai_stream import parse_endpoint
 from app.bench.plan import DraftChoice, parse_gammas
 from app.bench.prompts import BUILTIN, BUILTIN_CLASSES, load_prompts
+from app.bench.remote import check_servers, run_remote_bench
+from app.bench.remote_table import format_remote_table
 from app.bench.session import run_benchmark
 from app.bench.table import format_table, to_csv
 from app.cli.args import (
@@ -59,11 +66,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "plain, acceptance, costs, the cost model's prediction and whether greedy output "
         "matched plain decoding.",
     )
-    add_model_arguments(bench)
+    add_model_arguments(bench, target_required=False)  # not with --server
     bench.add_argument(
         "--draft",
         action="append",
-        required=True,
         metavar="PATH",
         help=f"draft GGUF file; repeat to compare drafts. '{DEMO}' = the Q4_1 demo draft, "
         f"'{DEMO_PRUNED}' = the demo draft with layers 9-28 removed (useless on purpose), "
@@ -104,7 +110,27 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_rpc_arguments(bench)
+    _add_server_arguments(bench)
     bench.set_defaults(handler=run_bench, check=check_bench_args)
+
+
+def _add_server_arguments(bench: argparse.ArgumentParser) -> None:
+    bench.add_argument(
+        "--server",
+        action="append",
+        default=[],
+        metavar="[LABEL=]URL",
+        help="bench a running OpenAI-compatible server (llama-server, `specchat serve`, ...) "
+        "instead of loading models; repeat to compare servers, interleaved prompt by prompt",
+    )
+    bench.add_argument(
+        "--baseline",
+        metavar="LABEL",
+        help="with --server: the server the others are compared with (default: the first)",
+    )
+    bench.add_argument(
+        "--api-key", help="with --server: sent to every server as 'Authorization: Bearer KEY'"
+    )
 
 
 def _suffix_modes(value: str) -> list[bool]:
@@ -167,9 +193,33 @@ def check_bench_args(args: argparse.Namespace) -> None:
     generation_from_args(args, AUTO).validate()
     if args.repeat < 1:
         raise InvalidSettingError(f"--repeat must be at least 1, got {args.repeat}")
+    if args.server:
+        _check_server_args(args)
+        return
+    if args.baseline is not None:
+        raise InvalidSettingError("--baseline names a --server; there is none")
+    for flag, value in (("--target", args.target), ("--draft", args.draft)):
+        if not value:
+            raise InvalidSettingError(f"{flag} is required (or bench servers with --server URL)")
+
+
+def _check_server_args(args: argparse.Namespace) -> None:
+    # Flags for models loaded here mean nothing to a server that loaded its own.
+    local = {"--target": args.target, "--draft": args.draft, "--csv": args.csv}
+    local.update({"--plot": args.plot, "--exact": args.exact or None})
+    local["--rpc"] = uses_rpc(args) or None
+    given = [flag for flag, value in local.items() if value is not None]
+    if given:
+        raise InvalidSettingError(
+            f"{given[0]} does not go with --server (each server runs the models it loaded)"
+        )
+    args.endpoints = [parse_endpoint(value, args.api_key) for value in args.server]
+    check_servers(args.endpoints, args.baseline)
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    if args.server:
+        return bench_servers(args)
     if uses_rpc(args):
         # llama.cpp aborts its process when a worker fails; keep that away from this one.
         return run_contained(measure_and_report, args)
@@ -217,4 +267,24 @@ def measure_and_report(args: argparse.Namespace) -> int:
         args.csv.write_text(to_csv(report), encoding="utf-8")
     if args.plot is not None:
         save_plot(report, args.plot)
+    return 0
+
+
+def bench_servers(args: argparse.Namespace) -> int:
+    _check_output(args.json, "--json")
+    report = run_remote_bench(
+        args.endpoints,
+        load_prompts(args.prompts),
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        repeats=args.repeat,
+        baseline=args.baseline,
+        warmup=not args.no_warmup,
+        progress=None if args.quiet else _progress,
+    )
+    print(format_remote_table(report))
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps(report.to_json(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+        )
     return 0

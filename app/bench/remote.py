@@ -1,0 +1,269 @@
+"""`specchat bench --server`: the bench's prompts against running OpenAI-compatible servers.
+
+Servers are benched interleaved, prompt by prompt, so a change in the machine's load hits them
+alike; every request ends before the next one starts, so no two servers decode at once. A
+prompt's earlier turns are answered by the server under test, untimed, right before its timed
+request: `before` turns open the same conversation, so the timed request carries the server's
+own replies; `recall` turns are an earlier conversation of their own, which the server may
+remember (a suffix index, a prompt cache), and the timed request starts a new one.
+
+Per reply: tokens/s over the time from sending the request to the last token (prompt
+processing included, what a user waits for), the decode-only rate from the first token to the
+last, time to first token, and the draft figures the server reports in llama-server's
+`timings` (`draft_n`, `draft_n_accepted`; SpecChat's server sends them too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from app.bench.openai_stream import Endpoint, StreamedReply, served_model, stream_reply
+from app.bench.plan import ALL_CLASSES
+from app.bench.prompts import BenchPrompt
+from app.engine.chat_template import ChatMessage
+from app.errors import InvalidSettingError
+
+ProgressFn = Callable[[int, int, str], None]
+# Untimed: the first request a server answers pays for lazy allocations and cold caches.
+_WARMUP_PROMPT = "Say hello in one short sentence."
+_WARMUP_TOKENS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteRun:
+    """One timed reply of one server to one prompt."""
+
+    server: str
+    prompt_class: str
+    prompt: str
+    repeat: int
+    completion_tokens: int
+    ttft_s: float
+    total_s: float
+    decode_s: float
+    draft_n: int | None
+    draft_n_accepted: int | None
+    finish_reason: str | None
+    text: str
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        return _rate(self.completion_tokens, self.total_s)
+
+    @property
+    def decode_tokens_per_second(self) -> float | None:
+        # The first token's arrival opens the interval, so it is not counted in it.
+        return _rate(self.completion_tokens - 1, self.decode_s)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["tokens_per_second"] = self.tokens_per_second
+        out["decode_tokens_per_second"] = self.decode_tokens_per_second
+        return out
+
+
+def _rate(tokens: int, seconds: float) -> float | None:
+    return tokens / seconds if tokens > 0 and seconds > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFigures:
+    """One server's aggregates over some runs (a prompt class, or all of them)."""
+
+    runs: int
+    completion_tokens: int
+    tokens_per_second: float | None
+    decode_tokens_per_second: float | None
+    ttft_s: float | None
+    draft_n: int | None
+    draft_n_accepted: int | None
+    acceptance_rate: float | None
+    # Against the baseline server on the same prompts: tok/s ratio, share of identical replies.
+    ratio: float | None
+    same_as_baseline: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteReport:
+    servers: tuple[Endpoint, ...]
+    models: tuple[str | None, ...]
+    baseline: str
+    classes: tuple[str, ...]
+    runs: tuple[RemoteRun, ...]
+    settings: dict[str, Any]
+
+    def figures(self, server: str, prompt_class: str = ALL_CLASSES) -> RemoteFigures:
+        return _figures(self.runs, server, prompt_class, self.baseline)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "settings": self.settings,
+            "baseline": self.baseline,
+            "servers": [
+                {"label": s.label, "url": s.url, "model": m}
+                for s, m in zip(self.servers, self.models, strict=True)
+            ],
+            "classes": list(self.classes),
+            "summary": {
+                s.label: {
+                    c: self.figures(s.label, c).to_json() for c in (ALL_CLASSES, *self.classes)
+                }
+                for s in self.servers
+            },
+            "runs": [r.to_json() for r in self.runs],
+        }
+
+
+def _figures(
+    runs: Sequence[RemoteRun], server: str, prompt_class: str, baseline: str
+) -> RemoteFigures:
+    def mine(label: str) -> list[RemoteRun]:
+        return [
+            r for r in runs if r.server == label and prompt_class in (ALL_CLASSES, r.prompt_class)
+        ]
+
+    own, base = mine(server), mine(baseline)
+    tokens = sum(r.completion_tokens for r in own)
+    rate = _rate(tokens, sum(r.total_s for r in own))
+    base_rate = _rate(sum(r.completion_tokens for r in base), sum(r.total_s for r in base))
+    reported = [r for r in own if r.draft_n is not None and r.draft_n_accepted is not None]
+    drafted = sum(r.draft_n or 0 for r in reported) if reported else None
+    accepted = sum(r.draft_n_accepted or 0 for r in reported) if reported else None
+    base_text = {(r.prompt, r.repeat): r.text for r in base}
+    paired = [
+        r.text == base_text[(r.prompt, r.repeat)] for r in own if (r.prompt, r.repeat) in base_text
+    ]
+    return RemoteFigures(
+        runs=len(own),
+        completion_tokens=tokens,
+        tokens_per_second=rate,
+        decode_tokens_per_second=_rate(
+            sum(r.completion_tokens - 1 for r in own), sum(r.decode_s for r in own)
+        ),
+        ttft_s=sum(r.ttft_s for r in own) / len(own) if own else None,
+        draft_n=drafted,
+        draft_n_accepted=accepted,
+        acceptance_rate=accepted / drafted if drafted and accepted is not None else None,
+        ratio=rate / base_rate if rate is not None and base_rate else None,
+        same_as_baseline=sum(paired) / len(paired) if paired else None,
+    )
+
+
+def check_servers(servers: Sequence[Endpoint], baseline: str | None) -> str:
+    """The baseline's label (the first server unless named); labels must tell servers apart."""
+    labels = [s.label for s in servers]
+    if not labels:
+        raise InvalidSettingError("--server: give at least one server URL")
+    doubled = sorted({label for label in labels if labels.count(label) > 1})
+    if doubled:
+        raise InvalidSettingError(
+            f"--server: two servers are called {doubled[0]}; label them LABEL=URL"
+        )
+    if baseline is None:
+        return labels[0]
+    if baseline not in labels:
+        raise InvalidSettingError(
+            f"--baseline {baseline!r} is none of the servers ({', '.join(labels)})"
+        )
+    return baseline
+
+
+class _Client:
+    """Requests to one server with the bench's generation settings."""
+
+    def __init__(self, endpoint: Endpoint, model: str | None, sampling: dict[str, Any]) -> None:
+        self.endpoint = endpoint
+        self._model = {"model": model} if model else {}
+        self._sampling = sampling
+
+    def chat(self, messages: list[ChatMessage], max_tokens: int) -> StreamedReply:
+        body = {**self._model, **self._sampling, "messages": messages, "max_tokens": max_tokens}
+        return stream_reply(self.endpoint, body, chat=True)
+
+    def complete(self, text: str, max_tokens: int) -> StreamedReply:
+        body = {**self._model, **self._sampling, "prompt": text, "max_tokens": max_tokens}
+        return stream_reply(self.endpoint, body, chat=False)
+
+    def timed(self, prompt: BenchPrompt, max_tokens: int) -> StreamedReply:
+        """The prompt's earlier turns, untimed, then its own request; returns the timed reply."""
+        if not prompt.chat:
+            return self.complete(prompt.text, max_tokens)
+        self._converse(list(prompt.recall), max_tokens)
+        messages = self._converse(list(prompt.before), max_tokens)
+        messages.append({"role": "user", "content": prompt.text})
+        return self.chat(messages, max_tokens)
+
+    def _converse(self, questions: list[str], max_tokens: int) -> list[ChatMessage]:
+        messages: list[ChatMessage] = []
+        for question in questions:
+            messages.append({"role": "user", "content": question})
+            reply = self.chat(list(messages), max_tokens)
+            messages.append({"role": "assistant", "content": reply.text})
+        return messages
+
+
+def run_remote_bench(
+    servers: Sequence[Endpoint],
+    prompts: Sequence[BenchPrompt],
+    *,
+    max_tokens: int,
+    temperature: float,
+    repeats: int,
+    baseline: str | None = None,
+    warmup: bool = True,
+    progress: ProgressFn | None = None,
+) -> RemoteReport:
+    base_label = check_servers(servers, baseline)
+    if not prompts:
+        raise InvalidSettingError("the benchmark needs at least one prompt")
+    models = tuple(served_model(s) for s in servers)
+    sampling = {"temperature": temperature}
+    clients = [_Client(s, m, sampling) for s, m in zip(servers, models, strict=True)]
+    if warmup:
+        for client in clients:
+            client.chat([{"role": "user", "content": _WARMUP_PROMPT}], _WARMUP_TOKENS)
+    total = repeats * len(prompts) * len(clients)
+    runs: list[RemoteRun] = []
+    for repeat in range(repeats):
+        for prompt in prompts:
+            for client in clients:
+                reply = client.timed(prompt, max_tokens)
+                runs.append(_record(client.endpoint.label, prompt, repeat, reply))
+                if progress is not None:
+                    progress(len(runs), total, _progress_line(runs[-1]))
+    return RemoteReport(
+        servers=tuple(servers),
+        models=models,
+        baseline=base_label,
+        classes=tuple(dict.fromkeys(p.prompt_class for p in prompts)),
+        runs=tuple(runs),
+        settings={"max_tokens": max_tokens, "temperature": temperature, "repeats": repeats},
+    )
+
+
+def _record(server: str, prompt: BenchPrompt, repeat: int, reply: StreamedReply) -> RemoteRun:
+    return RemoteRun(
+        server=server,
+        prompt_class=prompt.prompt_class,
+        prompt=f"{prompt.prompt_class}/{prompt.name}",
+        repeat=repeat,
+        completion_tokens=reply.completion_tokens,
+        ttft_s=reply.first_token_s,
+        total_s=reply.last_token_s,
+        decode_s=reply.last_token_s - reply.first_token_s,
+        draft_n=reply.draft_n,
+        draft_n_accepted=reply.draft_n_accepted,
+        finish_reason=reply.finish_reason,
+        text=reply.text,
+    )
+
+
+def _progress_line(run: RemoteRun) -> str:
+    rate = run.tokens_per_second
+    figure = "—" if rate is None else f"{rate:.1f} tok/s"
+    return f"{run.server}: {run.prompt} ({run.completion_tokens} tokens, {figure})"

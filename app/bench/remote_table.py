@@ -1,0 +1,43 @@
+"""The `specchat bench --server` report as the table the CLI prints."""
+
+from __future__ import annotations
+
+from app.bench.plan import ALL_CLASSES
+from app.bench.remote import RemoteFigures, RemoteReport
+
+_LEGEND = (
+    "tok/s: completion tokens over request-to-last-token time (prompt processing included); "
+    "decode: first to last token; TTFT: mean time to first token; accept: draft tokens "
+    "accepted/drafted as the server reports them; ×base, same: tok/s ratio and share of "
+    "identical replies against {baseline}"
+)
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "—" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _row(server: str, name: str, f: RemoteFigures) -> str:
+    ttft = None if f.ttft_s is None else f.ttft_s * 1000
+    return (
+        f"{server:<22.22} {name:<12.12} {f.runs:>4} {_fmt(f.tokens_per_second, '.1f'):>7} "
+        f"{_fmt(f.ratio, '.2f', '×'):>6} {_fmt(f.decode_tokens_per_second, '.1f'):>7} "
+        f"{_fmt(ttft, '.0f', 'ms'):>7} {_fmt(f.acceptance_rate, '.1%'):>7} "
+        f"{_fmt(f.same_as_baseline, '.0%'):>5}"
+    )
+
+
+def format_remote_table(report: RemoteReport) -> str:
+    header = (
+        f"{'server':<22} {'class':<12} {'runs':>4} {'tok/s':>7} {'×base':>6} {'decode':>7} "
+        f"{'TTFT':>7} {'accept':>7} {'same':>5}"
+    )
+    lines = [header, "-" * len(header)]
+    names = [ALL_CLASSES, *report.classes] if len(report.classes) > 1 else [ALL_CLASSES]
+    for name in names:
+        for server in report.servers:
+            lines.append(_row(server.label, name, report.figures(server.label, name)))
+        if len(report.servers) > 1 and name != names[-1]:
+            lines.append("")
+    lines.append(_LEGEND.format(baseline=report.baseline))
+    return "\n".join(lines)
