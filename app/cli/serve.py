@@ -127,7 +127,7 @@ def _add_limit_arguments(serve: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="messages per chat request at most (default: the context size in tokens)",
+        help="messages per chat request at most (default: a quarter of the context size)",
     )
     serve.add_argument(
         "--max-prompt-chars",

@@ -27,7 +27,7 @@ from app.server.body import read_json
 from app.server.errors import ApiError, error_response
 from app.server.formats import ReplyFormat
 from app.server.guard import RequestGuard
-from app.server.limits import Limits, check_size
+from app.server.limits import Limits, check_message_count, check_prompt_size
 from app.server.owner import EngineOwner, Failed, Job, QueueFullError, Started, Ticket
 from app.server.schemas import ApiRequest, Defaults, parse_chat, parse_completion
 from app.server.sse import (
@@ -172,9 +172,11 @@ class _Completions:
             body = await read_json(
                 request, settings.limits.max_body_bytes, settings.limits.body_timeout_s
             )
+            if self._chat:
+                check_message_count(body, settings.limits, settings.n_ctx)
             parse = parse_chat if self._chat else parse_completion
             parsed = parse(body, settings.defaults)
-            check_size(parsed, settings.limits, settings.n_ctx)
+            check_prompt_size(parsed, settings.limits, settings.n_ctx)
         except ClientDisconnect:
             # Nobody is left to answer: a client giving up is routine, not a server fault.
             log.info("a client closed its connection before sending the whole request")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import deque
 from typing import Any
 
@@ -19,6 +20,9 @@ from starlette.requests import Request
 from app.server.errors import ApiError, invalid
 
 JSON_TYPE = "application/json"
+# Only a \uD800-\uDFFF escape, or those code points' own bytes (json.loads lets them through),
+# can put a surrogate in a string; a body with neither skips the walk over every string.
+_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 async def read_json(request: Request, max_bytes: int, timeout_s: float) -> Any:
@@ -49,7 +53,7 @@ async def read_json(request: Request, max_bytes: int, timeout_s: float) -> Any:
     except (ValueError, RecursionError) as exc:
         message = f"the request body is not valid JSON: {exc}"
         raise ApiError(400, message, code="invalid_json") from None
-    where = lone_surrogate_at(parsed)
+    where = lone_surrogate_at(parsed) if _MAYBE_SURROGATE.search(body) else None
     if where is not None:
         message = f"'{where}' holds a lone UTF-16 surrogate, which is not text"
         raise invalid(where, message)

@@ -10,6 +10,7 @@ which refuses a prompt longer than the context before it generates anything.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from app.server.errors import ApiError, invalid
 from app.server.schemas import ApiRequest
@@ -26,6 +27,10 @@ DEFAULT_MAX_CONNECTIONS = 32
 # of spaces, dashes or '#' (81 characters in SmolLM2's). A prompt longer than n_ctx times this
 # cannot fit the context, so it is refused without rendering or tokenizing it.
 MAX_CHARS_PER_TOKEN = 128
+# Common chat templates (ChatML, Llama 3, Gemma) spend four or more tokens on each message's
+# markup, so more messages than n_ctx over this cannot fit; rendering each costs the engine's
+# turn about half a millisecond.
+MIN_TOKENS_PER_MESSAGE = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +45,9 @@ class Limits:
     max_prompt_chars: int | None = None
 
     def message_cap(self, n_ctx: int) -> int:
-        # A chat template spends at least one token on each message, so more than n_ctx
-        # messages can never fit.
-        return self.max_messages if self.max_messages is not None else n_ctx
+        if self.max_messages is not None:
+            return self.max_messages
+        return max(1, n_ctx // MIN_TOKENS_PER_MESSAGE)
 
     def prompt_char_cap(self, n_ctx: int) -> int:
         if self.max_prompt_chars is not None:
@@ -50,20 +55,24 @@ class Limits:
         return n_ctx * MAX_CHARS_PER_TOKEN
 
 
-def check_size(request: ApiRequest, limits: Limits, n_ctx: int) -> None:
-    """Refuse a request whose size alone says it cannot be served (ApiError)."""
+def check_message_count(body: Any, limits: Limits, n_ctx: int) -> None:
+    """Refuse a chat body with too many messages before any of them is parsed (ApiError)."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    cap = limits.message_cap(n_ctx)
+    if isinstance(messages, list) and len(messages) > cap:
+        message = f"'messages' holds {len(messages)} messages; the server takes at most {cap}"
+        raise invalid("messages", message, code="array_above_max_length")
+
+
+def check_prompt_size(request: ApiRequest, limits: Limits, n_ctx: int) -> None:
+    """Refuse a prompt whose characters alone say it cannot fit the context (ApiError)."""
     if request.messages is not None:
         field = "messages"
-        cap = limits.message_cap(n_ctx)
-        count = len(request.messages)
-        if count > cap:
-            message = f"'messages' holds {count} messages; the server takes at most {cap}"
-            raise invalid(field, message, code="array_above_max_length")
         chars = sum(len(m["role"]) + len(m["content"]) for m in request.messages)
     else:
         field = "prompt"
         chars = len(request.prompt or "")
-    char_cap = limits.prompt_char_cap(n_ctx)
-    if chars > char_cap:
-        message = f"the prompt holds {chars} characters; the server takes at most {char_cap}"
+    cap = limits.prompt_char_cap(n_ctx)
+    if chars > cap:
+        message = f"the prompt holds {chars} characters; the server takes at most {cap}"
         raise ApiError(400, message, code="context_length_exceeded", param=field)
