@@ -41,12 +41,24 @@ def exposure_warning(host: str, address: str, *, keyed: bool) -> str | None:
     if is_loopback(address):
         return None
     reach = f"warning: listening on {host}: other machines on the network can reach the models"
-    return reach + ("" if keyed else "; no API key is required (--api-key)")
+    if not keyed:
+        reach += "; no API key is required (--api-key)"
+    if _is_unspecified(address):
+        # Requests must name the server by a name it knows (app.server.guard).
+        reach += "; give the name other machines use for it with --allow-host NAME"
+    return reach
 
 
 def is_loopback(address: str) -> bool:
     try:
         return ipaddress.ip_address(address.split("%", maxsplit=1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_unspecified(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_unspecified
     except ValueError:
         return False
 

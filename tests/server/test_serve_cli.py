@@ -83,6 +83,7 @@ def test_only_non_loopback_hosts_get_the_warning() -> None:
     assert exposure_warning("localhost", "::1", keyed=False) is None
     warning = exposure_warning("0.0.0.0", "0.0.0.0", keyed=False)
     assert warning is not None and warning.startswith("warning: ") and "API key" in warning
+    assert "--allow-host" in warning  # 0.0.0.0 has no name a client could address it by
     keyed = exposure_warning("192.168.1.5", "192.168.1.5", keyed=True)
-    assert keyed is not None and "API key" not in keyed
+    assert keyed is not None and "API key" not in keyed and "--allow-host" not in keyed
     assert "\n" not in warning
