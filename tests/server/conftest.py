@@ -189,7 +189,7 @@ def reference(demo_models: Any) -> Any:
                 "--max-tokens",
                 str(max_tokens),
                 *SHARED_ARGS,
-                *(("--chat",) if chat else ()),
+                *(("--chat",) if chat else ("--raw",)),
                 "--prompt",
                 prompt,
                 "--json",

@@ -41,7 +41,7 @@ def test_greedy_answer_equals_generate(client: openai.OpenAI, reference: Any) ->
     assert timings["draft_n"] > 0
     assert 0 <= timings["draft_n_accepted"] <= timings["draft_n"]
     assert timings["predicted_n"] == body["usage"]["completion_tokens"] > 0
-    assert speculation["mode"] == "draft"
+    assert speculation["mode"] == "hybrid"  # the draft model drafts beside the suffix index
     assert speculation["n_max"] == GAMMA
     assert speculation["drafted"] == timings["draft_n"]
     assert len(speculation["per_position_acceptance"]) == GAMMA
@@ -63,7 +63,7 @@ def test_streamed_answer_equals_generate(client: openai.OpenAI, reference: Any) 
     last = chunks[-1]
     assert last["choices"][0]["finish_reason"] in {"stop", "length"}
     assert last["timings"]["draft_n"] > 0
-    assert last["speculation"]["mode"] == "draft"
+    assert last["speculation"]["mode"] == "hybrid"
     assert last["usage"]["completion_tokens"] == last["timings"]["predicted_n"]
     assert all("timings" not in c for c in chunks[:-1])
 
