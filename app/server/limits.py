@@ -3,8 +3,8 @@ takes the engine's turn.
 
 Every limit has a default sane for a desktop: a request that breaks one gets its 4xx at once,
 instead of holding the one engine while its template renders and its text tokenizes. The
-checks here cost one pass over the parsed body; the exact token count stays with the engine,
-which refuses a prompt longer than the context before it generates anything.
+checks here cost a count and one pass over the prompt's text; the exact token count stays with
+the engine, which refuses a prompt longer than the context before it generates anything.
 """
 
 from __future__ import annotations
