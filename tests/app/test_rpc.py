@@ -107,7 +107,7 @@ def test_speculative_with_local_draft_through_one_worker_matches_local(
     worker = workers[0]
     runtime = _remote_runtime(target, (worker.endpoint,), draft)
     try:
-        assert runtime.mode == "draft"
+        assert runtime.mode == "hybrid"  # the draft model and the suffix index draft together
         before = worker.cpu_seconds()
         result = _generate(runtime, speculative=True)
         worker_cpu = worker.cpu_seconds() - before
@@ -237,7 +237,7 @@ def test_bench_runs_its_configurations_on_a_worker(
             "--target",
             target.path,
             "--draft",
-            "ngram",
+            "suffix",
             "--gamma",
             "4",
             "--prompts",
@@ -263,6 +263,6 @@ def test_bench_runs_its_configurations_on_a_worker(
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
-    assert [c["label"] for c in report["configs"]] == ["ngram γ=4"]
-    assert len(report["runs"]) == 2 * len(report["prompts"])  # plain and ngram, every prompt
+    assert [c["label"] for c in report["configs"]] == ["suffix γ=4"]
+    assert len(report["runs"]) == 2 * len(report["prompts"])  # plain and suffix, every prompt
     assert worker.cpu_seconds() - before > MIN_WORKER_CPU_S
