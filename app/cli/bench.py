@@ -64,7 +64,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description="Runs plain decoding and every (draft, γ) configuration on the same "
         "prompts, interleaved, each run from cold caches, and reports tokens/s, speedup over "
         "plain, acceptance, costs, the cost model's prediction and whether greedy output "
-        "matched plain decoding.",
+        "matched plain decoding. With --server, benches running servers instead.",
     )
     add_model_arguments(bench, target_required=False)  # not with --server
     bench.add_argument(
@@ -118,7 +118,6 @@ def _add_server_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument(
         "--server",
         action="append",
-        default=[],
         metavar="[LABEL=]URL",
         help="bench a running OpenAI-compatible server (llama-server, `specchat serve`, ...) "
         "instead of loading models; repeat to compare servers, interleaved prompt by prompt",
@@ -129,7 +128,9 @@ def _add_server_arguments(bench: argparse.ArgumentParser) -> None:
         help="with --server: the server the others are compared with (default: the first)",
     )
     bench.add_argument(
-        "--api-key", help="with --server: sent to every server as 'Authorization: Bearer KEY'"
+        "--api-key",
+        metavar="KEY",
+        help="with --server: sent to every server as 'Authorization: Bearer KEY'",
     )
 
 
@@ -196,8 +197,9 @@ def check_bench_args(args: argparse.Namespace) -> None:
     if args.server:
         _check_server_args(args)
         return
-    if args.baseline is not None:
-        raise InvalidSettingError("--baseline names a --server; there is none")
+    for flag, value in (("--baseline", args.baseline), ("--api-key", args.api_key)):
+        if value is not None:
+            raise InvalidSettingError(f"{flag} goes with --server, and there is none")
     for flag, value in (("--target", args.target), ("--draft", args.draft)):
         if not value:
             raise InvalidSettingError(f"{flag} is required (or bench servers with --server URL)")

@@ -46,6 +46,7 @@ class FakeServer:
     mode: str = "ok"
     slow: float = 1.0
     requests: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)
     port: int = 0
 
     @property
@@ -63,11 +64,13 @@ def _handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             fake.requests.append(("GET", self.path, None))
+            fake.keys.append(self.headers.get("Authorization"))
             self._send_json(200, {"object": "list", "data": [{"id": "fake-model"}]})
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             fake.requests.append(("POST", self.path, body))
+            fake.keys.append(self.headers.get("Authorization"))
             if fake.mode == "refuse":
                 self._send_json(500, {"error": {"message": "the model is on fire"}})
                 return
@@ -245,11 +248,12 @@ def test_cli_prints_the_table_and_writes_the_json(
         [
             *("--server", f"one={one.url}", "--server", f"two={two.url}", "--baseline", "two"),
             *("--prompts", "builtin:revision", "--max-tokens", "9", "--json", str(out_file)),
-            *("--quiet", "--no-warmup"),
+            *("--quiet", "--no-warmup", "--api-key", "sesame"),
         ],
         capsys,
     )
     assert code == 0
+    assert set(one.keys) == set(two.keys) == {"Bearer sesame"}
     assert re.search(r"^one\s+all\s+2\s", out, re.MULTILINE)
     report = json.loads(out_file.read_text(encoding="utf-8"))
     assert report["baseline"] == "two"
@@ -276,6 +280,7 @@ def _closed_port() -> int:
         ("bad-baseline", 2, "--baseline 'nobody' is none of the servers"),
         ("twice", 2, "two servers are called"),
         ("no-model", 2, "--target is required (or bench servers with --server URL)"),
+        ("lonely-baseline", 2, "--baseline goes with --server, and there is none"),
     ],
 )
 def test_cli_user_errors_are_one_line(
@@ -289,6 +294,7 @@ def test_cli_user_errors_are_one_line(
         "bad-baseline": ["--server", url, "--baseline", "nobody"],
         "twice": ["--server", url, "--server", url],
         "no-model": [],
+        "lonely-baseline": ["--target", "t.gguf", "--draft", "suffix", "--baseline", "x"],
     }.get(mode, ["--server", url])
     code, _out, err = _cli([*extra, "--prompts", "builtin:chat", "--quiet", "--no-warmup"], capsys)
     assert code == status
