@@ -109,6 +109,9 @@ class IsolatedRuntime:
         log = self._child_log()
         endpoints = ", ".join(self._endpoints) or "none"
         self._discard_child()
+        refused = rpc.tunnel_refusal(log)
+        if refused is not None:
+            return refused
         mismatch = _MISMATCH.search(log)
         if connecting is not None and mismatch:
             return RpcConnectError(

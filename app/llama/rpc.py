@@ -177,6 +177,20 @@ def connect_spec(endpoint: str) -> str:
     return rpc_keys.spec(endpoint)
 
 
+def tunnel_refusal(log: str) -> RpcConnectError | None:
+    """Why a tunnel refused llama.cpp's connection, from the log of the process that then ended.
+
+    A worker that turns a connection away after the Python check passed (taken by another
+    client in between, or its llama.cpp server down) only looks like a dead worker to
+    llama.cpp; the tunnel leaves its reason in the log first.
+    """
+    for line in reversed(log.splitlines()):
+        if line.startswith(rpc_tunnel.REFUSED_MARKER):
+            endpoint, _, reason = line[len(rpc_tunnel.REFUSED_MARKER) :].strip().partition(" ")
+            return RpcConnectError(endpoint, reason)
+    return None
+
+
 def public_name(name: str) -> str:
     """A llama.cpp buffer or device text with tunnel addresses replaced by the workers' own."""
     with _lock:

@@ -41,7 +41,7 @@ from app.llama.rpc_server_process import ServerProcess
 AUTH_TIMEOUT_S = 10.0
 LEASE_S = 3.0
 BACKEND_WAIT_S = 30.0  # a client that arrives while llama.cpp's server restarts waits this long
-MAX_PENDING = 16  # connections still in TLS or the key challenge; more are closed at once
+MAX_PENDING = 64  # connections still in TLS or the key challenge; more are closed at once
 _ACCEPT_RETRY_S = 0.2
 
 

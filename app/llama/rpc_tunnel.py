@@ -94,7 +94,7 @@ class Tunnel:
         except RpcConnectError as exc:
             # llama.cpp sees a closed connection and ends this process; this line in its log
             # says why.
-            print(f"{REFUSED_MARKER} {exc}", file=sys.stderr, flush=True)
+            print(f"{REFUSED_MARKER} {exc.endpoint} {exc.reason}", file=sys.stderr, flush=True)
             conn.close()
             return
         stream.sock.settimeout(None)

@@ -24,6 +24,7 @@ from app.llama import rpc
 from app.llama.rpc_auth import MODE_SESSION, TlsStream, new_client_id, open_stream
 from app.llama.rpc_front import LEASE_S
 from app.llama.rpc_token import WorkerToken, parse_token
+from app.llama.rpc_tunnel import tunnel_to
 from tests.helpers.rpc_workers import (
     CMD_ALLOC_BUFFER,
     CMD_BUFFER_GET_BASE,
@@ -253,3 +254,20 @@ def test_between_its_connections_a_client_keeps_the_worker(worker: Worker) -> No
     finally:
         back.sock.close()
     assert outcome and "busy serving another client" in outcome[0]
+
+
+def test_a_refused_tunnel_leaves_its_reason_for_the_error(
+    worker: Worker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _wait_until_free(worker)
+    first = _session(worker)
+    try:
+        local = tunnel_to(worker.endpoint, parse_token(worker.key))
+        with socket.create_connection(rpc.split_endpoint(local)) as llama_cpp:
+            llama_cpp.settimeout(GUARD_S)
+            assert llama_cpp.recv(1) == b""  # closed: what llama.cpp takes for a dead worker
+    finally:
+        first.sock.close()
+    refused = rpc.tunnel_refusal(capsys.readouterr().err)
+    assert refused is not None and refused.endpoint == worker.endpoint
+    assert "busy serving another client" in refused.reason
