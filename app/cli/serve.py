@@ -1,6 +1,6 @@
 """The `specchat serve` sub-command: an OpenAI-compatible server on localhost.
 
-`specchat serve --target PATH|demo [--draft PATH|demo|ngram] [--gamma N|auto] [--exact]
+`specchat serve --target PATH|demo [--draft PATH|demo|suffix|none] [--gamma auto|off|N] [--exact]
 [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--n-ctx N] [--n-gpu-layers N] ...`
 
 Binds 127.0.0.1 unless told otherwise; any other host gets a one-line warning. The models are
@@ -16,19 +16,21 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from app.cli.args import (
+    add_draft_argument,
+    add_gamma_argument,
     add_model_arguments,
     add_sampling_arguments,
-    gamma_value,
+    draft_source,
     generation_from_args,
 )
 from app.cli.loading import load_runtime
 from app.cli.rpc_options import add_rpc_arguments
 from app.errors import InvalidSettingError
-from app.metrics.cost_model import MAX_GAMMA
 from app.server.host import exposure_warning, listen, make_server, url_of
 from app.server.limits import (
     DEFAULT_BODY_TIMEOUT_S,
@@ -37,7 +39,7 @@ from app.server.limits import (
     Limits,
 )
 from app.server.owner import DEFAULT_QUEUE_SIZE
-from app.server.schemas import AUTO, NMax
+from app.server.schemas import n_max_of
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -53,17 +55,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "`timings` and a `speculation` object.",
     )
     add_model_arguments(serve)
-    serve.add_argument(
-        "--draft",
-        default=None,
-        help="draft GGUF file, 'ngram' for prompt lookup, or 'demo' for the bundled Q4_1 draft",
-    )
-    serve.add_argument(
-        "--gamma",
-        type=gamma_value,
-        default=5,
-        help=f"default speculative.n_max: 0 (off) to {MAX_GAMMA}, or 'auto'",
-    )
+    add_draft_argument(serve)
+    add_gamma_argument(serve)  # the default of each request's speculative.n_max
     add_sampling_arguments(serve)
     add_rpc_arguments(serve)
     serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
@@ -157,38 +150,34 @@ def _limits(args: argparse.Namespace) -> Limits:
     )
 
 
-def _n_max(gamma: int | str) -> NMax:
-    if gamma == AUTO:
-        return AUTO
-    assert isinstance(gamma, int)
-    if not 0 <= gamma <= MAX_GAMMA:
-        raise InvalidSettingError(f"--gamma must be between 0 (off) and {MAX_GAMMA}, or 'auto'")
-    return gamma
-
-
 def run_serve(args: argparse.Namespace) -> int:
     from app.server.app import ServerSettings, create_app  # noqa: PLC0415 - web stack on demand
     from app.server.owner import RuntimeOwner  # noqa: PLC0415
     from app.server.schemas import Defaults  # noqa: PLC0415
 
-    n_max = _n_max(args.gamma)
-    # The base config's γ must be valid even when requests default to no speculation.
-    config = generation_from_args(args, 5 if n_max in (0, AUTO) else n_max)
+    config = generation_from_args(args, args.gamma)
     config.validate()  # before loading anything: a bad flag should not cost a model load
     if args.queue_size < 1:
         raise InvalidSettingError("--queue-size must be at least 1")
     limits = _limits(args)
     sock = _listen(args.host, args.port, keyed=bool(args.api_key))
+    # The server's own past replies, in memory for the life of the process: a question asked
+    # again drafts its old answer. Never written out, and never the window's chats.
+    history = None if args.suffix == "off" else tempfile.TemporaryDirectory(prefix="specchat-")
     try:
-        runtime = load_runtime(args, args.draft)
+        runtime = load_runtime(
+            args, draft_source(args), history_dir=None if history is None else Path(history.name)
+        )
         owner = RuntimeOwner(runtime, max_queue=args.queue_size)
     except BaseException:
         sock.close()
+        if history is not None:
+            history.cleanup()
         raise
     try:
         assert runtime.target is not None
         settings = ServerSettings(
-            defaults=Defaults(config, n_max),
+            defaults=Defaults(config, n_max_of(args.gamma)),
             model_id=Path(runtime.target.path).stem,
             n_ctx=runtime.target.n_ctx,
             api_key=args.api_key or None,
@@ -207,6 +196,8 @@ def run_serve(args: argparse.Namespace) -> int:
     finally:
         owner.close()
         sock.close()
+        if history is not None:
+            history.cleanup()
     return 0
 
 

@@ -38,6 +38,14 @@ def accept_or_correct(
     p: FloatArray, q: FloatArray | None, x: int, rng: np.random.Generator
 ) -> tuple[bool, int]:
     """Return (True, x) if x is kept, else (False, token drawn from the residual)."""
+    if q is None:
+        # A point-mass draft (the suffix index, prompt lookup, a greedy draft): draw from p
+        # with the one draw plain sampling would make and keep x if it came out. That is the
+        # rule above for q = None (x with p(x), else p without x), and it uses the random
+        # stream exactly as plain decoding does, one draw per emitted token, so a seeded
+        # reply is the plain one whatever was drafted (llama.cpp verifies this way).
+        token = sample(p, rng)
+        return token == x, token
     if rng.random() < acceptance_probability(p, q, x):
         return True, x
     return False, sample(residual(p, q, x), rng)

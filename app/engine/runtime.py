@@ -8,7 +8,7 @@ before paying for its load, and turns chat messages into prompt ids with the tar
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -65,6 +65,11 @@ Injected by the composition roots (the CLI, the window) because reading GGUF hea
 model library's job, and the engine must not import the library."""
 
 
+HistorySource = Callable[[Callable[[str], Sequence[int]]], Iterable[Sequence[int]]]
+"""Every stored prompt and reply as token ids, given a tokenizer: what a past-chats index is
+rebuilt from when its file is missing or damaged, or after chats were deleted."""
+
+
 ModelOpener = Callable[..., LlamaModel]
 """Opens a model file: LlamaModel itself, or a stand-in with its contract in tests."""
 
@@ -92,6 +97,7 @@ class Runtime:
         history_dir: Path | None = None,
         keep_history: bool = True,
         remember_replies: bool = True,
+        history_source: HistorySource | None = None,
     ) -> None:
         self._clock = clock
         self._vet_draft = vet_draft
@@ -100,6 +106,7 @@ class Runtime:
         self._history_dir = history_dir
         self._keep_history = keep_history
         self._remember_replies = remember_replies
+        self._history_source = history_source
         self.history: HistoryCorpus | None = None
         self.target: LlamaModel | None = None
         self.engine: SpeculativeEngine | None = None
@@ -116,7 +123,26 @@ class Runtime:
         self.engine = SpeculativeEngine(self.target, clock=self._clock)
         if self._history_dir is not None:
             self.history = HistoryCorpus(self._history_dir, vocabulary_fingerprint(self.target))
+            if self.history.needs_rebuild:
+                self._rebuild_history()
         return self._target_facts
+
+    def forget_history(self) -> None:
+        """Chats were deleted: rebuild the past-chats index from the ones that remain, so no
+        deleted text is ever drafted again (the index cannot forget one document)."""
+        if self.history is not None:
+            self.history.clear()
+            self._rebuild_history()
+
+    def _rebuild_history(self) -> None:
+        if self.history is None or self._history_source is None or self.target is None:
+            return
+        target = self.target
+
+        def tokenize(text: str) -> list[int]:
+            return target.tokenize(text, add_special=False, parse_special=False)
+
+        self.history.rebuild(self._history_source(tokenize))
 
     def load_draft(
         self,

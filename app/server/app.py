@@ -185,7 +185,7 @@ class _Completions:
             await error_response(exc)(scope, receive, send)
             return
         feed = Feed(asyncio.get_running_loop())
-        job = Job(parsed.config, parsed.speculative, parsed.messages, parsed.prompt)
+        job = Job(parsed.config, parsed.messages, parsed.prompt)
         try:
             ticket = self._owner.submit(job, feed.put)
         except QueueFullError as exc:

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 
 from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
+from app.engine.gamma import GammaSetting, parse_gamma
 from app.errors import InvalidSettingError
 from app.metrics.cost_model import MAX_GAMMA
 from app.server.errors import ApiError, invalid
@@ -34,6 +35,13 @@ _SEED_LIMIT = 2**63
 # "system", as OpenAI-compatible servers do.
 ROLES = ("system", "user", "assistant", "tool", "developer")
 _ROLE_ALIASES = {"developer": "system"}
+
+
+def n_max_of(setting: GammaSetting) -> NMax:
+    """A γ setting in llama-server's spelling of `speculative.n_max`: 0 is off."""
+    if setting.is_auto:
+        return AUTO
+    return setting.length
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,16 +114,10 @@ def _request(
     if max_tokens is None:
         max_tokens = _integer(fields, "max_tokens")
     n_max, p_min = _speculative(fields.get("speculative"), defaults)
-    gamma, adaptive = base.gamma, False
-    if isinstance(n_max, str):
-        adaptive = True
-    elif n_max > 0:
-        gamma = n_max
     config = replace(
         base,
         max_tokens=_pick(max_tokens, base.max_tokens),
-        gamma=gamma,
-        adaptive=adaptive,
+        gamma=parse_gamma(n_max),
         p_min=_pick(p_min, base.p_min),
         sampling=sampling,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.engine.gamma import parse_gamma
 from app.engine.result import FinishReason, GenerationResult
 from app.metrics.measured import ratio
 from app.server.owner import Started
@@ -18,6 +19,8 @@ SPECULATION_FIELDS = (
     "rounds",
     "drafted",
     "accepted",
+    "suffix_accepted",
+    "model_accepted",
     "acceptance_rate",
     "per_position_acceptance",
     "tokens_per_round",
@@ -44,12 +47,21 @@ def timings(result: GenerationResult, started: Started) -> dict[str, Any]:
         "predicted_per_second": s.tokens_per_second,
         "draft_n": s.drafted,
         "draft_n_accepted": s.accepted,
+        # SpecChat's own: the accepted tokens by what proposed them (they add up to the above).
+        "draft_n_accepted_suffix": s.suffix_accepted,
+        "draft_n_accepted_model": s.model_accepted,
     }
 
 
 def speculation(result: GenerationResult, n_max: NMax, p_min: float) -> dict[str, Any]:
     stats = result.stats.to_dict()
-    out: dict[str, Any] = {"mode": result.mode, "n_max": n_max, "p_min": p_min}
+    out: dict[str, Any] = {
+        "mode": result.mode,
+        "n_max": n_max,
+        # The γ setting as every front end spells it (speculative.n_max 0 reads "off").
+        "gamma_setting": str(parse_gamma(n_max)),
+        "p_min": p_min,
+    }
     out.update((name, stats[name]) for name in SPECULATION_FIELDS)
     out["notices"] = list(result.notices)
     return out

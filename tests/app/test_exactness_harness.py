@@ -37,7 +37,7 @@ from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.drafters import Draft, ModelDrafter
 from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.loop import SpeculativeEngine
-from app.engine.sampling import FloatArray, distribution
+from app.engine.sampling import FloatArray, distribution, sample
 from tests.helpers.exact_engine import (
     EOS,
     PROMPT,
@@ -290,6 +290,18 @@ def test_greedy_speculation_gives_the_plain_greedy_reply(kind: DrafterKind, gamm
     assert any(r.accepted for r in runs.rounds)
 
 
+@pytest.mark.parametrize("case_name", ["lookup-g6", "suffix-g4", "suffix-auto", "greedy-g6"])
+def test_a_seeded_reply_with_certain_drafts_is_the_plain_seeded_reply(case_name: str) -> None:
+    """Drafts whose tokens are certain (the suffix index, lookup, a greedy draft) are checked
+    with the draws plain sampling makes, so for a seed the reply is plain decoding's, token for
+    token, whatever the draft proposed or γ auto chose."""
+    case = replace(CASE[case_name], runs=40)
+    spec = run_engine(case)
+    plain = run_engine(replace(case, drafter="none"))
+    assert spec.replies == plain.replies
+    assert any(r.accepted for r in spec.rounds) and not any(r.drafted for r in plain.rounds)
+
+
 @pytest.mark.parametrize(
     ("name", "variant", "case_name"), VALID_VARIANTS, ids=[v[0] for v in VALID_VARIANTS]
 )
@@ -404,6 +416,22 @@ def residual_from_p(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(acceptance, "residual", lambda p, _q, _x: p)
 
 
+def point_mass_kept_when_most_likely(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A certain draft token is kept when it is p's most likely token, instead of when a draw
+    from p gives it: right for greedy decoding, wrong for sampling."""
+    real = acceptance.accept_or_correct
+
+    def accept(
+        p: FloatArray, q: FloatArray | None, x: int, rng: np.random.Generator
+    ) -> tuple[bool, int]:
+        if q is None:
+            token = int(np.argmax(p)) if int(np.argmax(p)) == x else sample(p, rng)
+            return token == x, token
+        return real(p, q, x, rng)
+
+    monkeypatch.setattr(loop, "accept_or_correct", accept)
+
+
 def hybrid_q_on_the_wrong_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     """A mixed draft lists the draft model's q first, so suffix tokens are judged against the
     model's q and the model's tokens as certain ones."""
@@ -428,9 +456,12 @@ MUTANTS: list[tuple[str, Patch, str]] = [
     ("bonus from the wrong row", bonus_from_wrong_row, "sampled-g2-full"),
     ("bonus from the wrong row", bonus_from_wrong_row, "lookup-g3"),
     ("min(1, q/p)", accept_with_q_over_p, "sampled-g2-full"),
-    ("min(1, q/p)", accept_with_q_over_p, "lookup-g3"),
+    ("min(1, q/p)", accept_with_q_over_p, "hybrid-g4"),
     ("residual from p", residual_from_p, "sampled-g2"),
-    ("residual from p", residual_from_p, "greedy-g2"),
+    ("residual from p", residual_from_p, "hybrid-auto"),
+    ("point mass kept when most likely", point_mass_kept_when_most_likely, "lookup-g3"),
+    ("point mass kept when most likely", point_mass_kept_when_most_likely, "suffix-g4"),
+    ("point mass kept when most likely", point_mass_kept_when_most_likely, "greedy-g2"),
     ("hybrid q on the wrong tokens", hybrid_q_on_the_wrong_tokens, "hybrid-g4"),
 ]
 

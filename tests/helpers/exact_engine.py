@@ -57,7 +57,7 @@ DRAFT = blend(TARGET, toy_logits(23, N_VOCAB, order=1, scale=1.0), 0.8)
 # Repeats its own n-grams, so prompt lookup finds continuations at every length.
 PROMPT = (0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2)
 
-DrafterKind = Literal["sampled", "greedy", "lookup", "suffix", "hybrid"]
+DrafterKind = Literal["sampled", "greedy", "lookup", "suffix", "hybrid", "none"]
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,9 @@ class GreedyProposals:
         self.inner.close()
 
 
-def make_drafter(kind: DrafterKind, clock: Callable[[], float]) -> Drafter:
+def make_drafter(kind: DrafterKind, clock: Callable[[], float]) -> Drafter | None:
+    if kind == "none":  # plain decoding, for comparisons
+        return None
     if kind == "lookup":
         return PromptLookupDrafter(clock=clock)
     if kind == "suffix":

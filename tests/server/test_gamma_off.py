@@ -41,5 +41,6 @@ def test_serve_with_gamma_off_answers_by_plain_decoding(
         proc.wait(timeout=30)
     assert reply["speculation"]["mode"] == "plain"
     assert reply["speculation"]["n_max"] == 0
+    assert reply["speculation"]["gamma_setting"] == "off"
     assert reply["timings"]["draft_n"] == 0
     assert reply["choices"][0]["message"]["content"]

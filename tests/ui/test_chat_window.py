@@ -71,9 +71,9 @@ def test_streamed_reply_with_live_metrics(window: MainWindow, qtbot: QtBot) -> N
     reply = window.view.messages[-1]
     partial = next(s["partial"] for s in snapshots if s["partial"])
     assert 0 < len(partial) < len(reply.text) and reply.text.startswith(partial.strip()[:5])
-    assert stats["mode"] == "draft" and stats["generated_tokens"] > 0
+    assert stats["mode"] == "hybrid" and stats["generated_tokens"] > 0
     assert stats["summary"] in window.view.toPlainText()
-    assert "mode draft" in stats["summary"] and "acceptance" in stats["summary"]
+    assert "mode hybrid" in stats["summary"] and "acceptance" in stats["summary"]
     assert NUMBER.search(window.metrics.ttft.text())
     assert NUMBER.search(window.metrics.draft_verify.text())
     assert any(v is not None for v in window.metrics.bars.values)
@@ -84,7 +84,7 @@ def test_streamed_reply_with_live_metrics(window: MainWindow, qtbot: QtBot) -> N
 
 def test_speculation_toggle_between_replies(window: MainWindow, qtbot: QtBot) -> None:
     first = send(qtbot, window, "Name three colours.")
-    assert first["mode"] == "draft" and "mode draft" in first["summary"]
+    assert first["mode"] == "hybrid" and "mode hybrid" in first["summary"]
     assert NUMBER.search(window.metrics.acceptance.text())
 
     qtbot.mouseClick(window.controls.speculation, Qt.MouseButton.LeftButton)
@@ -144,20 +144,20 @@ def test_every_draft_in_the_dropdown_can_be_used(
         assert window.controls.draft_combo.currentData(Qt.ItemDataRole.UserRole) == path
         assert window.models.loaded.memory.draft_weights > 0
         stats = send(qtbot, window, "Say hello.")
-        assert stats["mode"] == "draft" and stats["draft"] == Path(path).name
+        assert stats["mode"] == "hybrid" and stats["draft"] == Path(path).name
         assert stats["drafted"] > 0
     # Back to the demo default for the other tests.
     select_draft(qtbot, window, str(demo_models.q4_1))
 
 
-def test_prompt_lookup_works(window: MainWindow, qtbot: QtBot, demo_models: Any) -> None:
+def test_chat_history_drafting_works(window: MainWindow, qtbot: QtBot, demo_models: Any) -> None:
     select_draft(qtbot, window, DRAFT_NGRAM)
     assert window.models.loaded is not None and window.models.loaded.draft.kind == "ngram"
     assert window.models.loaded.memory.draft_weights == 0
-    assert "prompt lookup" in window.metrics.draft_memory.text()
+    assert "chat history" in window.metrics.draft_memory.text()
     text = "the quick brown fox jumps over the lazy dog"
     stats = send(qtbot, window, f"Repeat this sentence exactly three times: {text}. {text}.")
-    assert stats["mode"] == "ngram" and "mode ngram" in stats["summary"]
+    assert stats["mode"] == "suffix" and "mode suffix" in stats["summary"]
     assert stats["drafted"] > 0 and stats["accepted"] > 0
     select_draft(qtbot, window, str(demo_models.q4_1))
 
@@ -341,14 +341,14 @@ def test_gamma_auto_system_prompt_and_sampling_reach_the_engine(
         window.settings_panel.top_k.setValue(0)
         window.settings_panel.exact.setChecked(False)
     (request,) = requests
-    assert request.config.adaptive is True
+    assert request.config.gamma.is_auto
     assert request.config.exact is True
     assert stats["exact"] is True and " · exact" in stats["summary"]
     assert request.config.sampling.seed == 7 and request.config.sampling.top_k == 40
     assert request.messages[0] == {"role": "system", "content": "You are terse."}
     assert request.messages[-1] == {"role": "user", "content": "Name a fruit."}
     assert stats["gamma_label"] == "Auto" and "γ Auto" in stats["summary"]
-    assert stats["mode"] == "draft"
+    assert stats["mode"] == "hybrid"
 
 
 def test_gpu_layers_reload_the_models(window: MainWindow, qtbot: QtBot) -> None:

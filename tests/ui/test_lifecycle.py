@@ -76,7 +76,7 @@ def test_with_nothing_configured_the_demo_pair_loads_and_is_selected(
         assert Path(loaded.draft.path).name == demo_models.q4_1.name
         assert window.controls.target_combo.currentText().endswith(Path(demo_file_name("F32")).stem)
         assert window.controls.draft_combo.currentText().endswith(demo_models.q4_1.stem)
-        assert send(qtbot, window, "Hello!")["mode"] == "draft"
+        assert send(qtbot, window, "Hello!")["mode"] == "hybrid"
     finally:
         close_window(window)
 
@@ -112,7 +112,7 @@ def test_conversations_stats_and_preferences_survive_a_restart(
             first["summary"],
             second["summary"],
         ]
-        assert "mode draft" in messages[1].stats_line and "mode plain" in messages[3].stats_line
+        assert "mode hybrid" in messages[1].stats_line and "mode plain" in messages[3].stats_line
         # Accepted draft tokens stay highlighted after the restart.
         assert messages[1].segments and any(flag for _, flag in messages[1].segments)
         stored = again.store.messages(conversation)
@@ -215,5 +215,5 @@ def test_sigkill_mid_reply_loses_nothing_before_that_reply(
     ]
     assert [m.role for m in messages] == ["user", "assistant", "user"]
     assert messages[1].content and messages[1].stats is not None
-    assert messages[1].stats["mode"] == "draft"
+    assert messages[1].stats["mode"] == "hybrid"
     store.close()

@@ -81,7 +81,7 @@ def test_reply_feeds_the_insight_panel_and_locks_compare(window: MainWindow, qtb
     finally:
         window.metrics_timer.timeout.disconnect(sample)
 
-    assert stats["mode"] == "draft"
+    assert stats["mode"] == "hybrid"
     assert live and all(n >= 0 for n in live), "the insight panel was not refreshed live"
     assert locked and all(locked), "Compare was enabled while the reply was generating"
     assert compare.isEnabled()

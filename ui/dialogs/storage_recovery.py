@@ -8,11 +8,13 @@ lock held by another program) cannot be fixed from here: they are shown in one s
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
+from app.engine.history_corpus import FOLDER_NAME as HISTORY_INDEX_FOLDER
 from app.store import ConversationStore, StoreDamagedError, StoreError
 from ui.messages import describe
 
@@ -48,6 +50,9 @@ def open_store(
     except (StoreError, OSError) as exc:
         tell(describe(exc))
         return None
+    # The past-chats draft index was built from the old history: a fresh history starts it
+    # afresh too (it is rebuilt from the new one as the chats come).
+    shutil.rmtree(path.parent / HISTORY_INDEX_FOLDER, ignore_errors=True)
     tell(f"Started a fresh history. The damaged database was kept as {aside}.")
     return store
 

@@ -197,6 +197,6 @@ class MetricsPanel(QWidget):
                 f"weights {format_bytes(usage.draft_weights)} · KV {format_bytes(usage.draft_kv)}"
             )
         elif draft_kind == "ngram":
-            self.draft_memory.setText("prompt lookup: no model, no extra memory")
+            self.draft_memory.setText("chat history: no model, no extra memory")
         else:
             self.draft_memory.setText("none")

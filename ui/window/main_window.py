@@ -37,7 +37,7 @@ from ui.window.reply_flow import ReplyFlow
 from ui.window.server_switch import ServerSwitch
 from ui.window.wiring import connect_window
 from ui.workers.catalog import Catalog
-from ui.workers.engine import EngineHost
+from ui.workers.engine import EngineHost, forget_history
 from ui.workers.jobs import Jobs
 from ui.workers.requests import LoadedState
 
@@ -292,6 +292,9 @@ class MainWindow(WindowLayout):
     def delete_conversation(self, conversation_id: int) -> None:
         if self.chats.delete(conversation_id):
             self.new_chat()
+        # What a deleted chat said must not come back as a draft: the past-chats index is
+        # rebuilt from the chats that remain, on the engine thread, after the work before it.
+        self.host.request_task(forget_history)
 
     def _confirm_delete(self, conversation_id: int) -> None:
         if self.chats.confirm_delete(conversation_id):

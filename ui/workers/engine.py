@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,10 +23,13 @@ from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from app.engine.config import ModelConfig
 from app.engine.events import FinishEvent, NoticeEvent, RoundEvent, TokenEvent
+from app.engine.history_corpus import stored_documents
 from app.engine.isolated import AnyRuntime, IsolatedRuntime
 from app.engine.runtime import MemoryUsage, Runtime
 from app.errors import Cancelled, DraftIncompatibleError, SpecChatError
+from app.paths import data_dir, database_path
 from app.server.owner import Failed, JobRunner, OwnerEvent
+from app.store import ConversationStore, StoreError
 from models.compat import check_draft_file
 from models.demo import DemoModels, ensure_demo_models
 from models.probe import ensure_loadable
@@ -92,7 +96,11 @@ class EngineWorker(QObject):
         remote_runtime: RemoteRuntimeFactory | None = None,
     ) -> None:
         super().__init__()
-        self._local: AnyRuntime = runtime or Runtime(vet_draft=check_draft_file)
+        # The past-chats index lives beside the chat history; the suffix drafter reads it and
+        # every reply joins it.
+        self._local: AnyRuntime = runtime or Runtime(
+            vet_draft=check_draft_file, history_dir=data_dir(), history_source=_stored_chats
+        )
         self._new_remote = remote_runtime or _isolated_runtime
         self._runtime: AnyRuntime = self._local
         self._remote = False
@@ -397,3 +405,25 @@ class EngineHost(QObject):
         if not finished:
             log.error("the engine thread did not stop within %d ms", timeout_ms)
         return bool(finished)
+
+
+def _stored_chats(tokenize: Callable[[str], Sequence[int]]) -> Iterator[Sequence[int]]:
+    """The stored chats as token ids, read on the engine thread through a connection of its
+    own; a history that cannot be read leaves the index empty, never the load failed."""
+    try:
+        store = ConversationStore(database_path())
+    except (StoreError, OSError) as exc:
+        log.warning("the past-chats index starts empty: %s", exc)
+        return
+    try:
+        yield from stored_documents(store, tokenize)
+    except (StoreError, OSError) as exc:
+        log.warning("the past-chats index was rebuilt from part of the history: %s", exc)
+    finally:
+        store.close()
+
+
+def forget_history(runtime: AnyRuntime) -> None:
+    """A RuntimeTask: rebuild the past-chats index from the chats that remain."""
+    if isinstance(runtime, Runtime):
+        runtime.forget_history()
