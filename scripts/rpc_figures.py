@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from app.engine.config import GenerationConfig, ModelConfig  # noqa: E402
 from app.engine.events import FinishEvent  # noqa: E402
-from app.engine.gamma import fixed  # noqa: E402
+from app.engine.gamma import OFF, fixed  # noqa: E402
 from app.engine.isolated import IsolatedRuntime  # noqa: E402
 from app.llama import rpc_keys  # noqa: E402
 from app.llama.rpc_identity import load_identity  # noqa: E402
@@ -110,13 +110,14 @@ def main() -> None:
                     runtime.load_target(replace(target, rpc_servers=endpoints))
                     if mode == "speculative":
                         runtime.load_draft(draft)
-                    config = GenerationConfig(max_tokens=args.tokens, gamma=fixed(4))
+                    gamma = fixed(4) if mode == "speculative" else OFF
+                    config = GenerationConfig(max_tokens=args.tokens, gamma=gamma)
                     tokens, seconds, traffic = 0, 0.0, 0
                     for prompt in PROMPTS:
                         ids = runtime.text_prompt(prompt)
                         before = _traffic(endpoints)
                         start = time.perf_counter()
-                        events = list(runtime.generate(ids, config, speculative=mode != "plain"))
+                        events = list(runtime.generate(ids, config))
                         seconds += time.perf_counter() - start
                         traffic += _traffic(endpoints) - before
                         last = events[-1]
