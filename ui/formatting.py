@@ -10,7 +10,6 @@ MODE_WORDS = {
     "plain": "plain (speculation off)",
     "draft": "speculative, draft model",
     "ngram": "speculative, prompt lookup",
-    "hybrid": "speculative, draft model and the suffix index",
     "suffix": "speculative, chat history",
     "hybrid": "speculative, draft model and chat history",
 }
