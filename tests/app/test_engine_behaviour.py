@@ -74,7 +74,7 @@ def test_toggling_speculation_mid_reply_keeps_output_and_switches_mode(runtime: 
     assert result is not None
     assert result.token_ids == plain.token_ids
     modes = [r.mode for r in result.rounds]
-    assert "draft" in modes
+    assert "hybrid" in modes  # the draft model drafts with the suffix index
     # After the toggle, every round is a plain step.
     switched = next(
         i

@@ -4,26 +4,33 @@ identity cannot depend on which rounds happened to be batched)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from app.engine import gamma
-from app.engine.config import GenerationConfig
+from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import Draft, ModelDrafter
 from app.engine.events import FinishEvent, RoundEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
-from tests.helpers.engine import engine_of, run_to_end
+from tests.helpers.engine import engine_of, loaded_runtime, run_to_end
 
 QUESTION = [{"role": "user", "content": "Explain what a binary search tree is."}]
 AUTO = GenerationConfig(max_tokens=64, gamma=gamma.AUTO, exact=True)
 
 
 @pytest.fixture(scope="module")
-def runtime(pair_runtime: Runtime) -> Runtime:
-    return pair_runtime
+def runtime(demo_models: Any) -> Iterator[Runtime]:
+    """The demo pair with the draft model drafting alone: these tests are about its rounds."""
+    with loaded_runtime(
+        ModelConfig(str(demo_models.f32), n_ctx=1024),
+        ModelConfig(str(demo_models.q4_1), n_ctx=1024),
+        suffix=False,
+    ) as rt:
+        yield rt
 
 
 def _run(rt: Runtime, control: GenerationControl, on_round: Any) -> GenerationResult:

@@ -17,9 +17,12 @@ from models.compat import check_draft_file
 
 
 @contextmanager
-def loaded_runtime(target: ModelConfig, draft: ModelConfig | None = None) -> Iterator[Runtime]:
-    """A Runtime with the target (and the draft) loaded, closed however the block ends."""
-    runtime = Runtime(vet_draft=check_draft_file)
+def loaded_runtime(
+    target: ModelConfig, draft: ModelConfig | None = None, *, suffix: bool = True
+) -> Iterator[Runtime]:
+    """A Runtime with the target (and the draft: with the suffix index unless `suffix` is
+    False) loaded, closed however the block ends."""
+    runtime = Runtime(vet_draft=check_draft_file, suffix_joins_models=suffix)
     try:
         runtime.load_target(target)
         if draft is not None:
