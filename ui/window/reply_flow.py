@@ -20,6 +20,7 @@ from app.engine.control import GenerationControl
 from app.engine.events import TokenEvent
 from app.engine.result import GenerationResult
 from app.metrics.rounds import RoundRecord
+from app.metrics.summary import GenerationStats
 from app.store import StoreError
 from ui.formatting import speedup_headline, stats_line
 from ui.widgets.conversation_view import ConversationView
@@ -191,13 +192,11 @@ class ReplyFlow(QObject):
         self._metrics.show_samples(self.live.samples)
         self._insight.update_live(self.live.rounds)
         if stats.rounds >= MIN_LIVE_ROUNDS:
-            self._show_headline(self._speedup(stats.tokens_per_second), speculative)
+            self._show_headline(self._speedup(stats), speculative)
 
-    def _speedup(self, tokens_per_second: float | None) -> Speedup | None:
+    def _speedup(self, stats: GenerationStats) -> Speedup | None:
         exact = self.reply.exact if self.reply else self._exact
-        return self.plain_speed.speedup(
-            self._target_path, exact, tokens_per_second, self._plain_step_s
-        )
+        return self.plain_speed.speedup(self._target_path, exact, stats, self._plain_step_s)
 
     def _show_headline(self, speedup: Speedup | None, speculative: bool) -> None:
         text, tooltip = speedup_headline(
@@ -220,7 +219,7 @@ class ReplyFlow(QObject):
         self.last_result = result
         self._plain_step_s = result.plain_step_s or self._plain_step_s
         self._exact = reply.exact
-        speedup = self._speedup(result.stats.tokens_per_second)
+        speedup = self._speedup(result.stats)
         stats = reply.stats(result, speedup=speedup)
         if stats["mode"] == "plain" and not stats["switched"] and self._target_path:
             self.plain_speed.note(

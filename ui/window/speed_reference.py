@@ -3,15 +3,15 @@ stats line under each reply and the live figure.
 
 The honest reference is the plain speed of the same target on the same machine: the tokens per
 second of the last reply written with speculation off. Until there is one, the speedup is an
-estimate from one timed target step (tokens/s × the step's time), which leaves out the work
-around each step and so reads high; the figure then says it is an estimate.
+estimate: tokens/s × what a plain reply would spend per token (one timed target step plus the
+loop's own work per round, as this reply measured it); the figure then says it is an estimate.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.metrics.summary import METRIC_DEFINITIONS
+from app.metrics.summary import METRIC_DEFINITIONS, GenerationStats
 
 # A plain reply shorter than this says more about its first token than about plain speed.
 MIN_REFERENCE_TOKENS = 8
@@ -24,9 +24,10 @@ MEASURED_TIP = (
     "speculation off (Tokens per second: " + METRIC_DEFINITIONS["tokens_per_second"] + ")."
 )
 ESTIMATED_TIP = (
-    "An estimate: this reply's tokens per second times the time of one plain target step "
-    "measured in this session. It leaves out the work around each step, so it reads high. "
-    "Send one reply with Speculation off to measure the plain speed, or run Compare drafts."
+    "An estimate: this reply's tokens per second times the time a plain reply would spend per "
+    "token (one plain target step measured in this session, plus the work this reply's rounds "
+    "spent outside the models). Send one reply with Speculation off to measure the plain "
+    "speed instead."
 )
 
 
@@ -54,14 +55,27 @@ class PlainSpeed:
         self,
         target: str | None,
         exact: bool,
-        tokens_per_second: float | None,
+        stats: GenerationStats,
         plain_step_s: float | None,
     ) -> Speedup | None:
+        tokens_per_second = stats.tokens_per_second
         if not tokens_per_second:
             return None
         reference = self._by_target.get((target, exact)) if target else None
         if reference:
             return Speedup(tokens_per_second / reference, measured=True)
         if plain_step_s:
-            return Speedup(tokens_per_second * plain_step_s, measured=False)
+            # A plain reply pays the loop's own work (sampling, decoding text, handing the
+            # token on) once per token, beside the target step: this reply's rounds measured it.
+            step = plain_step_s + _loop_seconds_per_round(stats)
+            return Speedup(tokens_per_second * step, measured=False)
         return None
+
+
+def _loop_seconds_per_round(stats: GenerationStats) -> float:
+    """Generation time outside drafting and verifying, per round."""
+    if not stats.rounds or not stats.tokens_per_second or not stats.generated_tokens:
+        return 0.0
+    generation_s = stats.generated_tokens / stats.tokens_per_second
+    other = generation_s - stats.draft_s - stats.verify_s
+    return max(other, 0.0) / stats.rounds
