@@ -34,10 +34,16 @@ def seconds(value: float | None) -> str:
 
 
 def speedup_headline(
-    speedup: float | None, *, speculative: bool, measured: bool = True, tooltip: str = ""
+    speedup: float | None,
+    *,
+    speculative: bool,
+    measured: bool = True,
+    tooltip: str = "",
+    gamma_auto: bool = False,
 ) -> tuple[str, str]:
     """The plain-words result of speculation for the headline, and its tooltip. measured:
-    against a plain reply's speed; otherwise the figure reads as the estimate it is."""
+    against a plain reply's speed; otherwise the figure reads as the estimate it is.
+    gamma_auto: γ is Auto already, so the advice for a slow draft is another draft only."""
     if not speculative:
         return "Plain decoding: speculation is off or no draft is loaded.", ""
     if speedup is None:
@@ -48,10 +54,8 @@ def speedup_headline(
         return f"{figure} faster than without a draft{estimate}", tooltip
     if speedup > 0.95:
         return f"About as fast as without a draft ({figure}{estimate})", tooltip
-    return (
-        f"{figure}: slower than without a draft{estimate}. Try γ Auto or another draft.",
-        tooltip,
-    )
+    advice = "Try another draft." if gamma_auto else "Try γ Auto or another draft."
+    return f"{figure}: slower than without a draft{estimate}. {advice}", tooltip
 
 
 def stats_line(stats: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from app.errors import (
     ModelLoadError,
 )
 from app.store import StoreError
-from ui.formatting import percent, rate, seconds, stats_line
+from ui.formatting import percent, rate, seconds, speedup_headline, stats_line
 from ui.messages import describe
 
 
@@ -83,3 +83,12 @@ def test_stats_line_names_the_mode_and_its_figures() -> None:
     assert stopped.endswith("speculation switched mid-reply · stopped")
     assert stats_line(base_stats(finish_reason="context")).endswith("48 tokens · context full")
     assert stats_line(base_stats(exact=True)).endswith("48 tokens · exact")
+
+
+def test_a_slow_drafts_headline_advises_gamma_auto_only_when_gamma_is_not_auto() -> None:
+    fixed_text, _tip = speedup_headline(0.8, speculative=True, gamma_auto=False)
+    auto_text, _tip = speedup_headline(0.8, speculative=True, gamma_auto=True)
+    assert "Try γ Auto or another draft." in fixed_text
+    assert "γ Auto" not in auto_text and "Try another draft." in auto_text
+    estimate, _tip = speedup_headline(0.8, speculative=True, measured=False, gamma_auto=True)
+    assert estimate.startswith("≈0.80×: slower than without a draft (estimate).")

@@ -192,18 +192,19 @@ class ReplyFlow(QObject):
         self._metrics.show_samples(self.live.samples)
         self._insight.update_live(self.live.rounds)
         if stats.rounds >= MIN_LIVE_ROUNDS:
-            self._show_headline(self._speedup(stats), speculative)
+            self._show_headline(self._speedup(stats), speculative, self.reply.gammas_label)
 
     def _speedup(self, stats: GenerationStats) -> Speedup | None:
         exact = self.reply.exact if self.reply else self._exact
         return self.plain_speed.speedup(self._target_path, exact, stats, self._plain_step_s)
 
-    def _show_headline(self, speedup: Speedup | None, speculative: bool) -> None:
+    def _show_headline(self, speedup: Speedup | None, speculative: bool, gammas: str) -> None:
         text, tooltip = speedup_headline(
             speedup.value if speedup else None,
             speculative=speculative,
             measured=speedup.measured if speedup else True,
             tooltip=speedup.tooltip if speedup else "",
+            gamma_auto=gammas.endswith("Auto"),
         )
         if text:  # until this reply has a figure, the last one stays
             self.headline.emit(text, tooltip)
@@ -239,7 +240,7 @@ class ReplyFlow(QObject):
         self._metrics.show_stats(result.stats, speculative=speculative)
         self._metrics.show_samples(self.live.samples)
         self._insight.update_from_result(result)
-        self._show_headline(speedup, speculative)
+        self._show_headline(speedup, speculative, reply.gammas_label)
         self.finished.emit(stats)
 
     def _stopped_before_text(self) -> None:
