@@ -84,6 +84,8 @@ class Figures:
     predicted_speedup_iid: float | None
     identical_to_plain: bool | None
     mismatched_runs: int
+    # The share of the rounds' wall time spent outside the draft and target passes.
+    overhead_share: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -231,4 +233,12 @@ def figures_for(
         predicted_speedup_iid=predicted_iid,
         identical_to_plain=identical,
         mismatched_runs=mismatched,
+        overhead_share=_overhead_share(rounds),
     )
+
+
+def _overhead_share(rounds: Sequence[RoundRecord]) -> float | None:
+    """Of the rounds' wall time, the share outside draft passes, target passes and catch-up."""
+    overhead = math.fsum(r.overhead_s for r in rounds)
+    passes = math.fsum(r.draft_s + r.verify_s + r.draft_catchup_s for r in rounds)
+    return ratio(overhead, overhead + passes)

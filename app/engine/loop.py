@@ -134,6 +134,7 @@ class SpeculativeEngine:
             if room < 0:
                 finish = "context"
                 break
+            t_round = clock()
             gamma = self._round_gamma(config, control, controller, mode)
             # Never draft past the token budget or the context: the bonus token needs a row.
             gamma = max(0, min(gamma, remaining - 1, room))
@@ -167,6 +168,7 @@ class SpeculativeEngine:
             tokens.extend(emitted)
 
             drafted = len(draft.tokens)
+            passes_s = draft.seconds + verify_s + catchup_s
             record = RoundRecord(
                 index=len(rounds),
                 mode=mode if drafted else "plain",
@@ -180,6 +182,9 @@ class SpeculativeEngine:
                 draft_steps=draft.steps,
                 draft_catchup_s=catchup_s,
                 suffix_drafted=draft.suffix_tokens,
+                # From choosing γ to here, token events included (a consumer that is slow to
+                # take them shows); γ auto's learning after this point is not counted.
+                overhead_s=max(0.0, clock() - t_round - passes_s),
             )
             rounds.append(record)
             if mode != "plain" and self.drafter is not None:

@@ -29,6 +29,8 @@ class RoundRecord:
     idle (plain steps); kept out of draft_s so it is never billed to c_draft or to a probe.
     suffix_drafted: how many of the drafted tokens, the first ones, came from the suffix index
     rather than a draft model (all of them for the suffix drafter, none for a draft model).
+    overhead_s: the round's wall time outside the draft passes, the target pass and the
+    catch-up: choosing γ, the acceptance rule, sampling, copies, decoding text, events.
     """
 
     index: int
@@ -42,6 +44,7 @@ class RoundRecord:
     draft_steps: int
     draft_catchup_s: float = 0.0
     suffix_drafted: int = 0
+    overhead_s: float = 0.0
 
     @property
     def source(self) -> DraftSource:

@@ -6,6 +6,7 @@ because "0 % accepted" and "nothing drafted" mean different things.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -74,6 +75,8 @@ class GenerationStats:
     # draft model; they add up to `accepted`.
     suffix_accepted: int = 0
     model_accepted: int = 0
+    # Seconds of the rounds outside the draft and target passes (RoundRecord.overhead_s).
+    overhead_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,4 +141,5 @@ def summarize(
         draft_catchup_s=sum(r.draft_catchup_s for r in rounds),
         suffix_accepted=sum(r.accepted_from_suffix for r in rounds),
         model_accepted=accepted - sum(r.accepted_from_suffix for r in rounds),
+        overhead_s=math.fsum(r.overhead_s for r in rounds),
     )

@@ -231,3 +231,14 @@ def test_gamma_auto_runs_to_the_ceiling_the_settings_accept(runtime: Runtime) ->
     result, _ = run_to_end(engine_of(runtime), prompt, config)
     assert result.finish_reason in {"stop", "length"}
     assert max(r.gamma for r in result.rounds) <= MAX_GAMMA
+
+
+def test_rounds_report_the_time_spent_outside_the_model_passes(runtime: Runtime) -> None:
+    prompt = runtime.chat_prompt(QUESTION)
+    result, _ = run_to_end(engine_of(runtime), prompt, GenerationConfig(max_tokens=16))
+    assert all(r.overhead_s >= 0.0 for r in result.rounds)
+    assert any(r.overhead_s > 0.0 for r in result.rounds)
+    assert result.stats.overhead_s == pytest.approx(sum(r.overhead_s for r in result.rounds))
+    # The wall time of the reply holds every round's passes and overhead.
+    passes = sum(r.draft_s + r.verify_s + r.draft_catchup_s for r in result.rounds)
+    assert passes + result.stats.overhead_s <= result.stats.generation_s + 1e-6
