@@ -98,7 +98,7 @@ def test_speculation_toggle_between_replies(window: MainWindow, qtbot: QtBot) ->
     # Each stored reply keeps the mode that produced it.
     assert window.conversation_id is not None
     replies = [m for m in window.store.messages(window.conversation_id) if m.role == "assistant"]
-    assert [m.stats["mode"] for m in replies if m.stats] == ["draft", "plain"]
+    assert [m.stats["mode"] for m in replies if m.stats] == ["hybrid", "plain"]
     assert window.settings.get_bool("generation/speculation") is False
 
 
