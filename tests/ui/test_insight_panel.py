@@ -89,7 +89,9 @@ def test_finished_reply_fills_the_round_table_and_chart(panel: InsightPanel, qtb
     assert chart.curve[4] == pytest.approx(20 / 8.4)
     assert chart.curve[0] == 1.0
     assert chart.best_gamma == max(range(len(chart.curve)), key=lambda g: (chart.curve[g], -g))
-    assert "α (accepted / judged): 77.8 %" in panel.summary.text()
+    assert (
+        "α, this reply (accepted / judged, not the acceptance rate): 77.8 %" in panel.summary.text()
+    )
 
     assert panel.what_if.from_measurement.isEnabled()
     panel.what_if.from_measurement.click()

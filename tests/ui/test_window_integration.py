@@ -150,8 +150,9 @@ def test_compare_dialog_runs_on_the_last_prompt(window: MainWindow, qtbot: QtBot
     ):
         qtbot.mouseClick(dialog.run_button, Qt.MouseButton.LeftButton)
     report = blocker.args[0]
-    assert dialog.table.rowCount() == 1 + len(expected)  # plain, then each draft at γ 5
-    assert {c.label for c in report.configs} == {f"{name} γ=5" for name in expected}
+    # Plain, then each draft at the chat's γ (Auto, the default).
+    assert dialog.table.rowCount() == 1 + len(expected)
+    assert {c.label for c in report.configs} == {f"{name} γ=auto" for name in expected}
     assert dialog.wait()
     # It ran on the chat's own models, one extra draft at a time: no second copy of the target
     # (which would add 100 % of its weights).
