@@ -12,7 +12,11 @@ from app.engine.acceptance import (
     acceptance_probability,
     residual,
 )
-from tests.helpers.acceptance_oracle import natural_acceptance, output_distribution
+from tests.helpers.acceptance_oracle import (
+    engine_output_distribution,
+    natural_acceptance,
+    output_distribution,
+)
 
 SEED_P = np.array([0.50, 0.25, 0.15, 0.10])
 SEED_Q = np.array([0.40, 0.30, 0.20, 0.10])
@@ -48,6 +52,8 @@ def test_output_distribution_equals_target_for_any_pair(
     pair: tuple[np.ndarray, np.ndarray],
 ) -> None:
     p, q = pair
+    # The engine's own rule, enumerated, against the target and against the closed form.
+    np.testing.assert_allclose(engine_output_distribution(p, q), p, atol=1e-9)
     np.testing.assert_allclose(output_distribution(p, q), p, atol=1e-9)
 
 
@@ -61,7 +67,7 @@ def test_seeds_729_pair_grid_all_exact() -> None:
     ]
     pairs = [(p, q) for p in grid for q in grid]
     assert len(pairs) == 729
-    worst = max(float(np.abs(output_distribution(p, q) - p).max()) for p, q in pairs)
+    worst = max(float(np.abs(engine_output_distribution(p, q) - p).max()) for p, q in pairs)
     assert worst < 1e-9
 
 

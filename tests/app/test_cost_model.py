@@ -295,8 +295,14 @@ def test_speedup_and_passes_per_token_are_reciprocal(
 @given(alphas, costs, st.floats(min_value=0.1, max_value=3.0))
 def test_best_gamma_is_the_curve_maximum(alpha: float, c_draft: float, c_verify: float) -> None:
     choice = best_gamma(alpha, c_draft, c_verify, max_gamma=16)
-    assert choice.speedup == max(choice.curve)
-    assert choice.curve.index(choice.speedup) == choice.gamma
+    # The curve recomputed here from the formula as written, not from the module's functions.
+    by_hand = [sum(alpha**i for i in range(g + 1)) / (g * c_draft + c_verify) for g in range(17)]
+    best = max(by_hand)
+    assert choice.speedup == pytest.approx(best, rel=1e-9)
+    assert by_hand[choice.gamma] == pytest.approx(best, rel=1e-9)
+    assert choice.curve == pytest.approx(by_hand, rel=1e-9)
+    # Ties go to the shorter draft: the first γ of the curve that reaches its maximum.
+    assert choice.gamma == choice.curve.index(max(choice.curve))
     assert choice.peak_beyond_sweep == (choice.gamma == 16)
 
 

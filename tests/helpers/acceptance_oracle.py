@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.engine.acceptance import acceptance_probability, residual
 from app.engine.sampling import FloatArray
+
+
+def engine_output_distribution(p: FloatArray, q: FloatArray) -> FloatArray:
+    """What the engine's own rule emits when x ~ q, enumerated over x with its
+    acceptance_probability and residual: Σ_x q(x) [a(x) δ_x + (1 - a(x)) residual(x)]."""
+    out = np.zeros_like(p, dtype=np.float64)
+    for x in np.flatnonzero(q > 0.0):
+        kept = acceptance_probability(p, q, int(x))
+        out[x] += q[x] * kept
+        out += q[x] * (1.0 - kept) * residual(p, q, int(x))
+    return out
 
 
 def output_distribution(p: FloatArray, q: FloatArray) -> FloatArray:

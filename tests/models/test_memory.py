@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from models import memory
 from models.inspect import GGUFInfo, inspect_gguf
 from models.memory import (
     DeviceMemory,
@@ -57,12 +60,54 @@ def test_gpu_layers_split_the_weights(smol: GGUFInfo) -> None:
     assert ten.cpu_weights_bytes + ten.gpu_weights_bytes == ten.weights_bytes
 
 
-def test_vram_and_ram_readouts_do_not_fail() -> None:
-    gpus = read_vram()  # None without an NVIDIA driver (the CI machine), devices otherwise
-    assert gpus is None or all(0 <= g.free_bytes <= g.total_bytes for g in gpus)
-    used = process_vram_bytes()
-    assert used is None or used >= 0
-    assert (gpus is None) == (used is None)
+class _FakeNvml:
+    """NVML as pynvml exposes it, with two GPUs and this process on the second."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.shut_down = 0
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:
+        return SimpleNamespace(total=(handle + 1) * 8 * 2**30, free=(handle + 1) * 2**30)
+
+    def nvmlDeviceGetName(self, handle: int) -> bytes:
+        return f"GPU {handle}".encode()
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[SimpleNamespace]:
+        if handle == 0:
+            return [SimpleNamespace(pid=self.pid + 1, usedGpuMemory=5 * 2**30)]
+        return [SimpleNamespace(pid=self.pid, usedGpuMemory=3 * 2**30)]
+
+    def nvmlShutdown(self) -> None:
+        self.shut_down += 1
+
+
+def test_vram_readouts_read_every_gpu_and_only_this_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = _FakeNvml(os.getpid())
+    monkeypatch.setattr(memory, "_nvml", lambda: fake)
+    gpus = read_vram()
+    assert gpus is not None
+    assert [(g.name, g.total_bytes, g.free_bytes) for g in gpus] == [
+        ("GPU 0", 8 * 2**30, 2**30),
+        ("GPU 1", 16 * 2**30, 2 * 2**30),
+    ]
+    assert process_vram_bytes() == 3 * 2**30  # the other process's 5 GiB is not ours
+    assert fake.shut_down == 2
+
+
+def test_without_a_driver_vram_reads_as_unknown_and_ram_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(memory, "_nvml", lambda: None)
+    assert read_vram() is None and process_vram_bytes() is None
     total, available = read_ram()
     assert 0 < available <= total
 
