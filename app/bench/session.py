@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from app.bench.figures import RunRecord
 from app.bench.plan import (
@@ -231,6 +231,7 @@ def bench_on_runtime(
     warmup: bool = True,
     progress: ProgressFn | None = None,
     control: GenerationControl | None = None,
+    partial: PartialFn | None = None,
 ) -> BenchReport:
     """Benchmark on a Runtime that already holds the target, loading no second copy of anything.
 
@@ -239,6 +240,8 @@ def bench_on_runtime(
     plain, freed), so at most one draft model sits beside the target at any time. Each
     configuration's speedup is over the plain runs of its own phase. Afterwards the runtime's
     drafts are loaded again and the one that was selected is selected, with cold caches.
+    `partial`, when given, receives the report of the phases measured so far as each ends, so
+    a table can fill draft by draft.
     """
     if runtime.target is None:
         raise InvalidSettingError("no target model is loaded")
@@ -260,6 +263,20 @@ def bench_on_runtime(
     selected = runtime.selected_draft
     runs: list[RunRecord] = []
     parked: dict[str, ModelConfig] = {}
+
+    def report_of(measured: list[RunRecord]) -> BenchReport:
+        return _report(
+            runtime=runtime,
+            configs=configs,
+            prompts=prompts,
+            ids=ids,
+            runs=measured,
+            base=base,
+            repeats=repeats,
+            memory=memory,
+            warmup=warmup,
+        )
+
     try:
         for index, group in enumerate(phases):
             if index == 1 and resident:
@@ -286,6 +303,8 @@ def bench_on_runtime(
                     control=control,
                     phase=Phase(index, _phase_configs(configs, group), len(runs), total),
                 )
+                if partial is not None and index < len(phases) - 1:
+                    partial(report_of(runs))
             finally:
                 for label in added:
                     runtime.free_draft(label)
@@ -294,21 +313,24 @@ def bench_on_runtime(
             runtime.add_draft(label, config, vetted=True)
         runtime.select_draft(selected if selected in runtime.draft_labels else None)
         runtime.reset_caches()
-    return _report(
-        runtime=runtime,
-        configs=configs,
-        prompts=prompts,
-        ids=ids,
-        runs=runs,
-        base=base,
-        repeats=repeats,
-        memory=memory,
-        warmup=warmup,
-    )
+    return report_of(runs)
 
 
-BenchCallable = Callable[[str, ProgressFn, GenerationControl], BenchReport]
-"""run(prompt_text, progress, control) -> report: what the Compare dialog runs off the UI thread."""
+PartialFn = Callable[[BenchReport], None]
+"""partial(report): the figures of the runs measured so far (configurations not run yet have
+none)."""
+
+
+class BenchCallable(Protocol):
+    """What the Compare dialog runs off the UI thread: run(prompt_text, progress, control)."""
+
+    def __call__(
+        self,
+        text: str,
+        progress: ProgressFn,
+        control: GenerationControl,
+        partial: PartialFn | None = None,
+    ) -> BenchReport: ...
 
 
 def _one_prompt(text: str) -> list[BenchPrompt]:
@@ -329,7 +351,13 @@ def prompt_bench(
 ) -> BenchCallable:
     """A benchmark of one user-written prompt that loads its own copies of the models."""
 
-    def run(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+    def run(
+        text: str,
+        progress: ProgressFn,
+        control: GenerationControl,
+        partial: PartialFn | None = None,
+    ) -> BenchReport:
+        del partial  # every configuration runs interleaved with every other: one report
         return run_benchmark(
             target=target,
             drafts=drafts,
@@ -360,7 +388,12 @@ def prompt_bench_on(
     The callable must run on the thread that owns the runtime (the window's engine worker).
     """
 
-    def run(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+    def run(
+        text: str,
+        progress: ProgressFn,
+        control: GenerationControl,
+        partial: PartialFn | None = None,
+    ) -> BenchReport:
         return bench_on_runtime(
             runtime,
             drafts=drafts,
@@ -371,6 +404,7 @@ def prompt_bench_on(
             draft_template=draft_template,
             progress=progress,
             control=control,
+            partial=partial,
         )
 
     return run

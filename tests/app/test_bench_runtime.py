@@ -17,6 +17,7 @@ import pytest
 from app.bench.plan import DraftChoice
 from app.bench.prompts import BenchPrompt
 from app.bench.session import bench_on_runtime, prompt_bench_on, prompt_ids_for
+from app.bench.summary import BenchReport
 from app.engine.config import GenerationConfig, ModelConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import ModelDrafter
@@ -130,9 +131,18 @@ def test_bench_on_a_loaded_runtime_reuses_its_draft_and_loads_others_one_at_a_ti
         DraftChoice("q4_0", demo_models.q4_0),
         DraftChoice("lookup", None),
     ]
+    partials: list[BenchReport] = []
     report = bench_on_runtime(
-        chat, drafts=drafts, gammas=[fixed(2)], prompts=PROMPT, base=BASE, warmup=False
+        chat,
+        drafts=drafts,
+        gammas=[fixed(2)],
+        prompts=PROMPT,
+        base=BASE,
+        warmup=False,
+        partial=partials.append,
     )
+    # A report after each phase but the last: the drafts measured so far have figures.
+    assert [[c.figures.runs for c in p.configs] for p in partials] == [[1, 0, 0], [1, 1, 0]]
     # The chat's own Q4_1 is measured as it is, then freed while Q4_0 and lookup are added,
     # each alone, and freed; the chat's draft is loaded again at the end.
     assert [(kind, label) for kind, label, _ in events] == [

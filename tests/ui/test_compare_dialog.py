@@ -37,7 +37,9 @@ def _text(item: QTableWidgetItem | None) -> str:
 def test_report_arrives_from_a_worker_thread(qtbot: QtBot) -> None:
     calls: list[tuple[str, int]] = []
 
-    def bench(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+    def bench(
+        text: str, progress: ProgressFn, control: GenerationControl, partial: Any = None
+    ) -> BenchReport:
         calls.append((text, threading.get_ident()))
         for i in range(3):
             progress(i, 3, f"run {i}")
@@ -67,10 +69,36 @@ def test_report_arrives_from_a_worker_thread(qtbot: QtBot) -> None:
     assert dialog.run_button.isEnabled() and not dialog.stop_button.isEnabled()
 
 
+def test_rows_fill_as_each_draft_is_measured(qtbot: QtBot) -> None:
+    """Compare shows each draft's figures when its runs end, not all at the end."""
+    release = threading.Event()
+
+    def bench(
+        text: str, progress: ProgressFn, control: GenerationControl, partial: Any = None
+    ) -> BenchReport:
+        assert partial is not None
+        partial(seed_report())
+        release.wait(10)
+        return seed_report()
+
+    dialog = CompareDialog(bench, prompt="Compare on this.")
+    qtbot.addWidget(dialog)
+    dialog.run_button.click()
+    try:
+        qtbot.waitUntil(lambda: dialog.table.rowCount() == 2, timeout=10_000)
+        assert dialog.running  # the rows came while the comparison still ran
+        assert _cell(dialog, 1, "speedup") == "2.38×"
+    finally:
+        release.set()
+    qtbot.waitUntil(lambda: not dialog.running, timeout=10_000)
+
+
 def test_stop_cancels_a_running_comparison(qtbot: QtBot) -> None:
     started = threading.Event()
 
-    def bench(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+    def bench(
+        text: str, progress: ProgressFn, control: GenerationControl, partial: Any = None
+    ) -> BenchReport:
         started.set()
         deadline = time.monotonic() + 10
         while not control.stop_requested and time.monotonic() < deadline:
@@ -88,7 +116,9 @@ def test_stop_cancels_a_running_comparison(qtbot: QtBot) -> None:
 
 
 def test_errors_show_as_one_sentence(qtbot: QtBot) -> None:
-    def bench(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+    def bench(
+        text: str, progress: ProgressFn, control: GenerationControl, partial: Any = None
+    ) -> BenchReport:
         raise InvalidSettingError("write a prompt to compare on")
 
     dialog = CompareDialog(bench)
@@ -99,7 +129,9 @@ def test_errors_show_as_one_sentence(qtbot: QtBot) -> None:
 
 
 def test_closing_while_running_stops_and_joins_the_thread(qtbot: QtBot) -> None:
-    def bench(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+    def bench(
+        text: str, progress: ProgressFn, control: GenerationControl, partial: Any = None
+    ) -> BenchReport:
         while not control.stop_requested:
             time.sleep(0.01)
         raise Cancelled("benchmark cancelled")
@@ -145,7 +177,9 @@ def test_an_empty_prompt_is_refused_before_loading(qtbot: QtBot, tmp_path: Any) 
 
 
 def _shown_with_report(qtbot: QtBot) -> CompareDialog:
-    def bench(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+    def bench(
+        text: str, progress: ProgressFn, control: GenerationControl, partial: Any = None
+    ) -> BenchReport:
         return seed_report()
 
     dialog = CompareDialog(bench, prompt="Compare on this.")

@@ -217,7 +217,13 @@ class CompareDialog(QDialog):
         run, prompt = self._run_bench, self.prompt.toPlainText()
 
         def work(job: Job) -> object:
-            return run(prompt, lambda done, total, text: job.report((done, total, text)), control)
+            # Progress and each draft's finished figures travel the same queued path.
+            return run(
+                prompt,
+                lambda done, total, text: job.report((done, total, text)),
+                control,
+                job.report,
+            )
 
         self._control = control
         self._job = self._jobs.submit(work, self._on_finished, self._on_failed, self._on_progress)
@@ -278,6 +284,9 @@ class CompareDialog(QDialog):
         self.use_button.setEnabled(not self.running and self.selected_draft() is not None)
 
     def _on_progress(self, value: object) -> None:
+        if isinstance(value, BenchReport):  # the drafts measured so far: their rows fill in
+            self.show_report(value)
+            return
         done, total, message = cast(tuple[int, int, str], value)
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(done)

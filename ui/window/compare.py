@@ -9,6 +9,7 @@ from pathlib import Path
 from app.bench import plan as bench_plan
 from app.bench import session as bench_session
 from app.bench.run import ProgressFn
+from app.bench.session import PartialFn
 from app.bench.summary import BenchReport
 from app.engine.config import ModelConfig
 from app.engine.control import GenerationControl
@@ -71,7 +72,12 @@ def compare_bench(
         n_threads=target.n_threads,
     )
 
-    def run(text: str, progress: ProgressFn, control: GenerationControl) -> BenchReport:
+    def run(
+        text: str,
+        progress: ProgressFn,
+        control: GenerationControl,
+        partial: PartialFn | None = None,
+    ) -> BenchReport:
         outcome: list[BenchReport | BaseException] = []
         done = threading.Event()
         abandoned = threading.Event()
@@ -89,7 +95,7 @@ def compare_bench(
                     base=config,
                     draft_template=draft_template,
                 )
-                outcome.append(bench(text, progress, control))
+                outcome.append(bench(text, progress, control, partial))
             except BaseException as exc:  # handed to the dialog, which says it in words
                 outcome.append(exc)
             finally:
