@@ -17,9 +17,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 
 from app.engine.config import ModelConfig
 from app.engine.events import FinishEvent, NoticeEvent, RoundEvent, TokenEvent
@@ -49,6 +50,9 @@ from ui.workers.requests import (
 )
 
 log = logging.getLogger(__name__)
+# Idle time after a local server request before the chat is read back into the caches: a
+# burst of requests pays the read-back once, after its last request.
+_CHAT_RESTORE_DELAY_MS = 500
 
 # Nice increment of the engine thread relative to the UI thread (see lower_priority).
 ENGINE_NICE = 5
@@ -110,6 +114,9 @@ class EngineWorker(QObject):
         self._target: ModelConfig | None = None
         self._draft = DraftChoice("none")
         self._demo: DemoModels | None = None
+        # The token ids of the chat's last exchange, and how many server requests have run.
+        self._chat_tokens: list[int] = []
+        self._served = 0
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -170,8 +177,10 @@ class EngineWorker(QObject):
         draft_workers = draft.config.rpc_servers if draft.config is not None else ()
         self._use_runtime(remote=bool(target.rpc_servers or draft_workers))
         if target != self._target or self._runtime.target is None:
-            # Forget the draft too: it was vetted against the old target.
+            # Forget the draft too: it was vetted against the old target. The chat's token
+            # ids were the old target's.
             self._target, self._draft = None, DraftChoice("none")
+            self._chat_tokens = []
             # A file llama.cpp would abort on is refused in words before it can take the
             # window down (checked once per file, in a child process; cached).
             self._check_file(target.path)
@@ -253,6 +262,7 @@ class EngineWorker(QObject):
                 elif isinstance(event, NoticeEvent):
                     self.noticeReceived.emit(event.message)
                 elif isinstance(event, FinishEvent):
+                    self._chat_tokens = [*prompt_ids, *event.result.token_ids]
                     self.generationFinished.emit(event.result)
         except Exception as exc:
             self.generationFailed.emit(GenerationFailure(request.request_id, describe(exc)))
@@ -272,8 +282,26 @@ class EngineWorker(QObject):
             request.sink(event)
 
         self.serveStarted.emit()
+        self._served += 1
         self.jobs.run(request.job, sink, request.ticket, closed=request.closed())
         self._check_lost()
+        # The request took the models' caches; read the chat back into them once requests
+        # pause, so the next reply does not re-read the whole conversation before its first
+        # token. A request that comes first makes the read-back moot.
+        QTimer.singleShot(_CHAT_RESTORE_DELAY_MS, self, partial(self._restore_chat, self._served))
+
+    def _restore_chat(self, served: int) -> None:
+        runtime, tokens = self._runtime, self._chat_tokens
+        if served != self._served or len(tokens) < 2 or not isinstance(runtime, Runtime):
+            return
+        if runtime.target is None or runtime.target.tokens == tokens[:-1]:
+            return
+        try:
+            runtime.target.feed(tokens[:-1], 0)
+            if runtime.drafter is not None:
+                runtime.drafter.prefill(tokens[:-1])
+        except Exception as exc:  # the next reply reads the chat itself, as it would have
+            log.warning("could not read the chat back after a server request: %s", exc)
 
     @Slot(object)
     def run_task(self, task: RuntimeTask) -> None:
