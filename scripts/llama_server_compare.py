@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -122,8 +123,13 @@ def running(spec: ServerSpec, logs: Path) -> Iterator[int]:
             proc.wait()
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds `running`, so no server outlives this script
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if not args.llama_server.is_file():
         print(f"error: no llama-server at {args.llama_server}", file=sys.stderr)
         return 1
