@@ -58,7 +58,7 @@ def test_output_distribution_equals_target_for_any_pair(
 
 
 def test_seeds_729_pair_grid_all_exact() -> None:
-    """The seed's check: 27 distributions (weights 1..3 on 3 tokens), every ordered pair."""
+    """27 distributions (weights 1..3 on 3 tokens), every ordered pair."""
     grid = [
         np.array([a, b, c], dtype=np.float64) / (a + b + c)
         for a in (1, 2, 3)
@@ -84,7 +84,7 @@ def test_point_mass_draft_keeps_target_distribution(p: np.ndarray, data: st.Data
 
 
 def test_sampled_rule_reproduces_target_empirically() -> None:
-    """Run the actual sampler (not the closed form) 200k times on the seed's pair.
+    """Run the actual sampler (not the closed form) 200k times on the reference pair.
 
     Chi-square goodness of fit against p with 3 degrees of freedom; the threshold 16.27 is the
     0.999 quantile, so a correct implementation fails this with probability 0.001 (fixed seed:

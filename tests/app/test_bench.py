@@ -141,7 +141,7 @@ def _run(config: int, rounds: list[RoundRecord], tokens: tuple[int, ...], **kw: 
 
 
 def _seed_table_runs() -> tuple[RunRecord, RunRecord]:
-    """Seed 000's round table as measured runs: acceptance string 111111001110101111 at γ = 4,
+    """A worked round table as measured runs: acceptance string 111111001110101111 at γ = 4,
     a draft step a tenth of a plain step, a verification pass as dear as one plain step."""
     step = 0.01
     spec_rounds = [_round(i, 4, a, 4 * 0.1 * step, step) for i, a in enumerate([4, 2, 0, 3, 1, 4])]
@@ -157,7 +157,7 @@ def test_figures_reproduce_the_seed_round_table() -> None:
     assert f.tokens_per_round == pytest.approx(20 / 6)
     assert f.c_draft == pytest.approx(0.10)
     assert f.c_verify == pytest.approx(1.00)
-    # 20 tokens for a cost of 8.40 plain steps: the seed's "2.38x measured".
+    # 20 tokens for a cost of 8.40 plain steps: 2.38x measured.
     assert f.speedup == pytest.approx(20 / 8.4)
     assert f.speedup == pytest.approx(2.38, abs=0.005)
     # Per-position α makes E equal the measured tokens per round, so the prediction is exact.

@@ -1,4 +1,5 @@
-"""Seed 000's cost model: the reference values of product.md are the oracles."""
+"""The cost model of speculative decoding (Leviathan et al., 2023): E(α, γ), round cost and
+speedup against hand-worked reference values."""
 
 from __future__ import annotations
 

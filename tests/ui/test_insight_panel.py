@@ -80,11 +80,11 @@ def test_finished_reply_fills_the_round_table_and_chart(panel: InsightPanel, qtb
     assert cell(5, "Σ tokens") == "20"
     assert cell(5, "Σ draft passes") == "24"
     assert cell(5, "Σ target passes") == "6"
-    assert cell(5, "Σ cost") == "8.40"  # the seed's cumulative cost
+    assert cell(5, "Σ cost") == "8.40"  # the worked table's cumulative cost
 
     chart = panel.chart
     assert chart.current_gamma == 4
-    assert chart.measured[4] == pytest.approx(20 / 8.4)  # the seed's 2.38× measured
+    assert chart.measured[4] == pytest.approx(20 / 8.4)  # the worked table's 2.38× measured
     # Per-position acceptance makes E the measured tokens per round: predicted = measured here.
     assert chart.curve[4] == pytest.approx(20 / 8.4)
     assert chart.curve[0] == 1.0
