@@ -181,7 +181,7 @@ def _child_command(path: str) -> list[str]:
 
 def probe_child(path: str) -> int:
     """The probe itself: load, tokenize, decode one token; one JSON verdict line on stdout."""
-    from app.engine.config import ModelConfig  # noqa: PLC0415
+    from app.llama.config import ModelConfig  # noqa: PLC0415
     from app.llama.model import LlamaModel  # noqa: PLC0415
 
     try:

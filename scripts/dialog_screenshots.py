@@ -21,11 +21,12 @@ from PySide6.QtWidgets import QApplication, QScrollArea, QWidget
 
 from app.bench.plan import DraftChoice
 from app.bench.session import prompt_bench
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent
 from app.engine.gamma import fixed
 from app.engine.runtime import Runtime
+from app.llama.config import ModelConfig
 from models.compat import check_draft_file
 from models.demo import ensure_demo_models
 from ui.dialogs.compare_dialog import CompareDialog

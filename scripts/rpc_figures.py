@@ -26,11 +26,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.engine.config import GenerationConfig, ModelConfig  # noqa: E402
+from app.engine.config import GenerationConfig  # noqa: E402
 from app.engine.events import FinishEvent  # noqa: E402
 from app.engine.gamma import OFF, fixed  # noqa: E402
 from app.engine.isolated import IsolatedRuntime  # noqa: E402
 from app.llama import rpc_keys  # noqa: E402
+from app.llama.config import ModelConfig  # noqa: E402
 from app.llama.rpc_identity import load_identity  # noqa: E402
 from models.compat import check_draft_file  # noqa: E402
 from models.demo import ensure_demo_models  # noqa: E402

@@ -23,10 +23,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.engine.config import GenerationConfig, ModelConfig  # noqa: E402
+from app.engine.config import GenerationConfig  # noqa: E402
 from app.engine.events import FinishEvent  # noqa: E402
 from app.engine.isolated import IsolatedRuntime  # noqa: E402
 from app.llama import rpc  # noqa: E402
+from app.llama.config import ModelConfig  # noqa: E402
 from app.llama.rpc_token import parse_token  # noqa: E402
 from app.llama.rpc_tunnel import tunnel_to  # noqa: E402
 from models.demo import ensure_demo_models  # noqa: E402

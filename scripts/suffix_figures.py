@@ -26,11 +26,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from app.engine.config import ModelConfig, SamplingConfig  # noqa: E402
+from app.engine.config import SamplingConfig  # noqa: E402
 from app.engine.history_corpus import HistoryCorpus, vocabulary_fingerprint  # noqa: E402
 from app.engine.suffix_drafter import SuffixDrafter  # noqa: E402
 from app.engine.suffix_index import SuffixIndex  # noqa: E402
 from app.engine.suffix_journal import journal_path  # noqa: E402
+from app.llama.config import ModelConfig  # noqa: E402
 from app.llama.model import LlamaModel  # noqa: E402
 
 DEMO_MODEL = Path.home() / ".cache/specchat-test-models/SmolLM2-135M-Instruct.Q4_1.pruned-9-28.gguf"

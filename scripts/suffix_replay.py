@@ -36,10 +36,11 @@ sys.path.insert(0, str(REPO))
 from app.bench.prompts import builtin_prompts  # noqa: E402
 from app.engine.chat_prompt import chat_prompt_ids  # noqa: E402
 from app.engine.chat_template import ChatMessage  # noqa: E402
-from app.engine.config import ModelConfig, SamplingConfig  # noqa: E402
+from app.engine.config import SamplingConfig  # noqa: E402
 from app.engine.drafters import PromptLookupDrafter  # noqa: E402
 from app.engine.history_corpus import HistoryCorpus  # noqa: E402
 from app.engine.suffix_drafter import MATCH_BUCKETS, SuffixDrafter  # noqa: E402
+from app.llama.config import ModelConfig  # noqa: E402
 from app.llama.model import LlamaModel  # noqa: E402
 
 DEMO_TARGET = Path.home() / ".cache/specchat-test-models/SmolLM2-135M-Instruct.F32.gguf"

@@ -28,12 +28,13 @@ from app.bench.prompts import BenchPrompt
 from app.bench.run import Phase, ProgressFn, measure, phase_runs
 from app.bench.summary import BenchReport, summarize
 from app.engine.chat_template import ChatMessage
-from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
+from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent
 from app.engine.gamma import OFF, GammaSetting
 from app.engine.runtime import DraftVetter, Runtime
 from app.errors import InvalidSettingError
+from app.llama.config import ModelConfig
 from app.llama.model import LoadProgress
 
 # Drafts the benchmark loads are held under this prefix, apart from the labels of a chat's own.

@@ -9,14 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.engine.config import (
-    MAX_SEED,
-    GenerationConfig,
-    ModelConfig,
-    SamplingConfig,
-)
+from app.engine.config import MAX_SEED, GenerationConfig, SamplingConfig, check_model_config
 from app.engine.gamma import DEFAULT_GAMMA_SETTING, GAMMA_HELP, GammaSetting, parse_gamma
 from app.errors import InvalidSettingError
+from app.llama.config import ModelConfig
 
 DEMO = "demo"
 # `--draft` spellings besides a GGUF path and `demo`, the same in every sub-command.
@@ -106,9 +102,8 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_model_args(args: argparse.Namespace) -> None:
     """Flag values every model-loading command shares, checked before anything loads."""
-    target = ModelConfig("", args.n_ctx, args.n_gpu_layers, n_threads=args.threads)
-    target.validate()
-    ModelConfig("", args.n_ctx, args.draft_n_gpu_layers, n_threads=args.threads).validate()
+    for gpu_layers in (args.n_gpu_layers, args.draft_n_gpu_layers):
+        check_model_config(ModelConfig("", args.n_ctx, gpu_layers, n_threads=args.threads))
 
 
 def resolve_model_path(value: str, *, role: str) -> str:

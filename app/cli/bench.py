@@ -38,9 +38,9 @@ from app.cli.args import (
 )
 from app.cli.contained import run_contained
 from app.cli.rpc_options import add_rpc_arguments, draft_endpoints, target_endpoints, uses_rpc
-from app.engine.config import ModelConfig
 from app.engine.gamma import AUTO, GAMMA_HELP, GammaSetting
 from app.errors import InvalidSettingError
+from app.llama.config import ModelConfig
 from models.compat import check_draft_file
 
 DEMO_PRUNED = "demo-pruned"

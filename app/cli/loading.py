@@ -8,10 +8,10 @@ from pathlib import Path
 
 from app.cli.args import DRAFT_SUFFIX, resolve_model_path
 from app.cli.rpc_options import draft_endpoints, target_endpoints, uses_rpc
-from app.engine.config import ModelConfig
 from app.engine.isolated import AnyRuntime, IsolatedRuntime
 from app.engine.runtime import Runtime
 from app.llama import rpc
+from app.llama.config import ModelConfig
 from app.llama.model import ModelFacts
 
 

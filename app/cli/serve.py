@@ -4,7 +4,7 @@
 [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--n-ctx N] [--n-gpu-layers N] ...`
 
 Binds 127.0.0.1 unless told otherwise; any other host gets a one-line warning. The models are
-loaded here and handed to one RuntimeOwner thread (app/server/owner.py) that runs every request.
+loaded here and handed to one RuntimeOwner thread (app/engine/job_queue.py) that runs every request.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from app.cli.args import (
 )
 from app.cli.loading import load_runtime
 from app.cli.rpc_options import add_rpc_arguments
+from app.engine.job_queue import DEFAULT_QUEUE_SIZE
 from app.errors import InvalidSettingError
 from app.server.host import exposure_warning, listen, make_server, url_of
 from app.server.limits import (
@@ -38,7 +39,6 @@ from app.server.limits import (
     DEFAULT_MAX_CONNECTIONS,
     Limits,
 )
-from app.server.owner import DEFAULT_QUEUE_SIZE
 from app.server.schemas import n_max_of
 
 DEFAULT_HOST = "127.0.0.1"
@@ -151,8 +151,8 @@ def _limits(args: argparse.Namespace) -> Limits:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from app.engine.job_queue import RuntimeOwner  # noqa: PLC0415
     from app.server.app import ServerSettings, create_app  # noqa: PLC0415 - web stack on demand
-    from app.server.owner import RuntimeOwner  # noqa: PLC0415
     from app.server.schemas import Defaults  # noqa: PLC0415
 
     config = generation_from_args(args, args.gamma)

@@ -1,4 +1,4 @@
-"""Immutable settings for loading models and for one generation."""
+"""Immutable settings for one generation, and what the engine asks of a model's settings."""
 
 from __future__ import annotations
 
@@ -7,16 +7,19 @@ from dataclasses import dataclass, field
 
 from app.engine.gamma import DEFAULT_GAMMA_SETTING, GammaSetting
 from app.errors import InvalidSettingError
+from app.llama.config import MAX_INT32, ModelConfig
 from app.metrics.cost_model import MAX_GAMMA
 
-# llama.cpp takes counts as C int32: anything larger would silently wrap in ctypes.
-MAX_INT32 = 2**31 - 1
 # Seeds feed numpy's generator and are mixed into 32-bit per-position draft seeds.
 MAX_SEED = 2**32 - 1
-# More threads than any desktop has cores only adds scheduling overhead.
-MAX_THREADS = 1024
 # A prompt file larger than this is not a prompt (or is /dev/zero): refuse it unread.
 MAX_PROMPT_FILE_BYTES = 16 * 1024 * 1024
+
+
+def check_model_config(config: ModelConfig) -> None:
+    """A model's settings as the engine needs them: its context and its batch must hold the
+    longest verification pass, γ ceiling + 1 rows (llama.cpp caps a batch at n_ctx)."""
+    config.validate(min_rows=MAX_GAMMA + 1)
 
 
 def _finite(name: str, value: float) -> None:
@@ -71,41 +74,6 @@ class SamplingConfig:
             raise InvalidSettingError(
                 f"seed must be in 0..{MAX_SEED}, got {self.seed}; leave it out for a random one"
             )
-
-
-@dataclass(frozen=True, slots=True)
-class ModelConfig:
-    """How one GGUF file is loaded into llama.cpp."""
-
-    path: str
-    n_ctx: int = 4096
-    # -1 offloads every layer; 0 keeps the model on the CPU (also what a CPU-only build does).
-    n_gpu_layers: int = -1
-    n_threads: int | None = None
-    n_threads_batch: int | None = None
-    n_batch: int = 512
-    # RPC workers ("host:port") that hold this model's offloaded layers; () keeps it local.
-    rpc_servers: tuple[str, ...] = ()
-
-    def validate(self) -> None:
-        # llama.cpp caps its batch at the n_ctx asked for, and a verification pass needs γ + 1
-        # rows in one batch.
-        if not MAX_GAMMA + 1 <= self.n_ctx <= MAX_INT32:
-            raise InvalidSettingError(
-                f"context size must be in {MAX_GAMMA + 1}..{MAX_INT32} tokens, got {self.n_ctx}"
-            )
-        if not -1 <= self.n_gpu_layers <= MAX_INT32:
-            raise InvalidSettingError(
-                f"GPU layers must be -1 (all), 0 (none) or a count, got {self.n_gpu_layers}"
-            )
-        # A verification pass of the longest draft (γ + 1 rows) must fit in one batch.
-        if not MAX_GAMMA + 1 <= self.n_batch <= MAX_INT32:
-            raise InvalidSettingError(f"batch size must be in {MAX_GAMMA + 1}..{MAX_INT32}")
-        for name, threads in (("threads", self.n_threads), ("batch threads", self.n_threads_batch)):
-            if threads is not None and not 1 <= threads <= MAX_THREADS:
-                raise InvalidSettingError(
-                    f"{name} must be in 1..{MAX_THREADS} (or left out for automatic), got {threads}"
-                )
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.chat_template import ChatMessage
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event
 from app.engine.isolated_child import serve
 from app.engine.runtime import DraftVetter, MemoryUsage, Runtime
 from app.errors import Cancelled, RpcConnectError, RpcWorkerLostError, SpecChatError
 from app.llama import rpc
+from app.llama.config import ModelConfig
 from app.llama.model import LoadProgress, ModelFacts
 from app.metrics.rounds import DraftMode
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from app.engine.chat_prompt import chat_prompt_ids
 from app.engine.chat_template import ChatMessage
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig, check_model_config
 from app.engine.control import GenerationControl
 from app.engine.drafters import Drafter, ModelDrafter
 from app.engine.events import Event, FinishEvent
@@ -23,6 +23,7 @@ from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.loop import Clock, SpeculativeEngine
 from app.engine.suffix_drafter import SuffixDrafter
 from app.errors import InvalidSettingError
+from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel, LoadProgress, ModelFacts
 from app.metrics.rounds import DraftMode
 
@@ -117,6 +118,7 @@ class Runtime:
     # -- loading ------------------------------------------------------------------------------
 
     def load_target(self, config: ModelConfig, progress: LoadProgress | None = None) -> ModelFacts:
+        check_model_config(config)  # before the loaded models go: a bad setting keeps them
         self.unload()
         self.target = self._open_model(config, progress=progress)
         self._target_facts = self.target.facts()
@@ -194,6 +196,7 @@ class Runtime:
             self.check_draft(Path(config.path))
         # The draft never needs more context than the target; a smaller one saves KV memory.
         draft_config = replace(config, n_ctx=min(config.n_ctx, target.n_ctx))
+        check_model_config(draft_config)
         model = self._open_model(draft_config, progress=progress)
         facts = model.facts()
         drafter = ModelDrafter(model, target.n_vocab, label=label, clock=self._clock)

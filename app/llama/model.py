@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from app.engine.config import ModelConfig
 from app.errors import Cancelled, ContextOverflowError, KvCacheFullError, ModelLoadError
 from app.llama import rpc
 from app.llama.backend import (
@@ -30,6 +29,7 @@ from app.llama.backend import (
     last_llama_error,
     recent_log_lines,
 )
+from app.llama.config import ModelConfig
 from app.llama.threads import CoreGovernor, default_thread_count, shared_governor
 
 log = logging.getLogger(__name__)

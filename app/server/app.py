@@ -1,7 +1,7 @@
 """The HTTP routes: /health, /v1/models, /v1/chat/completions and /v1/completions.
 
 Every refusal is OpenAI-style JSON with its 4xx (5xx for the server's own faults), never a
-traceback. Requests go to an EngineOwner (app.server.owner), which runs them one at a time;
+traceback. Requests go to an EngineOwner (app.engine.job_queue), which runs them one at a time;
 one that is too big for the context is refused before it takes its turn (app.server.limits).
 """
 
@@ -23,12 +23,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.engine.job_queue import EngineOwner, Failed, Job, QueueFullError, Started, Ticket
 from app.server.body import read_json
 from app.server.errors import ApiError, error_response
 from app.server.formats import ReplyFormat
 from app.server.guard import RequestGuard
 from app.server.limits import Limits, check_message_count, check_prompt_size
-from app.server.owner import EngineOwner, Failed, Job, QueueFullError, Started, Ticket
 from app.server.schemas import ApiRequest, Defaults, parse_chat, parse_completion
 from app.server.sse import (
     EventStreamResponse,

@@ -6,8 +6,8 @@ import time
 import uuid
 from typing import Any
 
+from app.engine.job_queue import Started
 from app.engine.result import GenerationResult
-from app.server.owner import Started
 from app.server.schemas import ApiRequest
 from app.server.timings import finish_reason, speculation, timings, usage
 

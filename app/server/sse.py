@@ -17,8 +17,8 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from app.engine.events import FinishEvent, TokenEvent
+from app.engine.job_queue import Failed, OwnerEvent, Ticket
 from app.engine.result import GenerationResult
-from app.server.owner import Failed, OwnerEvent, Ticket
 from app.server.stops import StopMatcher
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from app.engine.gamma import parse_gamma
+from app.engine.job_queue import Started
 from app.engine.result import FinishReason, GenerationResult
 from app.metrics.measured import ratio
-from app.server.owner import Started
 from app.server.schemas import NMax
 
 # GenerationStats fields that describe speculation, in the order clients see them.

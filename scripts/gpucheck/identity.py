@@ -23,12 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
 from app.engine.gamma import OFF, fixed
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
 from app.llama.backend import LLAMA_LOG_NAME
+from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 from app.llama.resources import GpuProbe
 from models.compat import check_draft_file

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.engine.config import ModelConfig
 from app.engine.runtime import Runtime
+from app.llama.config import ModelConfig
 from tests.helpers.engine import loaded_runtime
 
 

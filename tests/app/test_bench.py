@@ -29,9 +29,10 @@ from app.bench.session import run_benchmark
 from app.bench.summary import BenchReport, summarize
 from app.bench.table import format_table, to_csv
 from app.cli.main import main
-from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
+from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.gamma import AUTO, OFF, fixed
 from app.errors import InvalidSettingError
+from app.llama.config import ModelConfig
 from app.metrics.cost_model import expected_tokens
 from app.metrics.measured import conditional_acceptance
 from app.metrics.rounds import RoundRecord

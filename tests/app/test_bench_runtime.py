@@ -18,7 +18,7 @@ from app.bench.plan import DraftChoice
 from app.bench.prompts import BenchPrompt
 from app.bench.session import bench_on_runtime, prompt_bench_on, prompt_ids_for
 from app.bench.summary import BenchReport
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import ModelDrafter
 from app.engine.gamma import fixed
@@ -26,6 +26,7 @@ from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.runtime import DRAFT, Runtime
 from app.engine.suffix_drafter import SuffixDrafter
 from app.errors import Cancelled, InvalidSettingError
+from app.llama.config import ModelConfig
 
 THREADS = 1
 PROMPT = [BenchPrompt("prompt", "colours", "Name three colours.")]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from app.engine.builtin_templates import CHATML, GEMMA, UNTRAINED_CHATML, builtin_template
 from app.engine.chat_template import ChatMessage, render_chat
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
+from app.llama.config import ModelConfig
 from tests.helpers.engine import loaded_runtime, run_to_end
 
 CHAT: list[ChatMessage] = [

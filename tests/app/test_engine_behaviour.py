@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
+from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import ModelDrafter
 from app.engine.events import FinishEvent, TokenEvent
@@ -16,6 +16,7 @@ from app.engine.gamma import AUTO, fixed
 from app.engine.loop import SpeculativeEngine
 from app.engine.runtime import Runtime
 from app.errors import ContextOverflowError, InvalidSettingError
+from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 from app.metrics.cost_model import MAX_GAMMA
 from tests.helpers.engine import engine_of, loaded_runtime, run_to_end

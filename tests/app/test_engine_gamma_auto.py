@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from app.engine import gamma
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import Draft, ModelDrafter
 from app.engine.events import FinishEvent, RoundEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
+from app.llama.config import ModelConfig
 from tests.helpers.engine import engine_of, loaded_runtime, run_to_end
 
 QUESTION = [{"role": "user", "content": "Explain what a binary search tree is."}]

@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 
 from app.engine.chat_template import ChatMessage
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.drafters import ModelDrafter, PromptLookupDrafter
 from app.engine.events import RoundEvent, TokenEvent
 from app.engine.gamma import fixed
 from app.engine.loop import SpeculativeEngine
 from app.engine.runtime import Runtime
+from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 from tests.helpers.engine import run_to_end
 

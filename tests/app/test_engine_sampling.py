@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 from scipy.stats import chi2_contingency
 
-from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
+from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.drafters import ModelDrafter
 from app.engine.gamma import fixed
 from app.engine.loop import SpeculativeEngine
 from app.engine.runtime import Runtime
+from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 from tests.helpers.engine import run_to_end
 

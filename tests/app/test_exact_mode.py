@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 
 from app.bench.prompts import load_prompts
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from app.engine.gamma import AUTO, fixed
 from app.engine.loop import SpeculativeEngine
 from app.engine.runtime import Runtime
+from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 from models.prune import useless_draft
 from tests.helpers.engine import run_to_end

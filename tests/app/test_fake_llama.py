@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.engine.config import ModelConfig
 from app.errors import ContextOverflowError
+from app.llama.config import ModelConfig
 from app.llama.handle import ModelHandle
 from app.llama.model import LlamaModel
 from tests.helpers.fake_llama import FakeLlama, toy_logits

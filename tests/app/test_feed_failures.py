@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.engine.config import ModelConfig
 from app.errors import ContextOverflowError, KvCacheFullError
+from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 from app.metrics.cost_model import MAX_GAMMA
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from app.engine.config import ModelConfig
 from app.engine.history_corpus import (
     FOLDER_NAME,
     HistoryCorpus,
@@ -23,6 +22,7 @@ from app.engine.history_corpus import (
 )
 from app.engine.suffix_file import IndexFileError, read_index_file
 from app.engine.suffix_journal import journal_path
+from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 from app.store import ConversationStore
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, TokenEvent
 from app.engine.gamma import OFF
@@ -22,6 +22,7 @@ from app.errors import (
     RpcWorkerLostError,
     SpecChatError,
 )
+from app.llama.config import ModelConfig
 
 pytestmark = pytest.mark.model
 PROMPT = "Once upon a time"

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from app.engine.config import MAX_GAMMA, ModelConfig
+from app.engine.config import MAX_GAMMA, check_model_config
 from app.errors import InvalidSettingError
+from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 
 
@@ -25,8 +26,8 @@ def test_a_prompt_longer_than_the_context_asked_for_decodes(demo_models: Any) ->
 
 def test_a_context_too_small_for_a_verification_pass_is_refused() -> None:
     with pytest.raises(InvalidSettingError, match=rf"must be in {MAX_GAMMA + 1}\.\."):
-        ModelConfig("model.gguf", n_ctx=MAX_GAMMA).validate()
-    ModelConfig("model.gguf", n_ctx=MAX_GAMMA + 1).validate()
+        check_model_config(ModelConfig("model.gguf", n_ctx=MAX_GAMMA))
+    check_model_config(ModelConfig("model.gguf", n_ctx=MAX_GAMMA + 1))
 
 
 def test_more_rows_than_one_batch_holds_is_an_error_not_a_hang(demo_models: Any) -> None:

@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
 from app.engine.gamma import OFF, fixed
 from app.engine.isolated import IsolatedRuntime, probe_workers
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
 from app.llama import rpc
+from app.llama.config import ModelConfig
 from models.compat import check_draft_file
 from tests.helpers.engine import loaded_runtime
 from tests.helpers.rpc_workers import REPO, Worker, running_worker

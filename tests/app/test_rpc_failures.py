@@ -20,12 +20,13 @@ from typing import Any
 
 import pytest
 
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent, TokenEvent
 from app.engine.gamma import OFF
 from app.engine.isolated import IsolatedRuntime
 from app.errors import RpcConnectError, RpcWorkerLostError
 from app.llama import rpc_keys
+from app.llama.config import ModelConfig
 from app.llama.rpc_keys import PLAIN
 from app.llama.rpc_token import WorkerToken
 from models.compat import check_draft_file

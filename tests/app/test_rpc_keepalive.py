@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from app.engine.config import ModelConfig
 from app.engine.isolated import IsolatedRuntime
 from app.llama import rpc_keepalive
+from app.llama.config import ModelConfig
 from tests.helpers.rpc_workers import running_worker
 
 pytestmark = pytest.mark.skipif(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from app.bench.contention import Candidate, candidates, measure
-from app.engine.config import ModelConfig
+from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 from app.llama.threads import (
     SAMPLE_EVERY_S,
@@ -137,7 +137,7 @@ def test_a_thread_count_the_user_chose_is_kept_whatever_the_load(demo_models: An
 
 _IDLE_PROBE = """
 import json, os, sys, time
-from app.engine.config import ModelConfig
+from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 model = LlamaModel(ModelConfig(sys.argv[1], n_ctx=256, n_threads=2))
 history = model.tokenize("Once upon a time")

@@ -9,8 +9,9 @@ import gguf
 import numpy as np
 import pytest
 
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.gamma import fixed
+from app.llama.config import ModelConfig
 from models.synthetic import SHAPES, LlamaShape, successor, vocabulary, write_model
 from tests.helpers.engine import loaded_runtime, run_to_end
 

@@ -31,11 +31,12 @@ import numpy as np
 
 from app.bench.prompts import BenchPrompt, load_prompts
 from app.bench.session import prompt_ids_for
-from app.engine.config import GenerationConfig, ModelConfig, SamplingConfig
+from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.gamma import fixed
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
 from app.engine.sampling import logit_margin
+from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 from app.metrics.cost_model import MAX_GAMMA, fit_verify_line
 from tests.helpers.engine import engine_of, loaded_runtime, run_to_end

@@ -6,13 +6,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event, FinishEvent
 from app.engine.gamma import OFF
 from app.engine.loop import SpeculativeEngine
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
+from app.llama.config import ModelConfig
 from models.compat import check_draft_file
 
 

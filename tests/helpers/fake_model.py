@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.engine.config import ModelConfig
 from app.errors import Cancelled, ModelLoadError
+from app.llama.config import ModelConfig
 from app.llama.model import LoadProgress, ModelFacts
 from tests.helpers.fake_llama import FakeLlama, LogitFn, Logits
 

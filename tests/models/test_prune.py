@@ -10,8 +10,8 @@ import gguf
 import numpy as np
 import pytest
 
-from app.engine.config import ModelConfig
 from app.errors import InvalidSettingError, ModelLoadError
+from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 from models.compat import check_draft_file
 from models.prune import USELESS_DRAFT_DROP, prune_layers, useless_draft

@@ -15,11 +15,11 @@ import pytest
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event, FinishEvent, RoundEvent, TokenEvent
+from app.engine.job_queue import Failed, Job, OwnerEvent, QueueFullError, RuntimeOwner, Started
 from app.engine.result import GenerationResult
 from app.errors import ContextOverflowError, InvalidSettingError
 from app.metrics.rounds import RoundRecord
 from app.metrics.summary import summarize
-from app.server.owner import Failed, Job, OwnerEvent, QueueFullError, RuntimeOwner, Started
 
 CONFIG = GenerationConfig(max_tokens=3)
 N_CTX = 50

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.gamma import fixed
+from app.engine.job_queue import Job, Ticket
 from app.engine.runtime import Runtime
-from app.server.owner import Job, Ticket
+from app.llama.config import ModelConfig
 from models.compat import check_draft_file
 from ui.workers.engine import EngineWorker
 from ui.workers.requests import GenerateRequest, ServeRequest

@@ -15,10 +15,11 @@ from app.bench.plan import DraftChoice
 from app.bench.run import ProgressFn
 from app.bench.session import prompt_bench
 from app.bench.summary import BenchReport
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.gamma import AUTO, fixed
 from app.errors import Cancelled, InvalidSettingError
+from app.llama.config import ModelConfig
 from tests.helpers.bench_data import seed_report
 from ui.dialogs.compare_dialog import CompareDialog
 

@@ -11,10 +11,11 @@ import pytest
 from PySide6.QtWidgets import QTableWidgetItem
 from pytestqt.qtbot import QtBot
 
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent, RoundEvent
 from app.engine.gamma import fixed
 from app.engine.runtime import Runtime
+from app.llama.config import ModelConfig
 from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.insight import analyse
 from tests.helpers.bench_data import (

@@ -41,9 +41,8 @@ STORY = "Write a long story about a dragon who learns to cook."
 def test_with_nothing_configured_the_demo_pair_loads_and_is_selected(
     qtbot: QtBot, demo_models: Any, isolated_data_dir: Path, request: pytest.FixtureRequest
 ) -> None:
-    # The demo files would be derived into the data folder on first run (the lead's
-    # models.demo); link the session's copies there so this test measures the window, not
-    # quantization.
+    # The demo files would be derived into the data folder on first run (models.demo); link
+    # the session's copies there so this test measures the window, not quantization.
     demo_dir = isolated_data_dir / "models" / "demo"
     demo_dir.mkdir(parents=True)
     for type_name, path in (

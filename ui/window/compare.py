@@ -11,11 +11,11 @@ from app.bench import session as bench_session
 from app.bench.run import ProgressFn
 from app.bench.session import PartialFn
 from app.bench.summary import BenchReport
-from app.engine.config import ModelConfig
 from app.engine.control import GenerationControl
 from app.engine.isolated import AnyRuntime
 from app.engine.runtime import Runtime
 from app.errors import Cancelled, InvalidSettingError
+from app.llama.config import ModelConfig
 from ui.settings import Settings
 from ui.window.generation_settings import generation_config
 from ui.workers.catalog import Catalog

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from app.engine.config import ModelConfig
 from app.errors import InvalidSettingError
 from app.llama import rpc
+from app.llama.config import ModelConfig
 from models.library import save_library
 from ui.messages import describe
 from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings

@@ -22,14 +22,14 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 
-from app.engine.config import ModelConfig
 from app.engine.events import FinishEvent, NoticeEvent, RoundEvent, TokenEvent
 from app.engine.history_corpus import stored_documents
 from app.engine.isolated import AnyRuntime, IsolatedRuntime
+from app.engine.job_queue import Failed, JobRunner, OwnerEvent
 from app.engine.runtime import MemoryUsage, Runtime
 from app.errors import Cancelled, DraftIncompatibleError, SpecChatError
+from app.llama.config import ModelConfig
 from app.paths import data_dir, database_path
-from app.server.owner import Failed, JobRunner, OwnerEvent
 from app.store import ConversationStore, StoreError
 from models.compat import check_draft_file
 from models.demo import DemoModels, ensure_demo_models

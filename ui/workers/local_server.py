@@ -16,9 +16,7 @@ from PySide6.QtCore import QObject, Signal
 from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
 from app.engine.gamma import OFF
-from app.server.app import ServerSettings, create_app
-from app.server.host import BackgroundServer, listen
-from app.server.owner import (
+from app.engine.job_queue import (
     DEFAULT_QUEUE_SIZE,
     Failed,
     Job,
@@ -27,6 +25,8 @@ from app.server.owner import (
     Sink,
     Ticket,
 )
+from app.server.app import ServerSettings, create_app
+from app.server.host import BackgroundServer, listen
 from app.server.schemas import Defaults, NMax, n_max_of
 from ui.workers.engine import EngineHost
 from ui.workers.requests import ServeRequest

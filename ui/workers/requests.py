@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Literal
 
 from app.engine.chat_template import ChatMessage
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.isolated import AnyRuntime
+from app.engine.job_queue import Job, Sink, Ticket
 from app.engine.runtime import MemoryUsage
+from app.llama.config import ModelConfig
 from app.llama.rpc import WorkerMemory
-from app.server.owner import Job, Sink, Ticket
 from models.demo import DemoModels
 
 DraftKind = Literal["none", "ngram", "model"]

@@ -16,12 +16,13 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 from pytestqt.qtbot import QtBot
 
-from app.engine.config import GenerationConfig, ModelConfig
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event, TokenEvent
 from app.engine.runtime import MemoryUsage, Runtime
 from app.errors import RpcWorkerLostError
 from app.llama import rpc
+from app.llama.config import ModelConfig
 from app.llama.model import LoadProgress
 from models.compat import check_draft_file
 from tests.helpers.fake_model import FakeModel

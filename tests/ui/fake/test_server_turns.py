@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.server.owner import JobRunner
+from app.engine.job_queue import JobRunner
 from tests.ui.fake.conftest import TIMEOUT_MS
 from tests.ui.fake.test_local_server_switch import free_port, in_thread, post
 from ui.window.main_window import MainWindow, UiState

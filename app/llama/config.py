@@ -1,0 +1,46 @@
+"""How one GGUF file is loaded into llama.cpp: the lowest layer's own settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.errors import InvalidSettingError
+
+# llama.cpp takes counts as C int32: anything larger would silently wrap in ctypes.
+MAX_INT32 = 2**31 - 1
+# More threads than any desktop has cores only adds scheduling overhead.
+MAX_THREADS = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    """How one GGUF file is loaded into llama.cpp."""
+
+    path: str
+    n_ctx: int = 4096
+    # -1 offloads every layer; 0 keeps the model on the CPU (also what a CPU-only build does).
+    n_gpu_layers: int = -1
+    n_threads: int | None = None
+    n_threads_batch: int | None = None
+    n_batch: int = 512
+    # RPC workers ("host:port") that hold this model's offloaded layers; () keeps it local.
+    rpc_servers: tuple[str, ...] = ()
+
+    def validate(self, *, min_rows: int = 1) -> None:
+        """`min_rows`: the rows one pass must hold (the engine asks for its longest
+        verification, app.engine.config.check_model_config); llama.cpp caps a batch at n_ctx."""
+        if not min_rows <= self.n_ctx <= MAX_INT32:
+            raise InvalidSettingError(
+                f"context size must be in {min_rows}..{MAX_INT32} tokens, got {self.n_ctx}"
+            )
+        if not -1 <= self.n_gpu_layers <= MAX_INT32:
+            raise InvalidSettingError(
+                f"GPU layers must be -1 (all), 0 (none) or a count, got {self.n_gpu_layers}"
+            )
+        if not min_rows <= self.n_batch <= MAX_INT32:
+            raise InvalidSettingError(f"batch size must be in {min_rows}..{MAX_INT32}")
+        for name, threads in (("threads", self.n_threads), ("batch threads", self.n_threads_batch)):
+            if threads is not None and not 1 <= threads <= MAX_THREADS:
+                raise InvalidSettingError(
+                    f"{name} must be in 1..{MAX_THREADS} (or left out for automatic), got {threads}"
+                )
