@@ -28,32 +28,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from app.paths import create_private_file, make_private_dir
-
-# Bump when the schema changes and add a step to _MIGRATIONS; do not change or reuse numbers.
-SCHEMA_VERSION = 1
-
-_SCHEMA_V1 = """
-CREATE TABLE conversations (
-    id          INTEGER PRIMARY KEY,
-    title       TEXT    NOT NULL,
-    created_at  REAL    NOT NULL,
-    updated_at  REAL    NOT NULL
-);
-CREATE TABLE messages (
-    id              INTEGER PRIMARY KEY,
-    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-    role            TEXT    NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
-    content         TEXT    NOT NULL,
-    created_at      REAL    NOT NULL,
-    -- JSON object: the reply's GenerationStats plus mode, draft, finish reason (NULL for users).
-    stats_json      TEXT,
-    -- JSON list of [text, from_draft] runs, so accepted draft tokens stay highlighted on reopen.
-    segments_json   TEXT
-);
-CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
-"""
-
-_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1}
+from app.store_schema import MIGRATIONS, SCHEMA_VERSION, split_sql
 
 Segment = tuple[str, bool]
 """A run of reply text and whether the target accepted it from the draft."""
@@ -219,7 +194,7 @@ class ConversationStore:
             )
         with self._transaction():
             for version in range(current + 1, SCHEMA_VERSION + 1):
-                for statement in _split_sql(_MIGRATIONS[version]):
+                for statement in split_sql(MIGRATIONS[version]):
                     self._conn.execute(statement)
             if current == 0:
                 self._conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
@@ -374,13 +349,6 @@ def _store_error(exc: sqlite3.Error, path: Path, action: str) -> StoreError:
             f"check that it and {path.parent} are writable"
         )
     return StoreError(f"the conversation database {path} failed ({action}): {detail}")
-
-
-def _split_sql(script: str) -> list[str]:
-    # executescript() would COMMIT our open transaction; run the statements one by one instead.
-    # The schema text has no semicolons inside literals, so a plain split is exact.
-    lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
 
 
 def _message_from_row(row: sqlite3.Row) -> StoredMessage:

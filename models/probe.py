@@ -141,7 +141,7 @@ def ensure_loadable(path: str | os.PathLike[str]) -> None:
     Import-light and quick on a file seen before; the first sight of a file costs one load in a
     child process.
     """
-    from app.llama.model import precheck_model_file  # noqa: PLC0415
+    from app.llama.facts import precheck_model_file  # noqa: PLC0415
     from models.inspect import inspect_gguf  # noqa: PLC0415 - gguf loads only when needed
 
     p = Path(path).expanduser()

@@ -20,7 +20,7 @@ from ui.dialogs.storage_recovery import open_store
 from ui.settings import Settings
 from ui.themes import apply_theme
 from ui.window.main_window import MainWindow
-from ui.workers.engine import EngineHost
+from ui.workers.engine_host import EngineHost
 from ui.workers.requests import FileCheck, RemoteRuntimeFactory
 
 APP_NAME = "SpecChat"

@@ -12,7 +12,7 @@ from app.engine.isolated import AnyRuntime, IsolatedRuntime
 from app.engine.runtime import Runtime
 from app.llama import rpc
 from app.llama.config import ModelConfig
-from app.llama.model import ModelFacts
+from app.llama.facts import ModelFacts
 
 
 def load_runtime(

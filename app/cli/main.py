@@ -35,7 +35,7 @@ from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, NoticeEvent, TokenEvent
 from app.engine.result import GenerationResult
 from app.errors import InvalidSettingError, RpcWorkerLostError, SpecChatError
-from app.llama.model import ModelFacts
+from app.llama.facts import ModelFacts
 from app.version import app_version
 from models.probe import PROBE_FLAG
 from models.terminal import printable

@@ -29,6 +29,8 @@ from app.engine.gamma_estimates import (
     DraftCost,
     TextDifficulty,
     VerifyCurve,
+    fastest_length,
+    strays,
 )
 from app.metrics.cost_model import MAX_GAMMA, expected_tokens_by_length, expected_tokens_by_position
 from app.metrics.measured import judged_positions
@@ -240,7 +242,7 @@ class GammaController:
             return
         self._recent.append((record.emitted, record.draft_s + record.verify_s))
         _, long_rate = self._best(self._long)
-        self._worth = max(self._worth, long_rate / self._plain_rate_or_inf())
+        self._worth = max(self._worth, long_rate / (self._plain_rate() or math.inf))
         self._check_losing()
 
     def predicted_rate(self, gamma: int) -> float | None:
@@ -316,13 +318,10 @@ class GammaController:
         """Whether recent acceptance strays from the long-run figure by more than chance.
 
         Pooled acceptance alone notices a collapse late: a good round adds γ trials, a bad one
-        a single trial. The first position is judged once per round, so it is tested too.
+        a single trial. The first position is judged once per round, so it is tested too. The
+        short horizon's trials tend to `window` per position from below.
         """
-        # The short horizon's trials tend to `window` per position from below.
-        if short_n < self._window / 2:
-            return False
-        stderr = math.sqrt(long_p * (1.0 - long_p) / short_n)
-        return abs(short_p - long_p) > _CHANGE_Z * stderr
+        return strays(short_p, short_n, long_p, min_trials=self._window / 2, z=_CHANGE_Z)
 
     def _check_losing(self) -> None:
         plain_rate = self._plain_rate()
@@ -374,9 +373,6 @@ class GammaController:
             return 0.0
         return 1.0 / max(plain, MIN_SECONDS)
 
-    def _plain_rate_or_inf(self) -> float:
-        return self._plain_rate() or math.inf
-
     def _round_seconds(self, gamma: int) -> float:
         return self._draft.predict_up_to(gamma)[gamma - 1] + self._verify.predict(gamma + 1)
 
@@ -387,15 +383,11 @@ class GammaController:
     def _best_of(self, acceptance: list[float]) -> tuple[int, float]:
         """The γ in 1..max_gamma with the most expected tokens per second (the shorter on a
         tie), and that rate. acceptance[i] is position i + 1's conditional acceptance."""
-        verify = self._verify.predict_up_to(self._max_gamma + 1)
-        tokens = expected_tokens_by_length(acceptance[: self._max_gamma])
-        draft = self._draft.predict_up_to(self._max_gamma)
-        best_gamma, best_rate = 1, -1.0
-        for gamma in range(1, self._max_gamma + 1):
-            rate = tokens[gamma] / max(draft[gamma - 1] + verify[gamma], MIN_SECONDS)
-            if rate > best_rate:
-                best_gamma, best_rate = gamma, rate
-        return best_gamma, best_rate
+        return fastest_length(
+            expected_tokens_by_length(acceptance[: self._max_gamma]),
+            self._draft.predict_up_to(self._max_gamma),
+            self._verify.predict_up_to(self._max_gamma + 1),
+        )
 
     def _best(self, acceptance: Acceptance) -> tuple[int, float]:
         return self._best_of(acceptance.conditional(self._max_gamma))

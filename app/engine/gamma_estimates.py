@@ -5,6 +5,7 @@ verify seconds by rows checked. Kept apart from the decision rules in app/engine
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.metrics.cost_model import fit_verify_line
@@ -244,3 +245,26 @@ def _non_decreasing(values: list[float], weights: list[float]) -> list[float]:
             size += prev_size
         blocks.append((mean, total, size))
     return [mean for mean, _, size in blocks for _ in range(size)]
+
+
+def strays(observed: float, trials: float, expected: float, *, min_trials: float, z: float) -> bool:
+    """Whether a rate `observed` over `trials` differs from `expected` by more than `z`
+    binomial standard errors; never on fewer than `min_trials` trials."""
+    if trials < min_trials:
+        return False
+    stderr = math.sqrt(expected * (1.0 - expected) / trials)
+    return abs(observed - expected) > z * stderr
+
+
+def fastest_length(
+    tokens: Sequence[float], draft_s: Sequence[float], verify_s: Sequence[float]
+) -> tuple[int, float]:
+    """The γ ≥ 1 with the most expected tokens per second (the shorter on a tie) and that rate:
+    tokens[γ] expected from a round of γ, draft_s[γ - 1] its draft seconds, verify_s[γ] the
+    seconds to check γ + 1 rows."""
+    best_gamma, best_rate = 1, -1.0
+    for gamma in range(1, len(draft_s) + 1):
+        rate = tokens[gamma] / max(draft_s[gamma - 1] + verify_s[gamma], MIN_SECONDS)
+        if rate > best_rate:
+            best_gamma, best_rate = gamma, rate
+    return best_gamma, best_rate

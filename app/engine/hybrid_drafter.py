@@ -5,10 +5,10 @@ verify rows cost), the draft model alone, or both, the suffix tokens first and t
 continuing after them. Each is priced by expected tokens per second: (1 + expected accepted
 tokens) over (verification of its rows + its draft passes), from what the rounds so far
 measured: the suffix index's keep rate by match length (SuffixDrafter), the draft model's keep
-rate, seconds per draft pass, and verification seconds as a line in the number of rows. So a
-long, reliable match never pays for a draft-model pass, and a weak one does not displace a good
-draft. llama.cpp's `--spec-type ngram-*,draft-simple` instead takes the n-gram proposal whenever
-there is one, at any cost and reliability.
+rate, draft seconds by passes and verification seconds by rows (γ auto's DraftCost and
+VerifyCurve). So a long, reliable match never pays for a draft-model pass, and a weak one does
+not displace a good draft. llama.cpp's `--spec-type ngram-*,draft-simple` instead takes the
+n-gram proposal whenever there is one, at any cost and reliability.
 
 The choice reads only the drafts' own figures and the target's past verdicts, never the
 target's distribution at the positions being drafted, so it changes which tokens are proposed,
@@ -25,42 +25,17 @@ import numpy as np
 from app.engine.confidence import KeepDrafting
 from app.engine.config import SamplingConfig
 from app.engine.drafters import Draft, ModelDrafter
+from app.engine.gamma_estimates import MIN_SECONDS, DraftCost, VerifyCurve
 from app.engine.sampling import FloatArray
 from app.engine.suffix_drafter import SuffixDrafter, SuffixProposal
 from app.metrics.rounds import DraftMode, RoundRecord
 
 # Per round, how much of the older evidence is kept: about the last 30 rounds count.
 _FADE = 0.97
+_HORIZON = 32
 # The draft model's keep rate before any verdict, with this many pseudo-tokens of weight.
 _PRIOR_KEEP = 0.7
 _PRIOR_WEIGHT = 4.0
-
-
-@dataclass
-class _FadingLine:
-    """Least-squares line y = a + b·x over fading samples: verification seconds by rows."""
-
-    n: float = 0.0
-    sx: float = 0.0
-    sy: float = 0.0
-    sxx: float = 0.0
-    sxy: float = 0.0
-
-    def add(self, x: float, y: float) -> None:
-        self.n = self.n * _FADE + 1.0
-        self.sx = self.sx * _FADE + x
-        self.sy = self.sy * _FADE + y
-        self.sxx = self.sxx * _FADE + x * x
-        self.sxy = self.sxy * _FADE + x * y
-
-    def at(self, x: float) -> float | None:
-        if self.n < 1.0:
-            return None
-        mean_x, mean_y = self.sx / self.n, self.sy / self.n
-        spread = self.sxx / self.n - mean_x * mean_x
-        # One row count seen so far, or rows that never vary: a flat line through the mean.
-        slope = 0.0 if spread < 1e-9 else max(0.0, (self.sxy / self.n - mean_x * mean_y) / spread)
-        return max(1e-6, mean_y + slope * (x - mean_x))
 
 
 @dataclass
@@ -98,8 +73,10 @@ class HybridDrafter:
         self.suffix = suffix
         self.model_drafter = model
         self.label = model.label
-        self._verify = _FadingLine()
-        self._step_s: float | None = None
+        # Verification seconds by rows, γ auto's own estimate (concave on a CPU).
+        self._verify = VerifyCurve(horizon=_HORIZON, fade=_FADE)
+        # Draft seconds by the passes a round ran, γ auto's own estimate too.
+        self._draft = DraftCost(horizon=_HORIZON, fade=_FADE)
         self._model_keep = _FadingRate()
 
     def propose(
@@ -162,19 +139,20 @@ class HybridDrafter:
         tokens, the model's tokens judged only when every suffix token before them is kept
         (chance `reach`)."""
         model_kept = reach * _expected_kept(self._model_keep.value, n_model)
-        verify = self._verify.at(n_suffix + n_model)
-        if verify is None or self._step_s is None:
+        verify = self._verify.predict(n_suffix + n_model + 1) if self._verify.points() else None
+        if verify is None or not self._draft.measured:
             # Nothing measured yet: tokens that cost no pass win on expected tokens alone.
             return 1.0 + suffix_kept + model_kept - 0.5 * n_model
         passes = n_model + (1 if n_suffix and n_model else 0)  # the model reads the suffix
-        return (1.0 + suffix_kept + model_kept) / (verify + passes * self._step_s)
+        drafting = self._draft.predict_up_to(passes)[-1] if passes else 0.0
+        return (1.0 + suffix_kept + model_kept) / (verify + drafting)
 
     def prefill(self, history: Sequence[int]) -> None:
         self.suffix.prefill(history)
         self.model_drafter.prefill(history)
 
     def learn(self, record: RoundRecord) -> None:
-        self._verify.add(record.drafted, record.verify_s)
+        self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
         if record.drafted == 0:
             return
         self.suffix.learn(record)
@@ -183,8 +161,7 @@ class HybridDrafter:
             kept = record.accepted - record.suffix_drafted
             self._model_keep.add(kept, min(model_drafted, kept + 1))
         if record.draft_steps:
-            step = record.draft_s / record.draft_steps
-            self._step_s = step if self._step_s is None else 0.8 * self._step_s + 0.2 * step
+            self._draft.add(record.draft_steps, max(record.draft_s, MIN_SECONDS))
 
     def close(self) -> None:
         self.model_drafter.close()

@@ -34,7 +34,8 @@ from app.engine.runtime import DraftVetter, MemoryUsage, Runtime
 from app.errors import Cancelled, RpcConnectError, RpcWorkerLostError, SpecChatError
 from app.llama import rpc
 from app.llama.config import ModelConfig
-from app.llama.model import LoadProgress, ModelFacts
+from app.llama.facts import ModelFacts
+from app.llama.model import LoadProgress
 from app.metrics.rounds import DraftMode
 
 HANDSHAKE_TIMEOUT_S = 6.0

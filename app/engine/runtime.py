@@ -24,7 +24,8 @@ from app.engine.loop import Clock, SpeculativeEngine
 from app.engine.suffix_drafter import SuffixDrafter
 from app.errors import InvalidSettingError
 from app.llama.config import ModelConfig
-from app.llama.model import LlamaModel, LoadProgress, ModelFacts
+from app.llama.facts import ModelFacts
+from app.llama.model import LlamaModel, LoadProgress
 from app.metrics.rounds import DraftMode
 
 # The labels use_suffix_index and load_draft give the one draft of a chat.

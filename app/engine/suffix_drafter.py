@@ -35,7 +35,8 @@ from app.engine.config import SamplingConfig
 from app.engine.drafters import Draft
 from app.engine.history_corpus import HistoryCorpus
 from app.engine.sampling import FloatArray
-from app.engine.suffix_index import Cursor, Match, SuffixIndex
+from app.engine.suffix_cursor import Cursor
+from app.engine.suffix_index import Match, SuffixIndex
 from app.metrics.rounds import DraftMode, RoundRecord
 
 Source = Literal["conversation", "history"]

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 ROOT = 0
@@ -245,12 +245,6 @@ class SuffixIndex:
         then reads what followed its longest suffix that occurred before."""
         return Match(self._last, self._len[self._last])
 
-    def match(self, query: Sequence[int]) -> Match:
-        """The longest suffix of `query` that occurs in the index, scanning the whole query."""
-        cursor = Cursor(self)
-        cursor.feed(query)
-        return cursor.match
-
     def continuations(self, match: Match, max_tokens: int, width: int = 1) -> list[Branch]:
         """Up to `width` continuations of the match, most frequent first token first, each
         followed greedily by its most frequent next token up to `max_tokens` tokens.
@@ -376,44 +370,3 @@ class _Hubs(dict[int, dict[int, int]]):
         tokens = self._index._edge_token
         hub = self[state] = {tokens[e]: e for e in self._index._chain(state)}
         return hub
-
-
-class Cursor:
-    """The longest suffix of a growing query that occurs in an index, kept up to date in O(1)
-    amortised per query token. Any change to the index makes it stale (`fresh` turns False):
-    states may have been split, so the owner re-feeds the query's tail."""
-
-    def __init__(self, index: SuffixIndex) -> None:
-        self.index = index
-        self.reset()
-
-    def reset(self) -> None:
-        self._state = ROOT
-        self._length = 0
-        self._version = self.index.version
-
-    @property
-    def fresh(self) -> bool:
-        return self._version == self.index.version
-
-    @property
-    def match(self) -> Match:
-        return Match(self._state, self._length)
-
-    def feed(self, tokens: Iterable[int]) -> None:
-        index = self.index
-        find, link, lengths = index._edge, index._link, index._len
-        target = index._edge_target
-        state, length = self._state, self._length
-        for token in tokens:
-            edge = find(state, token)
-            while edge < 0 and state != ROOT:
-                state = link[state]
-                length = lengths[state]
-                edge = find(state, token)
-            if edge >= 0:
-                state = target[edge]
-                length += 1
-            else:
-                length = 0
-        self._state, self._length = state, length

@@ -14,7 +14,6 @@ import contextlib
 import ctypes
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,74 +22,23 @@ import numpy.typing as npt
 from app.errors import Cancelled, ContextOverflowError, KvCacheFullError, ModelLoadError
 from app.llama import rpc
 from app.llama.backend import (
-    BUFFER_LINE,
     buffer_lines,
     ensure_backend,
     last_llama_error,
     recent_log_lines,
 )
 from app.llama.config import ModelConfig
+from app.llama.facts import ModelFacts, placement_of, precheck_model_file
 from app.llama.threads import CoreGovernor, default_thread_count, shared_governor
 
 log = logging.getLogger(__name__)
 
-GGUF_MAGIC = b"GGUF"
 # The fewest rows a pass computes while uniform_batches is set.
 _MIN_UNIFORM_ROWS = 2
 _SEQ = 0  # one sequence per context: chat, not batched serving
 
 LoadProgress = Callable[[float], bool]
 """Called with 0..1 while weights load; returning False cancels the load."""
-
-
-def precheck_model_file(path: Path) -> None:
-    """Fail fast, in words, on the common bad inputs before handing the file to llama.cpp."""
-    if not path.exists():
-        raise ModelLoadError(str(path), "no such file")
-    if path.is_dir():
-        raise ModelLoadError(str(path), "is a directory, not a GGUF file")
-    if not path.is_file():  # a FIFO or a device would block or stream forever once opened
-        raise ModelLoadError(str(path), "not a regular file")
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as handle:
-            magic = handle.read(4)
-    except OSError as exc:
-        raise ModelLoadError(str(path), f"cannot read it ({exc.strerror})") from exc
-    if size == 0:
-        raise ModelLoadError(str(path), "the file is empty")
-    if magic != GGUF_MAGIC:
-        raise ModelLoadError(str(path), "not a GGUF file (wrong magic bytes)")
-
-
-@dataclass(frozen=True, slots=True)
-class ModelFacts:
-    """What the loaded model says about itself; used for memory readouts and compatibility."""
-
-    path: str
-    n_vocab: int
-    n_ctx: int
-    n_ctx_train: int
-    n_layer: int
-    n_embd: int
-    n_head: int
-    n_head_kv: int
-    n_params: int
-    weights_bytes: int
-    kv_cache_bytes: int
-    n_gpu_layers: int
-    # Where llama.cpp put the weights: (buffer name, bytes), e.g. ("RPC0[10.0.0.2:50052]", ...).
-    placement: tuple[tuple[str, int], ...] = ()
-
-
-def _placement(lines: Sequence[str]) -> tuple[tuple[str, int], ...]:
-    found: list[tuple[str, int]] = []
-    for line in lines:
-        match = BUFFER_LINE.search(line)
-        if match:
-            name = rpc.public_name(match.group(1))  # a tunnel's 127.0.0.1 -> the worker's
-            found.append((name, int(float(match.group(2)) * 1024 * 1024)))
-    return tuple(found)
 
 
 def _device_list(config: ModelConfig) -> ctypes.Array[ctypes.c_void_p] | None:
@@ -156,7 +104,7 @@ class LlamaModel:
         recent_log_lines.clear()
         buffer_lines.clear()
         self._model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), model_params)
-        self.placement = _placement(buffer_lines)
+        self.placement = placement_of(buffer_lines)
         if not self._model:
             if cancelled:
                 raise Cancelled("model loading cancelled")

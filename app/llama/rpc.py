@@ -19,7 +19,6 @@ busy worker fails fast in words.
 from __future__ import annotations
 
 import ctypes
-import socket
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from typing import Any
 
 from app.errors import InvalidSettingError, RpcConnectError, RpcUnavailableError
 from app.llama import rpc_keys, rpc_tunnel
-from app.llama.rpc_auth import MODE_CHECK, new_client_id, open_stream
+from app.llama.rpc_auth import MODE_CHECK, connect, new_client_id, open_stream
 
 DEFAULT_PORT = 50052
 LOOPBACK = "127.0.0.1"
@@ -156,20 +155,7 @@ def check_reachable(endpoint: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
     if token is not None:
         open_stream(endpoint, token, MODE_CHECK, new_client_id(), timeout).sock.close()
         return
-    host, port = split_endpoint(endpoint)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
-    except TimeoutError:
-        raise RpcConnectError(
-            endpoint, f"no answer within {timeout:.0f} s (is the machine on and the port open?)"
-        ) from None
-    except ConnectionRefusedError:
-        raise RpcConnectError(
-            endpoint, "connection refused (is `specchat worker` running there on that port?)"
-        ) from None
-    except OSError as exc:
-        raise RpcConnectError(endpoint, exc.strerror or str(exc)) from None
+    connect(endpoint, timeout).close()
 
 
 def connect_spec(endpoint: str) -> str:

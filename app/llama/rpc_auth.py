@@ -168,7 +168,8 @@ def admit(stream: TlsStream, secret: bytes, fingerprint: bytes) -> Admitted:
 # -- the client's side ----------------------------------------------------------------------
 
 
-def _connect(endpoint: str, timeout: float) -> socket.socket:
+def connect(endpoint: str, timeout: float) -> socket.socket:
+    """A TCP connection to a worker, or RpcConnectError saying in words why there is none."""
     host, _, port = endpoint.rpartition(":")
     try:
         sock = socket.create_connection((host, int(port)), timeout=timeout)
@@ -200,7 +201,7 @@ def open_stream(
     endpoint: str, token: WorkerToken, mode: bytes, client_id: bytes, timeout: float
 ) -> TlsStream:
     """A TLS connection to a worker that accepted the key; RpcConnectError in words if not."""
-    sock = _connect(endpoint, timeout)
+    sock = connect(endpoint, timeout)
     try:
         stream = TlsStream(sock, client_context(), server_side=False)
         try:

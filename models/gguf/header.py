@@ -10,6 +10,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from app.errors import ModelLoadError
+from app.llama.facts import GGUF_MAGIC
 from models.gguf.build import build_info
 from models.gguf.info import GGUFInfo
 from models.gguf.reader import READER_CLASS, TruncatedError
@@ -18,7 +19,6 @@ from models.gguf.vetting import vet_shape
 
 __all__ = ["clear_inspect_cache", "inspect_gguf", "vet_file"]
 
-GGUF_MAGIC = b"GGUF"
 _SUPPORTED_VERSIONS = (2, 3)
 _CACHE_LIMIT = 128
 

@@ -16,8 +16,9 @@ import pytest
 
 from app.bench.plan import DraftChoice
 from app.bench.prompts import BenchPrompt
-from app.bench.session import bench_on_runtime, prompt_bench_on, prompt_ids_for
+from app.bench.session import bench_on_runtime, prompt_bench_on
 from app.bench.summary import BenchReport
+from app.bench.turns import prompt_ids_for
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import ModelDrafter

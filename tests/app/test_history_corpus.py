@@ -20,6 +20,7 @@ from app.engine.history_corpus import (
     stored_documents,
     vocabulary_fingerprint,
 )
+from app.engine.suffix_cursor import longest_match
 from app.engine.suffix_file import IndexFileError, read_index_file
 from app.engine.suffix_journal import journal_path
 from app.llama.config import ModelConfig
@@ -34,7 +35,7 @@ def _doc(start: int, n: int = 10) -> list[int]:
 
 
 def _next(corpus: HistoryCorpus, query: list[int], n: int = 3) -> tuple[int, ...]:
-    branches = corpus.index.continuations(corpus.index.match(query), n)
+    branches = corpus.index.continuations(longest_match(corpus.index, query), n)
     return branches[0].tokens if branches else ()
 
 

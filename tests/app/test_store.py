@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.store import SCHEMA_VERSION, ConversationStore, StoreError
+from app.store import ConversationStore, StoreError
+from app.store_schema import SCHEMA_VERSION
 
 
 @pytest.fixture

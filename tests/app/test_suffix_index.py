@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.engine.suffix_columns import index_from_columns
-from app.engine.suffix_index import COUNT_DEPTH, HUB_DEGREE, Cursor, SuffixIndex
+from app.engine.suffix_cursor import Cursor, longest_match
+from app.engine.suffix_index import COUNT_DEPTH, HUB_DEGREE, SuffixIndex
 
 Docs = list[list[int]]
 
@@ -73,7 +74,7 @@ def corpora(draw: st.DrawFn) -> tuple[Docs, list[int]]:
 def test_match_and_continuation_counts_agree_with_brute_force(case: tuple[Docs, list[int]]) -> None:
     docs, query = case
     index = _built(docs)
-    match = index.match(query)
+    match = longest_match(index, query)
     assert match.length == _longest_suffix(docs, query)
     continued = index.continued_length(match)
     assert continued == _longest_continued_suffix(docs, query)
@@ -91,7 +92,7 @@ def test_each_branch_goes_on_with_the_most_frequent_next_token(
 ) -> None:
     docs, query = case
     index = _built(docs)
-    match = index.match(query)
+    match = longest_match(index, query)
     start = list(query[len(query) - index.continued_length(match) :])
     for branch in index.continuations(match, max_tokens=8, width=3):
         text = [*start, branch.tokens[0]]
@@ -121,11 +122,11 @@ def test_an_open_document_matches_its_own_longest_earlier_suffix(history: list[i
 
 def test_matches_never_cross_a_document_boundary() -> None:
     index = _built([[1, 2, 3], [4, 5, 6]])
-    across = index.match([2, 3, 4, 5])
+    across = longest_match(index, [2, 3, 4, 5])
     assert across.length == 2  # "4 5" only: "3 4" is in no document
     assert index.continuations(across, 3)[0].tokens == (6,)
     # "2 3" ends its document: nothing follows it, and the next document is not what follows.
-    end = index.match([1, 2, 3])
+    end = longest_match(index, [1, 2, 3])
     assert end.length == 3
     assert index.continued_length(end) == 0
     assert index.continuations(end, 3) == []
@@ -133,19 +134,19 @@ def test_matches_never_cross_a_document_boundary() -> None:
 
 def test_equal_counts_go_to_the_most_recent_occurrence() -> None:
     index = _built([[7, 8, 1, 2], [7, 8, 3, 4]])
-    branches = index.continuations(index.match([7, 8]), 2, width=2)
+    branches = index.continuations(longest_match(index, [7, 8]), 2, width=2)
     assert [b.tokens for b in branches] == [(3, 4), (1, 2)]
     # Twice each now, "7 8 1" last: recency, not the order the next tokens first came in.
     index.add_document([7, 8, 3, 4])
     index.add_document([7, 8, 1, 2])
-    branches = index.continuations(index.match([7, 8]), 2, width=2)
+    branches = index.continuations(longest_match(index, [7, 8]), 2, width=2)
     assert [(b.tokens, b.count) for b in branches] == [((1, 2), 2), ((3, 4), 2)]
 
 
 def test_a_state_with_many_next_tokens_answers_as_a_short_one_does() -> None:
     next_tokens = list(range(100, 100 + 3 * HUB_DEGREE))
     index = _built([[1, 2, t] for t in next_tokens] + [[1, 2, 100]])
-    branches = index.continuations(index.match([1, 2]), 1, width=len(next_tokens))
+    branches = index.continuations(longest_match(index, [1, 2]), 1, width=len(next_tokens))
     assert {b.tokens[0] for b in branches} == set(next_tokens)
     assert branches[0].tokens == (100,) and branches[0].count == 2
     assert branches[0].support == len(next_tokens) + 1
@@ -161,9 +162,9 @@ def test_a_cursor_fed_piece_by_piece_equals_a_fresh_match() -> None:
         step = rng.randint(1, 5)
         cursor.feed(query[fed : fed + step])
         fed += step
-        assert cursor.match.length == index.match(query[:fed]).length
+        assert cursor.match.length == longest_match(index, query[:fed]).length
         assert index.continuations(cursor.match, 4) == index.continuations(
-            index.match(query[:fed]), 4
+            longest_match(index, query[:fed]), 4
         )
 
 
@@ -199,8 +200,8 @@ def test_columns_rebuild_the_same_index() -> None:
     twin = index_from_columns(copied, tokens=index.tokens, documents=index.documents)
     for _ in range(50):
         query = docs[rng.randrange(10)][: rng.randint(1, 150)]
-        assert twin.continuations(twin.match(query), 6, 3) == index.continuations(
-            index.match(query), 6, 3
+        assert twin.continuations(longest_match(twin, query), 6, 3) == index.continuations(
+            longest_match(index, query), 6, 3
         )
 
 
@@ -225,10 +226,10 @@ def test_malformed_columns_are_refused(column: str, position: int, value: int) -
 def test_a_run_longer_than_the_count_depth_is_still_continued_by_itself() -> None:
     run = [5] * (3 * COUNT_DEPTH)
     index = _built([[*run, 6], [1, 2, 3]])
-    branches = index.continuations(index.match([4, 5, 5]), 4, width=2)
+    branches = index.continuations(longest_match(index, [4, 5, 5]), 4, width=2)
     assert branches[0].tokens == (5, 5, 5, 5)
     assert {b.tokens[0] for b in branches} == {5, 6}
     # Long states of the run count exactly; its short ones stop at the depth (documented).
     long = len(run) - COUNT_DEPTH // 2
-    assert index.occurrences(index.match(run[:long]).state) == len(run) - long + 1
-    assert index.occurrences(index.match(run[:2]).state) == COUNT_DEPTH
+    assert index.occurrences(longest_match(index, run[:long]).state) == len(run) - long + 1
+    assert index.occurrences(longest_match(index, run[:2]).state) == COUNT_DEPTH

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from app.bench.prompts import BenchPrompt, load_prompts
-from app.bench.session import prompt_ids_for
+from app.bench.turns import prompt_ids_for
 from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.gamma import fixed
 from app.engine.result import GenerationResult

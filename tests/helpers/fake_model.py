@@ -19,7 +19,8 @@ import numpy as np
 
 from app.errors import Cancelled, ModelLoadError
 from app.llama.config import ModelConfig
-from app.llama.model import LoadProgress, ModelFacts
+from app.llama.facts import ModelFacts
+from app.llama.model import LoadProgress
 from tests.helpers.fake_llama import FakeLlama, LogitFn, Logits
 
 SPECIALS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]

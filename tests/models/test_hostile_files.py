@@ -94,7 +94,7 @@ def test_a_good_model_is_checked_once_then_answered_from_the_cache(
 
 
 def test_a_fifo_is_refused_before_anything_opens_it(corpus: dict[str, Case]) -> None:
-    from app.llama.model import precheck_model_file
+    from app.llama.facts import precheck_model_file
 
     with pytest.raises(ModelLoadError, match="not a regular file"):
         precheck_model_file(corpus["fifo"].path)

@@ -19,7 +19,7 @@ from app.llama.config import ModelConfig
 from ui.settings import Settings
 from ui.window.generation_settings import generation_config
 from ui.workers.catalog import Catalog
-from ui.workers.engine import EngineHost
+from ui.workers.engine_host import EngineHost
 from ui.workers.requests import LoadedState
 
 # How often the waiting dialog thread looks at its Stop flag.

@@ -18,7 +18,7 @@ from ui.settings import DRAFT_NGRAM, DRAFT_NONE, Settings
 from ui.window.chat_controller import ChatController
 from ui.window.compare import NOT_ON_WORKERS, compare_bench
 from ui.window.model_session import ModelSession
-from ui.workers.engine import EngineHost
+from ui.workers.engine_host import EngineHost
 
 
 class DialogLauncher(QObject):

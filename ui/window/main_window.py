@@ -37,7 +37,8 @@ from ui.window.reply_flow import ReplyFlow
 from ui.window.server_switch import ServerSwitch
 from ui.window.wiring import connect_window
 from ui.workers.catalog import Catalog
-from ui.workers.engine import EngineHost, forget_history
+from ui.workers.engine import forget_history
+from ui.workers.engine_host import EngineHost
 from ui.workers.jobs import Jobs
 from ui.workers.requests import LoadedState
 

@@ -24,7 +24,7 @@ from ui.messages import describe
 from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings
 from ui.window.added_files import AddedFiles
 from ui.workers.catalog import Catalog, library_catalog
-from ui.workers.engine import EngineHost
+from ui.workers.engine_host import EngineHost
 from ui.workers.jobs import Jobs
 from ui.workers.requests import DraftChoice, LoadedState, LoadFailure, LoadRequest, LoadTicket
 

@@ -30,7 +30,7 @@ from ui.widgets.metrics_panel import MetricsPanel
 from ui.window.chat_controller import ChatController
 from ui.window.reply import ReplyInProgress
 from ui.window.speed_reference import MIN_LIVE_ROUNDS, PlainSpeed, Speedup
-from ui.workers.engine import EngineHost
+from ui.workers.engine_host import EngineHost
 from ui.workers.requests import DraftChoice, GenerateRequest, GenerationFailure
 
 # What Regenerate samples at when the settings say greedy (0), as chat apps commonly default to.

@@ -18,7 +18,7 @@ from ui.widgets.live_metrics import LiveReply
 from ui.widgets.metrics_panel import MetricsPanel
 from ui.widgets.server_panel import ServerPanel
 from ui.window.model_session import ModelSession
-from ui.workers.engine import EngineHost
+from ui.workers.engine_host import EngineHost
 from ui.workers.local_server import LocalServer, ServerModels, n_max_for
 
 

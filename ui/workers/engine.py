@@ -20,7 +20,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.engine.events import FinishEvent, NoticeEvent, RoundEvent, TokenEvent
 from app.engine.history_corpus import stored_documents
@@ -369,70 +369,6 @@ class _Progress:
             self._last = fraction
             self._worker.loadProgress.emit(self._stage, fraction)
         return not self._ticket.cancelled
-
-
-class EngineHost(QObject):
-    """The UI thread's handle on the worker: starts its thread, forwards requests, stops it.
-
-    Signals:
-        loadRequested(LoadRequest), generateRequested(GenerateRequest),
-        serveRequested(ServeRequest), taskRequested(RuntimeTask), shutdownRequested().
-    """
-
-    loadRequested = Signal(object)
-    generateRequested = Signal(object)
-    serveRequested = Signal(object)
-    taskRequested = Signal(object)
-    shutdownRequested = Signal()
-
-    def __init__(
-        self,
-        parent: QObject | None = None,
-        *,
-        runtime: Runtime | None = None,
-        check_file: FileCheck | None = None,
-        remote_runtime: RemoteRuntimeFactory | None = None,
-    ) -> None:
-        super().__init__(parent)
-        self.engine_thread = QThread()
-        self.engine_thread.setObjectName("engine")
-        # No parent: a QObject with a parent cannot move to another thread.
-        self.worker = EngineWorker(runtime, check_file=check_file, remote_runtime=remote_runtime)
-        self.worker.moveToThread(self.engine_thread)
-        queued = Qt.ConnectionType.QueuedConnection
-        self.loadRequested.connect(self.worker.load, queued)
-        self.generateRequested.connect(self.worker.generate, queued)
-        self.serveRequested.connect(self.worker.serve, queued)
-        self.taskRequested.connect(self.worker.run_task, queued)
-        self.shutdownRequested.connect(self.worker.shutdown, queued)
-        self.engine_thread.started.connect(self.worker.lower_priority, queued)
-        self.engine_thread.start()
-        self._stopped = False
-
-    def request_load(self, request: LoadRequest) -> None:
-        self.loadRequested.emit(request)
-
-    def request_generate(self, request: GenerateRequest) -> None:
-        self.generateRequested.emit(request)
-
-    def request_task(self, task: RuntimeTask) -> None:
-        """Queue work for the engine thread; it runs after what is queued before it."""
-        self.taskRequested.emit(task)
-
-    def stop(self, timeout_ms: int = 15000) -> bool:
-        """Free the models on the worker thread and end it; True if it ended in time.
-
-        Callers stop any running generation or load first (their flags), so the shutdown
-        request is next in the worker's queue within one round.
-        """
-        if self._stopped:
-            return True
-        self._stopped = True
-        self.shutdownRequested.emit()
-        finished = self.engine_thread.wait(timeout_ms)
-        if not finished:
-            log.error("the engine thread did not stop within %d ms", timeout_ms)
-        return bool(finished)
 
 
 def _stored_chats(tokenize: Callable[[str], Sequence[int]]) -> Iterator[Sequence[int]]:

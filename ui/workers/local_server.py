@@ -28,7 +28,7 @@ from app.engine.job_queue import (
 from app.server.app import ServerSettings, create_app
 from app.server.host import BackgroundServer, listen
 from app.server.schemas import Defaults, NMax, n_max_of
-from ui.workers.engine import EngineHost
+from ui.workers.engine_host import EngineHost
 from ui.workers.requests import ServeRequest
 
 LOOPBACK = "127.0.0.1"

@@ -1,0 +1,63 @@
+"""What a model file and a loaded model say about themselves, before and after llama.cpp."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.errors import ModelLoadError
+from app.llama import rpc
+from app.llama.backend import BUFFER_LINE
+
+GGUF_MAGIC = b"GGUF"
+
+
+def precheck_model_file(path: Path) -> None:
+    """Fail fast, in words, on the common bad inputs before handing the file to llama.cpp."""
+    if not path.exists():
+        raise ModelLoadError(str(path), "no such file")
+    if path.is_dir():
+        raise ModelLoadError(str(path), "is a directory, not a GGUF file")
+    if not path.is_file():  # a FIFO or a device would block or stream forever once opened
+        raise ModelLoadError(str(path), "not a regular file")
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:
+        raise ModelLoadError(str(path), f"cannot read it ({exc.strerror})") from exc
+    if size == 0:
+        raise ModelLoadError(str(path), "the file is empty")
+    if magic != GGUF_MAGIC:
+        raise ModelLoadError(str(path), "not a GGUF file (wrong magic bytes)")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFacts:
+    """What the loaded model says about itself; used for memory readouts and compatibility."""
+
+    path: str
+    n_vocab: int
+    n_ctx: int
+    n_ctx_train: int
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    n_params: int
+    weights_bytes: int
+    kv_cache_bytes: int
+    n_gpu_layers: int
+    # Where llama.cpp put the weights: (buffer name, bytes), e.g. ("RPC0[10.0.0.2:50052]", ...).
+    placement: tuple[tuple[str, int], ...] = ()
+
+
+def placement_of(lines: Sequence[str]) -> tuple[tuple[str, int], ...]:
+    found: list[tuple[str, int]] = []
+    for line in lines:
+        match = BUFFER_LINE.search(line)
+        if match:
+            name = rpc.public_name(match.group(1))  # a tunnel's 127.0.0.1 -> the worker's
+            found.append((name, int(float(match.group(2)) * 1024 * 1024)))
+    return tuple(found)

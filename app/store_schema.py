@@ -1,0 +1,36 @@
+"""The conversation database's schema and its migrations, by version."""
+
+from __future__ import annotations
+
+# Bump when the schema changes and add a step to MIGRATIONS; do not change or reuse numbers.
+SCHEMA_VERSION = 1
+
+_SCHEMA_V1 = """
+CREATE TABLE conversations (
+    id          INTEGER PRIMARY KEY,
+    title       TEXT    NOT NULL,
+    created_at  REAL    NOT NULL,
+    updated_at  REAL    NOT NULL
+);
+CREATE TABLE messages (
+    id              INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    role            TEXT    NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+    content         TEXT    NOT NULL,
+    created_at      REAL    NOT NULL,
+    -- JSON object: the reply's GenerationStats plus mode, draft, finish reason (NULL for users).
+    stats_json      TEXT,
+    -- JSON list of [text, from_draft] runs, so accepted draft tokens stay highlighted on reopen.
+    segments_json   TEXT
+);
+CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+"""
+
+MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1}
+
+
+def split_sql(script: str) -> list[str]:
+    # executescript() would COMMIT our open transaction; run the statements one by one instead.
+    # The schema text has no semicolons inside literals, so a plain split is exact.
+    lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
