@@ -3,7 +3,7 @@
 `reply_distribution` enumerates every reply of up to `length` tokens that plain sampling from a
 logit function can produce, with its exact probability: the product of the per-step
 probabilities from the app's own sampling transform (`app.engine.sampling.distribution`, checked
-on its own in tests/app/test_sampling.py). A reply that hits an end-of-generation token ends
+on its own in tests/unit/engine/test_sampling.py). A reply that hits an end-of-generation token ends
 there; the engine leaves that token out of the reply, so replies are compared with it appended
 (`with_stop`).
 

@@ -1,0 +1,204 @@
+"""A hostile or broken Hub (tests/helpers/fake_hub, 127.0.0.1 only): stalls, redirect loops, odd
+file names, colliding paths, files that are not GGUF, and no network at all."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+import models.hub.transfer
+from app.errors import Cancelled, DownloadError
+from app.paths import models_dir
+from models.hub import DownloadProgress, download_file, pull, safe_repo_path
+from tests.helpers.fake_hub import FakeFile, FakeHub, closed_port
+from tests.helpers.model_files import write_tiny_gguf
+
+pytestmark = pytest.mark.network
+
+REPO = "acme/Hostile"
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return write_tiny_gguf(
+        tmp_path_factory.mktemp("g") / "m.gguf", tensor_elements=80_000
+    ).read_bytes()
+
+
+@pytest.fixture()
+def hub() -> Iterator[FakeHub]:
+    with FakeHub() as server:
+        yield server
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def test_cancel_during_a_stalled_transfer_ends_the_download_promptly(
+    hub: FakeHub, gguf_bytes: bytes
+) -> None:
+    hub.add_repo(REPO, {"m.gguf": FakeFile(gguf_bytes, stall_at=100_000)})
+    stop = threading.Event()
+    got_bytes = threading.Event()
+    outcome: list[BaseException] = []
+
+    def progress(event: DownloadProgress) -> None:
+        if event.downloaded > 0:
+            got_bytes.set()
+
+    def run() -> None:
+        try:
+            pull(REPO, endpoint=hub.endpoint, progress=progress, cancel=stop)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    assert got_bytes.wait(30)
+    stop.set()  # the server is silent now: nothing arrives to notice the flag with
+    # Before reads polled for the flag, the call hung until the 30 s read timeout and retries.
+    worker.join(10)
+    assert not worker.is_alive(), "cancel was not noticed during the stall"
+    assert len(outcome) == 1 and isinstance(outcome[0], Cancelled)
+    assert "kept to resume" in str(outcome[0])
+
+
+def test_a_stall_that_goes_on_is_a_one_line_network_failure(
+    hub: FakeHub, gguf_bytes: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(models.hub.transfer, "STALL_LIMIT_S", 1.5)
+    hub.add_repo(REPO, {"m.gguf": FakeFile(gguf_bytes, stall_at=50_000)})
+    with pytest.raises(DownloadError) as caught:
+        pull(REPO, endpoint=hub.endpoint)
+    message = str(caught.value)
+    assert message.startswith("network failure: 127.0.0.1:") and "sent nothing for 2 s" in message
+    assert "\n" not in message and "kept, pull again to resume" in message
+    # It asked again from where it was (Range) while it waited, instead of giving up at once.
+    assert any(r.range == "bytes=50000-" for r in hub.gets("m.gguf"))
+
+
+def test_a_redirect_loop_is_one_line(hub: FakeHub, gguf_bytes: bytes) -> None:
+    hub.add_repo(REPO, {"m.gguf": FakeFile(gguf_bytes, redirect_loop=True)})
+    with pytest.raises(DownloadError, match=r"redirected the download of m\.gguf in a loop"):
+        pull(REPO, endpoint=hub.endpoint)
+    assert not any(p.suffix == ".gguf" for p in models_dir().rglob("*"))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bad\x00name.gguf",
+        "esc\x1b]0;title\x07.gguf",
+        "line\nbreak.gguf",
+        "..\\..\\x.gguf",
+        "sub\\..\\..\\x.gguf",
+        "C:x.gguf",
+        "C:\\Windows\\x.gguf",
+        "/etc/x.gguf",
+        "a/../../x.gguf",
+        "CON.gguf",
+        "dots.gguf.",
+        "rtl\u202eplh.gguf",
+    ],
+)
+def test_odd_file_names_are_refused_on_any_os(name: str, tmp_path: Path) -> None:
+    with pytest.raises(DownloadError, match="refusing odd file name") as caught:
+        safe_repo_path(name)
+    assert "\x00" not in str(caught.value) and "\x1b" not in str(caught.value)
+    assert "\n" not in str(caught.value)
+    # download_file refuses before any network or disk access (the port is closed).
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    with pytest.raises(DownloadError, match="refusing odd file name"):
+        download_file(REPO, name, endpoint=endpoint, dest_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ordinary_repository_paths_are_kept() -> None:
+    assert safe_repo_path("Q4_K_M/model-Q4_K_M.gguf") == PurePosixPath("Q4_K_M/model-Q4_K_M.gguf")
+    assert safe_repo_path("model.gguf") == PurePosixPath("model.gguf")
+
+
+def test_same_file_name_in_two_folders_lands_in_two_places(hub: FakeHub, gguf_bytes: bytes) -> None:
+    other = gguf_bytes + b"\0" * 32
+    hub.add_repo(REPO, {"Q4/model.gguf": FakeFile(gguf_bytes), "Q8/model.gguf": FakeFile(other)})
+    (q4,) = pull(REPO, "Q4/model.gguf", endpoint=hub.endpoint)
+    (q8,) = pull(REPO, "Q8/model.gguf", endpoint=hub.endpoint)
+    assert q4 != q8
+    assert q4.read_bytes() == gguf_bytes and q8.read_bytes() == other
+    assert _files(models_dir() / "acme" / "Hostile") == ["Q4/model.gguf", "Q8/model.gguf"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"", "file is empty"),
+        (b"<html><body>Rate limited</body></html>\n" * 10, "bad magic"),
+        (b"GGUF\x03\x00\x00\x00" + b"\xff" * 16, "metadata keys"),
+    ],
+)
+def test_a_download_that_is_not_a_gguf_is_deleted_not_listed(
+    hub: FakeHub, payload: bytes, reason: str
+) -> None:
+    hub.add_repo(REPO, {"m.gguf": FakeFile(payload)})  # the checksum matches these bytes
+    with pytest.raises(DownloadError) as caught:
+        pull(REPO, endpoint=hub.endpoint)
+    message = str(caught.value)
+    assert message.startswith("m.gguf is not a usable GGUF file (") and reason in message
+    assert message.endswith("; the download was deleted")
+    assert _files(models_dir()) == []
+
+
+_CLI = [sys.executable, "-m", "app.cli", "models", "pull"]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*_CLI, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_ENDPOINT": ""},
+    )
+
+
+def test_pull_with_no_network_is_one_error_line_without_retries() -> None:
+    done = _cli("acme/Anything", "--endpoint", f"http://127.0.0.1:{closed_port()}")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: network failure: cannot reach 127.0.0.1")
+    assert "Retrying" not in done.stderr
+
+
+def test_cli_pull_of_a_redirect_loop_and_an_odd_name_are_one_line(
+    hub: FakeHub, gguf_bytes: bytes
+) -> None:
+    hub.add_repo(
+        REPO,
+        {"loop.gguf": FakeFile(gguf_bytes, redirect_loop=True), "x\x1b[2J.gguf": FakeFile(b"x")},
+    )
+    for pattern, expected in (("loop", "in a loop"), ("x", "refusing odd file name")):
+        done = _cli(REPO, "--file", pattern, "--endpoint", hub.endpoint)
+        assert done.returncode == 1, done.stderr
+        assert "Traceback" not in done.stderr and "\x1b" not in done.stderr
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and expected in errors[0]
+
+
+def test_a_choice_among_hostile_names_lists_them_escaped(hub: FakeHub, gguf_bytes: bytes) -> None:
+    hub.add_repo(REPO, {"a\x1b[2J.gguf": FakeFile(gguf_bytes), "b\x1b]0;x\x07.gguf": FakeFile(b"")})
+    with pytest.raises(DownloadError) as caught:
+        pull(REPO, endpoint=hub.endpoint)
+    message = str(caught.value)
+    assert "pick one with --file" in message
+    assert "\x1b" not in message and "a\\x1b[2J.gguf" in message

@@ -1,0 +1,52 @@
+"""A full disk while sending: the typed message stays in the input box, the user is told, and
+sending again once there is room works."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from app.store import ConversationStore, StoreFullError
+from tests.helpers.qt_window import send
+from ui.window.main_window import MainWindow, UiState
+
+
+def _fill(store: ConversationStore) -> int:
+    """Make the database full: no page left, and no free room left in the pages it has."""
+    db = store._conn
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    # SQLite's own size cap fails writes with the very error a full disk gives (SQLITE_FULL).
+    db.execute(f"PRAGMA max_page_count = {pages}")
+    filler = store.create_conversation("filler")
+    for size in (500, 50, 5, 1):
+        for _ in range(10_000):
+            try:
+                store.add_message(filler, "user", "x" * size)
+            except StoreFullError:
+                break
+    return filler
+
+
+def test_a_full_disk_keeps_the_typed_message_and_a_retry_sends_it(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    filler = _fill(window.store)
+    typed = "Name a colour, in one word."
+    window.prompt.setPlainText(typed)
+    qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+    assert window.prompt.toPlainText() == typed
+    assert "is full" in window.banner.text and "free some space" in window.banner.text
+    assert window.state == UiState.Idle
+    assert all(
+        m.content != typed
+        for c in window.store.conversations()
+        for m in window.store.messages(c.id)
+    )
+
+    window.store._conn.execute("PRAGMA max_page_count = 1000000")  # the user freed some space
+    window.store.delete(filler)
+    send(qtbot, window, typed)
+    conversation = window.conversation_id
+    assert conversation is not None
+    stored = window.store.messages(conversation)
+    assert [m.role for m in stored] == ["user", "assistant"] and stored[0].content == typed

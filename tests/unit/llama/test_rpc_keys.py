@@ -1,0 +1,82 @@
+"""Worker keys on paper: the token's format, passphrases, the stored identity, and how a key
+given with an endpoint is remembered without travelling in the endpoint string."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.errors import InvalidSettingError
+from app.llama import rpc, rpc_keys
+from app.llama.rpc_identity import load_identity
+from app.llama.rpc_token import WorkerToken, parse_token, secret_from_passphrase
+
+
+def test_a_token_carries_the_secret_and_the_pin_in_one_word() -> None:
+    token = WorkerToken(bytes(range(16)), bytes(range(16, 32)))
+    text = str(token)
+    assert text.startswith("sc1") and text.isalnum() and text == text.lower()
+    assert parse_token(text) == token
+    assert parse_token(f"  {text.upper()}\n") == token  # pasted with case or blanks changed
+
+
+@pytest.mark.parametrize("text", ["", "sc1abc", "xx" + "a" * 53, "sc1" + "1" * 52])
+def test_what_is_not_a_token_is_refused_in_words(text: str) -> None:
+    with pytest.raises(InvalidSettingError) as caught:
+        parse_token(text)
+    assert "is not a worker key" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_refusal_never_repeats_a_whole_key() -> None:
+    almost = str(WorkerToken(bytes(16), bytes(16)))[:-1]
+    with pytest.raises(InvalidSettingError) as caught:
+        parse_token(almost)
+    assert almost not in str(caught.value)
+
+
+def test_a_passphrase_is_a_stable_secret_of_the_key_size() -> None:
+    one = secret_from_passphrase("correct horse battery staple")
+    assert one == secret_from_passphrase("correct horse battery staple")
+    assert one != secret_from_passphrase("correct horse battery stapler")
+    assert len(one) == 16
+    with pytest.raises(InvalidSettingError, match="at least 16 characters"):
+        secret_from_passphrase("short")
+
+
+def test_the_identity_is_made_once_then_read_back(tmp_path: Path) -> None:
+    first = load_identity(tmp_path)
+    again = load_identity(tmp_path)
+    assert first.key_is_new and not again.key_is_new
+    assert again.token == first.token
+    given = load_identity(tmp_path, "a passphrase of my own")
+    assert given.fingerprint == first.fingerprint and given.secret != first.secret
+    (tmp_path / "tls.pem").unlink()
+    renewed = load_identity(tmp_path)
+    assert renewed.key_is_new and renewed.fingerprint != first.fingerprint
+
+
+def test_a_key_given_with_an_endpoint_is_remembered_and_stripped() -> None:
+    token = str(WorkerToken(bytes(16), b"\x01" * 16))
+    assert rpc.parse_endpoints(f"{token}@10.9.8.7:50052, plain@10.9.8.6:50052") == (
+        "10.9.8.7:50052",
+        "10.9.8.6:50052",
+    )
+    assert rpc_keys.key_for("10.9.8.7:50052") == token
+    assert rpc_keys.token_for("10.9.8.6:50052") is None
+    assert rpc.connect_spec("10.9.8.7:50052") == f"{token}@10.9.8.7:50052"
+
+
+def test_the_environment_key_serves_endpoints_given_without_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    token = str(WorkerToken(b"\x02" * 16, b"\x03" * 16))
+    monkeypatch.setenv(rpc_keys.RPC_KEY_ENV, token)
+    assert rpc_keys.token_for("10.9.8.5:50052") == parse_token(token)
+
+
+def test_a_malformed_key_in_an_endpoint_is_one_error_line() -> None:
+    with pytest.raises(InvalidSettingError) as caught:
+        rpc.parse_endpoints("sc1nope@10.9.8.7:50052")
+    assert "is not a worker key" in str(caught.value)

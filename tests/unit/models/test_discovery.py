@@ -1,0 +1,106 @@
+"""Finding GGUF files: app folder, user folders, Hugging Face cache, LM Studio; broken files are
+listed with their reason and partial downloads are never listed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.paths import models_dir
+from models.discovery import (
+    SOURCE_APP,
+    SOURCE_HF_CACHE,
+    SOURCE_LMSTUDIO,
+    ModelEntry,
+    discover_models,
+)
+from tests.helpers.model_files import (
+    hf_cache_layout,
+    write_broken_files,
+    write_tiny_gguf,
+)
+
+
+def _only_local(extra: list[Path], tmp_path: Path) -> dict[Path, ModelEntry]:
+    entries = discover_models(
+        extra, hf_cache=tmp_path / "no-hf-cache", lmstudio=[tmp_path / "no-lmstudio"]
+    )
+    return {e.path: e for e in entries}
+
+
+def test_app_folder_lists_good_and_broken_files_and_skips_partials(tmp_path: Path) -> None:
+    root = models_dir()
+    good = write_tiny_gguf(root / "org" / "good.gguf")
+    broken = write_broken_files(root / "broken")
+    # Things a scan must not list: half-finished downloads and hidden folders.
+    (root / "org" / ".good2.gguf.0123abcd.incomplete").write_bytes(b"GGUF")
+    (root / "org" / "other.gguf.incomplete").write_bytes(b"GGUF")
+    (root / "org" / "other.gguf.part").write_bytes(b"GGUF")
+    (root / "org" / "quantizing.gguf.partial").write_bytes(b"GGUF")
+    write_tiny_gguf(root / ".downloads" / "hidden.gguf")
+    (root / "org" / "README.md").write_text("not a model")
+
+    entries = discover_models(hf_cache=tmp_path / "none", lmstudio=[])
+    by_name = {e.path.name: e for e in entries}
+    assert set(by_name) == {"good.gguf", *broken}
+    assert by_name["good.gguf"].ok and by_name["good.gguf"].path == good
+    assert by_name["good.gguf"].source == SOURCE_APP and not by_name["good.gguf"].read_only
+    for name, (_path, word) in broken.items():
+        entry = by_name[name]
+        assert entry.info is None and entry.error is not None and word in entry.error, name
+
+
+def test_split_models_are_listed_once_and_orphan_parts_explained(tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    first = write_tiny_gguf(folder / "split.gguf", split_max_tensors=2)
+    orphan = write_tiny_gguf(folder / "lonely.gguf", split_max_tensors=2)
+    orphan.unlink()  # part 1 gone, part 2 left behind
+    entries = _only_local([folder], tmp_path)
+    names = sorted(p.name for p in entries)
+    assert names == ["lonely-00002-of-00002.gguf", "split-00001-of-00002.gguf"]
+    assert entries[first].ok
+    lonely = entries[folder / "lonely-00002-of-00002.gguf"]
+    assert lonely.error == "part 1 of 2 is missing"
+
+
+def test_the_same_file_is_listed_once_under_the_first_source(tmp_path: Path) -> None:
+    write_tiny_gguf(models_dir() / "a.gguf")
+    entries = discover_models([models_dir().parent], hf_cache=tmp_path / "x", lmstudio=[])
+    assert [(e.path.name, e.source) for e in entries] == [("a.gguf", SOURCE_APP)]
+
+
+def test_hugging_face_cache_and_lm_studio(tmp_path: Path) -> None:
+    tiny = write_tiny_gguf(tmp_path / "src" / "tiny.gguf")
+    cache = tmp_path / "hf" / "hub"
+    hf_cache_layout(cache, "acme/Tiny-GGUF", {"tiny-q4_0.gguf": tiny, "README.md": tiny})
+    lm = tmp_path / "lmstudio"
+    write_tiny_gguf(lm / "publisher" / "Model-GGUF" / "model-q8_0.gguf")
+    (lm / "publisher" / "Model-GGUF" / "model-q4.gguf.incomplete").write_bytes(b"x")
+
+    entries = discover_models(include_app=False, hf_cache=cache, lmstudio=[lm, tmp_path / "nope"])
+    assert [(e.path.name, e.source, e.repo_id, e.read_only, e.ok) for e in entries] == [
+        ("tiny-q4_0.gguf", SOURCE_HF_CACHE, "acme/Tiny-GGUF", True, True),
+        ("model-q8_0.gguf", SOURCE_LMSTUDIO, "publisher/Model-GGUF", True, True),
+    ]
+
+
+def test_missing_or_odd_roots_never_crash_a_scan(tmp_path: Path) -> None:
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    entries = discover_models(
+        [tmp_path / "missing", a_file],
+        include_app=False,
+        hf_cache=a_file,  # a file where a folder should be
+        lmstudio=[tmp_path / "missing-too"],
+    )
+    assert entries == []
+
+
+def test_entry_to_dict_is_json_ready(tmp_path: Path) -> None:
+    import json
+
+    write_tiny_gguf(models_dir() / "a.gguf")
+    (models_dir() / "b.gguf").write_bytes(b"")
+    entries = discover_models(hf_cache=tmp_path / "x", lmstudio=[])
+    data = json.loads(json.dumps([e.to_dict() for e in entries]))
+    assert [(d["ok"], d["error"]) for d in data] == [(True, None), (False, "file is empty")]
+    assert data[0]["info"]["vocab_size"] == 64

@@ -1,0 +1,45 @@
+"""Stop pressed before the first token: nothing empty is saved, no stats line of zeros, and
+the headline keeps telling the truth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from tests.helpers.qt_window import close_window, send
+from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window
+from ui.window.main_window import UiState
+from ui.window.reply_flow import STOPPED_BEFORE_TEXT
+
+
+def test_stop_before_the_first_token_saves_nothing_and_keeps_the_headline(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    window = open_fake_window(isolated_data_dir, files, model_step_s=0.3)
+    try:
+        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+            window.start()
+        window.settings.set("generation/max_tokens", 6)
+        send(qtbot, window, "Hello")
+        headline = window.controls.headline.text()
+        assert "without a draft" in headline or "As fast" in headline or "×" in headline
+        window.prompt.setPlainText("Stop me at once")
+        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+        assert window.conversation_id is not None
+        saved = window.store.messages(window.conversation_id)
+        assert [m.role for m in saved] == ["user", "assistant", "user"]
+        last = window.view.messages[-1]
+        assert last.note == STOPPED_BEFORE_TEXT and last.stats_line == ""
+        assert "0.0 tok/s" not in window.view.toPlainText()
+        assert window.controls.headline.text() == headline
+
+        # Another target: the headline spoke of the old one.
+        with qtbot.waitSignal(window.modelsLoaded, timeout=TIMEOUT_MS):
+            window.choose_target(str(files["target2"]))
+        assert window.controls.headline.text() == ""
+    finally:
+        close_window(window)

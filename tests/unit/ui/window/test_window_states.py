@@ -1,0 +1,139 @@
+"""The window's state machine on stand-in models: the real worker thread, Runtime, engine and
+signals over tests.helpers.fake_model, so each test takes seconds instead of minutes.
+
+What llama.cpp itself does in the window (real replies, memory, cancelling a real load) is
+covered by the end-to-end tests in test_chat_window.py and test_lifecycle.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from tests.helpers.qt_window import send
+from tests.unit.ui.window.conftest import TIMEOUT_MS
+from ui.settings import DRAFT_NGRAM, DRAFT_NONE
+from ui.widgets.model_controls import NO_DRAFT_LABEL, SPECULATION_LABEL
+from ui.window.main_window import MainWindow, UiState
+
+
+def loaded_paths(window: MainWindow) -> tuple[str | None, str | None]:
+    loaded = window.models.loaded
+    assert loaded is not None
+    return (loaded.target.path if loaded.target else None, loaded.draft.path)
+
+
+def test_buttons_follow_a_reply_from_send_to_finish(window: MainWindow, qtbot: QtBot) -> None:
+    assert window.send_button.isEnabled() and not window.stop_button.isEnabled()
+    states: list[UiState] = []
+    window.stateChanged.connect(states.append)
+    stats = send(qtbot, window, "Hello there")
+    assert states == [UiState.Generating, UiState.Idle]
+    # A draft model drafts with the suffix index beside it.
+    assert stats["mode"] == "hybrid" and stats["generated_tokens"] == 24
+    # The stand-in draft is wrong at every fourth position, so not everything is accepted.
+    assert 0.0 < stats["acceptance_rate"] < 1.0
+    assert window.regenerate_button.isEnabled()
+
+
+def test_stop_keeps_the_partial_reply_and_returns_to_idle(window: MainWindow, qtbot: QtBot) -> None:
+    window.settings.set("generation/max_tokens", 4000)
+    window.prompt.setPlainText("A long one please")
+    qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+    assert window.state == UiState.Generating
+    assert window.stop_button.isEnabled() and not window.send_button.isEnabled()
+    qtbot.waitUntil(lambda: len(window.view.streaming_text) > 40, timeout=TIMEOUT_MS)
+    with qtbot.waitSignal(window.replyFinished, timeout=TIMEOUT_MS) as finished:
+        qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
+        assert window.state == UiState.Stopping
+    stats = finished.args[0]
+    assert 0 < stats["generated_tokens"] < 4000
+    assert window.state == UiState.Idle
+    assert window.conversation_id is not None
+    saved = window.store.messages(window.conversation_id)
+    assert [m.role for m in saved] == ["user", "assistant"] and saved[-1].content
+
+
+def test_speculation_switched_off_mid_reply_runs_the_rest_plain(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    window.settings.set("generation/max_tokens", 400)
+    window.prompt.setPlainText("Toggle me")
+    with qtbot.waitSignal(window.replyFinished, timeout=TIMEOUT_MS) as finished:
+        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: len(window.view.streaming_text) > 40, timeout=TIMEOUT_MS)
+        window.controls.speculation.setChecked(False)
+    result = window.flow.last_result
+    assert result is not None
+    modes = [r.mode for r in result.rounds]
+    assert "hybrid" in modes[: len(modes) // 2] and modes[-1] == "plain"
+    assert finished.args[0]["switched"] is True
+    assert "speculation switched mid-reply" in finished.args[0]["summary"]
+    assert window.metrics.acceptance.text() == "—"
+
+
+def test_regenerate_at_temperature_zero_writes_a_different_reply(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    assert window.settings.get_float("generation/temperature") == 0.0
+    send(qtbot, window, "Once")
+    assert window.conversation_id is not None
+    first = window.store.messages(window.conversation_id)
+    with qtbot.waitSignal(window.replyFinished, timeout=TIMEOUT_MS) as finished:
+        qtbot.mouseClick(window.regenerate_button, Qt.MouseButton.LeftButton)
+    second = window.store.messages(window.conversation_id)
+    assert [m.role for m in second] == ["user", "assistant"]
+    assert second[-1].content != first[-1].content
+    assert "regenerated at temperature 0.7" in finished.args[0]["summary"]
+
+
+def test_a_new_target_keeps_a_draft_that_suits_it_and_the_old_one_gets_its_draft_back(
+    window: MainWindow, qtbot: QtBot, files: dict[str, Path]
+) -> None:
+    with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+        window.choose_target(str(files["target2"]))
+    assert loaded_paths(window) == (str(files["target2"]), str(files["draft"]))
+    with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+        window.choose_draft(DRAFT_NGRAM)
+    with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+        window.choose_target(str(files["target"]))
+    # The draft last used with this target, not the prompt lookup chosen for the other one.
+    assert loaded_paths(window) == (str(files["target"]), str(files["draft"]))
+    assert window.settings.get_str("models/target") == str(files["target"])
+
+
+def test_a_file_of_another_vocabulary_is_added_without_replacing_the_target(
+    window: MainWindow, qtbot: QtBot, files: dict[str, Path]
+) -> None:
+    with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+        window.models.add_files([str(files["other"])])
+    assert loaded_paths(window) == (str(files["target"]), str(files["draft"]))
+    assert "choose it under Target" in window.statusBar().currentMessage()
+    assert str(files["other"]) in window.settings.get_list("models/extra_files")
+    assert window.controls.speculation.text() == SPECULATION_LABEL
+
+
+def test_the_toggle_says_when_no_draft_is_loaded(
+    window: MainWindow, qtbot: QtBot, files: dict[str, Path]
+) -> None:
+    with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+        window.choose_draft(DRAFT_NONE)
+    assert window.controls.speculation.text() == NO_DRAFT_LABEL
+    assert send(qtbot, window, "Plain please")["mode"] == "plain"
+    with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+        window.choose_draft(str(files["draft"]))
+    assert window.controls.speculation.text() == SPECULATION_LABEL
+
+
+def test_a_target_that_fails_to_load_is_not_remembered(
+    window: MainWindow, qtbot: QtBot, files: dict[str, Path]
+) -> None:
+    with qtbot.waitSignal(window.errorShown, timeout=TIMEOUT_MS) as shown:
+        window.choose_target(str(files["broken"]))
+    assert "broken" in shown.args[0]
+    qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+    assert loaded_paths(window)[0] == str(files["target"])
+    # The next start loads the model that worked, not the one that failed.
+    assert window.settings.get_str("models/target") == str(files["target"])
