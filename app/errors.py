@@ -1,10 +1,15 @@
-"""Typed errors. Every user-facing failure is a SpecChatError whose str() is one readable line.
+"""Typed errors, and the one sentence a user reads for each (`user_message`).
 
-The CLI prints `error: <str(exc)>` and the window shows the same sentence, so messages name the
-file or setting at fault and what to do, never a Python repr.
+Every user-facing failure is a SpecChatError whose str() is one readable line naming the file
+or setting at fault, never a Python repr. `user_message(exc, front)` is what every front end
+shows: the CLI prints `error: <message>`, the server sends it as the error's message, the window
+shows it as a sentence. Only the remedy for a full context differs by front end, since each
+sets the context size in its own place (a flag, Settings); that difference lives here too.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 
 class SpecChatError(Exception):
@@ -41,10 +46,7 @@ class ContextOverflowError(SpecChatError):
     """The prompt does not fit in the context window."""
 
     def __init__(self, n_tokens: int, n_ctx: int) -> None:
-        super().__init__(
-            f"prompt is {n_tokens} tokens but the context holds {n_ctx}; "
-            "shorten the prompt or raise --n-ctx"
-        )
+        super().__init__(f"the prompt is {n_tokens} tokens but the context holds {n_ctx}")
         self.n_tokens = n_tokens
         self.n_ctx = n_ctx
 
@@ -56,13 +58,17 @@ class KvCacheFullError(SpecChatError):
     """llama.cpp found no room in the KV cache for a batch, although the history fits n_ctx."""
 
     def __init__(self, n_cached: int, n_new: int, n_ctx: int) -> None:
+        # The log's line; the user reads user_message's plainer words.
         super().__init__(
             f"the model's KV cache has no room for {n_new} more tokens after {n_cached} "
-            f"(context of {n_ctx} tokens); start a new conversation or raise --n-ctx"
+            f"(context of {n_ctx} tokens)"
         )
         self.n_cached = n_cached
         self.n_new = n_new
         self.n_ctx = n_ctx
+
+    def __reduce__(self) -> tuple[type[KvCacheFullError], tuple[int, int, int]]:
+        return (type(self), (self.n_cached, self.n_new, self.n_ctx))
 
 
 class InvalidSettingError(SpecChatError):
@@ -99,3 +105,52 @@ class RpcConnectError(RpcError):
 
 class RpcWorkerLostError(RpcError):
     """The process running a worker-backed model died or a worker stopped answering mid-way."""
+
+
+@dataclass(frozen=True, slots=True)
+class Front:
+    """How one front end words its errors.
+
+    prompt names what did not fit, more_context says how its user gets room, and sentences
+    sets each message as a sentence (capital, full stop) rather than a clause after `error:`.
+    """
+
+    prompt: str
+    more_context: str
+    sentences: bool
+
+
+TERMINAL = Front("the prompt", "shorten the prompt or raise --n-ctx", sentences=False)
+"""The CLI, and the server, whose context size is `specchat serve --n-ctx`."""
+WINDOW = Front(
+    "the conversation", "start a new chat or raise the context size in Settings", sentences=True
+)
+
+
+def user_message(exc: SpecChatError, front: Front = TERMINAL) -> str:
+    """The one line a user reads for exc, in front's wording."""
+    if isinstance(exc, Cancelled):
+        text = "cancelled"
+    elif isinstance(exc, ContextOverflowError):
+        text = (
+            f"{front.prompt} is {exc.n_tokens} tokens but the context holds {exc.n_ctx}; "
+            f"{front.more_context}"
+        )
+    elif isinstance(exc, KvCacheFullError):
+        # Not a prompt that is too long: the cache ran out mid-reply, so its own words.
+        text = (
+            f"the model's memory for this conversation is full ({exc.n_ctx} tokens of "
+            f"context); {front.more_context}"
+        )
+    else:
+        text = str(exc)
+    return as_sentence(text) if front.sentences else text
+
+
+def as_sentence(text: str) -> str:
+    """text on one line, with a capital first letter and a full stop."""
+    text = " ".join(text.split())
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."

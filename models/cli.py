@@ -148,7 +148,7 @@ def _list_row(entry: ModelEntry) -> list[str]:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    from models.inspect import inspect_gguf  # noqa: PLC0415
+    from models.gguf import inspect_gguf  # noqa: PLC0415
 
     info = inspect_gguf(args.path)  # ModelLoadError -> "error: cannot load model ...: reason"
     if args.json:
@@ -219,7 +219,7 @@ def default_draft_path(target: Path, type_name: str) -> Path:
 
 def run_make_draft(args: argparse.Namespace) -> int:
     from models.compat import check_compatibility  # noqa: PLC0415
-    from models.inspect import inspect_gguf  # noqa: PLC0415
+    from models.gguf import inspect_gguf  # noqa: PLC0415
     from models.quantize import FTYPES, quantize_gguf  # noqa: PLC0415 - loads llama.cpp
 
     type_name = args.type_name.upper()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import DraftIncompatibleError
-from models.inspect import GGUFInfo, inspect_gguf
+from models.gguf import GGUFInfo, inspect_gguf
 
 __all__ = [
     "SPEC_VOCAB_CHECK_START_TOKEN_ID",

@@ -16,7 +16,7 @@ from pathlib import Path
 from app.errors import ModelLoadError
 from app.llama.resources import format_bytes
 from app.paths import demo_models_dir
-from models.inspect import inspect_gguf
+from models.gguf import inspect_gguf
 from models.quantize import estimated_size, quantize_gguf
 
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from models.inspect import GGUFInfo
+    from models.gguf import GGUFInfo
 
 
 def format_params(n: int) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from app.errors import ModelLoadError
 from app.paths import models_dir
 from models.demo import DERIVED_TYPES, bundled_model_path, demo_file_name
-from models.inspect import GGUFInfo, inspect_gguf, shard_info
+from models.gguf import GGUFInfo, inspect_gguf, shard_info
 
 __all__ = [
     "SOURCE_APP",

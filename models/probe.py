@@ -142,7 +142,7 @@ def ensure_loadable(path: str | os.PathLike[str]) -> None:
     child process.
     """
     from app.llama.facts import precheck_model_file  # noqa: PLC0415
-    from models.inspect import inspect_gguf  # noqa: PLC0415 - gguf loads only when needed
+    from models.gguf import inspect_gguf  # noqa: PLC0415 - gguf loads only when needed
 
     p = Path(path).expanduser()
     precheck_model_file(p)  # the loader's own first checks, in its words

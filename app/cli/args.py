@@ -11,7 +11,7 @@ import sys
 
 from app.engine.config import MAX_SEED, GenerationConfig, SamplingConfig, check_model_config
 from app.engine.gamma import DEFAULT_GAMMA_SETTING, GAMMA_HELP, GammaSetting, parse_gamma
-from app.errors import InvalidSettingError
+from app.errors import InvalidSettingError, user_message
 from app.llama.config import ModelConfig
 
 DEMO = "demo"
@@ -150,7 +150,7 @@ def gamma_value(value: str) -> GammaSetting:
     try:
         return parse_gamma(value)
     except InvalidSettingError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(user_message(exc)) from None
 
 
 def add_gamma_argument(parser: argparse.ArgumentParser) -> None:

@@ -38,11 +38,11 @@ from app.cli.args import (
     resolve_model_path,
 )
 from app.cli.loading import load_runtime
+from app.cli.report import print_error
 from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
-from app.engine.isolated import AnyRuntime
+from app.engine.session import EngineSession
 from app.errors import InvalidSettingError, SpecChatError
-from models.terminal import printable
 
 _READY = re.compile(r"at http://127\.0\.0\.1:(\d+)/v1")
 
@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         report = run(args)
     except SpecChatError as exc:
-        print(f"error: {printable(exc)}", file=sys.stderr)
+        print_error(exc)
         return 1
     text = json.dumps(report, indent=2)
     print(text)
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _in_process(
-    runtime: AnyRuntime, prompt: BenchPrompt, config: GenerationConfig
+    runtime: EngineSession, prompt: BenchPrompt, config: GenerationConfig
 ) -> tuple[int, float]:
     start = time.perf_counter()
     ids = (

@@ -18,11 +18,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from app.cli.report import print_error
 from app.cli.rpc_options import draft_endpoints, target_endpoints
-from app.engine.isolated import WORKER_LOST_MARKER, probe_workers
-from app.errors import RpcWorkerLostError, SpecChatError
+from app.engine.crash_log import crash_error
+from app.engine.isolated import probe_workers
+from app.errors import SpecChatError
 from app.llama.backend import LLAMA_LOG_NAME
-from models.terminal import printable
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -39,7 +40,7 @@ def _child(handler: Handler, args: argparse.Namespace, log_path: str) -> None:
     try:
         code = handler(args)
     except SpecChatError as exc:
-        print(f"error: {printable(exc)}", file=sys.stderr)
+        print_error(exc)
         code = 1
     sys.stderr.flush()
     sys.exit(code)
@@ -65,9 +66,9 @@ def run_contained(handler: Handler, args: argparse.Namespace) -> int:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(log_path)
-    if WORKER_LOST_MARKER in log:
-        raise RpcWorkerLostError(
-            f"an RPC worker ({', '.join(endpoints)}) stopped answering; the command was "
-            "stopped and its results so far are not saved"
-        )
-    raise RpcWorkerLostError(f"the command's process stopped unexpectedly (signal {-code})")
+    raise crash_error(
+        log,
+        endpoints,
+        afterwards="the command was stopped and its results so far are not saved",
+        ended=f"the command's process stopped unexpectedly (signal {-code})",
+    )

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from app.cli.args import DRAFT_SUFFIX, resolve_model_path
 from app.cli.rpc_options import draft_endpoints, target_endpoints, uses_rpc
-from app.engine.isolated import AnyRuntime, IsolatedRuntime
+from app.engine.isolated import IsolatedRuntime
 from app.engine.runtime import Runtime
+from app.engine.session import EngineSession
 from app.llama import rpc
 from app.llama.config import ModelConfig
 from app.llama.facts import ModelFacts
@@ -21,7 +22,7 @@ def load_runtime(
     facts: list[ModelFacts] | None = None,
     *,
     history_dir: Path | None = None,
-) -> AnyRuntime:
+) -> EngineSession:
     """Load the models; with RPC workers, in a child process that may die (app/engine/isolated).
 
     `facts`, when given, receives the loaded models' facts (target first). `history_dir` holds
@@ -32,7 +33,7 @@ def load_runtime(
     if uses_rpc(args):
         rpc.require_rpc()  # a build without RPC says how to rebuild before any file is read
     joined = args.suffix == "on"
-    runtime: AnyRuntime = (
+    runtime: EngineSession = (
         IsolatedRuntime(vet_draft=check_draft_file)
         if uses_rpc(args)
         else Runtime(

@@ -28,17 +28,19 @@ from app.cli.args import (
     generation_from_args,
 )
 from app.cli.loading import load_runtime, placement_json
+from app.cli.report import print_error
 from app.cli.rpc_options import add_rpc_arguments, uses_rpc
 from app.cli.signals import Interrupted, interrupt_on_signals, stop_on_signals
-from app.engine.config import MAX_PROMPT_FILE_BYTES
+from app.engine.chat_template import ChatMessage
+from app.engine.config import MAX_PROMPT_FILE_BYTES, GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, NoticeEvent, TokenEvent
+from app.engine.job_queue import Job, job_events
 from app.engine.result import GenerationResult
-from app.errors import InvalidSettingError, RpcWorkerLostError, SpecChatError
+from app.errors import InvalidSettingError, RpcWorkerLostError, SpecChatError, user_message
 from app.llama.facts import ModelFacts
 from app.version import app_version
 from models.probe import PROBE_FLAG
-from models.terminal import printable
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -163,17 +165,11 @@ def run_generate(args: argparse.Namespace) -> int:
     runtime = load_runtime(args, draft_source(args), facts)
     reply: list[str] = []
     try:
-        if not args.raw:
-            messages = [{"role": "system", "content": args.system}] if args.system else []
-            messages.append({"role": "user", "content": prompt})
-            prompt_ids = runtime.chat_prompt(messages)  # type: ignore[arg-type]
-        else:
-            prompt_ids = runtime.text_prompt(prompt)
-        result: GenerationResult | None = None
         control = GenerationControl()
+        _prompt_ids, events = job_events(runtime, _job(args, config, prompt), control)
+        result: GenerationResult | None = None
         try:
             with stop_on_signals(control) as caught:
-                events = runtime.generate(prompt_ids, config, control)
                 for event in events:
                     if isinstance(event, TokenEvent):
                         reply.append(event.text)
@@ -183,7 +179,7 @@ def run_generate(args: argparse.Namespace) -> int:
         except RpcWorkerLostError as exc:
             # The reply so far stays: on the terminal already, or in the JSON object.
             text = "".join(reply)
-            partial = {"text": text, "finish_reason": "error", "error": str(exc)}
+            partial = {"text": text, "finish_reason": "error", "error": user_message(exc)}
             print(json.dumps(partial, ensure_ascii=False) if args.json else "")
             raise
         assert result is not None
@@ -200,6 +196,15 @@ def run_generate(args: argparse.Namespace) -> int:
         runtime.close()
     # A signal stopped the reply: what was generated is printed, and the exit says why.
     return 128 + caught.signum if caught.signum else 0
+
+
+def _job(args: argparse.Namespace, config: GenerationConfig, prompt: str) -> Job:
+    """The prompt as one user turn under the target's chat template, or as raw text."""
+    if args.raw:
+        return Job(config, prompt=prompt)
+    turns: list[ChatMessage] = [{"role": "system", "content": args.system}] if args.system else []
+    turns.append({"role": "user", "content": prompt})
+    return Job(config, messages=tuple(turns))
 
 
 def _show(event: object, args: argparse.Namespace) -> None:
@@ -250,13 +255,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if check is not None:
             check(args)  # a bad flag must not cost a model load
     except InvalidSettingError as exc:
-        print(f"error: {printable(exc)} (see specchat {args.command} --help)", file=sys.stderr)
+        print_error(exc, f" (see specchat {args.command} --help)")
         return 2
     try:
         with interrupt_on_signals():
             return int(handler(args))
     except SpecChatError as exc:
-        print(f"error: {printable(exc)}", file=sys.stderr)
+        print_error(exc)
         return 1
     except BrokenPipeError:
         # The reader went away (`specchat generate ... | head`): not an error worth a traceback.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.errors import InvalidSettingError
+from app.errors import InvalidSettingError, user_message
 from app.llama import rpc, rpc_keys
 
 
@@ -19,7 +19,7 @@ def _workers(value: str) -> tuple[str, ...]:
     try:
         specs = rpc.parse_worker_specs(value)
     except InvalidSettingError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(user_message(exc)) from None
     for spec in specs:
         if spec.lower().startswith(f"{rpc_keys.PLAIN}@"):
             print(

@@ -175,11 +175,12 @@ def run_serve(args: argparse.Namespace) -> int:
             history.cleanup()
         raise
     try:
-        assert runtime.target is not None
+        target = runtime.target_facts
+        assert target is not None
         settings = ServerSettings(
             defaults=Defaults(config, n_max_of(args.gamma)),
-            model_id=Path(runtime.target.path).stem,
-            n_ctx=runtime.target.n_ctx,
+            model_id=Path(target.path).stem,
+            n_ctx=target.n_ctx,
             api_key=args.api_key or None,
             cors_origins=tuple(args.cors_origin),
             allowed_hosts=(args.host, str(sock.getsockname()[0]), *args.allow_host),

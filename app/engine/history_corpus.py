@@ -129,12 +129,7 @@ class HistoryCorpus:
         """Replace the corpus by these documents (oldest first), index them once and save."""
         self._reset()
         for tokens in documents:
-            document = array("i", tokens)[-self._kept_tokens() :]
-            digest = _digest(document)
-            if len(document) >= MIN_DOCUMENT_TOKENS and digest not in self._digests:
-                self._documents.append(document)
-                self._digests.add(digest)
-                self.tokens += len(document)
+            self._admit(array("i", tokens)[-self._kept_tokens() :])
         if self.tokens > self.max_tokens:
             self._drop_oldest()
         self._reindex()
@@ -217,13 +212,20 @@ class HistoryCorpus:
             )
             self._rewrite = self.dirty = True
 
-    def _take(self, document: array[int]) -> bool:
+    def _admit(self, document: array[int]) -> bool:
+        """Add a document to the corpus (not yet to the index) unless it is too short to
+        draft from or already stored: duplicates are kept once."""
         digest = _digest(document)
         if len(document) < MIN_DOCUMENT_TOKENS or digest in self._digests:
             return False
         self._documents.append(document)
         self._digests.add(digest)
         self.tokens += len(document)
+        return True
+
+    def _take(self, document: array[int]) -> bool:
+        if not self._admit(document):
+            return False
         if self.tokens > self.max_tokens:
             self._drop_oldest()
             self._reindex()

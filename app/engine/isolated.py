@@ -1,10 +1,11 @@
-"""Runtime's API with the models in a child process, for models whose layers run on RPC workers.
+"""An EngineSession with the models in a child process, for models whose layers run on RPC workers.
 
 llama.cpp aborts the whole process when a worker is unreachable at connect time, answers in
 another protocol version or in garbage, or drops its connection mid-reply. Here that process is
 a child: its death becomes one typed error (app/errors.py) in the parent, the tokens already
 streamed stay with the caller, and the window or CLI carries on. The child speaks the same
-events and results as Runtime (app/engine/isolated_child.py is the other end of the pipe).
+events and results as Runtime (app/engine/isolated_child.py is the other end of the pipe, and
+defines each message that crosses it).
 
 Never a hang: each worker is first reached with a plain TCP connect under a timeout, the RPC
 handshake must finish within HANDSHAKE_TIMEOUT_S, and the child switches TCP keepalive on for
@@ -17,21 +18,22 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from app.engine import isolated_child as child
 from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
+from app.engine.crash_log import crash_error
 from app.engine.events import Event
-from app.engine.isolated_child import serve
 from app.engine.runtime import DraftVetter, MemoryUsage, Runtime
-from app.errors import Cancelled, RpcConnectError, RpcWorkerLostError, SpecChatError
+from app.engine.session import EngineSession
+from app.errors import Cancelled, RpcConnectError, SpecChatError
 from app.llama import rpc
 from app.llama.config import ModelConfig
 from app.llama.facts import ModelFacts
@@ -40,9 +42,7 @@ from app.metrics.rounds import DraftMode
 
 HANDSHAKE_TIMEOUT_S = 6.0
 _POLL_S = 0.25
-_MISMATCH = re.compile(r"RPC server version mismatch: (\S+)")
-# What llama.cpp prints before aborting when a worker's connection fails or carries garbage.
-WORKER_LOST_MARKER = "crashed or returned malformed response"
+T = TypeVar("T")
 
 
 class IsolatedRuntime:
@@ -58,9 +58,13 @@ class IsolatedRuntime:
         self._target: ModelFacts | None = None
 
     @property
+    def target_facts(self) -> ModelFacts | None:
+        return self._target
+
+    @property
     def target(self) -> ModelFacts | None:
-        """The loaded target's facts (path, n_ctx, ...), or None: reads as Runtime.target does
-        for callers that check for a target or read its path and context size."""
+        """The loaded target's facts, or None: reads as Runtime.target does for callers that
+        check for a target or read its path and context size."""
         return self._target
 
     # -- child lifetime -------------------------------------------------------------------------
@@ -74,7 +78,7 @@ class IsolatedRuntime:
         fd, self._log_path = tempfile.mkstemp(prefix="specchat-engine-", suffix=".log")
         os.close(fd)
         self._proc = context.Process(
-            target=serve, args=(child_end, self._log_path, self._vet_draft), daemon=True
+            target=child.serve, args=(child_end, self._log_path, self._vet_draft), daemon=True
         )
         self._proc.start()
         child_end.close()  # so the parent sees EOF the moment the child dies
@@ -109,33 +113,15 @@ class IsolatedRuntime:
             self._proc.join(timeout=5)
         code = self._proc.exitcode if self._proc is not None else None
         log = self._child_log()
-        endpoints = ", ".join(self._endpoints) or "none"
+        endpoints = list(self._endpoints)
         self._discard_child()
-        refused = rpc.tunnel_refusal(log)
-        if refused is not None:
-            return refused
-        mismatch = _MISMATCH.search(log)
-        if connecting is not None and mismatch:
-            return RpcConnectError(
-                connecting,
-                f"it speaks RPC protocol {mismatch.group(1)}, another version than this "
-                "SpecChat's llama.cpp; run the same SpecChat and llama-cpp-python on both machines",
-            )
-        if connecting is not None:
-            return RpcConnectError(
-                connecting,
-                "answered something that is not llama.cpp's RPC protocol, or closed the "
-                "connection during the handshake (is it a `specchat worker` of the same version?)",
-            )
-        if WORKER_LOST_MARKER in log:
-            return RpcWorkerLostError(
-                f"an RPC worker ({endpoints}) stopped answering; the reply so far is kept. "
-                "Check that the worker is still running, then load the model again"
-            )
-        last = next((ln.strip() for ln in reversed(log.splitlines()) if ln.strip()), "")
-        detail = f": {last}" if last else ""
-        return RpcWorkerLostError(
-            f"the model process stopped unexpectedly (exit code {code}){detail}"
+        return crash_error(
+            log,
+            endpoints,
+            afterwards="the reply so far is kept. Check that the worker is still running, "
+            "then load the model again",
+            ended=f"the model process stopped unexpectedly (exit code {code})",
+            connecting=connecting,
         )
 
     def _receive(
@@ -144,7 +130,7 @@ class IsolatedRuntime:
         timeout: float | None = None,
         connecting: str | None = None,
         on_wait: Callable[[], None] | None = None,
-    ) -> Any:
+    ) -> child.Answer:
         """The child's next message; its death or silence becomes a typed error.
 
         on_wait runs between polls, e.g. to pass a Stop on while the child is busy."""
@@ -156,7 +142,8 @@ class IsolatedRuntime:
                 on_wait()
             try:
                 if conn.poll(_POLL_S):
-                    return conn.recv()
+                    answer: child.Answer = conn.recv()
+                    return answer
             except (EOFError, OSError):
                 raise self._death(connecting=connecting) from None
             if self._proc is None or not self._proc.is_alive():
@@ -171,29 +158,35 @@ class IsolatedRuntime:
                     "the same version?)",
                 )
 
-    def _call(
-        self,
-        command: str,
-        *args: Any,
-        connecting: str | None = None,
-        progress: LoadProgress | None = None,
-    ) -> Any:
+    def _send(self, request: child.Request, *, connecting: str | None = None) -> Connection:
         conn = self._ensure_child()
         try:
-            conn.send((command, args))
+            conn.send(request)
         except (OSError, ValueError):
             raise self._death(connecting=connecting) from None
+        return conn
+
+    def _call(
+        self,
+        call: child.Call[T],
+        *,
+        connecting: str | None = None,
+        progress: LoadProgress | None = None,
+    ) -> T:
+        self._send(call, connecting=connecting)
         timeout = HANDSHAKE_TIMEOUT_S if connecting is not None else None
         while True:
-            kind, value = self._receive(timeout=timeout, connecting=connecting)
-            if kind != "progress":
+            answer = self._receive(timeout=timeout, connecting=connecting)
+            if not isinstance(answer, child.Progress):
                 break
-            if progress is not None and not progress(value):
+            if progress is not None and not progress(answer.fraction):
                 # The child is inside llama.cpp's load and cannot be asked; end it instead.
                 self._discard_child()
                 raise Cancelled("model loading cancelled")
-        if kind == "error":
-            raise value
+        if isinstance(answer, child.Raised):
+            raise answer.error
+        assert isinstance(answer, child.Returned), answer
+        value: T = answer.value
         return value
 
     # -- loading --------------------------------------------------------------------------------
@@ -205,13 +198,15 @@ class IsolatedRuntime:
         if endpoints:
             # Start the child and load llama.cpp there first: the handshake timeout below
             # must time the worker, not a slow process start on a busy machine.
-            self._call("ready")
+            self._call(child.Ready())
         for endpoint in endpoints:
             if endpoint in self._endpoints:
                 continue
             rpc.check_reachable(endpoint)
             # The child learns the worker's key with it (KEY@HOST:PORT), never through files.
-            found.extend(self._call("connect", rpc.connect_spec(endpoint), connecting=endpoint))
+            spec = rpc.connect_spec(endpoint)
+            devices = self._call(child.Connect(spec), connecting=endpoint)
+            found.extend(devices)
             self._endpoints.append(endpoint)
         return found
 
@@ -219,7 +214,7 @@ class IsolatedRuntime:
         # A fresh child per target: llama.cpp cannot forget a registered worker.
         self._discard_child()
         self.connect(config.rpc_servers)
-        facts: ModelFacts = self._call("load_target", config, progress=progress)
+        facts = self._call(child.LoadTarget(config), progress=progress)
         self._mode = "plain"
         self._target = facts
         return facts
@@ -228,20 +223,20 @@ class IsolatedRuntime:
         self, config: ModelConfig, progress: LoadProgress | None = None, *, vetted: bool = False
     ) -> ModelFacts:
         self.connect(config.rpc_servers)
-        facts: ModelFacts = self._call("load_draft", config, vetted, progress=progress)
-        self._mode = self._call("mode")
+        facts = self._call(child.LoadDraft(config, vetted), progress=progress)
+        self._mode = self._call(child.Mode())
         return facts
 
     def check_draft(self, draft: Path) -> None:
-        self._call("check_draft", draft)
+        self._call(child.CheckDraft(draft))
 
     def use_suffix_index(self) -> None:
-        self._call("use_suffix_index")
-        self._mode = self._call("mode")
+        self._call(child.UseSuffixIndex())
+        self._mode = self._call(child.Mode())
 
     def clear_draft(self) -> None:
         if self._conn is not None:
-            self._call("clear_draft")
+            self._call(child.ClearDraft())
         self._mode = "plain"
 
     def unload(self) -> None:
@@ -255,12 +250,10 @@ class IsolatedRuntime:
         # The child renders with its own time and size budget; a Stop cannot reach a render
         # that is already running there, and the budget ends it within seconds.
         del control
-        ids: list[int] = self._call("chat_prompt", list(messages))
-        return ids
+        return self._call(child.ChatPrompt(list(messages)))
 
     def text_prompt(self, text: str) -> list[int]:
-        ids: list[int] = self._call("text_prompt", text)
-        return ids
+        return self._call(child.TextPrompt(text))
 
     @property
     def mode(self) -> DraftMode:
@@ -275,30 +268,30 @@ class IsolatedRuntime:
         """Stream the child's events; a dead worker raises RpcWorkerLostError after the tokens
         that did arrive, so the caller keeps the partial reply."""
         live = control or GenerationControl()
-        conn = self._ensure_child()
-        sent = (live.stop_requested, live.speculative, live.gamma)
-        conn.send(("generate", (list(prompt_ids), config, sent)))
+        sent = child.Control.of(live)
+        conn = self._send(child.Generate(list(prompt_ids), config, sent))
 
         def forward_changes() -> None:
             # The user's Stop, γ and speculation switches reach the child as they happen.
             nonlocal sent
-            now = (live.stop_requested, live.speculative, live.gamma)
+            now = child.Control.of(live)
             if now != sent:
                 sent = now
                 with contextlib.suppress(OSError, ValueError):  # a dead child is seen next poll
-                    conn.send(("control", now))
+                    conn.send(now)
 
         finished = False
         try:
             while True:
-                kind, value = self._receive(on_wait=forward_changes)
-                if kind == "done":
+                answer = self._receive(on_wait=forward_changes)
+                if isinstance(answer, child.Done):
                     finished = True
                     return
-                if kind == "error":
+                if isinstance(answer, child.Raised):
                     finished = True
-                    raise value
-                yield value
+                    raise answer.error
+                assert not isinstance(answer, child.Progress | child.Returned), answer
+                yield answer
         finally:
             if not finished and self._conn is not None:
                 self._drain_after_abandon()
@@ -307,11 +300,10 @@ class IsolatedRuntime:
         # The caller stopped reading early: stop the child and wait for its end of the stream.
         assert self._conn is not None
         with contextlib.suppress(OSError, ValueError):
-            self._conn.send(("control", (True, False, None)))
+            self._conn.send(child.STOP)
         try:
             while True:
-                kind, _ = self._receive()
-                if kind in {"done", "error"}:
+                if isinstance(self._receive(), child.Done | child.Raised):
                     return
         except SpecChatError:
             return
@@ -319,21 +311,19 @@ class IsolatedRuntime:
     def memory(self) -> MemoryUsage:
         if self._conn is None:
             return MemoryUsage(0, 0, 0, 0, 0, 0)
-        usage: MemoryUsage = self._call("memory")
-        return usage
+        return self._call(child.Memory())
 
     def worker_memory(self) -> list[rpc.WorkerMemory]:
         """Each connected worker's free/total memory, asked over the model's own connection
         (a worker serves one client at a time, so a second connection would wait)."""
         if self._conn is None or not self._endpoints:
             return []
-        found: list[rpc.WorkerMemory] = self._call("worker_memory")
-        return found
+        return self._call(child.WorkerMemory())
 
     def close(self) -> None:
         if self._conn is not None and self._proc is not None and self._proc.is_alive():
             with contextlib.suppress(Exception):
-                self._conn.send(("close", ()))
+                self._conn.send(child.Close())
                 if self._conn.poll(5):
                     self._conn.recv()
         self._discard_child()
@@ -349,5 +339,7 @@ def probe_workers(endpoints: Sequence[str]) -> list[rpc.WorkerMemory]:
         runtime.close()
 
 
-AnyRuntime = Runtime | IsolatedRuntime
-"""What the composition roots hold: a Runtime, or an IsolatedRuntime when models use workers."""
+# What the composition roots hold, a Runtime or an IsolatedRuntime when models use workers,
+# is an EngineSession; mypy checks here that both are.
+_IN_PROCESS: type[EngineSession] = Runtime
+_IN_CHILD: type[EngineSession] = IsolatedRuntime

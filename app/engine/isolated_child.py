@@ -1,9 +1,14 @@
-"""The child side of IsolatedRuntime: a Runtime driven by messages over a pipe.
+"""The child side of IsolatedRuntime: a Runtime driven by typed messages over a pipe.
 
 Runs in a process of its own because llama.cpp aborts the process when an RPC worker drops its
 connection or answers garbage. Its stdout and stderr go to a log file that the parent reads to
-say why the child died; every reply is ("ok", value) or ("error", exception), and a generation
-streams ("event", event) messages until ("done", None).
+say why the child died (app/engine/crash_log.py).
+
+The parent sends one message at a time: a `Call` (its `run` is the Runtime method it stands
+for, so mypy checks both ends), a `Generate`, or `Close`; while a generation runs, `Control`
+messages pass the user's Stop and γ switches on. The child answers a call with `Progress`
+messages (loads) and then `Returned` or `Raised`; a generation with its events, then `Done`
+or `Raised`.
 """
 
 from __future__ import annotations
@@ -12,16 +17,201 @@ import logging
 import os
 import pickle
 import sys
-from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
+from app.engine.chat_template import ChatMessage
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
-from app.engine.runtime import DraftVetter, Runtime
+from app.engine.events import Event
+from app.engine.runtime import DraftVetter, MemoryUsage, Runtime
 from app.errors import SpecChatError
 from app.llama import rpc
 from app.llama.backend import LLAMA_LOG_NAME
+from app.llama.config import ModelConfig
+from app.llama.facts import ModelFacts
+from app.llama.model import LoadProgress
 from app.llama.rpc_keepalive import start_keepalive_thread
+from app.metrics.rounds import DraftMode
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Child:
+    """What a call runs on in the child: its Runtime, and the load progress back to the parent."""
+
+    runtime: Runtime
+    progress: LoadProgress
+
+
+class Call(Generic[T]):
+    """One request whose answer is a value of type T (or an error)."""
+
+    def run(self, child: Child) -> T:
+        raise NotImplementedError
+
+
+# -- the calls: one per Runtime method the parent uses, plus the workers' own -----------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ready(Call[list[rpc.Device]]):
+    """Load llama.cpp and bind ggml, so that a handshake timed next times the worker alone."""
+
+    def run(self, _child: Child) -> list[rpc.Device]:
+        return rpc.local_devices()
+
+
+@dataclass(frozen=True, slots=True)
+class Connect(Call[list[rpc.Device]]):
+    spec: str  # KEY@HOST:PORT: the child learns the worker's key with it, never through files
+
+    def run(self, _child: Child) -> list[rpc.Device]:
+        return rpc.add_server(self.spec)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerMemory(Call[list[rpc.WorkerMemory]]):
+    def run(self, _child: Child) -> list[rpc.WorkerMemory]:
+        return rpc.registered_memory()
+
+
+@dataclass(frozen=True, slots=True)
+class LoadTarget(Call[ModelFacts]):
+    config: ModelConfig
+
+    def run(self, child: Child) -> ModelFacts:
+        return child.runtime.load_target(self.config, child.progress)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadDraft(Call[ModelFacts]):
+    config: ModelConfig
+    vetted: bool
+
+    def run(self, child: Child) -> ModelFacts:
+        return child.runtime.load_draft(self.config, child.progress, vetted=self.vetted)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckDraft(Call[None]):
+    draft: Path
+
+    def run(self, child: Child) -> None:
+        child.runtime.check_draft(self.draft)
+
+
+@dataclass(frozen=True, slots=True)
+class UseSuffixIndex(Call[None]):
+    def run(self, child: Child) -> None:
+        child.runtime.use_suffix_index()
+
+
+@dataclass(frozen=True, slots=True)
+class ClearDraft(Call[None]):
+    def run(self, child: Child) -> None:
+        child.runtime.clear_draft()
+
+
+@dataclass(frozen=True, slots=True)
+class Mode(Call[DraftMode]):
+    def run(self, child: Child) -> DraftMode:
+        return child.runtime.mode
+
+
+@dataclass(frozen=True, slots=True)
+class ChatPrompt(Call[list[int]]):
+    messages: Sequence[ChatMessage]
+
+    def run(self, child: Child) -> list[int]:
+        # The child renders with its own time and size budget; a Stop cannot reach it here.
+        return child.runtime.chat_prompt(self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class TextPrompt(Call[list[int]]):
+    text: str
+
+    def run(self, child: Child) -> list[int]:
+        return child.runtime.text_prompt(self.text)
+
+
+@dataclass(frozen=True, slots=True)
+class Memory(Call[MemoryUsage]):
+    def run(self, child: Child) -> MemoryUsage:
+        return child.runtime.memory()
+
+
+# -- generating, and the end ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    """The live switches of a generation (GenerationControl's), as they are now."""
+
+    stop_requested: bool
+    speculative: bool
+    gamma: int | None
+
+    @classmethod
+    def of(cls, control: GenerationControl) -> Control:
+        return cls(control.stop_requested, control.speculative, control.gamma)
+
+    def apply(self, control: GenerationControl) -> None:
+        control.stop_requested = self.stop_requested
+        control.speculative = self.speculative
+        control.gamma = self.gamma
+
+
+STOP = Control(stop_requested=True, speculative=False, gamma=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Generate:
+    prompt_ids: list[int]
+    config: GenerationConfig
+    control: Control
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    pass
+
+
+Request = Call[Any] | Generate | Control | Close
+
+
+# -- the answers ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    fraction: float
+
+
+@dataclass(frozen=True, slots=True)
+class Returned:
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    error: SpecChatError
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    pass
+
+
+Answer = Progress | Returned | Raised | Done | Event
+
+
+# -- the child's loop -------------------------------------------------------------------------
 
 
 def _redirect_output(log_path: str) -> None:
@@ -48,15 +238,20 @@ def _portable(exc: SpecChatError) -> SpecChatError:
     return exc
 
 
-def _generate(conn: Connection, runtime: Runtime, args: tuple[Any, ...]) -> None:
-    prompt_ids, config, state = args
-    control = GenerationControl(*state)
-    for event in runtime.generate(prompt_ids, config, control):
-        conn.send(("event", event))
+def _send(conn: Connection, answer: Answer) -> None:
+    conn.send(answer)
+
+
+def _generate(conn: Connection, runtime: Runtime, request: Generate) -> None:
+    control = GenerationControl()
+    request.control.apply(control)
+    for event in runtime.generate(request.prompt_ids, request.config, control):
+        _send(conn, event)
         while conn.poll():
-            _, new_state = conn.recv()  # only ("control", state) arrives mid-generation
-            control.stop_requested, control.speculative, control.gamma = new_state
-    conn.send(("done", None))
+            change = conn.recv()  # only a Control arrives mid-generation
+            assert isinstance(change, Control)
+            change.apply(control)
+    _send(conn, Done())
 
 
 def serve(conn: Connection, log_path: str, vet_draft: DraftVetter | None) -> None:
@@ -66,42 +261,27 @@ def serve(conn: Connection, log_path: str, vet_draft: DraftVetter | None) -> Non
     start_keepalive_thread()  # a vanished worker machine then ends this process too
 
     def progress(fraction: float) -> bool:
-        conn.send(("progress", fraction))
+        _send(conn, Progress(fraction))
         return True
 
-    runtime = Runtime(vet_draft=vet_draft)
-    handlers: dict[str, Callable[..., Any]] = {
-        "ready": rpc.local_devices,  # loads llama.cpp and binds ggml
-        "connect": rpc.add_server,
-        "load_target": lambda config: runtime.load_target(config, progress),
-        "load_draft": lambda config, vetted: runtime.load_draft(config, progress, vetted=vetted),
-        "check_draft": runtime.check_draft,
-        "use_suffix_index": runtime.use_suffix_index,
-        "clear_draft": runtime.clear_draft,
-        "unload": runtime.unload,
-        "chat_prompt": runtime.chat_prompt,
-        "text_prompt": runtime.text_prompt,
-        "mode": lambda: runtime.mode,
-        "memory": runtime.memory,
-        "worker_memory": rpc.registered_memory,
-    }
+    child = Child(Runtime(vet_draft=vet_draft), progress)
     try:
         while True:
             try:
-                command, args = conn.recv()
+                request: Request = conn.recv()
             except EOFError:
                 return
-            if command == "close":
-                conn.send(("ok", None))
+            if isinstance(request, Close):
+                _send(conn, Returned(None))
                 return
-            if command == "control":
+            if isinstance(request, Control):
                 continue  # a change that arrived after its generation ended
             try:
-                if command == "generate":
-                    _generate(conn, runtime, args)
+                if isinstance(request, Generate):
+                    _generate(conn, child.runtime, request)
                 else:
-                    conn.send(("ok", handlers[command](*args)))
+                    _send(conn, Returned(request.run(child)))
             except SpecChatError as exc:
-                conn.send(("error", _portable(exc)))
+                _send(conn, Raised(_portable(exc)))
     finally:
-        runtime.close()
+        child.runtime.close()

@@ -21,7 +21,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol
 
@@ -29,9 +29,9 @@ from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event, FinishEvent, RoundEvent
-from app.engine.isolated import AnyRuntime
 from app.engine.runtime import Runtime
-from app.errors import ContextOverflowError, SpecChatError
+from app.engine.session import EngineSession
+from app.errors import ContextOverflowError, SpecChatError, user_message
 from app.metrics.rounds import DraftMode
 
 log = logging.getLogger(__name__)
@@ -154,13 +154,13 @@ class JobRunner:
     serve`, the window's engine worker thread when the window serves its loaded models.
     """
 
-    def __init__(self, runtime: AnyRuntime) -> None:
+    def __init__(self, runtime: EngineSession) -> None:
         self._runtime = runtime
         self._lock = threading.Lock()
         self._current: Ticket | None = None
         self._stats = OwnerStats()
 
-    def use_runtime(self, runtime: AnyRuntime) -> None:
+    def use_runtime(self, runtime: EngineSession) -> None:
         """Serve the next jobs on this runtime (the window switched between local models and
         models on RPC workers); called on the thread that runs the jobs, so never mid-job."""
         self._runtime = runtime
@@ -210,20 +210,16 @@ class JobRunner:
             return "cancelled"
         runtime = self._runtime
         try:
-            if job.messages is not None:
-                prompt_ids = runtime.chat_prompt(job.messages, ticket.control)
-            else:
-                prompt_ids = runtime.text_prompt(job.prompt or "")
+            prompt_ids, events = job_events(runtime, job, ticket.control)
             cached = _cached_prefix(runtime, prompt_ids)
-            events = runtime.generate(prompt_ids, job.config, ticket.control)
             # The engine checks the prompt against the context before its first event, so a
             # refusal arrives here, before the client is told the job started.
             first = next(events)
         except ContextOverflowError as exc:
-            _deliver(sink, ticket, Failed(str(exc), "context"))
+            _deliver(sink, ticket, Failed(user_message(exc), "context"))
             return "failed"
         except SpecChatError as exc:
-            _deliver(sink, ticket, Failed(str(exc), "invalid"))
+            _deliver(sink, ticket, Failed(user_message(exc), "invalid"))
             return "failed"
         except Exception:
             log.exception("request %d failed", ticket.job_id)
@@ -277,7 +273,7 @@ class JobRunner:
 class RuntimeOwner:
     """Owns a loaded Runtime from construction on; call close() to stop it and free the models."""
 
-    def __init__(self, runtime: AnyRuntime, *, max_queue: int = DEFAULT_QUEUE_SIZE) -> None:
+    def __init__(self, runtime: EngineSession, *, max_queue: int = DEFAULT_QUEUE_SIZE) -> None:
         if max_queue < 1:
             raise ValueError("the queue must hold at least one request")
         self._runtime = runtime
@@ -345,6 +341,21 @@ class RuntimeOwner:
             self._runner.run(job, sink, ticket, closed=closed)
 
 
+def job_events(
+    session: EngineSession, job: Job, control: GenerationControl
+) -> tuple[list[int], Iterator[Event]]:
+    """The job's prompt ids and its reply's events: the one way from a job to the engine, for
+    the CLI, the server and the window alike.
+
+    The prompt is rendered now (a Stop on control ends a slow chat template); the reply starts
+    when the events are first read, after the caller has looked at the prompt."""
+    if job.messages is not None:
+        prompt_ids = session.chat_prompt(job.messages, control)
+    else:
+        prompt_ids = session.text_prompt(job.prompt or "")
+    return prompt_ids, session.generate(prompt_ids, job.config, control)
+
+
 def _deliver(sink: Sink, ticket: Ticket, event: OwnerEvent) -> None:
     if isinstance(event, Failed):
         ticket._finish()  # a job's last event: a later cancel() must not count
@@ -357,7 +368,7 @@ def _deliver(sink: Sink, ticket: Ticket, event: OwnerEvent) -> None:
         ticket.cancel("receiver gone")
 
 
-def _cached_prefix(runtime: AnyRuntime, prompt_ids: Sequence[int]) -> int:
+def _cached_prefix(runtime: EngineSession, prompt_ids: Sequence[int]) -> int:
     """Prompt tokens the target's cache already holds (the engine feeds all but the last).
 
     A runtime in a child process (RPC workers) does not show its cache: 0 is reported."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from app.errors import SpecChatError, user_message
+
 if TYPE_CHECKING:
     from starlette.responses import JSONResponse
 
@@ -66,3 +68,14 @@ def _default_type(status: int) -> str:
 
 def invalid(param: str, message: str, *, code: str = "invalid_value") -> ApiError:
     return ApiError(400, message, code=code, param=param)
+
+
+def refused(
+    exc: SpecChatError,
+    status: int = 400,
+    *,
+    code: str = "invalid_value",
+    error_type: str | None = None,
+) -> ApiError:
+    """The answer to a user error: user_message's words, as the CLI and the window say it."""
+    return ApiError(status, user_message(exc), code=code, error_type=error_type)

@@ -1,10 +1,11 @@
 """The Compare dialog: plain decoding against each draft and γ on one prompt, as a table and chart.
 
-The benchmark is a callable (app.bench.BenchCallable: prompt text, progress callback, control)
-that the dialog runs as a background job (ui.workers.jobs): a comparison takes seconds to
-minutes and the UI thread must keep painting. The job sends back only plain data; Stop sets the
-control's flag, which the engine reads between rounds. "Use this draft" hands a row's draft file
-to whoever listens to `draftChosen` (the window loads it as its draft).
+The comparison runs off the UI thread (a comparison takes seconds to minutes and the UI thread
+must keep painting): on the window's engine thread (ui/window/compare.py), or on a thread of
+its own for a plain benchmark callable (app.bench.BenchCallable). Its progress, each draft's
+rows and its end arrive as events (ui/workers/compare_run.py), turned into queued signals here.
+Stop sets the control's flag, which the engine reads between rounds. "Use this draft" hands a
+row's draft file to whoever listens to `draftChosen` (the window loads it as its draft).
 """
 
 # Qt signal names are camelCase, like Qt's own (reportReady beside clicked, finished).
@@ -36,8 +37,9 @@ from app.bench.chart import draw_speedup_chart
 from app.bench.session import BenchCallable
 from app.bench.summary import BenchReport, ConfigReport
 from app.engine.control import GenerationControl
+from app.errors import Cancelled
 from ui.messages import describe, is_cancel
-from ui.workers.jobs import Job, Jobs
+from ui.workers.compare_run import CompareListener, CompareRun, CompareSource, ThreadCompare
 
 DASH = "—"
 COLUMNS = (
@@ -119,17 +121,28 @@ class CompareDialog(QDialog):
 
     reportReady = Signal(object)
     draftChosen = Signal(str)
+    # The comparison's events, emitted on the thread that runs it, handled on the dialog's.
+    _progressed = Signal(object)
+    _finished = Signal(object)
+    _failed = Signal(object)
 
     def __init__(
-        self, run_bench: BenchCallable, parent: QWidget | None = None, prompt: str = ""
+        self,
+        run_bench: BenchCallable | CompareSource,
+        parent: QWidget | None = None,
+        prompt: str = "",
     ) -> None:
         super().__init__(parent)
         self.setObjectName("compareDialog")
         self.setWindowTitle("Compare drafts and draft lengths")
-        self._run_bench = run_bench
-        self._jobs = Jobs(self)
-        self._job: Job | None = None
-        self._control: GenerationControl | None = None
+        self._source = (
+            run_bench if isinstance(run_bench, CompareSource) else ThreadCompare(run_bench)
+        )
+        self._run: CompareRun | None = None
+        queued = Qt.ConnectionType.QueuedConnection
+        self._progressed.connect(self._on_progress, queued)
+        self._finished.connect(self._on_finished, queued)
+        self._failed.connect(self._on_failed, queued)
         self.report: BenchReport | None = None
         self._rows: list[ConfigReport] = []
 
@@ -208,25 +221,19 @@ class CompareDialog(QDialog):
 
     @property
     def running(self) -> bool:
-        return self._job is not None
+        return self._run is not None
 
     def start(self) -> None:
         if self.running:
             return
-        control = GenerationControl()
-        run, prompt = self._run_bench, self.prompt.toPlainText()
-
-        def work(job: Job) -> object:
-            # Progress and each draft's finished figures travel the same queued path.
-            return run(
-                prompt,
-                lambda done, total, text: job.report((done, total, text)),
-                control,
-                job.report,
-            )
-
-        self._control = control
-        self._job = self._jobs.submit(work, self._on_finished, self._on_failed, self._on_progress)
+        # Progress and each draft's finished figures travel the same queued path.
+        listener = CompareListener(
+            progress=lambda done, total, text: self._progressed.emit((done, total, text)),
+            partial=self._progressed.emit,
+            finished=self._finished.emit,
+            failed=self._failed.emit,
+        )
+        self._run = self._source.start(self.prompt.toPlainText(), GenerationControl(), listener)
         self.run_button.setEnabled(False)
         self.stop_button.setEnabled(True)
         self._update_use_button()
@@ -234,13 +241,15 @@ class CompareDialog(QDialog):
         self.status.setText("Loading models…")
 
     def stop(self) -> None:
-        if self._control is not None:
-            self._control.stop()
-            self.status.setText("Stopping after the current round…")
+        if self._run is None:
+            return
+        if self._run.stop():  # it had not started: it ends now
+            self._failed.emit(Cancelled("the comparison was stopped before it started"))
+        self.status.setText("Stopping after the current round…")
 
     def wait(self, timeout_ms: int = 60_000) -> bool:
         """Block until the comparison has ended (tests, and closing the dialog)."""
-        return self._jobs.wait(timeout_ms)
+        return self._run is None or self._run.wait(timeout_ms)
 
     def selected_draft(self) -> str | None:
         """The draft file of the selected row; None for plain decoding or no selection."""
@@ -303,8 +312,7 @@ class CompareDialog(QDialog):
         self.status.setText("Comparison stopped." if is_cancel(exc) else describe(exc))
 
     def _end_run(self) -> None:
-        self._job = None
-        self._control = None
+        self._run = None
         self.run_button.setEnabled(True)
         self.stop_button.setEnabled(False)
         self.progress.setRange(0, 1)

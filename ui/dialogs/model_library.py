@@ -21,8 +21,8 @@ from app.errors import DraftIncompatibleError, InvalidSettingError
 from models.compat import check_compatibility, rank_drafts
 from models.describe import detail_rows, format_params
 from models.discovery import ModelEntry
+from models.gguf import GGUFInfo, inspect_gguf
 from models.hub import RemoteFile
-from models.inspect import GGUFInfo, inspect_gguf
 from models.memory import FitPlan, format_bytes, plan_fit
 from ui.messages import describe
 

@@ -3,27 +3,24 @@ on the window's engine thread and its loaded models."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from app.bench import plan as bench_plan
 from app.bench import session as bench_session
-from app.bench.run import ProgressFn
-from app.bench.session import PartialFn
 from app.bench.summary import BenchReport
+from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
-from app.engine.isolated import AnyRuntime
 from app.engine.runtime import Runtime
-from app.errors import Cancelled, InvalidSettingError
+from app.engine.session import EngineSession
+from app.errors import InvalidSettingError
 from app.llama.config import ModelConfig
 from ui.settings import Settings
 from ui.window.generation_settings import generation_config
 from ui.workers.catalog import Catalog
+from ui.workers.compare_run import CompareListener, CompareRun, CompareSource
 from ui.workers.engine_host import EngineHost
 from ui.workers.requests import LoadedState
 
-# How often the waiting dialog thread looks at its Stop flag.
-WAIT_STEP_S = 0.2
 # Compare swaps drafts inside one in-process Runtime; the child process behind models on RPC
 # workers does not offer that.
 NOT_ON_WORKERS = (
@@ -51,65 +48,57 @@ def compare_drafts(catalog: Catalog | None) -> list[bench_plan.DraftChoice]:
 
 def compare_bench(
     loaded: LoadedState | None, catalog: Catalog | None, settings: Settings, host: EngineHost
-) -> bench_session.BenchCallable | None:
+) -> CompareSource | None:
     """The comparison for the Compare dialog, on the window's own loaded models; None without
-    a target or a draft.
-
-    It runs on the engine thread (bench_on_runtime): the target and the drafts the chat holds
-    are used as they are, every other draft is loaded alone and freed after its turn, so no
-    second copy of any model is made. The dialog's thread only waits for the answer.
-    """
+    a target or a draft."""
     drafts = compare_drafts(catalog)
     if loaded is None or loaded.target is None or not drafts:
         return None
     target = loaded.target
-    config = generation_config(settings)
-    gamma = config.gamma
     draft_template = loaded.draft.config or ModelConfig(
         "",
         n_ctx=target.n_ctx,
         n_gpu_layers=settings.get_int("models/draft_gpu_layers"),
         n_threads=target.n_threads,
     )
+    return EngineCompare(host, drafts, generation_config(settings), draft_template)
 
-    def run(
-        text: str,
-        progress: ProgressFn,
-        control: GenerationControl,
-        partial: PartialFn | None = None,
-    ) -> BenchReport:
-        outcome: list[BenchReport | BaseException] = []
-        done = threading.Event()
-        abandoned = threading.Event()
 
-        def task(runtime: AnyRuntime) -> None:
-            try:
-                if abandoned.is_set():
-                    return  # stopped while it waited behind a reply: nothing to measure
+class EngineCompare:
+    """A CompareSource on the engine thread (bench_on_runtime): the target and the drafts the
+    chat holds are used as they are, every other draft is loaded alone and freed after its
+    turn, so no second copy of any model is made. It queues behind what the engine thread is
+    doing, like a chat reply, and its events reach the dialog as a reply's do."""
+
+    def __init__(
+        self,
+        host: EngineHost,
+        drafts: list[bench_plan.DraftChoice],
+        config: GenerationConfig,
+        draft_template: ModelConfig,
+    ) -> None:
+        self._host = host
+        self._drafts = drafts
+        self._config = config
+        self._draft_template = draft_template
+
+    def start(self, text: str, control: GenerationControl, listener: CompareListener) -> CompareRun:
+        run = CompareRun(control)
+
+        def task(runtime: EngineSession) -> None:
+            def bench() -> BenchReport:
                 if not isinstance(runtime, Runtime):
                     raise InvalidSettingError(NOT_ON_WORKERS)
-                bench = bench_session.prompt_bench_on(
+                measure = bench_session.prompt_bench_on(
                     runtime,
-                    drafts=drafts,
-                    gammas=[gamma],
-                    base=config,
-                    draft_template=draft_template,
+                    drafts=self._drafts,
+                    gammas=[self._config.gamma],
+                    base=self._config,
+                    draft_template=self._draft_template,
                 )
-                outcome.append(bench(text, progress, control, partial))
-            except BaseException as exc:  # handed to the dialog, which says it in words
-                outcome.append(exc)
-            finally:
-                done.set()
+                return measure(text, listener.progress, control, listener.partial)
 
-        host.request_task(task)
-        while not done.wait(WAIT_STEP_S):
-            if control.stop_requested and not outcome:
-                abandoned.set()
-        if not outcome:
-            raise Cancelled("the comparison was stopped before it started")
-        result = outcome[0]
-        if isinstance(result, BaseException):
-            raise result
-        return result
+            run.deliver(bench, listener)
 
-    return run
+        self._host.request_task(task)
+        return run

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from app.errors import InvalidSettingError
+from app.errors import InvalidSettingError, user_message
 from app.llama import rpc
 from app.llama.config import ModelConfig
 from models.library import save_library
@@ -193,7 +193,7 @@ class ModelSession(QObject):
             return rpc.parse_endpoints(text) if text else ()
         except InvalidSettingError as exc:
             # Only a hand-edited preferences file gets here (the field refuses bad lists).
-            self.errorRaised.emit(f"{exc}; loading on this machine instead.")
+            self.errorRaised.emit(f"{user_message(exc)}; loading on this machine instead.")
             return ()
 
     def _draft_choice(self, value: str, *, demo: bool) -> DraftChoice | None:

@@ -11,9 +11,10 @@ from PySide6.QtCore import QObject, Qt, Signal
 
 from app.engine.config import GenerationConfig
 from app.engine.result import GenerationResult
-from app.errors import SpecChatError
+from app.errors import SpecChatError, user_message
 from app.metrics.rounds import RoundRecord
 from ui.formatting import rate
+from ui.messages import describe
 from ui.widgets.live_metrics import LiveReply
 from ui.widgets.metrics_panel import MetricsPanel
 from ui.widgets.server_panel import ServerPanel
@@ -79,8 +80,8 @@ class ServerSwitch(QObject):
                 self._panel.port.value(), self._panel.api_key.text().strip(), models
             )
         except SpecChatError as exc:
-            self._panel.show_state("", str(exc))
-            self.errorRaised.emit(f"The local server did not start: {exc}.")
+            self._panel.show_state("", describe(exc))
+            self.errorRaised.emit(f"The local server did not start: {user_message(exc)}.")
             return
         self._panel.show_state(url, "Requests take turns with your chat.")
 

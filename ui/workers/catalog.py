@@ -20,7 +20,7 @@ from app.engine.builtin_templates import BuiltinTemplate, builtin_template
 from app.errors import SpecChatError
 from models.compat import check_compatibility, rank_drafts
 from models.discovery import discover_models
-from models.inspect import GGUFInfo, inspect_gguf
+from models.gguf import GGUFInfo, inspect_gguf
 from ui.messages import describe
 
 

@@ -24,9 +24,10 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.engine.events import FinishEvent, NoticeEvent, RoundEvent, TokenEvent
 from app.engine.history_corpus import stored_documents
-from app.engine.isolated import AnyRuntime, IsolatedRuntime
-from app.engine.job_queue import Failed, JobRunner, OwnerEvent
+from app.engine.isolated import IsolatedRuntime
+from app.engine.job_queue import Failed, Job, JobRunner, OwnerEvent, job_events
 from app.engine.runtime import MemoryUsage, Runtime
+from app.engine.session import EngineSession
 from app.errors import Cancelled, DraftIncompatibleError, SpecChatError
 from app.llama.config import ModelConfig
 from app.paths import data_dir, database_path
@@ -102,11 +103,11 @@ class EngineWorker(QObject):
         super().__init__()
         # The past-chats index lives beside the chat history; the suffix drafter reads it and
         # every reply joins it.
-        self._local: AnyRuntime = runtime or Runtime(
+        self._local: EngineSession = runtime or Runtime(
             vet_draft=check_draft_file, history_dir=data_dir(), history_source=_stored_chats
         )
         self._new_remote = remote_runtime or _isolated_runtime
-        self._runtime: AnyRuntime = self._local
+        self._runtime: EngineSession = self._local
         self._remote = False
         self._check_file = check_file or ensure_loadable
         # Local server requests run here, on the models the chat uses: one owner per model.
@@ -176,7 +177,7 @@ class EngineWorker(QObject):
         """Load what differs from what is held: the target first, then the draft."""
         draft_workers = draft.config.rpc_servers if draft.config is not None else ()
         self._use_runtime(remote=bool(target.rpc_servers or draft_workers))
-        if target != self._target or self._runtime.target is None:
+        if target != self._target or self._runtime.target_facts is None:
             # Forget the draft too: it was vetted against the old target. The chat's token
             # ids were the old target's.
             self._target, self._draft = None, DraftChoice("none")
@@ -237,13 +238,13 @@ class EngineWorker(QObject):
         except SpecChatError as exc:  # the child died as it was asked
             log.warning("could not read the models' memory: %s", describe(exc))
             memory, workers = _NO_MEMORY, ()
-        if self._runtime.target is None:  # none loaded, or the child died as it was asked
+        if self._runtime.target_facts is None:  # none loaded, or the child died as it was asked
             return LoadedState(None, DraftChoice("none"), _NO_MEMORY, self._demo)
         return LoadedState(self._target, self._draft, memory, self._demo, workers)
 
     def _check_lost(self) -> None:
         """After a failed reply: if the models went with it (an RPC worker died), say so."""
-        if self._target is not None and self._runtime.target is None:
+        if self._target is not None and self._runtime.target_facts is None:
             self._target, self._draft = None, DraftChoice("none")
             self.modelsLost.emit(self._state())
 
@@ -252,8 +253,8 @@ class EngineWorker(QObject):
     @Slot(object)
     def generate(self, request: GenerateRequest) -> None:
         try:
-            prompt_ids = self._runtime.chat_prompt(list(request.messages), request.control)
-            events = self._runtime.generate(prompt_ids, request.config, request.control)
+            job = Job(request.config, messages=request.messages)
+            prompt_ids, events = job_events(self._runtime, job, request.control)
             for event in events:
                 if isinstance(event, TokenEvent):
                     self.tokenReceived.emit(event)
@@ -338,7 +339,7 @@ class EngineWorker(QObject):
 _NO_MEMORY = MemoryUsage(0, 0, 0, 0, 0, 0)
 
 
-def _isolated_runtime() -> AnyRuntime:
+def _isolated_runtime() -> EngineSession:
     return IsolatedRuntime(vet_draft=check_draft_file)
 
 
@@ -387,7 +388,7 @@ def _stored_chats(tokenize: Callable[[str], Sequence[int]]) -> Iterator[Sequence
         store.close()
 
 
-def forget_history(runtime: AnyRuntime) -> None:
+def forget_history(runtime: EngineSession) -> None:
     """A RuntimeTask: rebuild the past-chats index from the chats that remain."""
     if isinstance(runtime, Runtime):
         runtime.forget_history()

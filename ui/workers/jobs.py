@@ -1,8 +1,8 @@
 """The one background-job helper of ui/: work off the UI thread, answers on the UI thread.
 
 Everything that is not inference runs through `Jobs`: reading GGUF headers, judging drafts,
-scanning folders, quantizing, Hub listings and downloads, and the Compare dialog's wait for its
-benchmark. (The engine worker stays apart: it owns the loaded models and their thread.)
+scanning folders, quantizing, Hub listings and downloads. (The engine worker stays apart: it
+owns the loaded models and their thread, and runs replies and Compare.)
 
 - `submit(work, on_done, on_error, on_report)` runs `work(job)` on a pool thread. `work` may call
   `job.report(value)` (progress, delivered to `on_report` on the UI thread) and should look at

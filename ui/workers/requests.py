@@ -12,9 +12,9 @@ from typing import Literal
 from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
-from app.engine.isolated import AnyRuntime
 from app.engine.job_queue import Job, Sink, Ticket
 from app.engine.runtime import MemoryUsage
+from app.engine.session import EngineSession
 from app.llama.config import ModelConfig
 from app.llama.rpc import WorkerMemory
 from models.demo import DemoModels
@@ -100,8 +100,8 @@ class GenerateRequest:
     control: GenerationControl
 
 
-RuntimeTask = Callable[[AnyRuntime], None]
-RemoteRuntimeFactory = Callable[[], AnyRuntime]
+RuntimeTask = Callable[[EngineSession], None]
+RemoteRuntimeFactory = Callable[[], EngineSession]
 FileCheck = Callable[[str], None]
 """Raises a user error for a model file llama.cpp must not load (models.probe.ensure_loadable)."""
 
