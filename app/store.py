@@ -24,14 +24,39 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import IntEnum
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from app.paths import create_private_file, make_private_dir
 from app.store_schema import MIGRATIONS, SCHEMA_VERSION, split_sql
 
-Segment = tuple[str, bool]
-"""A run of reply text and whether the target accepted it from the draft."""
+
+class TokenSource(IntEnum):
+    """Who proposed a run of reply text. Stored as the run's second JSON value, where replies
+    saved before the suffix index hold `false`/`true`: those read back as TARGET and DRAFT, and
+    an older SpecChat reads SUFFIX (2) as truthy, a draft run, so no schema change is needed."""
+
+    TARGET = 0  # the target's own token: nothing drafted there, or the draft was refused
+    DRAFT = 1  # a draft model's token the target kept
+    SUFFIX = 2  # the suffix index's token (this chat's or past chats' text) the target kept
+
+    @classmethod
+    def of(cls, from_draft: bool, from_suffix: bool = False) -> TokenSource:
+        if not from_draft:
+            return cls.TARGET
+        return cls.SUFFIX if from_suffix else cls.DRAFT
+
+    @classmethod
+    def stored(cls, value: object) -> TokenSource:
+        """A stored run's source; a value a later version may add still reads as drafted."""
+        if isinstance(value, int) and value in set(cls):
+            return cls(int(value))
+        return cls.DRAFT if value else cls.TARGET
+
+
+Segment = tuple[str, int]
+"""A run of reply text and its TokenSource (a bool reads the same: True a draft model's run)."""
 
 Clock = Callable[[], float]
 
@@ -285,7 +310,9 @@ class ConversationStore:
                     content,
                     now,
                     None if stats is None else json.dumps(stats),
-                    None if segments is None else json.dumps([list(s) for s in segments]),
+                    None
+                    if segments is None
+                    else json.dumps([[text, int(source)] for text, source in segments]),
                 ),
             )
             db.execute(
@@ -353,8 +380,8 @@ def _store_error(exc: sqlite3.Error, path: Path, action: str) -> StoreError:
 
 def _message_from_row(row: sqlite3.Row) -> StoredMessage:
     stats = json.loads(row["stats_json"]) if row["stats_json"] else None
-    segments = (
-        [(str(text), bool(flag)) for text, flag in json.loads(row["segments_json"])]
+    segments: list[Segment] | None = (
+        [(str(run[0]), TokenSource.stored(run[1])) for run in json.loads(row["segments_json"])]
         if row["segments_json"]
         else None
     )

@@ -20,7 +20,9 @@ CREATE TABLE messages (
     created_at      REAL    NOT NULL,
     -- JSON object: the reply's GenerationStats plus mode, draft, finish reason (NULL for users).
     stats_json      TEXT,
-    -- JSON list of [text, from_draft] runs, so accepted draft tokens stay highlighted on reopen.
+    -- JSON list of [text, source] runs, so accepted draft tokens stay highlighted on reopen:
+    -- source is app.store.TokenSource (0 target, 1 draft model, 2 suffix index; false/true
+    -- in replies saved before the suffix index).
     segments_json   TEXT
 );
 CREATE INDEX messages_by_conversation ON messages(conversation_id, id);

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SCREEN = REPO / "tests" / "ui" / "screen-1280x720.json"
+SCREEN = REPO / "tests" / "screen-1280x720.json"
 if os.environ.get("QT_QPA_PLATFORM", "offscreen") == "offscreen":
     os.environ["QT_QPA_PLATFORM"] = f"offscreen:configfile={SCREEN}"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.store import TokenSource
+
 DASH = "—"
 
 MODE_WORDS = {
@@ -13,6 +15,9 @@ MODE_WORDS = {
     "suffix": "speculative, chat history",
     "hybrid": "speculative, draft model and chat history",
 }
+# Who proposed accepted tokens, in the words of MODE_WORDS; each with its GenerationStats count.
+SOURCE_WORDS = {TokenSource.DRAFT: "draft model", TokenSource.SUFFIX: "chat history"}
+SOURCE_COUNTS = {TokenSource.DRAFT: "model_accepted", TokenSource.SUFFIX: "suffix_accepted"}
 
 
 def percent(value: float | None) -> str:
@@ -61,7 +66,7 @@ def speedup_headline(
 def stats_line(stats: dict[str, Any]) -> str:
     """The line under a reply, from the stats dict the store keeps for it.
 
-    Keys: mode (plain/draft/ngram), draft (label or None), gamma_label, switched (bool),
+    Keys: mode (a MODE_WORDS key), draft (label or None), gamma_label, switched (bool),
     exact (bool), variation (text or None), speedup (over plain decoding, or None),
     speedup_measured (False when speedup is an estimate from one timed step),
     finish_reason, and GenerationStats' fields.
@@ -79,6 +84,9 @@ def stats_line(stats: dict[str, Any]) -> str:
             label = f"{label} (mean {ran:.1f})"
         parts.append(f"γ {label}")
         parts.append(f"acceptance {percent(stats.get('acceptance_rate'))}")
+        by_source = accepted_by_source(stats)
+        if by_source:
+            parts.append(by_source)
         if stats.get("speedup"):
             estimate = stats.get("speedup_measured") is False
             figure = f"{float(stats['speedup']):.2f}×"
@@ -99,3 +107,14 @@ def stats_line(stats: dict[str, Any]) -> str:
     elif stats.get("finish_reason") == "context":
         parts.append("context full")
     return " · ".join(parts)
+
+
+def accepted_by_source(stats: dict[str, Any]) -> str:
+    """ "accepted 30 draft model + 12 chat history": both when both sources drafted (the
+    hybrid), else the one that did; "" for replies stored before the counts were kept."""
+    counts = {source: stats.get(key) for source, key in SOURCE_COUNTS.items()}
+    if all(count is None for count in counts.values()):
+        return ""
+    both = stats.get("mode") == "hybrid"
+    shown = [f"{count or 0} {SOURCE_WORDS[s]}" for s, count in counts.items() if count or both]
+    return "accepted " + " + ".join(shown) if shown else ""

@@ -85,7 +85,7 @@ class GpuProbe:
             self._state = "absent"
 
 
-def format_bytes(n: int | None) -> str:
+def format_bytes(n: float | None) -> str:
     """Human size in binary units, as the memory readout and the draft dropdown show it."""
     if n is None:
         return "—"

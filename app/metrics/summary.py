@@ -18,6 +18,11 @@ from app.metrics.rounds import RoundRecord
 METRIC_DEFINITIONS: dict[str, str] = {
     "drafted": "draft tokens proposed and sent to verification",
     "accepted": "draft tokens the target kept",
+    "model_accepted": "draft tokens the target kept that a draft model proposed",
+    "suffix_accepted": (
+        "draft tokens the target kept that the suffix index proposed from the text of this "
+        "chat and past chats"
+    ),
     "acceptance_rate": "accepted / drafted (— when nothing was drafted)",
     "alpha": (
         "the cost model's α: accepted / judged draft positions (every kept one plus the first "

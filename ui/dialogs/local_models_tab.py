@@ -11,30 +11,17 @@ target is selected on the first scan (else the first row): the details are never
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont
-from PySide6.QtWidgets import (
-    QComboBox,
-    QFileDialog,
-    QHBoxLayout,
-    QLabel,
-    QListWidget,
-    QListWidgetItem,
-    QProgressBar,
-    QPushButton,
-    QSplitter,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QFileDialog, QListWidgetItem
 
 from app.paths import models_dir
 from models.cli import default_draft_path
 from models.discovery import ModelEntry, discover_models
-from models.quantize import FTYPES
-from ui.dialogs.model_details import ModelDetailsPane
+from ui.dialogs.local_models_layout import LocalModelsLayout
 from ui.dialogs.model_library import (
     RED,
     Details,
@@ -47,39 +34,12 @@ from ui.dialogs.model_library import (
     make_draft_file,
     same_path,
 )
-from ui.dialogs.tables import make_item, make_table
+from ui.dialogs.tables import make_item
 from ui.messages import describe
 from ui.workers.jobs import Job, Jobs
 
-# Offered for "Make draft", smallest useful first after the usual choice. Float types are left
-# out: a draft in F16/F32 is never smaller than its target, so it cannot speed anything up.
-DRAFT_TYPES: tuple[str, ...] = tuple(
-    t for t in ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M", "Q2_K") if t in FTYPES
-)
-_NAME_MAX_PX = 380  # a longer file name is elided rather than pushing the figures out of view
-MODEL_COLUMNS = (
-    "Name",
-    "In use",
-    "Source",
-    "Architecture",
-    "Quantization",
-    "Params",
-    "Size",
-    "Context",
-    "Vocab",
-    "Status",
-)
 
-
-def _button(row: QHBoxLayout, text: str, name: str, slot: Callable[[], None]) -> QPushButton:
-    button = QPushButton(text)
-    button.setObjectName(name)
-    button.clicked.connect(slot)
-    row.addWidget(button)
-    return button
-
-
-class LocalModelsTab(QWidget):
+class LocalModelsTab(LocalModelsLayout):
     """Signals: modelsChanged() when a file was added or made; foldersChanged(list[Path])."""
 
     modelsChanged = Signal()
@@ -97,7 +57,6 @@ class LocalModelsTab(QWidget):
         lmstudio_dirs: Sequence[Path] | None = None,
     ) -> None:
         super().__init__()
-        self.setObjectName("localTab")
         self._jobs = jobs
         self._extra_dirs: list[Path] = [Path(d) for d in extra_dirs]
         self._n_ctx, self._n_gpu_layers = n_ctx, n_gpu_layers
@@ -113,72 +72,15 @@ class LocalModelsTab(QWidget):
         self._loaded_target: Path | None = None
         self._loaded_draft: Path | None = None
 
-        top = QHBoxLayout()
-        self.refresh_button = _button(top, "Refresh", "refreshButton", self.refresh)
-        self.add_folder_button = _button(top, "Add folder…", "addFolderButton", self._choose_folder)
-        self.add_file_button = _button(top, "Add file…", "addFileButton", self._choose_file)
-        self.remove_folder_button = _button(
-            top, "Remove folder", "removeFolderButton", self._remove_selected_folder
-        )
-        self.scan_label = QLabel()
-        self.scan_label.setObjectName("scanLabel")
-        top.addStretch(1)
-        top.addWidget(self.scan_label)
-
-        self.folder_list = QListWidget()
-        self.folder_list.setObjectName("folderList")
-        self.folder_list.setMaximumHeight(56)
-        self.folder_list.setToolTip(
-            "Folders and single files searched besides the app's own folder and the usual places"
-        )
+        self.refresh_button.clicked.connect(self.refresh)
+        self.add_folder_button.clicked.connect(self._choose_folder)
+        self.add_file_button.clicked.connect(self._choose_file)
+        self.remove_folder_button.clicked.connect(self._remove_selected_folder)
         self.folder_list.itemSelectionChanged.connect(self._update_buttons)
-
-        # Names and figures take the width they need (a name up to a cap, whole in its
-        # tooltip beyond); the status takes the rest.
-        self.models_table = make_table(
-            MODEL_COLUMNS, "modelsTable", stretch=(9,), fit=tuple(range(9))
-        )
-        self.models_table.horizontalHeader().setMaximumSectionSize(_NAME_MAX_PX)
         self.models_table.itemSelectionChanged.connect(self._on_model_selected)
-        self.details = ModelDetailsPane()
-
-        self.draft_type_combo = QComboBox()
-        self.draft_type_combo.setObjectName("draftTypeCombo")
-        self.draft_type_combo.addItems(list(DRAFT_TYPES))
-        self.draft_type_combo.setCurrentText("Q4_0")
-        self.make_draft_button = QPushButton("Make draft")
-        self.make_draft_button.setObjectName("makeDraftButton")
-        self.make_draft_button.setToolTip(
-            "Re-quantize the selected model into a smaller file of the same vocabulary"
-        )
         self.make_draft_button.clicked.connect(
             lambda: self.make_draft(self.draft_type_combo.currentText())
         )
-        self.quantize_busy = QProgressBar()
-        self.quantize_busy.setObjectName("quantizeBusy")
-        self.quantize_busy.setRange(0, 0)  # quantize_gguf reports no progress: a busy bar
-        self.quantize_busy.setMaximumWidth(120)
-        self.quantize_busy.setVisible(False)
-        self.local_status_label = QLabel()
-        self.local_status_label.setObjectName("localStatusLabel")
-        self.local_status_label.setWordWrap(True)
-        make_row = QHBoxLayout()
-        make_row.addWidget(QLabel("Make a draft of the selected model, type"))
-        make_row.addWidget(self.draft_type_combo)
-        make_row.addWidget(self.make_draft_button)
-        make_row.addWidget(self.quantize_busy)
-        make_row.addWidget(self.local_status_label, 1)
-
-        split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(self.models_table)
-        split.addWidget(self.details)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
-        layout = QVBoxLayout(self)
-        layout.addLayout(top)
-        layout.addWidget(self.folder_list)
-        layout.addWidget(split, 1)
-        layout.addLayout(make_row)
 
         self._show_folders()
         self._update_buttons()

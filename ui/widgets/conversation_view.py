@@ -9,17 +9,20 @@ costs no more per token than a short one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from html import escape
 
 from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCursor
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
+from app.store import Segment, TokenSource
+from ui.formatting import SOURCE_WORDS
 from ui.widgets.end_follower import EndFollower
 from ui.widgets.rendering import (
-    Segment,
     code_blocks,
     render_plain,
     render_reply,
+    shade_span,
     with_code_links,
 )
 
@@ -36,7 +39,7 @@ EXAMPLE_PROMPTS = (
 class ViewMessage:
     role: str  # "user" or "assistant"
     text: str
-    segments: list[Segment] | None = None  # reply runs with their draft flag
+    segments: list[Segment] | None = None  # reply runs with their TokenSource
     stats_line: str = ""
     note: str = ""  # e.g. an error that ended the reply
 
@@ -92,9 +95,13 @@ class ConversationView(QTextBrowser):
         palette = self.palette()
         base = palette.color(QPalette.ColorRole.Base)
         text = palette.color(QPalette.ColorRole.Text)
+        # Green for a draft model's tokens, amber for the suffix index's: told apart by hue and
+        # by lightness, and light enough under dark text, dark enough under light text.
         self._mark_color = _mix(base, QColor(46, 160, 67), 0.28).name()
+        self._suffix_color = _mix(base, QColor(235, 150, 20), 0.38).name()
         code_bg = _mix(base, text, 0.07).name()
         self._muted = _mix(base, text, 0.55).name()
+        self._text_color = text.name()
         self._dark = base.lightness() < 128
         self._user_color = _mix(text, QColor(52, 120, 246), 0.7).name()
         self._bot_color = _mix(text, QColor(46, 160, 67), 0.7).name()
@@ -106,7 +113,29 @@ class ConversationView(QTextBrowser):
 
     @property
     def mark_style(self) -> str:
+        """The CSS of a draft model's accepted run."""
         return f"background-color: {self._mark_color};"
+
+    @property
+    def suffix_style(self) -> str:
+        """The CSS of the suffix index's accepted run."""
+        return f"background-color: {self._suffix_color};"
+
+    def _shade(self, source: TokenSource, text: str) -> str:
+        """`text` in `source`'s shade, in the page's text colour (a legend's line is muted)."""
+        style = self.suffix_style if source == TokenSource.SUFFIX else self.mark_style
+        style += f" color: {self._text_color};"
+        return shade_span(source, style) + _text(text) + "</span>"
+
+    def _legend(self, segments: list[Segment] | None) -> str:
+        """What each shade under a reply means, for the sources the reply holds."""
+        if not self._highlight or not segments:
+            return ""
+        present = {int(source) for text, source in segments if text}
+        shades = [self._shade(s, words) for s, words in SOURCE_WORDS.items() if s in present]
+        if not shades:
+            return ""
+        return f'<p style="color:{self._muted}; font-size:small">Shaded: {" · ".join(shades)}</p>'
 
     def changeEvent(self, event: QEvent) -> None:
         super().changeEvent(event)
@@ -156,7 +185,7 @@ class ConversationView(QTextBrowser):
 
     def _welcome(self) -> str:
         examples = "".join(
-            f'<li><a href="example:{i}">{_escape(text)}</a></li>'
+            f'<li><a href="example:{i}">{_text(text)}</a></li>'
             for i, text in enumerate(EXAMPLE_PROMPTS)
         )
         return (
@@ -165,9 +194,11 @@ class ConversationView(QTextBrowser):
             "<p>Chat with a local model, offline. A smaller <b>draft</b> model guesses the "
             "next few words and the <b>target</b> model checks them all at once, so replies "
             "come faster while staying exactly what the target would write.</p>"
-            f'<p><span style="{self.mark_style}">Shaded text</span> is text the draft '
-            "guessed and the target accepted. The panel on the right shows how much faster "
-            "each reply was, and why.</p>"
+            "<p><b>Shaded text</b> is text the draft guessed and the target accepted: "
+            f"{self._shade(TokenSource.DRAFT, 'green from the draft model')}, "
+            f"{self._shade(TokenSource.SUFFIX, 'amber from the chat history')} (text of "
+            "this chat or past chats). The panel on the right shows how much faster each "
+            "reply was, and why.</p>"
             f"<p><b>Try one of these</b>, or write your own below:</p><ul>{examples}</ul>"
             f'<p style="color:{self._muted}">Enter sends, Shift+Enter starts a new line, Esc '
             "stops a reply. Help → Keyboard shortcuts lists the rest.</p></div>"
@@ -188,10 +219,18 @@ class ConversationView(QTextBrowser):
         if message.role == "user":
             return render_plain(message.text)
         segments = message.segments or [(message.text, False)]
-        body = render_reply(
-            segments, highlight=self._highlight, mark_style=self.mark_style, dark=self._dark
-        )
+        body = self._render(segments)
         return body if index is None else with_code_links(body, f"copycode:{index}:{{}}")
+
+    def _render(self, segments: list[Segment]) -> str:
+        return render_reply(
+            segments,
+            highlight=self._highlight,
+            mark_style=self.mark_style,
+            suffix_style=self.suffix_style,
+            tooltips=True,
+            dark=self._dark,
+        )
 
     def _footer(self, message: ViewMessage, index: int | None = None) -> str:
         parts = []
@@ -201,11 +240,13 @@ class ConversationView(QTextBrowser):
                 links.append('<a href="edit:">Edit and resend</a>')
             parts.append(f'<p style="color:{self._muted}; font-size:small">{" · ".join(links)}</p>')
         if message.note:
-            parts.append(f'<p style="color:{self._muted}"><i>{_escape(message.note)}</i></p>')
+            parts.append(f'<p style="color:{self._muted}"><i>{_text(message.note)}</i></p>')
         if message.stats_line:
             parts.append(
-                f'<p style="color:{self._muted}; font-size:small">{_escape(message.stats_line)}</p>'
+                f'<p style="color:{self._muted}; font-size:small">{_text(message.stats_line)}</p>'
             )
+        if message.role == "assistant":
+            parts.append(self._legend(message.segments))
         return "".join(parts)
 
     # -- the streaming reply ------------------------------------------------------------------
@@ -227,15 +268,17 @@ class ConversationView(QTextBrowser):
         self._streaming = _Streaming(message, start, chunks=list(chunks))
         self._render_streaming()
 
-    def append_token(self, text: str, from_draft: bool) -> None:
+    def append_token(self, text: str, source: int) -> None:
+        """source: a TokenSource (a bool reads as the draft model's run or the target's)."""
         streaming = self._streaming
         if streaming is None or not text:
             return
         chunks = streaming.chunks
-        if chunks and chunks[-1][1] == from_draft:
-            chunks[-1] = (chunks[-1][0] + text, from_draft)
+        source = TokenSource.stored(source)
+        if chunks and chunks[-1][1] == source:
+            chunks[-1] = (chunks[-1][0] + text, source)
         else:
-            chunks.append((text, from_draft))
+            chunks.append((text, source))
         streaming.dirty = True
         if not self._render_timer.isActive():
             self._render_timer.start()
@@ -277,9 +320,7 @@ class ConversationView(QTextBrowser):
         assert streaming is not None
         streaming.dirty = False
         segments = streaming.chunks or [("…", False)]
-        html = render_reply(
-            segments, highlight=self._highlight, mark_style=self.mark_style, dark=self._dark
-        )
+        html = self._render(segments)
         self._replace_from(streaming.start, self._header("assistant") + html)
         if streaming.chunks:
             self.follower.new_text()
@@ -325,5 +366,6 @@ class ConversationView(QTextBrowser):
         return cursor
 
 
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def _text(text: str) -> str:
+    """Plain text as HTML: markup characters shown, never interpreted."""
+    return escape(text, quote=False)

@@ -1,9 +1,11 @@
-"""Reply text to HTML: Markdown with code blocks, accepted draft tokens marked.
+"""Reply text to HTML: Markdown with code blocks, accepted draft tokens marked by who proposed
+them (a draft model or the suffix index), each source with its own shade.
 
 Highlighting works on the Markdown source: each run of draft-accepted text is wrapped in two
-private-use characters, Markdown renders around them (they are ordinary letters to it), and the
-HTML gets spans where they ended up. Runs are cut at line ends and never start before a line's
-block syntax (`# `, `- `, `1. `, `> `, code fences), or they would hide that syntax from Markdown.
+private-use characters (a pair per source), Markdown renders around them (they are ordinary
+letters to it), and the HTML gets spans where they ended up. Runs are cut at line ends and
+never start before a line's block syntax (`# `, `- `, `1. `, `> `, code fences), or they would
+hide that syntax from Markdown.
 """
 
 from __future__ import annotations
@@ -14,12 +16,32 @@ from collections.abc import Sequence
 
 import markdown
 
-Segment = tuple[str, bool]
+from app.metrics.summary import METRIC_DEFINITIONS
+from app.store import Segment, TokenSource
+from ui.formatting import SOURCE_COUNTS, SOURCE_WORDS
 
 # Unicode private-use code points: never produced by a tokenizer's text for normal replies and
-# untouched by Markdown (which uses \x02/\x03 for its own placeholders).
-_OPEN = "\ue000"
-_CLOSE = "\ue001"
+# untouched by Markdown (which uses \x02/\x03 for its own placeholders). One pair per source.
+_MARKERS = {TokenSource.DRAFT: ("\ue000", "\ue001"), TokenSource.SUFFIX: ("\ue002", "\ue003")}
+
+
+def shade_tooltip(source: TokenSource) -> str:
+    """What a shade means: its source in the stats line's words, and the metric definition of
+    the count that source's tokens add to."""
+    return f"Shaded, {SOURCE_WORDS[source]}: {METRIC_DEFINITIONS[SOURCE_COUNTS[source]]}"
+
+
+def shading_legend() -> str:
+    """Both shades' meanings, for the controls that switch shading on and off."""
+    return "\n".join(shade_tooltip(source) for source in SOURCE_WORDS)
+
+
+def shade_span(source: TokenSource, style: str, *, tooltip: bool = True) -> str:
+    """The opening tag of a shaded run; Qt shows its title as the run's tooltip."""
+    if not tooltip:
+        return f'<span style="{style}">'
+    return f'<span style="{style}" title="{html.escape(shade_tooltip(source))}">'
+
 
 # Block syntax at the start of a line that a marker must not precede.
 _BLOCK_PREFIX = re.compile(r"^(\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s?)*)")
@@ -67,23 +89,23 @@ def with_code_links(body: str, link: str) -> str:
 
 
 def mark_segments(segments: Sequence[Segment]) -> str:
-    """Markdown source with draft runs wrapped in marker characters (see module docstring)."""
+    """Markdown source with drafted runs wrapped in marker characters (see module docstring)."""
     return _marked_source(segments)[0]
 
 
-def _marked_source(segments: Sequence[Segment]) -> tuple[str, list[list[bool]]]:
-    """The marked Markdown source, and for each fenced code block the draft flag of each of
-    its characters: code is left unmarked, since a syntax highlighter would take the markers
-    for code; its shading is put back into the highlighted HTML by _shade_code."""
-    lines: list[list[tuple[str, bool]]] = [[]]
-    for text, from_draft in segments:
+def _marked_source(segments: Sequence[Segment]) -> tuple[str, list[list[int]]]:
+    """The marked Markdown source, and for each fenced code block the source of each of its
+    characters: code is left unmarked, since a syntax highlighter would take the markers for
+    code; its shading is put back into the highlighted HTML by _shade_code."""
+    lines: list[list[tuple[str, int]]] = [[]]
+    for text, source in segments:
         for ch in text:
             if ch == "\n":
                 lines.append([])
             else:
-                lines[-1].append((ch, from_draft))
+                lines[-1].append((ch, int(source)))
     out: list[str] = []
-    blocks: list[list[bool]] = []
+    blocks: list[list[int]] = []
     fence: str | None = None
     for chars in lines:
         text = "".join(ch for ch, _ in chars)
@@ -98,7 +120,7 @@ def _marked_source(segments: Sequence[Segment]) -> tuple[str, list[list[bool]]]:
             fence = None
         else:
             out.append(text)
-            blocks[-1].extend([*(flag for _, flag in chars), False])
+            blocks[-1].extend([*(source for _, source in chars), TokenSource.TARGET])
     return "\n".join(out), blocks
 
 
@@ -106,8 +128,8 @@ _TEXT_UNIT = re.compile(r"&#?\w+;|.", re.S)
 _CODE_BODY = re.compile(r"(<code[^>]*>)(.*?)(</code>)", re.S)
 
 
-def _shade_code(body: str, blocks: list[list[bool]], mark_style: str) -> str:
-    """Wrap the draft-written characters of each code block's text nodes in a shaded span.
+def _shade_code(body: str, blocks: list[list[int]], spans: dict[int, str]) -> str:
+    """Wrap the drafted characters of each code block's text nodes in their source's span.
 
     Only text nodes are split, never tags, so the highlighter's spans stay well nested. A
     block whose text does not line up with its flags is left unshaded rather than misshaded.
@@ -129,13 +151,13 @@ def _shade_code(body: str, blocks: list[list[bool]], mark_style: str) -> str:
                 out.append(part)
                 continue
             run: list[str] = []
-            inside = False
+            inside = 0
             for unit in units[i]:
                 flag = flags[position]
                 position += 1
                 if flag != inside:
-                    run.append(f'<span style="{mark_style}">' if flag else "</span>")
-                    inside = flag
+                    run.append(("</span>" if inside else "") + spans.get(flag, ""))
+                    inside = flag if flag in spans else 0
                 run.append(unit)
             if inside:
                 run.append("</span>")
@@ -145,7 +167,7 @@ def _shade_code(body: str, blocks: list[list[bool]], mark_style: str) -> str:
     return _CODE_BODY.sub(shade, body)
 
 
-def _mark_line(chars: list[tuple[str, bool]]) -> str:
+def _mark_line(chars: list[tuple[str, int]]) -> str:
     # Decided on the whole line, because a later token can complete a fence or a heading mark.
     text = "".join(ch for ch, _ in chars)
     if _FENCE.match(text) or _TABLE_RULE.match(text):
@@ -153,22 +175,32 @@ def _mark_line(chars: list[tuple[str, bool]]) -> str:
     match = _BLOCK_PREFIX.match(text)
     prefix_len = len(match.group(1)) if match else 0
     out = [text[:prefix_len]]
-    inside = False
-    for ch, from_draft in chars[prefix_len:]:
-        if from_draft != inside:
-            out.append(_OPEN if from_draft else _CLOSE)
-            inside = from_draft
+    inside = 0
+    for ch, source in chars[prefix_len:]:
+        if source != inside:
+            if inside:
+                out.append(_MARKERS[TokenSource(inside)][1])
+            inside = source if source in _MARKERS else 0
+            if inside:
+                out.append(_MARKERS[TokenSource(inside)][0])
         out.append(ch)
     if inside:
-        out.append(_CLOSE)
+        out.append(_MARKERS[TokenSource(inside)][1])
     return "".join(out)
 
 
 def render_reply(
-    segments: Sequence[Segment], *, highlight: bool, mark_style: str, dark: bool = False
+    segments: Sequence[Segment],
+    *,
+    highlight: bool,
+    mark_style: str,
+    suffix_style: str | None = None,
+    tooltips: bool = False,
+    dark: bool = False,
 ) -> str:
-    """HTML for one reply. `mark_style` is the CSS of a highlighted run; `dark` picks code
-    colours for a dark background."""
+    """HTML for one reply. `mark_style` is the CSS of a draft model's run and `suffix_style`
+    that of a suffix index's run (the same shade when not given); `tooltips` gives each shaded
+    run what its shade means; `dark` picks code colours for a dark background."""
     if highlight:
         source, blocks = _marked_source(segments)
     else:
@@ -177,8 +209,15 @@ def render_reply(
     md.reset()
     body = str(md.convert(source))
     if highlight:
-        body = body.replace(_OPEN, f'<span style="{mark_style}">').replace(_CLOSE, "</span>")
-        body = _shade_code(body, blocks, mark_style)
+        spans: dict[int, str] = {
+            TokenSource.DRAFT: shade_span(TokenSource.DRAFT, mark_style, tooltip=tooltips),
+            TokenSource.SUFFIX: shade_span(
+                TokenSource.SUFFIX, suffix_style or mark_style, tooltip=tooltips
+            ),
+        }
+        for kind, (opener, closer) in _MARKERS.items():
+            body = body.replace(opener, spans[kind]).replace(closer, "</span>")
+        body = _shade_code(body, blocks, spans)
     return body
 
 

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 
 from ui.settings import Settings
 from ui.widgets.remote_workers import RemoteWorkersBox
+from ui.widgets.rendering import shading_legend
 
 _MAX_SEED = 2**31 - 1
 
@@ -101,6 +102,7 @@ class SettingsPanel(QWidget):
         )
         self.highlight = QCheckBox("Highlight accepted draft tokens")
         self.highlight.setObjectName("highlightToggle")
+        self.highlight.setToolTip(shading_legend())
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setObjectName("systemPromptInput")
         self.system_prompt.setPlaceholderText("System prompt (optional)")

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.chat_template import ChatMessage
-from app.store import ConversationStore, ConversationSummary, StoredMessage
+from app.store import ConversationStore, ConversationSummary, Segment, StoredMessage
 from ui.settings import Settings
 from ui.widgets.conversation_view import ViewMessage
-from ui.widgets.rendering import Segment
 
 TITLE_LENGTH = 48
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QFileDialog, QWidget
 
 from ui.dialogs.compare_dialog import CompareDialog
 from ui.dialogs.models_dialog import ModelsDialog
@@ -44,6 +45,16 @@ class DialogLauncher(QObject):
         # Made on first use: the Models dialog scans the disk as soon as it exists.
         self.models_dialog: ModelsDialog | None = None
         self.compare_dialog: CompareDialog | None = None
+
+    def pick_model_files(self) -> list[str]:
+        """GGUF files the user picks in a file dialog opened where the last ones came from."""
+        folder = self._settings.get_str("models/last_folder") or str(Path.home())
+        paths, _filter = QFileDialog.getOpenFileNames(
+            self._window, "Add GGUF model files", folder, "GGUF models (*.gguf);;All files (*)"
+        )
+        if paths:
+            self._settings.set("models/last_folder", str(Path(paths[0]).parent))
+        return list(paths)
 
     def open_models(self) -> ModelsDialog:
         settings = self._settings
@@ -117,6 +128,15 @@ class DialogLauncher(QObject):
 
     def shutdown(self, timeout_ms: int) -> None:
         if self.compare_dialog is not None:
-            self.compare_dialog.close()  # stops its run and waits for its thread
+            self.compare_dialog.close()  # stops its comparison and waits for it to end
         if self.models_dialog is not None:
             self.models_dialog.shutdown(timeout_ms)
+
+
+def dropped_ggufs(urls: list[Any]) -> list[str]:
+    """The local .gguf files among URLs dropped on the window."""
+    return [
+        u.toLocalFile()
+        for u in urls
+        if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf")
+    ]

@@ -35,6 +35,7 @@ from ui.widgets.insight_panel import InsightPanel
 from ui.widgets.metrics_panel import MetricsPanel
 from ui.widgets.model_controls import ModelControls
 from ui.widgets.prompt_input import PromptInput
+from ui.widgets.rendering import shading_legend
 from ui.widgets.server_panel import ServerPanel
 from ui.widgets.settings_panel import SettingsPanel
 
@@ -189,6 +190,8 @@ class WindowLayout(QMainWindow):
         view_menu = bar.addMenu("&View")
         self.highlight_action = self._action(view_menu, "&Shade text the draft wrote", None)
         self.highlight_action.setCheckable(True)
+        self.highlight_action.setToolTip(shading_legend())
+        view_menu.setToolTipsVisible(True)
         self.highlight_action.setChecked(self.settings.get_bool("view/highlight_draft"))
         theme_menu = QMenu("&Theme", self)
         view_menu.addMenu(theme_menu)
@@ -212,6 +215,15 @@ class WindowLayout(QMainWindow):
         help_menu = bar.addMenu("&Help")
         self.shortcuts_action = self._action(help_menu, "&Keyboard shortcuts", "F1")
         self.about_action = self._action(help_menu, "&About SpecChat", None)
+
+    def show_load_progress(self, stage: str, fraction: float) -> None:
+        self.load_label.setText(stage)
+        self.load_bar.setValue(round(fraction * 1000))
+
+    def use_example(self, text: str) -> None:
+        """An example prompt from the welcome page, in the box to send or change."""
+        self.prompt.setPlainText(text)
+        self.prompt.setFocus()
 
     def _action(self, menu: QMenu, text: str, keys: str | None) -> QAction:
         action = QAction(text, self)

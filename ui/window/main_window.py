@@ -7,16 +7,13 @@ EngineHost, every answer a queued signal handled here on the UI thread.
 
 from __future__ import annotations
 
-import enum
-import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from PySide6.QtCore import QCoreApplication, QEvent, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QFileDialog
 
 from app.engine.config import GenerationConfig
 from app.engine.runtime import MemoryUsage
@@ -28,13 +25,20 @@ from ui.dialogs.models_dialog import ModelsDialog
 from ui.settings import Settings
 from ui.widgets.conversation_view import ViewMessage
 from ui.window.chat_controller import ChatController
+from ui.window.closing import release_window
 from ui.window.conversation_actions import ConversationActions
-from ui.window.dialog_launcher import DialogLauncher
+from ui.window.dialog_launcher import DialogLauncher, dropped_ggufs
 from ui.window.generation_settings import generation_config
 from ui.window.layout import WindowLayout
 from ui.window.model_session import ModelSession
 from ui.window.reply_flow import ReplyFlow
 from ui.window.server_switch import ServerSwitch
+from ui.window.window_state import (
+    RELOADING_SETTINGS,
+    SEND_AFTER_SERVING_MESSAGE,
+    UiState,
+    render_state,
+)
 from ui.window.wiring import connect_window
 from ui.workers.catalog import Catalog
 from ui.workers.engine import forget_history
@@ -42,22 +46,7 @@ from ui.workers.engine_host import EngineHost
 from ui.workers.jobs import Jobs
 from ui.workers.requests import LoadedState
 
-log = logging.getLogger(__name__)
-T = TypeVar("T")
-
 SHUTDOWN_TIMEOUT_MS = 20000
-NO_MODEL_MESSAGE = "No model loaded: choose a target model above."
-SERVING_MESSAGE = "Answering a request from the local server; press Enter to send when it ends."
-SEND_AFTER_SERVING_MESSAGE = "Your message goes as soon as the local server request ends."
-
-
-class UiState(enum.Enum):
-    NoModel = "no model"
-    LoadingModel = "loading model"
-    Idle = "idle"
-    Generating = "generating"
-    Stopping = "stopping"
-    Serving = "answering a local server request"
 
 
 class MainWindow(WindowLayout):
@@ -156,32 +145,7 @@ class MainWindow(WindowLayout):
             self.stateChanged.emit(state)
 
     def _render_state(self) -> None:
-        s = self._state
-        generating = s in (UiState.Generating, UiState.Stopping)
-        self.send_button.setEnabled(s in (UiState.Idle, UiState.Serving))
-        self.stop_button.setEnabled(s == UiState.Generating)
-        self.regenerate_button.setEnabled(
-            s == UiState.Idle and self._store_action(self.chat.last_reply_id) is not None
-        )
-        self.conversations.setEnabled(not generating)
-        self.controls.target_combo.setEnabled(s in (UiState.Idle, UiState.NoModel))
-        self.controls.draft_combo.setEnabled(s == UiState.Idle)
-        self.controls.add_button.setEnabled(s in (UiState.Idle, UiState.NoModel))
-        # The comparison runs on the chat's engine thread and models: only from Idle, so no
-        # reply runs beside it to falsify its timings.
-        self.compare_button.setEnabled(s == UiState.Idle and self.chat.last_prompt() is not None)
-        self.load_row.setVisible(s == UiState.LoadingModel)
-        bar = self.statusBar()
-        if s == UiState.NoModel:
-            bar.showMessage(NO_MODEL_MESSAGE)
-        elif s == UiState.Serving:
-            bar.showMessage(SERVING_MESSAGE)
-        elif bar.currentMessage() in (
-            NO_MODEL_MESSAGE,
-            SERVING_MESSAGE,
-            SEND_AFTER_SERVING_MESSAGE,
-        ):
-            bar.clearMessage()
+        render_state(self, self._state)
 
     def show_error(self, text: str) -> None:
         self.banner.show_message(text)
@@ -203,17 +167,12 @@ class MainWindow(WindowLayout):
 
     def _on_loading_changed(self, loading: bool) -> None:
         if loading:
-            self.load_bar.setValue(0)
-            self.load_label.setText("Preparing models…")
+            self.show_load_progress("Preparing models…", 0.0)
             self._set_state(UiState.LoadingModel)
         elif self._state == UiState.LoadingModel:
             loaded = self.models.loaded
             has_target = loaded is not None and loaded.target is not None
             self._set_state(UiState.Idle if has_target else UiState.NoModel)
-
-    def _on_load_progress(self, stage: str, fraction: float) -> None:
-        self.load_label.setText(stage)
-        self.load_bar.setValue(round(fraction * 1000))
 
     def _on_models_loaded(self, state: LoadedState) -> None:
         self.controls.set_draft_loaded(state.draft.kind != "none")
@@ -231,13 +190,7 @@ class MainWindow(WindowLayout):
         self.catalogChanged.emit()
 
     def add_models_dialog(self) -> None:
-        folder = self.settings.get_str("models/last_folder") or str(Path.home())
-        paths, _filter = QFileDialog.getOpenFileNames(
-            self, "Add GGUF model files", folder, "GGUF models (*.gguf);;All files (*)"
-        )
-        if paths:
-            self.settings.set("models/last_folder", str(Path(paths[0]).parent))
-        self.models.add_files(paths)
+        self.models.add_files(self.dialogs.pick_model_files())
 
     # -- dialogs ------------------------------------------------------------------------------
 
@@ -250,19 +203,16 @@ class MainWindow(WindowLayout):
         return self.dialogs.open_compare()
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if _dropped_ggufs(event.mimeData().urls()):
+        if dropped_ggufs(event.mimeData().urls()):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:
-        paths = _dropped_ggufs(event.mimeData().urls())
+        paths = dropped_ggufs(event.mimeData().urls())
         if paths:
             event.acceptProposedAction()
             self.models.add_files(paths)
 
     # -- conversations ------------------------------------------------------------------------
-
-    def _store_action(self, action: Callable[[], T]) -> T | None:
-        return self.chats.store_action(action)
 
     @property
     def store(self) -> ConversationStore:
@@ -316,7 +266,7 @@ class MainWindow(WindowLayout):
         if self._state != UiState.Idle or not text:
             return
         # On a storage failure the text stays in the box, so nothing typed is lost.
-        if self._store_action(lambda: self.chat.add_user_message(text)) is None:
+        if self.chats.store_action(lambda: self.chat.add_user_message(text)) is None:
             return
         self.chats.forget_take_back()
         self.chats.show_title()
@@ -326,14 +276,10 @@ class MainWindow(WindowLayout):
         self._start_generation()
 
     def regenerate(self) -> None:
-        if self._state != UiState.Idle or not self._store_action(self.chat.drop_last_reply):
+        if self._state != UiState.Idle or not self.chats.store_action(self.chat.drop_last_reply):
             return
         self.view.drop_last_reply()
         self._start_generation(regenerating=True)
-
-    def _use_example(self, text: str) -> None:
-        self.prompt.setPlainText(text)
-        self.prompt.setFocus()
 
     def copy_last_reply(self) -> None:
         self.chats.copy_last_reply()
@@ -416,14 +362,7 @@ class MainWindow(WindowLayout):
         if key == "view/highlight_draft":
             self.view.set_highlight(self.settings.get_bool(key))
             self.highlight_action.setChecked(self.settings.get_bool(key))
-        elif key in (
-            "models/target_gpu_layers",
-            "models/draft_gpu_layers",
-            "models/n_threads",
-            "models/n_ctx",
-            "models/target_rpc",
-            "models/draft_rpc",
-        ):
+        elif key in RELOADING_SETTINGS:
             self.models.reload()
 
     def _refresh_memory(self) -> None:
@@ -445,32 +384,7 @@ class MainWindow(WindowLayout):
         if self._closed:
             return
         self._closed = True
-        self.flow.stop()
-        self.models.cancel()
-        self.server_switch.set_on(False)
-        self.metrics_timer.stop()
-        self.memory_timer.stop()
-        self.dialogs.shutdown(SHUTDOWN_TIMEOUT_MS)
-        self.settings.set("window/geometry", self.saveGeometry())
-        self.settings.set("window/splitter", self.splitter.saveState())
-        self.settings.sync()
-        self.host.stop(SHUTDOWN_TIMEOUT_MS)
-        # The worker's last signals (the stopped reply's FinishEvent) are queued for the reply
-        # flow and the window now; deliver them so the partial reply is saved before the store
-        # closes.
-        for receiver in (self.flow, self.server_switch, self):
-            QCoreApplication.sendPostedEvents(receiver, QEvent.Type.MetaCall)
-        self.ops.shutdown()
-        self.gpu.close()
-        self.store.close()
+        release_window(self, SHUTDOWN_TIMEOUT_MS)
 
     def is_shut_down(self) -> bool:
         return self._closed
-
-
-def _dropped_ggufs(urls: list[Any]) -> list[str]:
-    return [
-        u.toLocalFile()
-        for u in urls
-        if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf")
-    ]

@@ -21,7 +21,7 @@ from app.engine.events import TokenEvent
 from app.engine.result import GenerationResult
 from app.metrics.rounds import RoundRecord
 from app.metrics.summary import GenerationStats
-from app.store import StoreError
+from app.store import StoreError, TokenSource
 from ui.formatting import speedup_headline, stats_line
 from ui.widgets.conversation_view import ConversationView
 from ui.widgets.insight_panel import InsightPanel
@@ -173,7 +173,7 @@ class ReplyFlow(QObject):
         if self.reply is None:
             return
         self.live.on_token()
-        self._view.append_token(event.text, event.from_draft)
+        self._view.append_token(event.text, TokenSource.of(event.from_draft, event.from_suffix))
 
     def _on_round(self, record: RoundRecord) -> None:
         if self.reply is None:

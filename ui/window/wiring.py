@@ -10,14 +10,13 @@ from typing import TYPE_CHECKING
 
 from ui.messages import describe
 from ui.window.menu_actions import connect_menus
+from ui.window.window_state import UiState
 
 if TYPE_CHECKING:
     from ui.window.main_window import MainWindow
 
 
 def connect_window(window: MainWindow) -> None:
-    from ui.window.main_window import UiState  # noqa: PLC0415 - main_window imports this module
-
     flow = window.flow
     flow.started.connect(lambda: window._set_state(UiState.Generating))
     flow.ended.connect(window._on_reply_ended)
@@ -39,7 +38,7 @@ def connect_window(window: MainWindow) -> None:
     window.conversations.deleteRequested.connect(window._confirm_delete)
     window.conversations.exportRequested.connect(window.chats.export_dialog)
     window.models.loadingChanged.connect(window._on_loading_changed)
-    window.models.loadProgress.connect(window._on_load_progress)
+    window.models.loadProgress.connect(window.show_load_progress)
     window.models.modelsLoaded.connect(window._on_models_loaded)
     window.models.catalogChanged.connect(window._on_catalog)
     window.models.errorRaised.connect(window.show_error)
@@ -57,7 +56,7 @@ def connect_window(window: MainWindow) -> None:
     switch.servingChanged.connect(window._on_serving_changed)
     switch.errorRaised.connect(window.show_error)
     switch.statusMessage.connect(lambda text: window.statusBar().showMessage(text, 8000))
-    window.view.examplePicked.connect(window._use_example)
+    window.view.examplePicked.connect(window.use_example)
     window.view.editRequested.connect(window.edit_last_message)
     window.view.copied.connect(lambda _text: window.statusBar().showMessage("Copied.", 3000))
     connect_menus(window)

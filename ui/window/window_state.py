@@ -1,0 +1,60 @@
+"""The window's one state (UiState) and what each state enables and says.
+
+The window renders from this state alone (no scattered booleans): which buttons are enabled
+and what the status bar says follow from it and from the chat's last reply.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ui.window.main_window import MainWindow
+
+NO_MODEL_MESSAGE = "No model loaded: choose a target model above."
+SERVING_MESSAGE = "Answering a request from the local server; press Enter to send when it ends."
+SEND_AFTER_SERVING_MESSAGE = "Your message goes as soon as the local server request ends."
+# Settings whose change reloads the models (the rest apply to the next reply).
+RELOADING_SETTINGS = (
+    "models/target_gpu_layers",
+    "models/draft_gpu_layers",
+    "models/n_threads",
+    "models/n_ctx",
+    "models/target_rpc",
+    "models/draft_rpc",
+)
+
+
+class UiState(enum.Enum):
+    NoModel = "no model"
+    LoadingModel = "loading model"
+    Idle = "idle"
+    Generating = "generating"
+    Stopping = "stopping"
+    Serving = "answering a local server request"
+
+
+def render_state(w: MainWindow, s: UiState) -> None:
+    """Enable the window's controls and set its status line for state s."""
+    generating = s in (UiState.Generating, UiState.Stopping)
+    w.send_button.setEnabled(s in (UiState.Idle, UiState.Serving))
+    w.stop_button.setEnabled(s == UiState.Generating)
+    w.regenerate_button.setEnabled(
+        s == UiState.Idle and w.chats.store_action(w.chat.last_reply_id) is not None
+    )
+    w.conversations.setEnabled(not generating)
+    w.controls.target_combo.setEnabled(s in (UiState.Idle, UiState.NoModel))
+    w.controls.draft_combo.setEnabled(s == UiState.Idle)
+    w.controls.add_button.setEnabled(s in (UiState.Idle, UiState.NoModel))
+    # The comparison runs on the chat's engine thread and models: only from Idle, so no
+    # reply runs beside it to falsify its timings.
+    w.compare_button.setEnabled(s == UiState.Idle and w.chat.last_prompt() is not None)
+    w.load_row.setVisible(s == UiState.LoadingModel)
+    bar = w.statusBar()
+    if s == UiState.NoModel:
+        bar.showMessage(NO_MODEL_MESSAGE)
+    elif s == UiState.Serving:
+        bar.showMessage(SERVING_MESSAGE)
+    elif bar.currentMessage() in (NO_MODEL_MESSAGE, SERVING_MESSAGE, SEND_AFTER_SERVING_MESSAGE):
+        bar.clearMessage()
