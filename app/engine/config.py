@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from app.engine.gamma import DEFAULT_GAMMA_SETTING, GammaSetting
 from app.errors import InvalidSettingError
 from app.llama.config import MAX_INT32, ModelConfig
 from app.metrics.cost_model import MAX_GAMMA
 
+if TYPE_CHECKING:
+    from app.engine.constraint_types import ConstraintSpec
+
 # Seeds feed numpy's generator and are mixed into 32-bit per-position draft seeds.
 MAX_SEED = 2**32 - 1
+# OpenAI's ranges for presence/frequency penalties and for logit bias values.
+MAX_PENALTY = 2.0
+MAX_LOGIT_BIAS = 100.0
 # A prompt file larger than this is not a prompt (or is /dev/zero): refuse it unread.
 MAX_PROMPT_FILE_BYTES = 16 * 1024 * 1024
 
@@ -33,7 +40,9 @@ class SamplingConfig:
     """The transform applied identically to target and draft logits before sampling.
 
     temperature <= 0 means greedy (argmax). top_k = 0, top_p = 1, min_p = 0 and
-    repeat_penalty = 1 each switch their step off.
+    repeat_penalty = 1 each switch their step off. presence_penalty and frequency_penalty
+    (OpenAI's, over the same last repeat_last_n tokens) are off at 0; logit_bias adds a number to
+    chosen tokens' logits, as (token id, bias) pairs.
     """
 
     temperature: float = 0.0
@@ -43,6 +52,9 @@ class SamplingConfig:
     repeat_penalty: float = 1.0
     repeat_last_n: int = 64
     seed: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
     @property
     def greedy(self) -> bool:
@@ -54,6 +66,9 @@ class SamplingConfig:
             ("top-p", self.top_p),
             ("min-p", self.min_p),
             ("repeat penalty", self.repeat_penalty),
+            ("presence penalty", self.presence_penalty),
+            ("frequency penalty", self.frequency_penalty),
+            *(("logit bias", bias) for _, bias in self.logit_bias),
         ):
             _finite(name, value)
         if self.temperature < 0.0:
@@ -68,6 +83,20 @@ class SamplingConfig:
             raise InvalidSettingError(f"min-p must be in [0, 1), got {self.min_p}")
         if self.repeat_penalty <= 0.0:
             raise InvalidSettingError(f"repeat penalty must be positive, got {self.repeat_penalty}")
+        for name, value in (
+            ("presence penalty", self.presence_penalty),
+            ("frequency penalty", self.frequency_penalty),
+        ):
+            if not -MAX_PENALTY <= value <= MAX_PENALTY:
+                raise InvalidSettingError(
+                    f"{name} must be in -{MAX_PENALTY:g}..{MAX_PENALTY:g}, got {value}"
+                )
+        for token, bias in self.logit_bias:
+            if token < 0 or not -MAX_LOGIT_BIAS <= bias <= MAX_LOGIT_BIAS:
+                raise InvalidSettingError(
+                    f"logit bias takes token ids >= 0 and biases in "
+                    f"-{MAX_LOGIT_BIAS:g}..{MAX_LOGIT_BIAS:g}, got {token}: {bias}"
+                )
         if self.repeat_last_n < 0:
             raise InvalidSettingError(f"repeat-last-n must be >= 0, got {self.repeat_last_n}")
         if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
@@ -88,6 +117,8 @@ class GenerationConfig:
     # Every target pass computes at least two rows, so plain steps and verification run the
     # same llama.cpp kernels and greedy output cannot depend on γ (docs/design.md, "Exact mode").
     exact: bool = False
+    # A grammar the reply must match (app/engine/constraint.py), masking target and draft alike.
+    constraint: ConstraintSpec | None = None
 
     def validate(self) -> None:
         if not 1 <= self.max_tokens <= MAX_INT32:

@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from app.engine.confidence import KeepDrafting
 from app.engine.config import SamplingConfig
+from app.engine.constraint import ConstraintCursor, greedy_logits
 from app.engine.sampling import (
     FloatArray,
     confidence_margin,
@@ -91,6 +92,8 @@ class ModelDrafter:
         self.label = label or model.path.name
         self._target_n_vocab = target_n_vocab
         self._clock = clock
+        # Set by the engine for a reply under a grammar that masks the draft too.
+        self.constraint: ConstraintCursor | None = None
 
     def _logits_in_target_vocab(self, row: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         # Vocab sizes may differ by up to 128 padding ids; ids the target lacks get -inf so the
@@ -122,11 +125,19 @@ class ModelDrafter:
         probs: list[FloatArray | None] = []
         margins: list[float] = []
         steps = 0
+        grammar = None if self.constraint is None else self.constraint.follow(sequence)
+        if self.constraint is not None and grammar is None:
+            # The history already breaks the grammar: nothing drafted after it can be kept.
+            return Draft([], [], 0, self._clock() - start)
         for _ in range(max_tokens):
             row = self._logits_in_target_vocab(self.model.feed(sequence, 1)[0])
             steps += 1
             if sampling.greedy:
-                logits = penalized_logits(row, sequence, sampling)
+                logits = (
+                    penalized_logits(row, sequence, sampling)
+                    if grammar is None
+                    else greedy_logits(grammar, row, sequence, sampling)
+                )
                 token = int(np.argmax(logits))
                 # Stop before proposing a token the draft itself doubts: it would likely be
                 # rejected and cost a verification row (llama.cpp's p_min rule).
@@ -135,7 +146,7 @@ class ModelDrafter:
                 q: FloatArray | None = None
                 margin = None if stop is None else logit_margin(logits)
             else:
-                q = distribution(row, sequence, sampling)
+                q = distribution(row if grammar is None else grammar.mask(row), sequence, sampling)
                 token = sample(q, rng)
                 if p_min > 0.0 and float(q.max()) < p_min:
                     break
@@ -143,11 +154,17 @@ class ModelDrafter:
             tokens.append(token)
             probs.append(q)
             sequence.append(token)
+            if grammar is not None:
+                if self.constraint is not None and self.constraint.ends(token):
+                    break  # the grammar is done, and nothing follows an end token
+                grammar.accept(token)
             if stop is not None and margin is not None:
                 margins.append(margin)
                 # The token stays: its pass is paid, and a row to check it costs little.
                 if not stop(margin):
                     break
+        if grammar is not None:
+            grammar.close()
         return Draft(tokens, probs, steps, self._clock() - start, margins)
 
     def prefill(self, history: Sequence[int]) -> None:
@@ -158,6 +175,16 @@ class ModelDrafter:
 
     def close(self) -> None:
         self.model.close()
+
+
+def constrain_draft(drafter: Drafter | None, cursor: ConstraintCursor | None) -> None:
+    """Hand a reply's constraint to the draft model a drafter runs, if it runs one; other
+    drafts are not masked (a proposal the grammar forbids has p = 0 and is rejected)."""
+    model = (
+        drafter if isinstance(drafter, ModelDrafter) else getattr(drafter, "model_drafter", None)
+    )
+    if isinstance(model, ModelDrafter):
+        model.constraint = cursor
 
 
 class PromptLookupDrafter:

@@ -1,7 +1,8 @@
 """The sampling transform, applied identically to target and draft logits.
 
-Order follows llama-cpp-python's default chain: repetition penalty, top-k, top-p, min-p, then
-temperature over the survivors. What matters for exact speculative sampling is only that the
+Order follows llama-cpp-python's default chain: logit bias, repetition penalty, presence and
+frequency penalties (llama.cpp's penalties sampler), top-k, top-p, min-p, then temperature over
+the survivors. What matters for exact speculative sampling is only that the
 target's p and the draft's q come out of the same deterministic function of their own logits
 and the same token history; then accepting with min(1, p/q) reproduces plain sampling from p.
 """
@@ -25,17 +26,31 @@ _NUCLEUS_SHORTLIST = 1024
 def penalized_logits(
     logits: npt.NDArray[np.float32], history: Sequence[int], config: SamplingConfig
 ) -> npt.NDArray[np.float32]:
-    """Apply the repetition penalty over the last `repeat_last_n` tokens of history."""
-    if config.repeat_penalty == 1.0 or config.repeat_last_n == 0 or not history:
-        return logits
-    recent = np.unique(np.asarray(history[-config.repeat_last_n :], dtype=np.int64))
-    recent = recent[recent < logits.shape[0]]
-    out = logits.copy()
-    values = out[recent]
-    # llama.cpp's rule: shrink positive logits, grow negative ones, so the token always loses.
-    out[recent] = np.where(
-        values > 0, values / config.repeat_penalty, values * config.repeat_penalty
-    )
+    """Add the logit bias, then apply the penalties over the last `repeat_last_n` tokens."""
+    out = logits
+    if config.logit_bias:
+        ids = np.array([t for t, _ in config.logit_bias], dtype=np.int64)
+        bias = np.array([b for _, b in config.logit_bias], dtype=np.float32)
+        inside = ids < logits.shape[0]
+        out = logits.copy()
+        out[ids[inside]] += bias[inside]
+    repeat = config.repeat_penalty != 1.0
+    counted = config.presence_penalty != 0.0 or config.frequency_penalty != 0.0
+    if not (repeat or counted) or config.repeat_last_n == 0 or not history:
+        return out
+    window = np.asarray(history[-config.repeat_last_n :], dtype=np.int64)
+    recent, counts = np.unique(window, return_counts=True)
+    inside = recent < logits.shape[0]
+    recent, counts = recent[inside], counts[inside]
+    out = out.copy() if out is logits else out
+    if repeat:
+        values = out[recent]
+        # llama.cpp's rule: shrink positive logits, grow negative ones, so the token loses.
+        out[recent] = np.where(
+            values > 0, values / config.repeat_penalty, values * config.repeat_penalty
+        )
+    if counted:
+        out[recent] -= counts * config.frequency_penalty + config.presence_penalty
     return out
 
 

@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.engine.job_queue import EngineOwner, Failed, Job, QueueFullError, Started, Ticket
 from app.server.body import read_json
-from app.server.errors import ApiError, error_response
+from app.server.errors import ApiError, error_response, refused
 from app.server.formats import ReplyFormat
 from app.server.guard import RequestGuard
 from app.server.limits import Limits, check_message_count, check_prompt_size
@@ -189,7 +189,7 @@ class _Completions:
         try:
             ticket = self._owner.submit(job, feed.put)
         except QueueFullError as exc:
-            error = ApiError(503, str(exc), code="queue_full", error_type="server_error")
+            error = refused(exc, 503, code="queue_full", error_type="server_error")
             await error_response(error, {"Retry-After": "1"})(scope, receive, send)
             return
         gone = asyncio.Event()
@@ -236,9 +236,11 @@ async def _sse(
             yield sse_event(opening)
         async for piece in replies:
             if isinstance(piece, str):
-                yield sse_event(fmt.text_chunk(piece))
+                for chunk in fmt.text_chunks(piece):
+                    yield sse_event(chunk)
             elif piece.result is not None:
-                yield sse_event(fmt.closing_chunk(piece.result, started, piece.stop_hit))
+                for chunk in fmt.closing_chunks(piece.result, started, piece.stop_hit):
+                    yield sse_event(chunk)
             else:
                 assert piece.failure is not None
                 yield sse_event(_failure_error(piece.failure).body())

@@ -1,4 +1,9 @@
-"""OpenAI's response objects for one request: chat.completion(.chunk) or text_completion."""
+"""OpenAI's response objects for one request: chat.completion(.chunk) or text_completion.
+
+A reply that may be a tool call is held back while it could still be one (app/server/tools.py):
+from its start under a required call, from its first `{` under "auto"; text that cannot be a
+call streams as it comes.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from app.engine.job_queue import Started
 from app.engine.result import GenerationResult
 from app.server.schemas import ApiRequest
 from app.server.timings import finish_reason, speculation, timings, usage
+from app.server.tools import read_call
 
 
 class ReplyFormat:
@@ -20,6 +26,10 @@ class ReplyFormat:
         prefix = "chatcmpl-" if self.chat else "cmpl-"
         self._id = prefix + uuid.uuid4().hex[:24]
         self._created = int(time.time())
+        tools = request.tools
+        self._tools = tools if tools is not None and tools.offered else None
+        # Text held back because it may still turn out to be a call; None once it cannot.
+        self._held: str | None = "" if self._tools is not None else None
 
     def _envelope(self, obj: str, choice: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -44,16 +54,48 @@ class ReplyFormat:
             return None
         return self._chunk({"delta": {"role": "assistant", "content": ""}, "finish_reason": None})
 
+    def text_chunks(self, text: str) -> list[dict[str, Any]]:
+        if self._held is not None and self._tools is not None:
+            self._held += text
+            start = self._held.lstrip()
+            if self._tools.choice != "auto" or not start or start.startswith("{"):
+                return []
+            text, self._held = self._held, None
+        return [self.text_chunk(text)]
+
+    def closing_chunks(
+        self, result: GenerationResult, started: Started, stop_hit: bool
+    ) -> list[dict[str, Any]]:
+        """Held text as a tool call or as text, then the closing chunk."""
+        held, self._held = self._held, None
+        calls = self._calls(held)
+        if calls is not None:
+            deltas = [{"index": i, **call} for i, call in enumerate(calls)]
+            chunk = self._chunk({"delta": {"tool_calls": deltas}, "finish_reason": None})
+            return [chunk, self.closing_chunk(result, started, stop_hit, tool_calls=True)]
+        opening = [self.text_chunk(held)] if held else []
+        return [*opening, self.closing_chunk(result, started, stop_hit)]
+
+    def _calls(self, text: str | None) -> list[dict[str, Any]] | None:
+        if text is None or self._tools is None:
+            return None
+        return read_call(text, self._tools)
+
     def text_chunk(self, text: str) -> dict[str, Any]:
         if self.chat:
             return self._chunk({"delta": {"content": text}, "finish_reason": None})
         return self._chunk({"text": text, "logprobs": None, "finish_reason": None})
 
     def closing_chunk(
-        self, result: GenerationResult, started: Started, stop_hit: bool
+        self,
+        result: GenerationResult,
+        started: Started,
+        stop_hit: bool,
+        *,
+        tool_calls: bool = False,
     ) -> dict[str, Any]:
         """The last chunk: finish_reason, timings and speculation (and usage when asked)."""
-        reason = finish_reason(result.finish_reason, stop_hit)
+        reason = "tool_calls" if tool_calls else finish_reason(result.finish_reason, stop_hit)
         if self.chat:
             choice: dict[str, Any] = {"delta": {}, "finish_reason": reason}
         else:
@@ -73,9 +115,15 @@ class ReplyFormat:
         self, text: str, result: GenerationResult, started: Started, stop_hit: bool
     ) -> dict[str, Any]:
         reason = finish_reason(result.finish_reason, stop_hit)
+        calls = self._calls(text)
+        if calls is not None:
+            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
+            reason = "tool_calls"
+        else:
+            message = {"role": "assistant", "content": text}
         if self.chat:
             choice: dict[str, Any] = {
-                "message": {"role": "assistant", "content": text},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": reason,
             }

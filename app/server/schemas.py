@@ -18,7 +18,8 @@ from app.engine.config import GenerationConfig
 from app.engine.gamma import GammaSetting, parse_gamma
 from app.errors import InvalidSettingError
 from app.metrics.cost_model import MAX_GAMMA
-from app.server.errors import ApiError, invalid
+from app.server.errors import ApiError, invalid, refused
+from app.server.tools import ToolRequest, call_text, parse_tools, reply_constraint, with_tools
 from app.server.unsupported import refuse_unsupported
 
 _T = TypeVar("_T")
@@ -63,6 +64,7 @@ class ApiRequest:
     stream: bool
     include_usage: bool
     stops: tuple[str, ...]
+    tools: ToolRequest | None = None
 
     @property
     def speculative(self) -> bool:
@@ -94,6 +96,7 @@ def _request(
     prompt: str | None,
 ) -> ApiRequest:
     refuse_unsupported(fields)
+    tools = parse_tools(fields, chat=messages is not None)
     n = _integer(fields, "n")
     if n is not None and n != 1:
         raise invalid("n", "only n = 1 is supported")
@@ -109,6 +112,11 @@ def _request(
         min_p=_pick(_number(fields, "min_p"), base.sampling.min_p),
         repeat_penalty=_pick(_number(fields, "repeat_penalty"), base.sampling.repeat_penalty),
         seed=_seed(fields, base.sampling.seed),
+        presence_penalty=_pick(_number(fields, "presence_penalty"), base.sampling.presence_penalty),
+        frequency_penalty=_pick(
+            _number(fields, "frequency_penalty"), base.sampling.frequency_penalty
+        ),
+        logit_bias=_logit_bias(fields.get("logit_bias"), base.sampling.logit_bias),
     )
     max_tokens = _integer(fields, "max_completion_tokens")
     if max_tokens is None:
@@ -120,19 +128,21 @@ def _request(
         gamma=parse_gamma(n_max),
         p_min=_pick(p_min, base.p_min),
         sampling=sampling,
+        constraint=reply_constraint(fields, tools),
     )
     try:
         config.validate()
     except InvalidSettingError as exc:
-        raise ApiError(400, str(exc), code="invalid_value") from None
+        raise refused(exc) from None
     return ApiRequest(
-        messages=messages,
+        messages=messages if tools is None or messages is None else with_tools(messages, tools),
         prompt=prompt,
         config=config,
         n_max=n_max,
         stream=_boolean(fields, "stream", default=False),
         include_usage=_include_usage(fields.get("stream_options")),
         stops=_stops(fields.get("stop")),
+        tools=tools,
     )
 
 
@@ -209,6 +219,24 @@ def _speculative(value: Any, defaults: Defaults) -> tuple[NMax, float | None]:
     return n_max, p_min
 
 
+def _logit_bias(
+    value: Any, default: tuple[tuple[int, float], ...]
+) -> tuple[tuple[int, float], ...]:
+    if value is None:
+        return default
+    message = "'logit_bias' must map token ids (as strings) to numbers"
+    if not isinstance(value, dict):
+        raise invalid("logit_bias", message, code="invalid_type")
+    pairs = []
+    for key, bias in value.items():
+        if not (isinstance(key, str) and key.isdigit()) or isinstance(bias, bool):
+            raise invalid("logit_bias", message, code="invalid_type")
+        if not isinstance(bias, int | float):
+            raise invalid("logit_bias", message, code="invalid_type")
+        pairs.append((int(key), float(bias)))
+    return tuple(sorted(pairs))
+
+
 def _include_usage(value: Any) -> bool:
     if value is None:
         return False
@@ -258,6 +286,8 @@ def _message(item: Any, index: int) -> ChatMessage:
         raise invalid(f"{where}.role", f"'{where}.role' must be a string", code="invalid_type")
     if role not in ROLES:
         raise invalid(f"{where}.role", f"'{where}.role' must be one of {', '.join(ROLES)}")
+    if role == "assistant" and item.get("tool_calls") is not None:
+        return {"role": role, "content": call_text(item["tool_calls"], f"{where}.tool_calls")}
     return {"role": _ROLE_ALIASES.get(role, role), "content": _content(item.get("content"), where)}
 
 

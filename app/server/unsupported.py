@@ -1,7 +1,7 @@
 """Request fields the server knows but does not implement, in one table.
 
-OpenAI clients send these to constrain or annotate a reply (JSON output, tool calls, log
-probabilities, penalties); ignoring one would answer with unconstrained text that looks like
+OpenAI clients send these to shape or annotate a reply (the older `functions` form of tool
+calls, log probabilities, echoed prompts); ignoring one would answer with text that looks like
 success. So each is refused with a 400 naming it, unless its value means "off", which clients
 often send by default. Implementing a feature removes its line.
 """
@@ -30,22 +30,13 @@ class Unsupported:
 
 
 UNSUPPORTED: dict[str, Unsupported] = {
-    "response_format": Unsupported('{"type": "text"}', lambda v: v == {"type": "text"}),
-    "tools": Unsupported("[]", lambda v: v == []),
-    "tool_choice": Unsupported('"none"', lambda v: v == "none"),
     "functions": Unsupported("[]", lambda v: v == []),
     "function_call": Unsupported('"none"', lambda v: v == "none"),
     "logprobs": Unsupported("false", _is_false),
     "top_logprobs": Unsupported("0", _zero),
-    "logit_bias": Unsupported("{}", lambda v: v == {}),
-    "presence_penalty": Unsupported("0", _zero),
-    "frequency_penalty": Unsupported("0", _zero),
     "echo": Unsupported("false", _is_false),
     "suffix": Unsupported('""', lambda v: v == ""),
     "best_of": Unsupported("1", lambda v: not isinstance(v, bool) and v == 1),
-    # llama-server's own constraint fields: a client written for it expects them obeyed.
-    "grammar": Unsupported('""', lambda v: v == ""),
-    "json_schema": Unsupported("null", lambda _v: False),
 }
 
 

@@ -1,0 +1,173 @@
+"""Request fields that shape a reply: `response_format` (and llama-server's `json_schema` and
+`grammar`), `tools` with `tool_choice`, penalties and logit bias, parsed without a model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from app.engine.config import GenerationConfig
+from app.engine.constraint import Grammar
+from app.server.errors import ApiError
+from app.server.formats import ReplyFormat
+from app.server.schemas import ApiRequest, Defaults, parse_chat, parse_completion
+from app.server.tools import read_call
+
+DEFAULTS = Defaults(GenerationConfig(), 4)
+HI = [{"role": "user", "content": "Hi"}]
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def chat(**fields: Any) -> ApiRequest:
+    return parse_chat({"messages": HI, **fields}, DEFAULTS)
+
+
+def refusal(**fields: Any) -> ApiError:
+    with pytest.raises(ApiError) as caught:
+        chat(**fields)
+    assert caught.value.status == 400
+    return caught.value
+
+
+def grammar_of(request: ApiRequest) -> Grammar:
+    constraint = request.config.constraint
+    assert isinstance(constraint, Grammar)
+    return constraint
+
+
+def test_plain_text_has_no_grammar() -> None:
+    assert chat().config.constraint is None
+    assert chat(response_format={"type": "text"}).config.constraint is None
+
+
+def test_a_json_schema_becomes_a_grammar_that_masks_the_draft_by_default() -> None:
+    schema = {"type": "object", "properties": {"colour": {"enum": ["red", "blue"]}}}
+    grammar = grammar_of(
+        chat(response_format={"type": "json_schema", "json_schema": {"schema": schema}})
+    )
+    assert '"\\"red\\""' in grammar.gbnf and grammar.draft
+    off = chat(
+        response_format={"type": "json_object"}, speculative={"constrain_draft": False}
+    ).config.constraint
+    assert off is not None and not off.draft
+
+
+def test_a_bounded_integer_is_written_as_its_values() -> None:
+    schema = {"type": "integer", "minimum": 3, "exclusiveMaximum": 6}
+    gbnf = grammar_of(chat(json_schema=schema)).gbnf
+    assert all(f'"{n}"' in gbnf for n in (3, 4, 5))
+    assert '"6"' not in gbnf and '"2"' not in gbnf
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"response_format": {"type": "yaml"}}, "response_format.type"),
+        ({"response_format": {"type": "json_schema", "json_schema": 1}}, "response_format."),
+        ({"json_schema": {"type": "number", "maximum": 2}}, "json_schema"),
+        ({"json_schema": {"type": "integer", "minimum": 0}}, "json_schema"),
+        ({"json_schema": {"type": "integer", "minimum": 0, "maximum": 10**6}}, "json_schema"),
+        ({"grammar": 'root ::= "a"', "json_schema": {"type": "object"}}, "grammar"),
+        ({"grammar": 5}, "grammar"),
+        ({"speculative": {"constrain_draft": "yes"}, "grammar": "root ::= 'a'"}, "speculative."),
+    ],
+)
+def test_a_constraint_the_server_cannot_hold_is_refused_naming_its_field(
+    fields: dict[str, Any], param: str
+) -> None:
+    assert (refusal(**fields).param or "").startswith(param)
+
+
+def test_a_gbnf_grammar_is_passed_to_llama_cpp_as_written() -> None:
+    assert grammar_of(chat(grammar='root ::= "yes" | "no"')).gbnf == 'root ::= "yes" | "no"'
+
+
+def test_penalties_and_logit_bias_reach_the_sampling_transform() -> None:
+    sampling = chat(
+        presence_penalty=0.5, frequency_penalty=-1, logit_bias={"7": 2, "3": -100}
+    ).config.sampling
+    assert (sampling.presence_penalty, sampling.frequency_penalty) == (0.5, -1.0)
+    assert sampling.logit_bias == ((3, -100.0), (7, 2.0))
+    assert refusal(presence_penalty=2.5).code == "invalid_value"
+    assert refusal(logit_bias={"x": 1}).param == "logit_bias"
+    assert refusal(logit_bias={"1": 101}).code == "invalid_value"
+
+
+def test_what_stays_unsupported_is_refused_naming_it() -> None:
+    error = refusal(logprobs=True)
+    assert (error.param, error.code) == ("logprobs", "unsupported_parameter")
+
+
+# -- tools ------------------------------------------------------------------------------------
+
+
+def test_offered_tools_are_described_in_the_system_message() -> None:
+    request = chat(tools=[WEATHER])
+    assert request.messages is not None
+    system, user = request.messages
+    assert system["role"] == "system" and '"name": "get_weather"' in system["content"]
+    assert user == HI[0]
+    assert request.config.constraint is None  # "auto" may answer in text
+
+
+def test_tool_choice_none_leaves_the_conversation_as_it_was() -> None:
+    assert chat(tools=[WEATHER], tool_choice="none").messages == tuple(HI)
+
+
+@pytest.mark.parametrize(
+    "choice", ["required", {"type": "function", "function": {"name": "get_weather"}}]
+)
+def test_a_required_call_is_held_to_a_grammar_of_calls(choice: Any) -> None:
+    gbnf = grammar_of(chat(tools=[WEATHER], tool_choice=choice)).gbnf
+    assert "get_weather" in gbnf and "arguments" in gbnf
+
+
+def test_an_earlier_call_is_written_back_as_the_model_would_write_it() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+    request = parse_chat(
+        {
+            "messages": [
+                *HI,
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "42"},
+            ]
+        },
+        DEFAULTS,
+    )
+    assert request.messages is not None
+    assert json.loads(request.messages[1]["content"]) == {"name": "f", "arguments": {"a": 1}}
+    assert request.messages[2] == {"role": "tool", "content": "42"}
+
+
+def test_a_reply_is_a_call_only_when_it_calls_an_offered_function() -> None:
+    tools = chat(tools=[WEATHER]).tools
+    assert tools is not None
+    (call,) = read_call('{"name": "get_weather", "arguments": {"city": "Oslo"}}', tools) or []
+    assert call["function"] == {"name": "get_weather", "arguments": '{"city": "Oslo"}'}
+    assert read_call('{"name": "other", "arguments": {}}', tools) is None
+    assert read_call("It is sunny.", tools) is None
+
+
+def test_text_streams_at_once_and_a_possible_call_is_held_back() -> None:
+    text = ReplyFormat(chat(tools=[WEATHER]), "m")
+    assert text.text_chunks(" ") == []
+    assert text.text_chunks("It is") != []
+    call = ReplyFormat(chat(tools=[WEATHER]), "m")
+    assert call.text_chunks(' {"name"') == []
+    required = ReplyFormat(chat(tools=[WEATHER], tool_choice="required"), "m")
+    assert required.text_chunks("x") == []
+
+
+def test_tools_need_the_chat_endpoint() -> None:
+    with pytest.raises(ApiError) as caught:
+        parse_completion({"prompt": "Hi", "tools": [WEATHER]}, DEFAULTS)
+    assert caught.value.param == "tools"
