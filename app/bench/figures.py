@@ -86,6 +86,9 @@ class Figures:
     mismatched_runs: int
     # The share of the rounds' wall time spent outside the draft and target passes.
     overhead_share: float | None = None
+    # Rounds that verified a token tree, and the accepted tokens only its alternatives held.
+    tree_rounds: int = 0
+    tree_bonus: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -234,6 +237,8 @@ def figures_for(
         identical_to_plain=identical,
         mismatched_runs=mismatched,
         overhead_share=_overhead_share(rounds),
+        tree_rounds=sum(1 for r in rounds if r.tree_nodes),
+        tree_bonus=sum(r.tree_bonus for r in rounds),
     )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from app.engine.config import GenerationConfig
 from app.engine.gamma import OFF, GammaSetting, parse_gamma
+from app.engine.token_tree_policy import TreeMode
 from app.errors import InvalidSettingError
 
 ALL_CLASSES = "all"
@@ -17,11 +18,13 @@ PLAIN_LABEL = "plain"
 @dataclass(frozen=True, slots=True)
 class DraftChoice:
     """A draft to compare: a GGUF file, or the suffix index alone when `path` is None. A
-    draft model drafts together with the suffix index unless `suffix` is False."""
+    draft model drafts together with the suffix index unless `suffix` is False. `trees`: whether
+    the suffix index alone may draft token trees (app/engine/token_tree_policy.py)."""
 
     label: str
     path: Path | None
     suffix: bool = True
+    trees: TreeMode = "auto"
 
     @property
     def is_lookup(self) -> bool:

@@ -33,6 +33,7 @@ from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, NoticeEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
+from app.engine.suffix_drafter import SuffixDrafter
 from app.errors import Cancelled, InvalidSettingError
 from app.llama.resources import GpuProbe, process_ram_bytes
 
@@ -63,6 +64,8 @@ def run_once(
 ) -> Outcome:
     """One generation from cold caches with the configuration's draft selected."""
     runtime.select_draft(None if config.draft is None else labels[config.draft.label])
+    if isinstance(runtime.drafter, SuffixDrafter) and config.draft is not None:
+        runtime.drafter.trees.mode = config.draft.trees
     runtime.reset_caches()
     result: GenerationResult | None = None
     notices: list[str] = []

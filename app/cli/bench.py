@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from app.bench.chart import save_plot
@@ -39,7 +40,8 @@ from app.cli.args import (
 from app.cli.contained import run_contained
 from app.cli.rpc_options import add_rpc_arguments, draft_endpoints, target_endpoints, uses_rpc
 from app.engine.gamma import AUTO, GAMMA_HELP, GammaSetting
-from app.errors import InvalidSettingError
+from app.engine.token_tree_policy import TREE_MODES, TreeMode
+from app.errors import InvalidSettingError, user_message
 from app.llama.config import ModelConfig
 from models.compat import check_draft_file
 
@@ -54,7 +56,7 @@ def _gammas(value: str) -> list[GammaSetting]:
     try:
         return parse_gammas(value)
     except InvalidSettingError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(user_message(exc)) from None
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,6 +92,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="on|off|on,off",
         help="whether each draft model drafts together with the suffix index; 'on,off' runs "
         "both, side by side",
+    )
+    bench.add_argument(
+        "--trees",
+        type=_tree_modes,
+        default=_tree_modes("auto"),
+        metavar="auto|on|off[,...]",
+        help="whether the suffix index alone drafts token trees: 'auto' where γ auto measured "
+        "that they pay; 'on,off' runs both, side by side",
     )
     bench.add_argument(
         "--prompts",
@@ -151,6 +161,26 @@ def _with_suffix_modes(choices: list[DraftChoice], modes: list[bool]) -> list[Dr
         for joined in modes:
             label = f"{choice.label}+suffix" if joined and len(modes) > 1 else choice.label
             out.append(DraftChoice(label, choice.path, suffix=joined))
+    return out
+
+
+def _tree_modes(value: str) -> list[TreeMode]:
+    modes = [part.strip() for part in value.split(",") if part.strip()]
+    if not modes or any(m not in TREE_MODES for m in modes):
+        raise argparse.ArgumentTypeError(f"--trees takes auto, on, off or a list, got {value!r}")
+    return [m for m in TREE_MODES if m in modes]
+
+
+def _with_tree_modes(choices: list[DraftChoice], modes: list[TreeMode]) -> list[DraftChoice]:
+    """The suffix index alone once per --trees mode; draft models have no trees."""
+    out: list[DraftChoice] = []
+    for choice in choices:
+        if choice.path is not None:
+            out.append(choice)
+            continue
+        for mode in modes:
+            label = f"{choice.label} trees {mode}" if len(modes) > 1 else choice.label
+            out.append(replace(choice, label=label, trees=mode))
     return out
 
 
@@ -233,7 +263,8 @@ def measure_and_report(args: argparse.Namespace) -> int:
     for path, flag in ((args.json, "--json"), (args.csv, "--csv"), (args.plot, "--plot")):
         _check_output(path, flag)
     prompts = load_prompts(args.prompts)
-    drafts = _with_suffix_modes(_unique_labels([_draft_choice(d) for d in args.draft]), args.suffix)
+    choices = _unique_labels([_draft_choice(d) for d in args.draft])
+    drafts = _with_tree_modes(_with_suffix_modes(choices, args.suffix), args.trees)
     target = ModelConfig(
         resolve_model_path(args.target, role="target"),
         n_ctx=args.n_ctx,

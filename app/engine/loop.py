@@ -21,11 +21,13 @@ import numpy as np
 from app.engine.acceptance import accept_or_correct
 from app.engine.confidence import KeepDrafting
 from app.engine.config import GenerationConfig
+from app.engine.constraint import ConstraintCursor, start_constraint
 from app.engine.control import GenerationControl
-from app.engine.drafters import Draft, Drafter
+from app.engine.drafters import Draft, Drafter, constrain_draft
 from app.engine.events import Event, FinishEvent, NoticeEvent, RoundEvent, TokenEvent
 from app.engine.result import FinishReason, GenerationResult
-from app.engine.sampling import distribution, greedy_token, sample
+from app.engine.sampling import FloatArray, distribution, greedy_token, sample
+from app.engine.token_tree import tree_round
 from app.errors import ContextOverflowError, InvalidSettingError
 from app.llama.handle import ModelHandle
 from app.metrics.cost_model import MAX_GAMMA
@@ -66,6 +68,8 @@ class SpeculativeEngine:
         self._controllers: dict[tuple[str, str], GammaController] = {}
         # Accepted tokens the draft has not read yet (rounds that ran without it).
         self._draft_behind = False
+        # The reply's grammar state after the tokens kept so far, when it has a grammar.
+        self._grammar: ConstraintCursor | None = None
 
     def set_drafter(self, drafter: Drafter | None) -> None:
         self.drafter = drafter
@@ -101,6 +105,9 @@ class SpeculativeEngine:
             # Rows cached under the other setting would mix the two kernels' rounding.
             self.target.reset()
         tokens = list(prompt_ids)
+        self._grammar = start_constraint(config.constraint, self.target, len(tokens))
+        draft_grammar = config.constraint is not None and config.constraint.draft
+        constrain_draft(self.drafter, self._grammar if draft_grammar else None)
         self.target.feed(tokens[:-1], 0)
         draft_prefill_s = 0.0
         if mode != "plain" and self.drafter is not None:
@@ -145,10 +152,17 @@ class SpeculativeEngine:
             draft_stop = controller.draft_stop() if controller and under_auto else None
             free_limit = min(MAX_GAMMA, remaining - 1, room) if under_auto else None
             draft = self._draft(tokens, gamma, config, draft_stop, free_limit)
-            t_verify = clock()
-            rows = self.target.feed(tokens + draft.tokens, len(draft.tokens) + 1)
-            verify_s = clock() - t_verify
-            verdict = self._verify(tokens, draft, rows, config, rng)
+            # A token tree verifies in one pass; under a grammar it runs as its main branch.
+            tree = tree_round(
+                self.target, tokens, draft, config, rng, clock=clock, grammar=self._grammar
+            )
+            if tree is None:
+                t_verify = clock()
+                rows = self.target.feed(tokens + draft.tokens, len(draft.tokens) + 1)
+                verify_s = clock() - t_verify
+                verdict = self._verify(tokens, draft, rows, config, rng)
+            else:
+                verdict, verify_s = _Verdict(tree.emitted, tree.accepted), tree.seconds
 
             emitted: list[int] = []
             stop = False
@@ -182,6 +196,8 @@ class SpeculativeEngine:
                 draft_steps=draft.steps,
                 draft_catchup_s=catchup_s,
                 suffix_drafted=draft.suffix_tokens,
+                tree_nodes=tree.nodes if tree else 0,
+                tree_bonus=tree.bonus if tree else 0,
                 # From choosing γ to here, token events included (a consumer that is slow to
                 # take them shows); γ auto's learning after this point is not counted.
                 overhead_s=max(0.0, clock() - t_round - passes_s),
@@ -326,12 +342,12 @@ class SpeculativeEngine:
         emitted: list[int] = []
         for i, proposed in enumerate(draft.tokens):
             if sampling.greedy:
-                best = greedy_token(rows[i], history, sampling)
+                best = self._greedy(rows[i], history, config)
                 if best != proposed:
                     emitted.append(best)
                     return _Verdict(emitted, i)
             else:
-                p = distribution(rows[i], history, sampling)
+                p = self._distribution(rows[i], history, config)
                 kept, token = accept_or_correct(p, draft.probs[i], proposed, rng)
                 if not kept:
                     emitted.append(token)
@@ -342,10 +358,24 @@ class SpeculativeEngine:
                 return _Verdict(emitted, i + 1)
         last = rows[len(draft.tokens)]
         if sampling.greedy:
-            emitted.append(greedy_token(last, history, sampling))
+            emitted.append(self._greedy(last, history, config))
         else:
-            emitted.append(sample(distribution(last, history, sampling), rng))
+            emitted.append(sample(self._distribution(last, history, config), rng))
         return _Verdict(emitted, len(draft.tokens))
+
+    # A grammar, when the reply has one, masks the target's row before the sampling transform,
+    # its state following the history (app/engine/constraint.py).
+
+    def _greedy(self, row: np.ndarray, history: list[int], config: GenerationConfig) -> int:
+        if self._grammar is None:
+            return greedy_token(row, history, config.sampling)
+        return self._grammar.greedy(row, history, config.sampling)
+
+    def _distribution(
+        self, row: np.ndarray, history: list[int], config: GenerationConfig
+    ) -> FloatArray:
+        masked = row if self._grammar is None else self._grammar.mask(row, history)
+        return distribution(masked, history, config.sampling)
 
     def _observe_plain_step(self, seconds: float) -> None:
         # A moving average: the first decode after a prompt is noisier than the rest.

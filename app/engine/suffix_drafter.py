@@ -37,6 +37,9 @@ from app.engine.history_corpus import HistoryCorpus
 from app.engine.sampling import FloatArray
 from app.engine.suffix_cursor import Cursor
 from app.engine.suffix_index import Match, SuffixIndex
+from app.engine.token_tree import TreeDraft
+from app.engine.token_tree_policy import TreeGate, TreeMode
+from app.engine.token_tree_suffix import grow_tree
 from app.metrics.rounds import DraftMode, RoundRecord
 
 Source = Literal["conversation", "history"]
@@ -127,6 +130,7 @@ class SuffixDrafter:
         min_match: int = 2,
         min_survival: float = 0.2,
         max_conversation_tokens: int = 65_536,
+        trees: TreeMode = "auto",
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if min_match < 1 or not 0.0 < min_survival < 1.0 or max_conversation_tokens < 2:
@@ -146,6 +150,10 @@ class SuffixDrafter:
         self._head: list[int] = []
         self._tail: list[int] = []
         self._cursor: Cursor | None = None  # the history's end in the past chats
+        # Whether proposals may be token trees (app/engine/token_tree_policy.py).
+        self.trees = TreeGate(trees)
+        # Where the last peek() matched and the keep rate it drafted at, for growing a tree.
+        self._peeked: tuple[SuffixIndex, Match, float] | None = None
 
     # -- the Drafter protocol -----------------------------------------------------------------
 
@@ -164,10 +172,20 @@ class SuffixDrafter:
         # draft pass, so under γ auto their own length policy runs up to the free limit.
         del sampling, rng, p_min, stop
         start = self._clock()
-        proposal = self.peek(history, max(max_tokens, free_limit or 0))
+        limit = max(max_tokens, free_limit or 0)
+        proposal = self.peek(history, limit)
         self.remember(proposal)
         tokens = list(proposal.tokens)
         probs: list[FloatArray | None] = [None] * len(tokens)
+        peeked = self._peeked
+        if tokens and peeked is not None and self.trees.wanted(free_limit is not None):
+            index, match, keep_rate = peeked
+            tree = grow_tree(
+                index, match, tokens, keep_rate, max_nodes=limit, min_gain=self.min_survival
+            )
+            if tree is not None:
+                seconds = self._clock() - start
+                return TreeDraft(tokens, probs, 0, seconds, suffix_tokens=len(tokens), tree=tree)
         return Draft(tokens, probs, 0, self._clock() - start, suffix_tokens=len(tokens))
 
     def prefill(self, history: Sequence[int]) -> None:
@@ -180,7 +198,9 @@ class SuffixDrafter:
     # -- what the engine asks besides -----------------------------------------------------------
 
     def learn(self, record: RoundRecord) -> None:
-        self.observe(record.accepted_from_suffix, record.suffix_drafted)
+        # A tree's alternatives are not what the keep rate is about: score its main branch.
+        self.observe(record.accepted_from_suffix - record.tree_bonus, record.suffix_drafted)
+        self.trees.observe(record)
 
     def observe(self, accepted: int, drafted: int) -> None:
         """The target's verdict on the last proposal: `accepted` of its `drafted` tokens kept."""
@@ -198,9 +218,11 @@ class SuffixDrafter:
         nothing observable: it only brings the indexes up to the history."""
         self._sync(history)
         length, source, index, match = self._longest_match()
+        self._peeked = None
         if length < self.min_match or index is None or match is None:
             return SuffixProposal((), 0, 0.0, None)
         keep_rate = self.kept_by_match.keep_rate(length, source)
+        self._peeked = (index, match, keep_rate)
         budget = draft_length(keep_rate, self.min_survival, max_tokens)
         branches = index.continuations(match, budget) if budget else []
         tokens = branches[0].tokens if branches else ()

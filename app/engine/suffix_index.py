@@ -273,6 +273,17 @@ class SuffixIndex:
             branches.append(Branch(tuple(tokens), tuple(counts), support))
         return branches
 
+    def start_state(self, match: Match) -> int:
+        """The state `continuations(match)` continues from (ROOT when nothing can)."""
+        return self._continued_state(match)
+
+    def children(self, state: int, width: int) -> tuple[list[tuple[int, int, int]], int]:
+        """Up to `width` next tokens of a state, most frequent first, as (token, count,
+        state reached), and the state's support (see Branch)."""
+        edges, support = self._ranked_edges(state)
+        token, target, count = self._edge_token, self._edge_target, self._count
+        return [(token[e], count[target[e]], target[e]) for e in edges[:width]], support
+
     def _best_edge(self, state: int) -> int:
         if self._degree[state] > HUB_DEGREE:
             return self._ranked_edges(state)[0][0]

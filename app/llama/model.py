@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 # The fewest rows a pass computes while uniform_batches is set.
 _MIN_UNIFORM_ROWS = 2
 _SEQ = 0  # one sequence per context: chat, not batched serving
+# Sequence ids a context takes: the most branches a token tree may have (app/llama/tree_feed.py).
+MAX_BRANCHES = 8
 
 LoadProgress = Callable[[float], bool]
 """Called with 0..1 while weights load; returning False cancels the load."""
@@ -135,6 +137,9 @@ class LlamaModel:
         params.n_threads_batch = config.n_threads_batch or threads
         self.threads = threads
         params.no_perf = True
+        # One unified cache: tree branches share n_ctx, and extra sequence ids cost no memory.
+        params.n_seq_max = MAX_BRANCHES
+        params.kv_unified = True
         self._ctx = lib.llama_init_from_model(self._model, params)
         if not self._ctx:
             raise ModelLoadError(

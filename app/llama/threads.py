@@ -36,6 +36,11 @@ TAKEN_AT = 0.4
 # that /proc reads never show up in a token's time, and long enough for the kernel's 10 ms
 # accounting ticks to resolve a fraction of a core.
 SAMPLE_EVERY_S = 0.25
+# A core is taken away only once other programs have held it this long: halving llama.cpp's
+# threads for a blip (a cron job, a tab repainting, a shell starting a command) costs far more
+# than the blip itself, and on a quiet machine the default must run as fast as a fixed
+# `--threads`. A core comes back at the first reading that shows it free.
+HOLD_S = 0.75
 
 CpuSeconds = Callable[[], tuple[float, float]]
 """Returns (CPU seconds every process has used, CPU seconds this process has used)."""
@@ -84,6 +89,10 @@ class CoreGovernor:
         self._lock = threading.Lock()
         self._free = self.cores
         self._last: tuple[float, float, float] | None = None  # (time, all busy, own busy)
+        # Since when readings have shown fewer free cores than llama.cpp runs, and the most
+        # cores any of them left free: the count drops to that once the shortage has held.
+        self._short_since: float | None = None
+        self._short_free = self.cores
 
     def free_cores(self) -> int:
         with self._lock:
@@ -95,7 +104,7 @@ class CoreGovernor:
                 then, busy_then, own_then = self._last
                 others = max(0.0, (busy - busy_then) - (own - own_then)) / (now - then)
                 taken = math.floor(others + 1.0 - TAKEN_AT)
-                free = max(1, self.cores - taken)
+                free = self._held(max(1, self.cores - taken), since=then, now=now)
                 if free != self._free:
                     log.info(
                         "other programs use %.1f CPU cores: llama.cpp now runs %d of %d threads",
@@ -106,6 +115,22 @@ class CoreGovernor:
                 self._free = free
             self._last = (now, busy, own)
             return self._free
+
+    def _held(self, free: int, *, since: float, now: float) -> int:
+        """The count to run now, given that the last reading, from `since` to `now`, left
+        `free` cores free."""
+        if free >= self._free:
+            self._short_since = None
+            return free
+        if self._short_since is None:
+            self._short_since = since
+            self._short_free = free
+        else:
+            self._short_free = max(self._short_free, free)
+        if now - self._short_since < HOLD_S:
+            return self._free
+        self._short_since = None
+        return self._short_free
 
 
 _shared: CoreGovernor | None = None

@@ -31,6 +31,9 @@ class RoundRecord:
     rather than a draft model (all of them for the suffix drafter, none for a draft model).
     overhead_s: the round's wall time outside the draft passes, the target pass and the
     catch-up: choosing γ, the acceptance rule, sampling, copies, decoding text, events.
+    tree_nodes: for a token tree, the draft tokens the target verified, its main branch (the
+    drafted tokens) and the alternatives beside it; 0 for a linear draft.
+    tree_bonus: of the accepted tokens, how many the main branch alone would not have kept.
     """
 
     index: int
@@ -45,6 +48,8 @@ class RoundRecord:
     draft_catchup_s: float = 0.0
     suffix_drafted: int = 0
     overhead_s: float = 0.0
+    tree_nodes: int = 0
+    tree_bonus: int = 0
 
     @property
     def source(self) -> DraftSource:

@@ -20,6 +20,7 @@ import numpy as np
 
 from app.engine.confidence import KeepDrafting
 from app.engine.config import GenerationConfig, SamplingConfig
+from app.engine.constraint_types import ConstraintSpec
 from app.engine.drafters import Draft, Drafter, ModelDrafter, PromptLookupDrafter
 from app.engine.events import FinishEvent
 from app.engine.gamma import AUTO, fixed
@@ -57,7 +58,7 @@ DRAFT = blend(TARGET, toy_logits(23, N_VOCAB, order=1, scale=1.0), 0.8)
 # Repeats its own n-grams, so prompt lookup finds continuations at every length.
 PROMPT = (0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 2)
 
-DrafterKind = Literal["sampled", "greedy", "lookup", "suffix", "hybrid", "none"]
+DrafterKind = Literal["sampled", "greedy", "lookup", "suffix", "tree", "hybrid", "none"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,8 @@ def make_drafter(kind: DrafterKind, clock: Callable[[], float]) -> Drafter | Non
         return PromptLookupDrafter(clock=clock)
     if kind == "suffix":
         return SuffixDrafter(clock=clock)
+    if kind == "tree":  # the suffix index proposing token trees wherever it has alternatives
+        return SuffixDrafter(trees="on", clock=clock)
     model = ModelDrafter(FakeLlama(DRAFT, N_VOCAB, name="draft.gguf"), N_VOCAB, clock=clock)
     if kind == "hybrid":
         # The suffix index's certain tokens first, the sampled draft's after them.
@@ -127,7 +130,7 @@ class Runs:
     rounds: list[RoundRecord]
 
 
-def run_engine(case: Case) -> Runs:
+def run_engine(case: Case, constraint: ConstraintSpec | None = None) -> Runs:
     target = FakeLlama(TARGET, N_VOCAB, eog=[EOS], name="target.gguf")
     # A clock that ticks a millisecond per reading keeps γ auto's choices reproducible.
     ticks = itertools.count()
@@ -140,6 +143,7 @@ def run_engine(case: Case) -> Runs:
         max_tokens=case.length,
         gamma=AUTO if case.adaptive else fixed(case.gamma),
         p_min=case.p_min,
+        constraint=constraint,
     )
     # The engine measures one plain step before it speculates; a warm-up reply pays for it, so
     # every counted reply drafts from its first round.
