@@ -43,6 +43,9 @@ class Draft:
     # How many of the tokens, the first ones, the suffix index proposed (RoundRecord's
     # suffix_drafted).
     suffix_tokens: int = 0
+    # Seconds a draft model spent reading tokens accepted while it sat idle, kept out of
+    # `seconds`: a one-off cost of having paused, like the loop's own catch-up.
+    catchup_s: float = 0.0
 
 
 class Drafter(Protocol):

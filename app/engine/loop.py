@@ -152,6 +152,7 @@ class SpeculativeEngine:
             draft_stop = controller.draft_stop() if controller and under_auto else None
             free_limit = min(MAX_GAMMA, remaining - 1, room) if under_auto else None
             draft = self._draft(tokens, gamma, config, draft_stop, free_limit)
+            catchup_s += draft.catchup_s
             # A token tree verifies in one pass; under a grammar it runs as its main branch.
             tree = tree_round(
                 self.target, tokens, draft, config, rng, clock=clock, grammar=self._grammar
