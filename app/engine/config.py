@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 # Seeds feed numpy's generator and are mixed into 32-bit per-position draft seeds.
 MAX_SEED = 2**32 - 1
+# OpenAI's ceiling for top_logprobs.
+MAX_TOP_LOGPROBS = 20
 # OpenAI's ranges for presence/frequency penalties and for logit bias values.
 MAX_PENALTY = 2.0
 MAX_LOGIT_BIAS = 100.0
@@ -119,6 +121,9 @@ class GenerationConfig:
     exact: bool = False
     # A grammar the reply must match (app/engine/constraint.py), masking target and draft alike.
     constraint: ConstraintSpec | None = None
+    # Log probabilities for every emitted token and this many alternatives at each position
+    # (0: the chosen token's only); None: none (app/engine/logprobs.py says which distribution).
+    logprobs: int | None = None
 
     def validate(self) -> None:
         if not 1 <= self.max_tokens <= MAX_INT32:
@@ -129,3 +134,7 @@ class GenerationConfig:
         if not 0.0 <= self.p_min < 1.0:
             raise InvalidSettingError(f"p-min must be in [0, 1), got {self.p_min}")
         self.sampling.validate()
+        if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
+            raise InvalidSettingError(
+                f"top logprobs must be in 0..{MAX_TOP_LOGPROBS}, got {self.logprobs}"
+            )

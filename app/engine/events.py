@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.engine.logprobs import TokenLogprob
 from app.engine.result import GenerationResult
 from app.metrics.rounds import RoundRecord
 
@@ -11,13 +12,15 @@ from app.metrics.rounds import RoundRecord
 @dataclass(frozen=True, slots=True)
 class TokenEvent:
     """One generated token. `from_draft` marks a draft token the target accepted, and
-    `from_suffix` one of those that the suffix index (the chat's own text) proposed."""
+    `from_suffix` one of those that the suffix index (the chat's own text) proposed;
+    `logprob` is set when the reply asked for log probabilities."""
 
     token_id: int
     text: str
     from_draft: bool
     index: int
     from_suffix: bool = False
+    logprob: TokenLogprob | None = None
 
 
 @dataclass(frozen=True, slots=True)

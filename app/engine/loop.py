@@ -13,7 +13,7 @@ from __future__ import annotations
 import codecs
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,6 +25,7 @@ from app.engine.constraint import ConstraintCursor, start_constraint
 from app.engine.control import GenerationControl
 from app.engine.drafters import Draft, Drafter, constrain_draft
 from app.engine.events import Event, FinishEvent, NoticeEvent, RoundEvent, TokenEvent
+from app.engine.logprobs import TokenLogprob, token_logprob
 from app.engine.result import FinishReason, GenerationResult
 from app.engine.sampling import FloatArray, distribution, greedy_token, sample
 from app.engine.token_tree import tree_round
@@ -44,6 +45,7 @@ Clock = Callable[[], float]
 class _Verdict:
     emitted: list[int]
     accepted: int
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # when the reply asks
 
 
 class SpeculativeEngine:
@@ -153,7 +155,7 @@ class SpeculativeEngine:
             free_limit = min(MAX_GAMMA, remaining - 1, room) if under_auto else None
             draft = self._draft(tokens, gamma, config, draft_stop, free_limit)
             catchup_s += draft.catchup_s
-            # A token tree verifies in one pass; under a grammar it runs as its main branch.
+            # A token tree verifies in one pass, or as its main branch where tree_round says.
             tree = tree_round(
                 self.target, tokens, draft, config, rng, clock=clock, grammar=self._grammar
             )
@@ -179,7 +181,8 @@ class SpeculativeEngine:
                     ttft = clock() - t_request
                 text = decoder.decode(self.target.token_bytes(token))
                 from_suffix = is_draft and i < draft.suffix_tokens
-                yield TokenEvent(token, text, is_draft, len(reply) - 1, from_suffix)
+                logprob = verdict.logprobs[i] if verdict.logprobs else None
+                yield TokenEvent(token, text, is_draft, len(reply) - 1, from_suffix, logprob)
             tokens.extend(emitted)
 
             drafted = len(draft.tokens)
@@ -338,31 +341,41 @@ class SpeculativeEngine:
         rng: np.random.Generator,
     ) -> _Verdict:
         """Apply the exact acceptance rule to each draft position, in order."""
-        sampling = config.sampling
         history = list(tokens)
-        emitted: list[int] = []
+        verdict = _Verdict([], 0)
+
+        def emit(token: int) -> None:
+            # Row i follows history + the i tokens emitted before it, as the grammar does now.
+            if config.logprobs is not None:
+                row = rows[len(verdict.emitted)]
+                verdict.logprobs.append(
+                    token_logprob(row, history, config, token, self.target, grammar=self._grammar)
+                )
+            verdict.emitted.append(token)
+
         for i, proposed in enumerate(draft.tokens):
-            if sampling.greedy:
+            if config.sampling.greedy:
                 best = self._greedy(rows[i], history, config)
                 if best != proposed:
-                    emitted.append(best)
-                    return _Verdict(emitted, i)
+                    emit(best)
+                    return verdict
             else:
                 p = self._distribution(rows[i], history, config)
                 kept, token = accept_or_correct(p, draft.probs[i], proposed, rng)
                 if not kept:
-                    emitted.append(token)
-                    return _Verdict(emitted, i)
-            emitted.append(proposed)
+                    emit(token)
+                    return verdict
+            emit(proposed)
             history.append(proposed)
+            verdict.accepted = i + 1
             if self.target.is_eog(proposed):
-                return _Verdict(emitted, i + 1)
+                return verdict
         last = rows[len(draft.tokens)]
-        if sampling.greedy:
-            emitted.append(self._greedy(last, history, config))
+        if config.sampling.greedy:
+            emit(self._greedy(last, history, config))
         else:
-            emitted.append(sample(self._distribution(last, history, config), rng))
-        return _Verdict(emitted, len(draft.tokens))
+            emit(sample(self._distribution(last, history, config), rng))
+        return verdict
 
     # A grammar, when the reply has one, masks the target's row before the sampling transform,
     # its state following the history (app/engine/constraint.py).

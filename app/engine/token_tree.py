@@ -129,8 +129,9 @@ def tree_round(
     grammar: object | None = None,
 ) -> TreeVerdict | None:
     """The verification of a tree draft; None for a linear one, which the loop verifies, and
-    under a grammar, whose masks the loop applies token by token to the main branch."""
-    if not isinstance(draft, TreeDraft) or grammar is not None:
+    under a grammar, whose masks the loop applies token by token to the main branch, or when
+    the reply asks for log probabilities, which the loop reads from the main branch's rows."""
+    if not isinstance(draft, TreeDraft) or grammar is not None or config.logprobs is not None:
         return None
     return verify_tree(target, history, draft, config.sampling, rng=rng, clock=clock)
 

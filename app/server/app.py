@@ -212,7 +212,7 @@ class _Completions:
             return error_response(_failure_error(first, field))
         assert isinstance(first, Started)
         fmt = ReplyFormat(parsed, self._settings.model_id)
-        replies = reply_stream(feed, ticket, parsed.stops)
+        replies = reply_stream(feed, ticket, parsed.stops, fmt.logprobs)
         if parsed.stream:
             return EventStreamResponse(_sse(fmt, first, replies), gone)
         text: list[str] = []

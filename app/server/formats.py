@@ -12,7 +12,9 @@ import uuid
 from typing import Any
 
 from app.engine.job_queue import Started
+from app.engine.logprobs import TokenLogprob
 from app.engine.result import GenerationResult
+from app.server.logprob_format import CompletionLogprobs, chat_logprobs
 from app.server.schemas import ApiRequest
 from app.server.timings import finish_reason, speculation, timings, usage
 from app.server.tools import read_call
@@ -30,6 +32,10 @@ class ReplyFormat:
         self._tools = tools if tools is not None and tools.offered else None
         # Text held back because it may still turn out to be a call; None once it cannot.
         self._held: str | None = "" if self._tools is not None else None
+        # The tokens' log probabilities not sent yet, filled by the reply stream when asked for.
+        top = request.config.logprobs
+        self.logprobs: list[TokenLogprob] | None = None if top is None else []
+        self._legacy = CompletionLogprobs(top or 0)
 
     def _envelope(self, obj: str, choice: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -82,9 +88,20 @@ class ReplyFormat:
         return read_call(text, self._tools)
 
     def text_chunk(self, text: str) -> dict[str, Any]:
+        logprobs = self._take_logprobs()
         if self.chat:
-            return self._chunk({"delta": {"content": text}, "finish_reason": None})
-        return self._chunk({"text": text, "logprobs": None, "finish_reason": None})
+            choice: dict[str, Any] = {"delta": {"content": text}, "finish_reason": None}
+            if logprobs is not None:
+                choice["logprobs"] = logprobs
+            return self._chunk(choice)
+        return self._chunk({"text": text, "logprobs": logprobs, "finish_reason": None})
+
+    def _take_logprobs(self) -> dict[str, Any] | None:
+        """The pending tokens' log probabilities in this endpoint's shape (None when not asked)."""
+        if self.logprobs is None:
+            return None
+        entries, self.logprobs[:] = list(self.logprobs), []
+        return chat_logprobs(entries) if self.chat else self._legacy.shape(entries)
 
     def closing_chunk(
         self,
@@ -124,12 +141,12 @@ class ReplyFormat:
         if self.chat:
             choice: dict[str, Any] = {
                 "message": message,
-                "logprobs": None,
+                "logprobs": self._take_logprobs(),
                 "finish_reason": reason,
             }
             body = self._envelope("chat.completion", choice)
         else:
-            choice = {"text": text, "logprobs": None, "finish_reason": reason}
+            choice = {"text": text, "logprobs": self._take_logprobs(), "finish_reason": reason}
             body = self._envelope("text_completion", choice)
         body["usage"] = usage(result, started)
         body.update(self._figures(result, started))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 from app.engine.chat_template import ChatMessage
-from app.engine.config import GenerationConfig
+from app.engine.config import MAX_TOP_LOGPROBS, GenerationConfig
 from app.engine.gamma import GammaSetting, parse_gamma
 from app.errors import InvalidSettingError
 from app.metrics.cost_model import MAX_GAMMA
@@ -129,6 +129,7 @@ def _request(
         p_min=_pick(p_min, base.p_min),
         sampling=sampling,
         constraint=reply_constraint(fields, tools),
+        logprobs=_logprobs(fields, chat=messages is not None),
     )
     try:
         config.validate()
@@ -180,6 +181,22 @@ def _boolean(fields: dict[str, Any], name: str, *, default: bool) -> bool:
     if not isinstance(value, bool):
         raise invalid(name, f"'{name}' must be true or false", code="invalid_type")
     return value
+
+
+def _logprobs(fields: dict[str, Any], *, chat: bool) -> int | None:
+    """How many alternatives per token to report, None for no log probabilities: chat asks with
+    `logprobs: true` and `top_logprobs: n`, the legacy completions with `logprobs: n`."""
+    name = "top_logprobs" if chat else "logprobs"
+    top = _integer(fields, name)
+    if top is not None and not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise invalid(name, f"'{name}' must be between 0 and {MAX_TOP_LOGPROBS}")
+    if not chat:
+        return top
+    if not _boolean(fields, "logprobs", default=False):
+        if top:
+            raise invalid(name, "'top_logprobs' needs 'logprobs': true")
+        return None
+    return top or 0
 
 
 def _seed(fields: dict[str, Any], default: int | None) -> int | None:

@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.engine.events import FinishEvent, TokenEvent
 from app.engine.job_queue import Failed, OwnerEvent, Ticket
+from app.engine.logprobs import TokenLogprob
 from app.engine.result import GenerationResult
 from app.server.stops import StopMatcher
 
@@ -54,14 +55,20 @@ class ReplyEnd:
 
 
 async def reply_stream(
-    feed: Feed, ticket: Ticket, stops: tuple[str, ...]
+    feed: Feed,
+    ticket: Ticket,
+    stops: tuple[str, ...],
+    logprobs: list[TokenLogprob] | None = None,
 ) -> AsyncGenerator[str | ReplyEnd, None]:
-    """The reply as text pieces, ending with one ReplyEnd."""
+    """The reply as text pieces, ending with one ReplyEnd. The log probabilities of the tokens
+    read before a stop string go to `logprobs` ahead of the piece that holds their text."""
     matcher = StopMatcher(stops)
     while True:
         text: list[str] = []
         for event in await feed.batch():
             if isinstance(event, TokenEvent):
+                if logprobs is not None and event.logprob is not None and not matcher.hit:
+                    logprobs.append(event.logprob)
                 text.append(matcher.push(event.text))
                 if matcher.hit:
                     ticket.cancel("stop string")

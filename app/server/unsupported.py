@@ -1,7 +1,7 @@
 """Request fields the server knows but does not implement, in one table.
 
 OpenAI clients send these to shape or annotate a reply (the older `functions` form of tool
-calls, log probabilities, echoed prompts); ignoring one would answer with text that looks like
+calls, echoed prompts); ignoring one would answer with text that looks like
 success. So each is refused with a 400 naming it, unless its value means "off", which clients
 often send by default. Implementing a feature removes its line.
 """
@@ -13,10 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.server.errors import invalid
-
-
-def _zero(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float) and value == 0
 
 
 def _is_false(value: Any) -> bool:
@@ -32,8 +28,6 @@ class Unsupported:
 UNSUPPORTED: dict[str, Unsupported] = {
     "functions": Unsupported("[]", lambda v: v == []),
     "function_call": Unsupported('"none"', lambda v: v == "none"),
-    "logprobs": Unsupported("false", _is_false),
-    "top_logprobs": Unsupported("0", _zero),
     "echo": Unsupported("false", _is_false),
     "suffix": Unsupported('""', lambda v: v == ""),
     "best_of": Unsupported("1", lambda v: not isinstance(v, bool) and v == 1),

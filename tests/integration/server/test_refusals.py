@@ -128,8 +128,6 @@ def test_a_paired_surrogate_is_text(server: Server) -> None:
 ASKING = {
     "functions": [{"name": "f", "parameters": {}}],
     "function_call": "auto",
-    "logprobs": True,
-    "top_logprobs": 3,
     "echo": True,
     "suffix": "the end",
     "best_of": 2,
@@ -157,9 +155,9 @@ def test_the_openai_client_sees_which_parameter_is_refused(client: openai.OpenAI
         client.chat.completions.create(
             model="any",
             messages=[{"role": "user", "content": HELLO}],
-            logprobs=True,
+            extra_body={"echo": True},
         )
-    assert refused.value.param == "logprobs"
+    assert refused.value.param == "echo"
     assert refused.value.code == "unsupported_parameter"
 
 

@@ -103,8 +103,8 @@ def test_penalties_and_logit_bias_reach_the_sampling_transform() -> None:
 
 
 def test_what_stays_unsupported_is_refused_naming_it() -> None:
-    error = refusal(logprobs=True)
-    assert (error.param, error.code) == ("logprobs", "unsupported_parameter")
+    error = refusal(echo=True)
+    assert (error.param, error.code) == ("echo", "unsupported_parameter")
 
 
 # -- tools ------------------------------------------------------------------------------------

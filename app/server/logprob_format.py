@@ -1,0 +1,56 @@
+"""Log probabilities in OpenAI's shapes: chat's `logprobs.content` entries and the legacy
+completions' parallel lists. The figures are the engine's (app/engine/logprobs.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from app.engine.logprobs import TokenChoice, TokenLogprob
+
+# JSON has no -inf; OpenAI reports a token with no chance as -9999.0.
+_FLOOR = -9999.0
+
+
+def _text(piece: bytes) -> str:
+    return piece.decode("utf-8", errors="replace")
+
+
+def _logprob(choice: TokenChoice) -> float:
+    return max(choice.logprob, _FLOOR)
+
+
+def _choice(choice: TokenChoice) -> dict[str, Any]:
+    return {"token": _text(choice.piece), "logprob": _logprob(choice), "bytes": list(choice.piece)}
+
+
+def chat_logprobs(entries: Sequence[TokenLogprob]) -> dict[str, Any]:
+    """A chat choice's `logprobs`: one entry per token, with its top alternatives."""
+    content = [
+        {**_choice(entry.chosen), "top_logprobs": [_choice(c) for c in entry.top]}
+        for entry in entries
+    ]
+    return {"content": content, "refusal": None}
+
+
+class CompletionLogprobs:
+    """The legacy completions' `logprobs` object; `text_offset` runs on across stream chunks."""
+
+    def __init__(self, top: int) -> None:
+        self._top = top
+        self._offset = 0
+
+    def shape(self, entries: Sequence[TokenLogprob]) -> dict[str, Any]:
+        tokens = [_text(entry.chosen.piece) for entry in entries]
+        offsets = []
+        for token in tokens:
+            offsets.append(self._offset)
+            self._offset += len(token)
+        return {
+            "tokens": tokens,
+            "token_logprobs": [_logprob(entry.chosen) for entry in entries],
+            "top_logprobs": [{_text(c.piece): _logprob(c) for c in entry.top} for entry in entries]
+            if self._top
+            else None,
+            "text_offset": offsets,
+        }

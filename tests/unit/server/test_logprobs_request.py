@@ -1,0 +1,84 @@
+"""`logprobs` / `top_logprobs` as requests spell them, and the shapes OpenAI answers in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.engine.config import GenerationConfig
+from app.engine.logprobs import TokenChoice, TokenLogprob
+from app.server.errors import ApiError
+from app.server.logprob_format import CompletionLogprobs, chat_logprobs
+from app.server.schemas import ApiRequest, Defaults, parse_chat, parse_completion
+
+DEFAULTS = Defaults(GenerationConfig(), 0)
+HI = [{"role": "user", "content": "hi"}]
+
+
+def chat(**fields: Any) -> ApiRequest:
+    return parse_chat({"messages": HI, **fields}, DEFAULTS)
+
+
+def refused(**fields: Any) -> ApiError:
+    with pytest.raises(ApiError) as caught:
+        chat(**fields)
+    assert caught.value.status == 400
+    return caught.value
+
+
+def test_chat_asks_with_logprobs_true_and_top_logprobs() -> None:
+    assert chat().config.logprobs is None
+    assert chat(logprobs=False, top_logprobs=0).config.logprobs is None
+    assert chat(logprobs=True).config.logprobs == 0
+    assert chat(logprobs=True, top_logprobs=5).config.logprobs == 5
+
+
+def test_chat_refuses_what_openai_refuses() -> None:
+    assert refused(top_logprobs=3).param == "top_logprobs"
+    assert refused(logprobs=True, top_logprobs=21).param == "top_logprobs"
+    assert refused(logprobs=3).param == "logprobs"
+
+
+def test_legacy_completions_ask_with_a_number() -> None:
+    assert parse_completion({"prompt": "a"}, DEFAULTS).config.logprobs is None
+    assert parse_completion({"prompt": "a", "logprobs": 2}, DEFAULTS).config.logprobs == 2
+    with pytest.raises(ApiError):
+        parse_completion({"prompt": "a", "logprobs": True}, DEFAULTS)
+
+
+HELLO = TokenLogprob(
+    TokenChoice(5, -0.5, b"Hi"),
+    (TokenChoice(5, -0.5, b"Hi"), TokenChoice(6, float("-inf"), b"\xe2")),
+)
+
+
+def test_chat_entries_are_shaped_as_openai_shapes_them() -> None:
+    assert chat_logprobs([HELLO]) == {
+        "content": [
+            {
+                "token": "Hi",
+                "logprob": -0.5,
+                "bytes": [72, 105],
+                "top_logprobs": [
+                    {"token": "Hi", "logprob": -0.5, "bytes": [72, 105]},
+                    # JSON has no -inf; a piece of a character keeps its bytes.
+                    {"token": "\ufffd", "logprob": -9999.0, "bytes": [0xE2]},
+                ],
+            }
+        ],
+        "refusal": None,
+    }
+
+
+def test_legacy_entries_keep_their_text_offsets_across_chunks() -> None:
+    shape = CompletionLogprobs(2)
+    assert shape.shape([HELLO, HELLO])["text_offset"] == [0, 2]
+    later = shape.shape([HELLO])
+    assert later == {
+        "tokens": ["Hi"],
+        "token_logprobs": [-0.5],
+        "top_logprobs": [{"Hi": -0.5, "\ufffd": -9999.0}],
+        "text_offset": [4],
+    }
+    assert CompletionLogprobs(0).shape([HELLO])["top_logprobs"] is None
