@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import gc
+import mmap
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,15 +12,17 @@ from app.llama.resources import GpuMemory, GpuProbe, format_bytes, process_ram_b
 
 
 def test_process_ram_is_this_process_resident_size() -> None:
-    # Garbage left by earlier tests (closed models, windows) could be collected between the two
-    # readings and shrink the process by more than the ballast adds: collect it first.
-    gc.collect()
     ram = process_ram_bytes()
     assert 10 * 2**20 < ram < psutil.virtual_memory().total
-    ballast = bytearray(64 * 2**20)
-    ballast[::4096] = b"x" * len(ballast[::4096])  # touch every page so it becomes resident
-    assert process_ram_bytes() > ram + 32 * 2**20
-    del ballast
+    # A fresh anonymous mapping, not a heap allocation: malloc may hand back pages freed by
+    # earlier tests that are still resident, and then the reading would rightly not grow.
+    ballast = mmap.mmap(-1, 64 * 2**20)
+    try:
+        for offset in range(0, len(ballast), mmap.PAGESIZE):
+            ballast[offset] = 1  # touch every page so it becomes resident
+        assert process_ram_bytes() > ram + 32 * 2**20
+    finally:
+        ballast.close()
 
 
 @dataclass
