@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from app.engine.chat_template import render_chat
 from app.engine.config import MAX_SEED, GenerationConfig, SamplingConfig, check_model_config
 from app.engine.gamma import DEFAULT_GAMMA_SETTING, GAMMA_HELP, GammaSetting, parse_gamma
 from app.errors import InvalidSettingError, user_message
@@ -71,6 +73,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, target_required: boo
         default=None,
         help="CPU threads per model (default: automatic, see docs/threads.md)",
     )
+    parser.add_argument(
+        "--chat-template-file",
+        metavar="PATH",
+        help="Jinja chat template to use instead of the target file's own (as llama-server's)",
+    )
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
@@ -119,6 +126,24 @@ def resolve_model_path(value: str, *, role: str) -> str:
     path = demo.f32 if role == "target" else demo.q4_1
     ensure_loadable(path)
     return str(path)
+
+
+def chat_template_file(args: argparse.Namespace) -> str | None:
+    """`--chat-template-file`'s template, read and tried on a one-line chat before any model
+    loads; None when the flag is not given."""
+    path = getattr(args, "chat_template_file", None)
+    if path is None:
+        return None
+    try:
+        template = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise InvalidSettingError(f"--chat-template-file {path}: {reason}") from None
+    try:
+        render_chat(template, [{"role": "user", "content": "hi"}])
+    except InvalidSettingError as exc:
+        raise InvalidSettingError(f"--chat-template-file {path}: {exc}") from None
+    return template
 
 
 def _progress_line(done: int, total: int, message: str) -> None:

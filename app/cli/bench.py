@@ -33,6 +33,7 @@ from app.cli.args import (
     DRAFT_SUFFIX,
     add_model_arguments,
     add_sampling_arguments,
+    chat_template_file,
     check_model_args,
     generation_from_args,
     resolve_model_path,
@@ -271,6 +272,7 @@ def measure_and_report(args: argparse.Namespace) -> int:
         n_gpu_layers=args.n_gpu_layers,
         n_threads=args.threads,
         rpc_servers=target_endpoints(args),
+        chat_template=chat_template_file(args),
     )
     draft_template = ModelConfig(
         target.path,

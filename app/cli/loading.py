@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from app.cli.args import DRAFT_SUFFIX, resolve_model_path
+from app.cli.args import DRAFT_SUFFIX, chat_template_file, resolve_model_path
 from app.cli.rpc_options import draft_endpoints, target_endpoints, uses_rpc
 from app.engine.isolated import IsolatedRuntime
 from app.engine.runtime import Runtime
@@ -53,6 +53,7 @@ def load_runtime(
                     n_gpu_layers=args.n_gpu_layers,
                     n_threads=args.threads,
                     rpc_servers=target_endpoints(args),
+                    chat_template=chat_template_file(args),
                 )
             )
         )

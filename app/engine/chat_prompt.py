@@ -9,16 +9,20 @@ typed. Tokenizing it all with special-token parsing on would let pasted text suc
 - otherwise the template is rendered again with each message's text fenced by unique sentinel
   markers, and the pieces are tokenized separately: markup with special parsing, message text
   without it.
+
+What a request says about functions (names, descriptions, parameter schemas, earlier calls'
+arguments) is text from the same people, and is fenced the same way, every string in it.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
 
 from app.engine.builtin_templates import builtin_template
 from app.engine.chat_template import ChatMessage, render_chat
+from app.engine.tool_calls import ToolOffer, for_template, tool_dialect
 
 
 class Tokenizer(Protocol):
@@ -35,24 +39,33 @@ def chat_prompt_ids(
     bos_token: str,
     eos_token: str,
     should_stop: Callable[[], bool] | None = None,
+    tools: ToolOffer | None = None,
 ) -> list[int]:
     if not template:
         # No template in the file: the format its vocabulary's control tokens belong to.
         template = builtin_template(lambda marker: _is_control_token(tokenizer, marker)).jinja
+    messages, tool_shapes = for_template(messages, tools, tool_dialect(template))
 
-    def render(msgs: Sequence[ChatMessage]) -> str:
+    def render(msgs: Sequence[ChatMessage], shapes: list[dict[str, Any]] | None) -> str:
         return render_chat(
-            template, msgs, bos_token=bos_token, eos_token=eos_token, should_stop=should_stop
+            template,
+            msgs,
+            bos_token=bos_token,
+            eos_token=eos_token,
+            tools=shapes,
+            should_stop=should_stop,
         )
 
-    text = render(messages)
+    text = render(messages, tool_shapes)
     # A template that writes the BOS text itself must not get a second BOS from the tokenizer
     # (llama-cpp-python's "duplicate leading BOS" trap).
     add_special = not (bos_token and text.startswith(bos_token))
-    if not any(_holds_control_text(tokenizer, m["content"]) for m in messages):
+    given = [messages, tool_shapes]
+    if not any(_holds_control_text(tokenizer, piece) for piece in _strings(given)):
         return tokenizer.tokenize(text, add_special=add_special, parse_special=True)
-    fenced, opens, closes = _fence(messages)
-    pieces = _split(render(fenced), opens, closes, expected=text)
+    fence = _Fence(lambda piece: _holds_control_text(tokenizer, piece))
+    fenced = render(fence.wrap(messages), fence.wrap(tool_shapes))
+    pieces = _split(fenced, fence.opens, fence.closes, expected=text)
     ids: list[int] = []
     for index, (piece, is_content) in enumerate(pieces):
         if piece:
@@ -76,16 +89,44 @@ def _holds_control_text(tokenizer: Tokenizer, content: str) -> bool:
     return special != tokenizer.tokenize(content, add_special=False, parse_special=False)
 
 
-def _fence(messages: Sequence[ChatMessage]) -> tuple[list[ChatMessage], list[str], list[str]]:
-    # Private-use characters plus a random nonce: nothing a user or template writes matches.
-    nonce = secrets.token_hex(8)
-    opens = [f"\ue000{nonce}:{i}\ue001" for i in range(len(messages))]
-    closes = [f"\ue002{nonce}:{i}\ue003" for i in range(len(messages))]
-    fenced: list[ChatMessage] = [
-        {"role": m["role"], "content": f"{opens[i]}{m['content']}{closes[i]}"}
-        for i, m in enumerate(messages)
-    ]
-    return fenced, opens, closes
+def _strings(value: Any) -> Iterator[str]:
+    """Every string a person wrote in messages or functions: texts, keys and values."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+
+
+class _Fence:
+    """Numbered markers around each string that holds control-token text; private-use
+    characters plus a random nonce, so nothing a user or template writes matches them. Other
+    strings (dict keys such as `function` or `properties` included) stay as they are, so a
+    template finds what it looks up."""
+
+    def __init__(self, needs_fence: Callable[[str], bool]) -> None:
+        self._needs_fence = needs_fence
+        self._nonce = secrets.token_hex(8)
+        self.opens: list[str] = []
+        self.closes: list[str] = []
+
+    def wrap(self, value: Any) -> Any:
+        if isinstance(value, str):
+            if not self._needs_fence(value):
+                return value
+            i = len(self.opens)
+            self.opens.append(f"\ue000{self._nonce}:{i}\ue001")
+            self.closes.append(f"\ue002{self._nonce}:{i}\ue003")
+            return f"{self.opens[i]}{value}{self.closes[i]}"
+        if isinstance(value, dict):
+            return {self.wrap(key): self.wrap(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.wrap(item) for item in value]
+        return value
 
 
 def _split(

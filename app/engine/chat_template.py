@@ -7,9 +7,10 @@ the file system, and cannot run for long, allocate without bound or outlive a St
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from datetime import date
-from typing import TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from jinja2 import TemplateError
 
@@ -32,6 +33,27 @@ FALLBACK_TEMPLATE = UNTRAINED_CHATML.jinja
 class ChatMessage(TypedDict):
     role: str
     content: str
+    # An assistant turn's earlier calls, in OpenAI's shape with `arguments` parsed (HF's
+    # convention: templates write them with `tojson`).
+    tool_calls: NotRequired[list[dict[str, Any]]]
+    tool_call_id: NotRequired[str]  # a "tool" turn: the call it answers
+
+
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    """HF transformers' `tojson`, which chat templates are written against: plain JSON, unlike
+    Jinja's own filter, which escapes `<`, `>`, `&` and `'` for HTML."""
+    # The indent is repeated on every line of the output, before the size meter sees it.
+    if isinstance(indent, int | str) and not isinstance(indent, bool) and len(str(indent)) > 2:
+        raise TemplateError("tojson's indent must be under 100")
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
 
 
 def _raise(message: str) -> None:
@@ -45,6 +67,7 @@ def render_chat(
     bos_token: str = "",
     eos_token: str = "",
     add_generation_prompt: bool = True,
+    tools: Sequence[dict[str, Any]] | None = None,
     should_stop: Callable[[], bool] | None = None,
     max_steps: int = MAX_TEMPLATE_STEPS,
     max_seconds: float = MAX_TEMPLATE_SECONDS,
@@ -53,27 +76,31 @@ def render_chat(
 
     `should_stop` is polled while the template runs; when it turns True the render ends with
     Cancelled, so Stop and closing the window never wait for a hostile template.
+    `tools`: the functions a reply may call, in OpenAI's shape, for templates that render them.
     """
-    input_chars = sum(len(m["content"]) + len(m["role"]) for m in messages)
+    input_chars = len(json.dumps([list(messages), tools or []], ensure_ascii=False))
     budget = Budget(
         max_chars=max(MIN_TEMPLATE_CHARS, 4 * input_chars),
         max_steps=max_steps,
         deadline_s=max_seconds,
         should_stop=should_stop,
     )
-    env = BudgetedSandbox(budget, trim_blocks=True, lstrip_blocks=True)
+    env = BudgetedSandbox(budget, {"tojson": _tojson}, trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = _raise
     env.globals["strftime_now"] = lambda fmt: date.today().strftime(fmt)
     pieces: list[str] = []
+    variables: dict[str, Any] = {
+        "messages": list(messages),
+        "bos_token": bos_token,
+        "eos_token": eos_token,
+        "add_generation_prompt": add_generation_prompt,
+    }
+    if tools:
+        variables["tools"] = list(tools)
     try:
         compiled = env.from_string(template or FALLBACK_TEMPLATE)
         budget.start()
-        for piece in compiled.generate(
-            messages=list(messages),
-            bos_token=bos_token,
-            eos_token=eos_token,
-            add_generation_prompt=add_generation_prompt,
-        ):
+        for piece in compiled.generate(**variables):
             pieces.append(piece)
         return "".join(pieces)
     except Cancelled:

@@ -33,6 +33,7 @@ from app.engine.crash_log import crash_error
 from app.engine.events import Event
 from app.engine.runtime import DraftVetter, MemoryUsage, Runtime
 from app.engine.session import EngineSession
+from app.engine.tool_calls import ToolDialect, ToolOffer
 from app.errors import Cancelled, RpcConnectError, SpecChatError
 from app.llama import rpc
 from app.llama.config import ModelConfig
@@ -245,12 +246,18 @@ class IsolatedRuntime:
     # -- prompts and generating -----------------------------------------------------------------
 
     def chat_prompt(
-        self, messages: Sequence[ChatMessage], control: GenerationControl | None = None
+        self,
+        messages: Sequence[ChatMessage],
+        control: GenerationControl | None = None,
+        tools: ToolOffer | None = None,
     ) -> list[int]:
         # The child renders with its own time and size budget; a Stop cannot reach a render
         # that is already running there, and the budget ends it within seconds.
         del control
-        return self._call(child.ChatPrompt(list(messages)))
+        return self._call(child.ChatPrompt(list(messages), tools))
+
+    def tool_dialect(self) -> ToolDialect:
+        return self._call(child.ToolDialectOf())
 
     def text_prompt(self, text: str) -> list[int]:
         return self._call(child.TextPrompt(text))

@@ -28,6 +28,7 @@ from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event
 from app.engine.runtime import DraftVetter, MemoryUsage, Runtime
+from app.engine.tool_calls import ToolDialect, ToolOffer
 from app.errors import SpecChatError
 from app.llama import rpc
 from app.llama.backend import LLAMA_LOG_NAME
@@ -126,10 +127,17 @@ class Mode(Call[DraftMode]):
 @dataclass(frozen=True, slots=True)
 class ChatPrompt(Call[list[int]]):
     messages: Sequence[ChatMessage]
+    tools: ToolOffer | None = None
 
     def run(self, child: Child) -> list[int]:
         # The child renders with its own time and size budget; a Stop cannot reach it here.
-        return child.runtime.chat_prompt(self.messages)
+        return child.runtime.chat_prompt(self.messages, tools=self.tools)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDialectOf(Call[ToolDialect]):
+    def run(self, child: Child) -> ToolDialect:
+        return child.runtime.tool_dialect()
 
 
 @dataclass(frozen=True, slots=True)

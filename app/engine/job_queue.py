@@ -31,6 +31,7 @@ from app.engine.control import GenerationControl
 from app.engine.events import Event, FinishEvent, RoundEvent
 from app.engine.runtime import Runtime
 from app.engine.session import EngineSession
+from app.engine.tool_calls import ToolOffer
 from app.errors import ContextOverflowError, SpecChatError, user_message
 from app.metrics.rounds import DraftMode
 
@@ -46,6 +47,7 @@ class Job:
     config: GenerationConfig
     messages: tuple[ChatMessage, ...] | None = None
     prompt: str | None = None
+    tools: ToolOffer | None = None  # functions a chat reply may call
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,7 +352,7 @@ def job_events(
     The prompt is rendered now (a Stop on control ends a slow chat template); the reply starts
     when the events are first read, after the caller has looked at the prompt."""
     if job.messages is not None:
-        prompt_ids = session.chat_prompt(job.messages, control)
+        prompt_ids = session.chat_prompt(job.messages, control, tools=job.tools)
     else:
         prompt_ids = session.text_prompt(job.prompt or "")
     return prompt_ids, session.generate(prompt_ids, job.config, control)

@@ -22,6 +22,7 @@ from app.engine.history_corpus import HistoryCorpus, vocabulary_fingerprint
 from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.loop import Clock, SpeculativeEngine
 from app.engine.suffix_drafter import SuffixDrafter
+from app.engine.tool_calls import ToolDialect, ToolOffer, tool_dialect
 from app.errors import InvalidSettingError
 from app.llama.config import ModelConfig
 from app.llama.facts import ModelFacts
@@ -328,18 +329,30 @@ class Runtime:
     # -- prompts ------------------------------------------------------------------------------
 
     def chat_prompt(
-        self, messages: Sequence[ChatMessage], control: GenerationControl | None = None
+        self,
+        messages: Sequence[ChatMessage],
+        control: GenerationControl | None = None,
+        tools: ToolOffer | None = None,
     ) -> list[int]:
         """Prompt ids from the target's own template; Stop on `control` ends a slow render."""
         target = self._require_target()
         return chat_prompt_ids(
             target,
-            target.meta("tokenizer.chat_template"),
+            self._chat_template(),
             messages,
+            tools=tools,
             bos_token=target.token_text(target.bos_id) if target.bos_id >= 0 else "",
             eos_token=target.token_text(target.eos_id) if target.eos_id >= 0 else "",
             should_stop=None if control is None else (lambda: control.stop_requested),
         )
+
+    def tool_dialect(self) -> ToolDialect:
+        """How the target's template offers functions and how its calls read."""
+        return tool_dialect(self._chat_template())
+
+    def _chat_template(self) -> str | None:
+        target = self._require_target()
+        return target.config.chat_template or target.meta("tokenizer.chat_template")
 
     def text_prompt(self, text: str) -> list[int]:
         return self._require_target().tokenize(text, add_special=True, parse_special=False)

@@ -19,6 +19,7 @@ from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event
 from app.engine.runtime import MemoryUsage
+from app.engine.tool_calls import ToolDialect, ToolOffer
 from app.llama.config import ModelConfig
 from app.llama.facts import ModelFacts
 from app.llama.model import LoadProgress
@@ -57,8 +58,13 @@ class EngineSession(Protocol):
     def unload(self) -> None: ...
 
     def chat_prompt(
-        self, messages: Sequence[ChatMessage], control: GenerationControl | None = None
+        self,
+        messages: Sequence[ChatMessage],
+        control: GenerationControl | None = None,
+        tools: ToolOffer | None = None,
     ) -> list[int]: ...
+
+    def tool_dialect(self) -> ToolDialect: ...
 
     def text_prompt(self, text: str) -> list[int]: ...
 

@@ -126,9 +126,13 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
 
     intercepted_binops = frozenset({"*", "**", "+", "%", "//", "/", "-"})
 
-    def __init__(self, budget: Budget, **options: Any) -> None:
+    def __init__(
+        self, budget: Budget, filters: dict[str, Callable[..., Any]] | None = None, **options: Any
+    ) -> None:
         super().__init__(**options)
         self.budget = budget
+        # Extra filters are metered like Jinja's own.
+        self.filters.update(filters or {})
         self.filters = {name: self._metered_filter(f) for name, f in self.filters.items()}
         self.filters[_ITER_FILTER] = self._metered_iter
         self.filters[_OUT_FILTER] = self._metered_output

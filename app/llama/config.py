@@ -25,6 +25,9 @@ class ModelConfig:
     n_batch: int = 512
     # RPC workers ("host:port") that hold this model's offloaded layers; () keeps it local.
     rpc_servers: tuple[str, ...] = ()
+    # A Jinja chat template used instead of the file's tokenizer.chat_template (llama-server's
+    # --chat-template-file): for files whose template is missing, broken or lacks tools.
+    chat_template: str | None = None
 
     def validate(self, *, min_rows: int = 1) -> None:
         """`min_rows`: the rows one pass must hold (the engine asks for its longest

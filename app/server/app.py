@@ -185,7 +185,8 @@ class _Completions:
             await error_response(exc)(scope, receive, send)
             return
         feed = Feed(asyncio.get_running_loop())
-        job = Job(parsed.config, parsed.messages, parsed.prompt)
+        tools = None if parsed.tools is None else parsed.tools.offer()
+        job = Job(parsed.config, parsed.messages, parsed.prompt, tools)
         try:
             ticket = self._owner.submit(job, feed.put)
         except QueueFullError as exc:

@@ -1,8 +1,8 @@
 """OpenAI's response objects for one request: chat.completion(.chunk) or text_completion.
 
 A reply that may be a tool call is held back while it could still be one (app/server/tools.py):
-from its start under a required call, from its first `{` under "auto"; text that cannot be a
-call streams as it comes.
+from its start under a required call, under "auto" while its start can still open a call in
+the model's syntax (`{`, or `<tool_call>`); text that cannot be a call streams as it comes.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from app.engine.result import GenerationResult
 from app.server.logprob_format import CompletionLogprobs, chat_logprobs
 from app.server.schemas import ApiRequest
 from app.server.timings import finish_reason, speculation, timings, usage
-from app.server.tools import read_call
+from app.server.tools import read_calls
 
 
 class ReplyFormat:
@@ -64,7 +64,7 @@ class ReplyFormat:
         if self._held is not None and self._tools is not None:
             self._held += text
             start = self._held.lstrip()
-            if self._tools.choice != "auto" or not start or start.startswith("{"):
+            if self._tools.choice != "auto" or not start or self._tools.dialect.may_be_call(start):
                 return []
             text, self._held = self._held, None
         return [self.text_chunk(text)]
@@ -85,7 +85,7 @@ class ReplyFormat:
     def _calls(self, text: str | None) -> list[dict[str, Any]] | None:
         if text is None or self._tools is None:
             return None
-        return read_call(text, self._tools)
+        return read_calls(text, self._tools)
 
     def text_chunk(self, text: str) -> dict[str, Any]:
         logprobs = self._take_logprobs()

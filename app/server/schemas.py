@@ -16,10 +16,11 @@ from typing import Any, Literal, TypeVar
 from app.engine.chat_template import ChatMessage
 from app.engine.config import MAX_TOP_LOGPROBS, GenerationConfig
 from app.engine.gamma import GammaSetting, parse_gamma
+from app.engine.tool_calls import DESCRIBED, ToolDialect
 from app.errors import InvalidSettingError
 from app.metrics.cost_model import MAX_GAMMA
 from app.server.errors import ApiError, invalid, refused
-from app.server.tools import ToolRequest, call_text, parse_tools, reply_constraint, with_tools
+from app.server.tools import ToolRequest, earlier_calls, parse_tools, reply_constraint
 from app.server.unsupported import refuse_unsupported
 
 _T = TypeVar("_T")
@@ -51,6 +52,7 @@ class Defaults:
 
     config: GenerationConfig
     n_max: NMax
+    tool_dialect: ToolDialect = DESCRIBED  # the served model's, from its chat template
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +98,7 @@ def _request(
     prompt: str | None,
 ) -> ApiRequest:
     refuse_unsupported(fields)
-    tools = parse_tools(fields, chat=messages is not None)
+    tools = parse_tools(fields, chat=messages is not None, dialect=defaults.tool_dialect)
     n = _integer(fields, "n")
     if n is not None and n != 1:
         raise invalid("n", "only n = 1 is supported")
@@ -136,7 +138,7 @@ def _request(
     except InvalidSettingError as exc:
         raise refused(exc) from None
     return ApiRequest(
-        messages=messages if tools is None or messages is None else with_tools(messages, tools),
+        messages=messages,
         prompt=prompt,
         config=config,
         n_max=n_max,
@@ -304,8 +306,20 @@ def _message(item: Any, index: int) -> ChatMessage:
     if role not in ROLES:
         raise invalid(f"{where}.role", f"'{where}.role' must be one of {', '.join(ROLES)}")
     if role == "assistant" and item.get("tool_calls") is not None:
-        return {"role": role, "content": call_text(item["tool_calls"], f"{where}.tool_calls")}
-    return {"role": _ROLE_ALIASES.get(role, role), "content": _content(item.get("content"), where)}
+        content = item.get("content")
+        return {
+            "role": role,
+            "content": "" if content is None else _content(content, where),
+            "tool_calls": earlier_calls(item["tool_calls"], f"{where}.tool_calls"),
+        }
+    message: ChatMessage = {
+        "role": _ROLE_ALIASES.get(role, role),
+        "content": _content(item.get("content"), where),
+    }
+    call_id = item.get("tool_call_id")
+    if role == "tool" and isinstance(call_id, str):
+        message["tool_call_id"] = call_id
+    return message
 
 
 def _content(value: Any, where: str) -> str:

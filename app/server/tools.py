@@ -1,12 +1,12 @@
-"""`tools` and `tool_choice`: function calls in OpenAI's shape, from a model told the functions.
+"""`tools` and `tool_choice`: function calls in OpenAI's shape.
 
-The functions are described to the model in a system message, and it calls one by answering
-with one JSON object, `{"name": ..., "arguments": {...}}`, the convention of Hermes-style tool
-templates. With `tool_choice` "required" or a named function the reply is held to that shape by
-a grammar built from the functions' parameter schemas (app/engine/constraint.py), so a call
-always parses; with "auto" the model may answer in text, and a reply that is exactly a call to a
-known function comes back as one. "none" answers in text and does not describe the functions.
-Earlier calls and their results in `messages` are rendered back in the same convention.
+The functions reach the model the way its chat template offers them, and its calls are read in
+the syntax the template teaches (app/engine/tool_calls.py: Hermes `<tool_call>` blocks, Llama 3's
+bare JSON, or for templates without tools a system message and one bare JSON object). With
+`tool_choice` "required" or a named function the reply is held to that syntax by a grammar built
+from the functions' parameter schemas (app/engine/constraint.py), so a call always parses; with
+"auto" the model may answer in text, and a reply that is only calls to known functions comes back
+as them. "none" answers in text and does not offer the functions.
 """
 
 from __future__ import annotations
@@ -16,25 +16,13 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.engine.chat_template import ChatMessage
 from app.engine.constraint import Grammar
+from app.engine.tool_calls import DESCRIBED, Tool, ToolDialect, ToolOffer
 from app.server.errors import invalid
 from app.server.structured import constrain_draft, response_constraint, schema_grammar
 
 Choice = Literal["auto", "required", "none", "named"]
 _CHOICES: tuple[Choice, ...] = ("auto", "required", "none")
-_PREAMBLE = (
-    "You can call functions. To call one, answer with only a JSON object of the form "
-    '{"name": <function name>, "arguments": <arguments object>}. The functions:'
-)
-_AUTO_NOTE = "If no function helps, answer in plain text."
-
-
-@dataclass(frozen=True, slots=True)
-class Tool:
-    name: str
-    description: str
-    parameters: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +30,7 @@ class ToolRequest:
     tools: tuple[Tool, ...]
     choice: Choice
     named: str | None = None  # the function a named tool_choice asks for
+    dialect: ToolDialect = DESCRIBED  # the served model's call syntax
 
     @property
     def offered(self) -> tuple[Tool, ...]:
@@ -51,8 +40,13 @@ class ToolRequest:
             return tuple(t for t in self.tools if t.name == self.named)
         return self.tools
 
+    def offer(self) -> ToolOffer | None:
+        """What the model is told: the offered functions, and whether text may answer."""
+        offered = self.offered
+        return ToolOffer(offered, optional=self.choice == "auto") if offered else None
 
-def parse_tools(fields: dict[str, Any], *, chat: bool) -> ToolRequest | None:
+
+def parse_tools(fields: dict[str, Any], *, chat: bool, dialect: ToolDialect) -> ToolRequest | None:
     """The request's tools and choice; None when it offers none."""
     tools = _tools(fields.get("tools"))
     if tools and not chat:
@@ -60,7 +54,7 @@ def parse_tools(fields: dict[str, Any], *, chat: bool) -> ToolRequest | None:
     choice, named = _choice(fields.get("tool_choice"), tools)
     if not tools:
         return None
-    return ToolRequest(tools, choice, named)
+    return ToolRequest(tools, choice, named, dialect)
 
 
 def _tools(value: Any) -> tuple[Tool, ...]:
@@ -111,51 +105,35 @@ def _choice(value: Any, tools: tuple[Tool, ...]) -> tuple[Choice, str | None]:
 
 def reply_constraint(fields: dict[str, Any], tools: ToolRequest | None) -> Grammar | None:
     """The grammar a reply is held to: `response_format`'s, or for `tool_choice` "required" or
-    a named function one that admits only a call. The two cannot both hold."""
+    a named function one that admits only a call in the model's syntax. The two cannot both
+    hold."""
     constraint = response_constraint(fields)
     if tools is None or tools.choice not in ("required", "named"):
         return constraint
     if constraint is not None:
         message = "'response_format' cannot be combined with a required tool call"
         raise invalid("response_format", message)
-    calls = [_call_schema(t) for t in tools.offered]
+    calls = [_call_schema(t, tools.dialect.arguments_key) for t in tools.offered]
     schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
-    return Grammar(schema_grammar(schema, "tools"), draft=constrain_draft(fields))
+    gbnf, root = tools.dialect.call_grammar(schema_grammar(schema, "tools"))
+    return Grammar(gbnf, root, draft=constrain_draft(fields))
 
 
-def _call_schema(tool: Tool) -> dict[str, Any]:
+def _call_schema(tool: Tool, arguments_key: str) -> dict[str, Any]:
     return {
         "type": "object",
-        "properties": {"name": {"const": tool.name}, "arguments": tool.parameters},
-        "required": ["name", "arguments"],
+        "properties": {"name": {"const": tool.name}, arguments_key: tool.parameters},
+        "required": ["name", arguments_key],
         "additionalProperties": False,
     }
 
 
-def with_tools(messages: tuple[ChatMessage, ...], request: ToolRequest) -> tuple[ChatMessage, ...]:
-    """The conversation with the offered functions described in its system message."""
-    offered = request.offered
-    if not offered:
-        return messages
-    lines = [_PREAMBLE]
-    lines += [
-        json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters})
-        for t in offered
-    ]
-    if request.choice == "auto":
-        lines.append(_AUTO_NOTE)
-    text = "\n".join(lines)
-    if messages and messages[0]["role"] == "system":
-        first: ChatMessage = {"role": "system", "content": f"{messages[0]['content']}\n\n{text}"}
-        return (first, *messages[1:])
-    return ({"role": "system", "content": text}, *messages)
-
-
-def call_text(calls: Any, where: str) -> str:
-    """An assistant message's earlier `tool_calls`, as the model would have written them."""
+def earlier_calls(calls: Any, where: str) -> list[dict[str, Any]]:
+    """An assistant message's earlier `tool_calls`, with their arguments parsed for the
+    template (a string that is not JSON is kept as the client sent it)."""
     if not isinstance(calls, list) or not calls:
         raise invalid(where, f"'{where}' must be a non-empty list", code="invalid_type")
-    written = []
+    out = []
     for i, call in enumerate(calls):
         function = call.get("function") if isinstance(call, dict) else None
         name = function.get("name") if isinstance(function, dict) else None
@@ -166,22 +144,23 @@ def call_text(calls: Any, where: str) -> str:
         try:
             parsed = json.loads(arguments)
         except ValueError:
-            parsed = arguments  # kept as the client sent it; the model sees a string
-        written.append(json.dumps({"name": name, "arguments": parsed}))
-    return "\n".join(written)
+            parsed = arguments
+        call_id = call.get("id")
+        shape = {"type": "function", "function": {"name": name, "arguments": parsed}}
+        out.append({**shape, "id": call_id} if isinstance(call_id, str) else shape)
+    return out
 
 
-def read_call(text: str, request: ToolRequest) -> list[dict[str, Any]] | None:
-    """The reply as OpenAI `tool_calls` when it is one call to an offered function, else None."""
-    try:
-        value = json.loads(text)
-    except ValueError:
+def read_calls(text: str, request: ToolRequest) -> list[dict[str, Any]] | None:
+    """The reply as OpenAI `tool_calls` when it is only calls to offered functions, else None."""
+    calls = request.dialect.read_calls(text, request.offered)
+    if calls is None:
         return None
-    if not isinstance(value, dict) or set(value) != {"name", "arguments"}:
-        return None
-    name, arguments = value["name"], value["arguments"]
-    if not any(t.name == name for t in request.offered):
-        return None
-    call_id = "call_" + secrets.token_hex(12)
-    function = {"name": name, "arguments": json.dumps(arguments)}
-    return [{"id": call_id, "type": "function", "function": function}]
+    return [
+        {
+            "id": "call_" + secrets.token_hex(12),
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+        }
+        for name, arguments in calls
+    ]

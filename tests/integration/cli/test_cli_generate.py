@@ -230,3 +230,58 @@ def test_missing_prompt_file(demo_models: Any, tmp_path: Path) -> None:
         "generate", "--target", str(demo_models.f32), "--prompt-file", str(tmp_path / "no.txt")
     )
     assert_user_error(proc, "does not exist")
+
+
+def _prompt_tokens(demo_models: Any, *extra: str) -> int:
+    proc = specchat(
+        "generate",
+        "--target",
+        str(demo_models.f32),
+        "--draft",
+        "none",
+        "--max-tokens",
+        "1",
+        "--chat",
+        "--prompt",
+        "Say hello.",
+        "--json",
+        *extra,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return int(json.loads(proc.stdout)["stats"]["prompt_tokens"])
+
+
+def test_a_chat_template_file_replaces_the_models_own(demo_models: Any, tmp_path: Path) -> None:
+    template = tmp_path / "terse.jinja"
+    # ChatML without the model's default system turn: a shorter prompt than its own template's.
+    template.write_text(
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "<|im_start|>assistant\n",
+        encoding="utf-8",
+    )
+    own = _prompt_tokens(demo_models)
+    assert _prompt_tokens(demo_models, "--chat-template-file", str(template)) < own
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [(None, "No such file"), ("{% for m in messages %}", "chat template failed")],
+    ids=["missing", "broken"],
+)
+def test_a_bad_chat_template_file_is_one_error_line_before_any_load(
+    demo_models: Any, tmp_path: Path, text: str | None, expected: str
+) -> None:
+    template = tmp_path / "template.jinja"
+    if text is not None:
+        template.write_text(text, encoding="utf-8")
+    proc = specchat(
+        "generate",
+        "--target",
+        str(demo_models.f32),
+        "--chat-template-file",
+        str(template),
+        "--prompt",
+        "hi",
+    )
+    assert_user_error(proc, "--chat-template-file", expected)
+    assert "loading" not in proc.stderr.lower()

@@ -1,4 +1,5 @@
-"""One real `specchat serve` process on the demo models, shared by the server tests.
+"""Real `specchat serve` processes on the demo models, shared by the server tests: one with the
+models' own chat template, and for tool calls one more with a Hermes-style tool template.
 
 Starting a server loads two models, and the machine's CPUs are scarce, so the tests share one
 process (session scope) and talk to it only on 127.0.0.1.
@@ -6,6 +7,7 @@ process (session scope) and talk to it only on 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
@@ -19,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers.tool_templates import HERMES_TEMPLATE
 
 ROOT = Path(__file__).resolve().parents[3]
 API_KEY = "test-key-123"
@@ -100,9 +104,8 @@ class Server:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
 
-@pytest.fixture(scope="session")
-def server(demo_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    log_path = tmp_path_factory.mktemp("server") / "server.log"
+@contextlib.contextmanager
+def _serving(demo_models: Any, log_path: Path, *extra: str) -> Iterator[Server]:
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [
@@ -135,6 +138,7 @@ def server(demo_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
                 "--cors-origin",
                 CORS_ORIGIN,
                 *SHARED_ARGS,
+                *extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=log,
@@ -154,6 +158,24 @@ def server(demo_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     # SIGTERM is a normal stop: replies in flight end, the models are freed, no traceback.
     assert proc.returncode == 0, log_path.read_text()
     assert "Traceback" not in log_path.read_text()
+
+
+@pytest.fixture(scope="session")
+def server(demo_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The demo pair with its own chat template, which offers no tools."""
+    with _serving(demo_models, tmp_path_factory.mktemp("server") / "server.log") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def hermes_server(demo_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The demo pair served with a Hermes-style tool template (`--chat-template-file`)."""
+    folder = tmp_path_factory.mktemp("hermes-server")
+    template = folder / "hermes.jinja"
+    template.write_text(HERMES_TEMPLATE, encoding="utf-8")
+    args = ("--chat-template-file", str(template))
+    with _serving(demo_models, folder / "server.log", *args) as server:
+        yield server
 
 
 def _wait_for_port(proc: subprocess.Popen[bytes], log_path: Path) -> int:

@@ -1,5 +1,6 @@
 """`tools` and `tool_choice` through a real `specchat serve` and the real `openai` client: a call,
-its result sent back as a "tool" message, and the final answer, streamed and not."""
+its result sent back as a "tool" message, and the final answer, streamed and not; with a
+template that offers no tools and with one that renders them in its own convention."""
 
 from __future__ import annotations
 
@@ -45,8 +46,13 @@ PARAMETERS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 QUESTION = "What is the weather like in Paris right now?"
 
 
-@pytest.fixture(scope="module")
-def client(server: Server) -> openai.OpenAI:
+@pytest.fixture(scope="module", params=["described", "hermes"])
+def client(request: pytest.FixtureRequest) -> openai.OpenAI:
+    """The demo pair's own template, which has no tools (the functions go in a system message),
+    and a Hermes-style tool template (the functions in its <tools>, calls in <tool_call> tags)."""
+    server: Server = request.getfixturevalue(
+        "server" if request.param == "described" else "hermes_server"
+    )
     return openai.OpenAI(base_url=server.base_url, api_key=API_KEY, max_retries=0, timeout=300)
 
 
@@ -185,3 +191,29 @@ def test_tools_on_the_text_completions_endpoint_are_refused(server: Server) -> N
     body = {"prompt": "Hi", "max_tokens": 2, "tools": TOOLS}
     status, payload = server.request("POST", "/v1/completions", body)
     assert status == 400 and payload["error"]["param"] == "tools", payload
+
+
+@pytest.mark.parametrize(
+    ("served", "opening"), [("server", '{"'), ("hermes_server", "<tool_call>\n{")]
+)
+def test_the_call_is_written_in_the_syntax_the_template_teaches(
+    request: pytest.FixtureRequest, served: str, opening: str
+) -> None:
+    """The reply's own tokens (as log probabilities list them) are the call as the model wrote
+    it: bare JSON when the functions were described in a system message, a <tool_call> block
+    when the template offered them."""
+    server: Server = request.getfixturevalue(served)
+    client = openai.OpenAI(base_url=server.base_url, api_key=API_KEY, max_retries=0, timeout=300)
+    reply = client.chat.completions.create(
+        model="any",
+        messages=[{"role": "user", "content": QUESTION}],
+        tools=TOOLS,  # type: ignore[arg-type]
+        tool_choice="required",
+        temperature=0,
+        max_tokens=MAX_TOKENS,
+        logprobs=True,
+    ).to_dict()["choices"][0]
+    written = "".join(t["token"] for t in reply["logprobs"]["content"])
+    assert written.startswith(opening), written
+    (call,) = reply["message"]["tool_calls"]
+    assert call["function"]["name"] in written and reply["finish_reason"] == "tool_calls"

@@ -40,7 +40,12 @@ class ScriptedRuntime:
     def text_prompt(self, text: str) -> list[int]:
         return [ord(c) for c in text]
 
-    def chat_prompt(self, _messages: Sequence[Any], _control: object = None) -> list[int]:
+    def chat_prompt(
+        self,
+        _messages: Sequence[Any],
+        _control: object = None,
+        tools: object = None,  # noqa: ARG002 - the protocol names it
+    ) -> list[int]:
         raise InvalidSettingError("the model's chat template failed: no")
 
     def generate(

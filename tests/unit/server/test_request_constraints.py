@@ -3,17 +3,18 @@
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from app.engine.config import GenerationConfig
 from app.engine.constraint import Grammar
+from app.engine.tool_calls import HERMES, LLAMA3, ToolDialect
 from app.server.errors import ApiError
 from app.server.formats import ReplyFormat
 from app.server.schemas import ApiRequest, Defaults, parse_chat, parse_completion
-from app.server.tools import read_call
+from app.server.tools import read_calls
 
 DEFAULTS = Defaults(GenerationConfig(), 4)
 HI = [{"role": "user", "content": "Hi"}]
@@ -110,28 +111,45 @@ def test_what_stays_unsupported_is_refused_naming_it() -> None:
 # -- tools ------------------------------------------------------------------------------------
 
 
-def test_offered_tools_are_described_in_the_system_message() -> None:
+def test_offered_tools_reach_the_engine_and_the_conversation_stays_as_sent() -> None:
     request = chat(tools=[WEATHER])
-    assert request.messages is not None
-    system, user = request.messages
-    assert system["role"] == "system" and '"name": "get_weather"' in system["content"]
-    assert user == HI[0]
+    assert request.messages == tuple(HI)
+    offer = None if request.tools is None else request.tools.offer()
+    assert offer is not None and offer.optional
+    (tool,) = offer.tools
+    assert tool.openai_shape() == WEATHER
     assert request.config.constraint is None  # "auto" may answer in text
 
 
-def test_tool_choice_none_leaves_the_conversation_as_it_was() -> None:
-    assert chat(tools=[WEATHER], tool_choice="none").messages == tuple(HI)
+def test_tool_choice_none_offers_nothing() -> None:
+    request = chat(tools=[WEATHER], tool_choice="none")
+    assert request.messages == tuple(HI)
+    assert request.tools is not None and request.tools.offer() is None
 
 
 @pytest.mark.parametrize(
     "choice", ["required", {"type": "function", "function": {"name": "get_weather"}}]
 )
 def test_a_required_call_is_held_to_a_grammar_of_calls(choice: Any) -> None:
-    gbnf = grammar_of(chat(tools=[WEATHER], tool_choice=choice)).gbnf
-    assert "get_weather" in gbnf and "arguments" in gbnf
+    grammar = grammar_of(chat(tools=[WEATHER], tool_choice=choice))
+    assert "get_weather" in grammar.gbnf and "arguments" in grammar.gbnf
+    assert grammar.root == "root"  # a bare JSON object
 
 
-def test_an_earlier_call_is_written_back_as_the_model_would_write_it() -> None:
+@pytest.mark.parametrize(
+    ("dialect", "root", "words"),
+    [(HERMES, "tool-call", ("<tool_call>", "arguments")), (LLAMA3, "root", ("parameters",))],
+)
+def test_a_required_call_is_written_in_the_served_models_syntax(
+    dialect: ToolDialect, root: str, words: tuple[str, ...]
+) -> None:
+    defaults = replace(DEFAULTS, tool_dialect=dialect)
+    body = {"messages": HI, "tools": [WEATHER], "tool_choice": "required"}
+    grammar = grammar_of(parse_chat(body, defaults))
+    assert grammar.root == root and all(word in grammar.gbnf for word in words)
+
+
+def test_an_earlier_call_and_its_result_reach_the_template_as_structure() -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
     request = parse_chat(
         {
@@ -144,17 +162,24 @@ def test_an_earlier_call_is_written_back_as_the_model_would_write_it() -> None:
         DEFAULTS,
     )
     assert request.messages is not None
-    assert json.loads(request.messages[1]["content"]) == {"name": "f", "arguments": {"a": 1}}
-    assert request.messages[2] == {"role": "tool", "content": "42"}
+    assert request.messages[1] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"type": "function", "function": {"name": "f", "arguments": {"a": 1}}, "id": "c1"}
+        ],
+    }
+    assert request.messages[2] == {"role": "tool", "content": "42", "tool_call_id": "c1"}
 
 
 def test_a_reply_is_a_call_only_when_it_calls_an_offered_function() -> None:
     tools = chat(tools=[WEATHER]).tools
     assert tools is not None
-    (call,) = read_call('{"name": "get_weather", "arguments": {"city": "Oslo"}}', tools) or []
+    (call,) = read_calls('{"name": "get_weather", "arguments": {"city": "Oslo"}}', tools) or []
     assert call["function"] == {"name": "get_weather", "arguments": '{"city": "Oslo"}'}
-    assert read_call('{"name": "other", "arguments": {}}', tools) is None
-    assert read_call("It is sunny.", tools) is None
+    assert call["id"].startswith("call_")
+    assert read_calls('{"name": "other", "arguments": {}}', tools) is None
+    assert read_calls("It is sunny.", tools) is None
 
 
 def test_text_streams_at_once_and_a_possible_call_is_held_back() -> None:
@@ -165,6 +190,15 @@ def test_text_streams_at_once_and_a_possible_call_is_held_back() -> None:
     assert call.text_chunks(' {"name"') == []
     required = ReplyFormat(chat(tools=[WEATHER], tool_choice="required"), "m")
     assert required.text_chunks("x") == []
+
+
+def test_a_hermes_call_is_held_back_by_its_tag() -> None:
+    defaults = replace(DEFAULTS, tool_dialect=HERMES)
+    tagged = ReplyFormat(parse_chat({"messages": HI, "tools": [WEATHER]}, defaults), "m")
+    assert tagged.text_chunks("<tool") == []
+    assert tagged.text_chunks("_call>\n{") == []
+    brace = ReplyFormat(parse_chat({"messages": HI, "tools": [WEATHER]}, defaults), "m")
+    assert brace.text_chunks("{") != []  # this model writes calls in tags, never bare
 
 
 def test_tools_need_the_chat_endpoint() -> None:
