@@ -12,7 +12,8 @@ import os
 import re
 import sys
 import threading
-from pathlib import Path
+
+from app.llama.native import libllama, library_dir
 
 # llama.cpp's own log lines go to this logger (debug level); readers attach handlers to it.
 LLAMA_LOG_NAME = __name__
@@ -68,16 +69,14 @@ def _load_backend_libraries() -> None:
     Python package keeps them, so point it at the package's own lib folder. A build with the
     backends linked in has them registered already, and this does nothing.
     """
-    import llama_cpp.llama_cpp as native  # noqa: PLC0415
-
     # Looked up through libllama's handle, which finds the symbols in the very libggml that
-    # libllama is linked to. llama_cpp._ggml loads libggml again under another file name: a
-    # second copy with a registry of its own, where loaded backends would go unseen.
-    lib = native._lib
+    # libllama is linked to. llama-cpp-python's own libggml handle loads it again under another
+    # file name: a second copy with a registry of its own, where loaded backends would go unseen.
+    lib = libllama()
     lib.ggml_backend_reg_count.restype = ctypes.c_size_t
     if lib.ggml_backend_reg_count() == 0:
         lib.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
-        lib.ggml_backend_load_all_from_path(str(Path(native.__file__).parent / "lib").encode())
+        lib.ggml_backend_load_all_from_path(str(library_dir()).encode())
 
 
 def last_llama_error() -> str:

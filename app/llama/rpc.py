@@ -26,6 +26,7 @@ from typing import Any
 
 from app.errors import InvalidSettingError, RpcConnectError, RpcUnavailableError
 from app.llama import rpc_keys, rpc_tunnel
+from app.llama.native import libggml
 from app.llama.rpc_auth import MODE_CHECK, connect, new_client_id, open_stream
 
 DEFAULT_PORT = 50052
@@ -198,9 +199,7 @@ def _ggml() -> Any:
     from app.llama.backend import ensure_backend  # noqa: PLC0415 - loads llama.cpp on first use
 
     ensure_backend()
-    from llama_cpp import _ggml as ggml_module  # noqa: PLC0415
-
-    lib = ggml_module.libggml
+    lib = libggml()
     vp, sz, cp, u32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_uint32
     psz = ctypes.POINTER(sz)
     for name, args, res in (

@@ -1,4 +1,4 @@
-"""Build a `GGUFInfo` from a parsed header: shape numbers, tokenizer, special tokens, bytes."""
+"""Build a `GGUFInfo` from a scanned header: shape numbers, tokenizer, special tokens, bytes."""
 
 from __future__ import annotations
 
@@ -6,11 +6,10 @@ import os
 import re
 from pathlib import Path
 
-from gguf import GGUFReader
-
 from models.gguf.info import GGUFInfo
 from models.gguf.layout import other_parts, split_bytes, tensor_rows
-from models.gguf.reader import quantization_name, read_bool, read_int, read_str, token_texts
+from models.gguf.reader import quantization_name, read_bool, read_int, read_str
+from models.gguf.scan import HeaderScan
 from models.gguf.tokens import VOCAB_DEFAULTS, tokenizer_fingerprint
 
 __all__ = ["build_info", "display_name"]
@@ -35,13 +34,12 @@ _BPE_PRE_ADD_BOS = frozenset(
 )
 
 
-def build_info(path: Path, reader: GGUFReader, st: os.stat_result) -> GGUFInfo:
-    version_value = read_int(reader, "GGUF.version")
-    arch = read_str(reader, "general.architecture") or "unknown"
-    kind = read_str(reader, "general.type") or ("mmproj" if arch == "clip" else "model")
+def build_info(path: Path, scan: HeaderScan, st: os.stat_result) -> GGUFInfo:
+    arch = read_str(scan, "general.architecture") or "unknown"
+    kind = read_str(scan, "general.type") or ("mmproj" if arch == "clip" else "model")
 
     def arch_int(suffix: str) -> int | None:
-        return read_int(reader, f"{arch}.{suffix}")
+        return read_int(scan, f"{arch}.{suffix}")
 
     n_embd = arch_int("embedding_length")
     n_head = arch_int("attention.head_count")
@@ -52,9 +50,9 @@ def build_info(path: Path, reader: GGUFReader, st: os.stat_result) -> GGUFInfo:
     head_dim_k = arch_int("attention.key_length") or default_head_dim
     head_dim_v = arch_int("attention.value_length") or head_dim_k
 
-    tokens = token_texts(reader)
-    vocab_type = read_str(reader, "tokenizer.ggml.model")
-    pre = read_str(reader, "tokenizer.ggml.pre")
+    tokens = scan.tokens
+    vocab_type = read_str(scan, "tokenizer.ggml.model")
+    pre = read_str(scan, "tokenizer.ggml.pre")
     bos_default, eos_default, add_bos_default, add_eos_default = VOCAB_DEFAULTS.get(
         vocab_type or "", (None, None, False, False)
     )
@@ -62,23 +60,21 @@ def build_info(path: Path, reader: GGUFReader, st: os.stat_result) -> GGUFInfo:
         add_bos_default = True
     if vocab_type == "gpt2" and pre in ("glm4", "chatglm-bpe"):
         bos_default = None
-    bos = read_int(reader, "tokenizer.ggml.bos_token_id")
-    eos = read_int(reader, "tokenizer.ggml.eos_token_id")
+    bos = read_int(scan, "tokenizer.ggml.bos_token_id")
+    eos = read_int(scan, "tokenizer.ggml.eos_token_id")
     bos = bos_default if bos is None else bos
     eos = eos_default if eos is None else eos
-    add_bos = read_bool(reader, "tokenizer.ggml.add_bos_token")
-    add_eos = read_bool(reader, "tokenizer.ggml.add_eos_token")
+    add_bos = read_bool(scan, "tokenizer.ggml.add_bos_token")
+    add_eos = read_bool(scan, "tokenizer.ggml.add_eos_token")
     add_bos = add_bos_default if add_bos is None else add_bos
     add_eos = add_eos_default if add_eos is None else add_eos
 
-    file_type = read_int(reader, "general.file_type")
-    shard_count = read_int(reader, "split.count") or 1
-    template = read_str(reader, "tokenizer.chat_template")
-    name = display_name(
-        read_str(reader, "general.name"), read_str(reader, "general.finetune"), path
-    )
+    file_type = read_int(scan, "general.file_type")
+    shard_count = read_int(scan, "split.count") or 1
+    template = read_str(scan, "tokenizer.chat_template")
+    name = display_name(read_str(scan, "general.name"), read_str(scan, "general.finetune"), path)
 
-    rows = tensor_rows(reader)
+    rows = tensor_rows(scan)
     total_size = int(st.st_size)
     if shard_count > 1:
         extra_rows, extra_size = other_parts(path, shard_count)
@@ -92,14 +88,14 @@ def build_info(path: Path, reader: GGUFReader, st: os.stat_result) -> GGUFInfo:
         size_bytes=int(st.st_size),
         total_size_bytes=total_size,
         mtime=float(st.st_mtime),
-        gguf_version=version_value or 0,
+        gguf_version=scan.version,
         architecture=arch,
         name=name,
         kind=kind,
-        size_label=read_str(reader, "general.size_label"),
+        size_label=read_str(scan, "general.size_label"),
         parameter_count=sum(elements for _name, elements, _bytes in rows),
         tensor_count=len(rows),
-        quantization=quantization_name(file_type, reader),
+        quantization=quantization_name(file_type, scan),
         file_type=file_type,
         context_length=arch_int("context_length"),
         n_layers=n_layers,

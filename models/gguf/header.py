@@ -1,4 +1,4 @@
-"""`inspect_gguf(path)`: a file's header, vetted, read and cached by (path, size, mtime)."""
+"""`inspect_gguf(path)`: a file's header, read once, vetted, and cached by (path, size, mtime)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from app.errors import ModelLoadError
 from app.llama.facts import GGUF_MAGIC
 from models.gguf.build import build_info
 from models.gguf.info import GGUFInfo
-from models.gguf.reader import READER_CLASS, TruncatedError
-from models.gguf.scan import HeaderRejectedError, scan_header
+from models.gguf.scan import HeaderRejectedError, HeaderScan, scan_header
 from models.gguf.vetting import vet_shape
 
 __all__ = ["clear_inspect_cache", "inspect_gguf", "vet_file"]
@@ -36,14 +35,16 @@ def _check_magic(path: Path, size: int) -> None:
         raise ModelLoadError(str(path), f"unsupported GGUF version {version}")
 
 
-def _vet(path: Path, size: int) -> None:
+def _vet(path: Path, size: int) -> HeaderScan:
     if size == 0:
         raise ModelLoadError(str(path), "file is empty")
     _check_magic(path, size)
     try:
-        vet_shape(scan_header(path, size))
+        scan = scan_header(path, size)
+        vet_shape(scan)
     except HeaderRejectedError as exc:
         raise ModelLoadError(str(path), str(exc)) from None
+    return scan
 
 
 def vet_file(path: str | os.PathLike[str]) -> None:
@@ -63,22 +64,7 @@ def vet_file(path: str | os.PathLike[str]) -> None:
 
 
 def _read(path: Path, st: os.stat_result) -> GGUFInfo:
-    size = int(st.st_size)
-    _vet(path, size)
-    try:
-        reader = READER_CLASS(path, mode="r")
-    except TruncatedError as exc:
-        raise ModelLoadError(
-            str(path), f"file is truncated (needs at least {exc.needed} bytes, has {size})"
-        ) from None
-    try:
-        return build_info(path, reader, st)
-    except TruncatedError as exc:
-        raise ModelLoadError(
-            str(path), f"file is truncated (needs at least {exc.needed} bytes, has {size})"
-        ) from None
-    finally:
-        del reader  # drop the memory map now, not at the next garbage collection
+    return build_info(path, _vet(path, int(st.st_size)), st)
 
 
 _cache: OrderedDict[tuple[str, int, int], GGUFInfo | str] = OrderedDict()

@@ -7,11 +7,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from gguf import GGUFReader
-
 from app.errors import ModelLoadError
-from models.gguf.reader import READER_CLASS, TruncatedError
-from models.gguf.scan import HeaderRejectedError, scan_header
+from models.gguf.scan import HeaderRejectedError, HeaderScan, scan_header
 from models.gguf.vetting import MAX_LAYERS
 
 __all__ = [
@@ -49,8 +46,8 @@ def is_shard_path(path: str | os.PathLike[str]) -> bool:
 TensorRow = tuple[str, int, int]  # name, elements, bytes
 
 
-def tensor_rows(reader: GGUFReader) -> list[TensorRow]:
-    return [(str(t.name), int(t.n_elements), int(t.n_bytes)) for t in reader.tensors]
+def tensor_rows(scan: HeaderScan) -> list[TensorRow]:
+    return [(t.name, t.n_elements, t.n_bytes) for t in scan.tensors]
 
 
 def other_parts(first: Path, count: int) -> tuple[list[TensorRow], int]:
@@ -74,18 +71,13 @@ def other_parts(first: Path, count: int) -> tuple[list[TensorRow], int]:
         if not stat.S_ISREG(st.st_mode) or st.st_size < 8:
             raise ModelLoadError(str(first), f"part {k} of {count} is not a GGUF file")
         try:
-            scan_header(sibling, int(st.st_size))
+            part = scan_header(sibling, int(st.st_size))
         except HeaderRejectedError as exc:
             raise ModelLoadError(str(first), f"part {k} of {count}: {exc}") from None
-        try:
-            part_reader = READER_CLASS(sibling, mode="r")
-        except TruncatedError:
-            raise ModelLoadError(str(first), f"part {k} of {count} is truncated") from None
         except Exception as exc:  # a broken part makes the whole model unusable
             raise ModelLoadError(str(first), f"part {k} of {count} is unreadable ({exc})") from None
-        rows.extend(tensor_rows(part_reader))
+        rows.extend(tensor_rows(part))
         size += int(st.st_size)
-        del part_reader
     return rows, size
 
 

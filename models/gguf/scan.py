@@ -1,11 +1,13 @@
-"""A bounded walk over a GGUF header, before any full parse.
+"""The one GGUF header reader: a bounded walk over the key/value section and the tensor table.
 
-`scan_header(path, size)` reads the key/value section and the tensor table with hard caps (keys,
-array lengths, string sizes, tensors, dimensions), and checks the tensor table against the header
-the way llama.cpp's loader does (known tensor types, sizes that fit, aligned offsets inside the
-file, unique names). It raises `HeaderRejectedError` with the reason in words at the first problem,
-so a hostile file costs at most a few seconds and a bounded amount of memory; only a file that
-passes is handed to the full reader. It returns a few scalar keys the vetting rules need.
+`scan_header(path, size)` reads the header with hard caps (keys, array lengths, string sizes,
+tensors, dimensions), and checks the tensor table against the header the way llama.cpp's loader
+does (known tensor types, sizes that fit, aligned offsets inside the file, unique names). It raises
+`HeaderRejectedError` with the reason in words at the first problem, so a hostile file costs at
+most a few seconds and a bounded amount of memory. A file that passes comes back as a `HeaderScan`:
+every scalar value, every array of numbers, the vocabulary's token texts and the tensor table,
+all a model's description is built from (models/gguf/build.py). Arrays of strings other than the
+vocabulary (merges) are walked for the caps and not kept.
 
 The caps sit far above any real model (the largest vocabularies hold ~260k tokens and ~500k
 merges; the largest models a few thousand tensors) and far below what would take a desktop down.
@@ -18,7 +20,10 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+from models.gguf.tokens import TokenTable
 
 __all__ = [
     "MAX_ARRAY_ITEMS",
@@ -27,6 +32,7 @@ __all__ = [
     "MAX_TENSORS",
     "HeaderRejectedError",
     "HeaderScan",
+    "TensorEntry",
     "scan_header",
 ]
 
@@ -46,22 +52,26 @@ DEFAULT_ALIGNMENT = 32
 
 # GGUF value types: fixed-size ones by struct code; 8 = string, 9 = array.
 _FIXED = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_U32 = 4
 _STRING = 8
 _ARRAY = 9
-# Scalar keys kept for the vetting rules (strings and numbers only, never arrays).
-_KEPT_SUFFIXES = (
-    "block_count",
-    "attention.head_count",
-    "attention.head_count_kv",
-    "embedding_length",
-    "context_length",
-)
-_KEPT_KEYS = frozenset({"general.architecture", "general.type", "general.alignment"})
-_KEPT_KEYS_VOCAB = frozenset({"tokenizer.ggml.model"})
+_TOKENS_KEY = "tokenizer.ggml.tokens"
+_ALIGNMENT_KEY = "general.alignment"
+
+Scalar = int | float | str | bool
 
 
 class HeaderRejectedError(Exception):
     """The header breaks a cap or does not describe the file it sits in; str() is the reason."""
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    name: str
+    n_dims: int
+    type_id: int  # a GGMLQuantizationType
+    n_elements: int
+    n_bytes: int
 
 
 @dataclass
@@ -69,8 +79,11 @@ class HeaderScan:
     version: int
     n_tensors: int
     n_keys: int
-    scalars: dict[str, int | float | str | bool] = field(default_factory=dict)
-    array_lengths: dict[str, int] = field(default_factory=dict)  # kept keys given as arrays
+    scalars: dict[str, Scalar] = field(default_factory=dict)  # strings with bad UTF-8 replaced
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)  # every array of numbers
+    array_lengths: dict[str, int] = field(default_factory=dict)  # every array, strings' too
+    tokens: TokenTable = field(default_factory=TokenTable)  # when the vocabulary is strings
+    tensors: list[TensorEntry] = field(default_factory=list)
     data_offset: int = 0
 
 
@@ -123,18 +136,28 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
+def _name(raw: bytes, what: str) -> str:
+    """A key or tensor name: UTF-8 text, as the `gguf` package and llama.cpp's tools write it."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HeaderRejectedError(f"{what} {_shown(_text(raw))} is not UTF-8 text") from None
+
+
 def _shown(key: str) -> str:
     printable = "".join(ch if ch.isprintable() else "?" for ch in key[:60])
     return printable + ("…" if len(key) > 60 else "")
 
 
-def _value(cur: _Cursor, vtype: int, key: str) -> int | float | str | bool | None:
-    """Read (or skip) one value; returns scalars, None for arrays."""
+def _value(cur: _Cursor, vtype: int, key: str, scan: HeaderScan) -> None:
+    """Read one value into `scan` (string arrays other than the vocabulary: only walked)."""
     what = f"value of {_shown(key)}"
     if vtype in _FIXED:
-        return cur.fixed(_FIXED[vtype], what)
+        scan.scalars[key] = cur.fixed(_FIXED[vtype], what)
+        return
     if vtype == _STRING:
-        return _text(cur.string(what, MAX_STRING_BYTES))
+        scan.scalars[key] = _text(cur.string(what, MAX_STRING_BYTES))
+        return
     if vtype != _ARRAY:
         raise HeaderRejectedError(f"key {_shown(key)} has unknown value type {vtype}")
     item_type = cur.u32(what)
@@ -153,8 +176,11 @@ def _value(cur: _Cursor, vtype: int, key: str) -> int | float | str | bool | Non
             f"arrays hold more than {MAX_TOTAL_ARRAY_ITEMS:,} items in all".replace(",", " ")
         )
     if item_type in _FIXED:
-        nbytes = struct.calcsize(_FIXED[item_type]) * count
+        code = _FIXED[item_type]
+        nbytes = struct.calcsize(code) * count
         cur.need(nbytes, what)
+        dtype = np.dtype(cur.order + code)
+        scan.arrays[key] = np.frombuffer(cur.buf, dtype, count, cur.pos).copy()
         cur.pos += nbytes
     elif item_type == _STRING:
         cur.strings_left -= count
@@ -162,18 +188,18 @@ def _value(cur: _Cursor, vtype: int, key: str) -> int | float | str | bool | Non
             raise HeaderRejectedError(
                 f"string arrays hold more than {MAX_STRING_ITEMS:,} items".replace(",", " ")
             )
-        for _ in range(count):
-            cur.skip_string(what)
+        if key == _TOKENS_KEY:
+            scan.tokens = TokenTable([cur.string(what, MAX_STRING_BYTES) for _ in range(count)])
+        else:
+            for _ in range(count):
+                cur.skip_string(what)
     else:
         raise HeaderRejectedError(f"array {_shown(key)} has unknown item type {item_type}")
-    return None
+    scan.array_lengths[key] = count
 
 
-def _keep(key: str, vocab: bool) -> bool:
-    return key in _KEPT_KEYS or (vocab and key in _KEPT_KEYS_VOCAB) or key.endswith(_KEPT_SUFFIXES)
-
-
-def _tensor_bytes(name: str, dims: list[int], type_id: int) -> int:
+def _tensor_size(name: str, dims: list[int], type_id: int) -> tuple[int, int]:
+    """(elements, bytes) of a tensor; refuses types and shapes llama.cpp cannot hold."""
     try:
         qtype = GGMLQuantizationType(type_id)
         block, type_size = GGML_QUANT_SIZES[qtype]
@@ -190,7 +216,7 @@ def _tensor_bytes(name: str, dims: list[int], type_id: int) -> int:
         raise HeaderRejectedError(
             f"tensor {name}: row of {dims[0]} is not a multiple of its block size {block}"
         )
-    return total // block * type_size
+    return total, total // block * type_size
 
 
 def scan_header(path: Path, size: int) -> HeaderScan:
@@ -215,26 +241,20 @@ def scan_header(path: Path, size: int) -> HeaderScan:
             if raw_key in seen:
                 raise HeaderRejectedError(f"metadata key {_shown(_text(raw_key))} appears twice")
             seen.add(raw_key)
-            key = _text(raw_key)
+            key = _name(raw_key, "metadata key")
             vtype = cur.u32(f"type of {_shown(key)}")
-            if vtype == _ARRAY and _keep(key, vocab=False):
-                scan.array_lengths[key] = _peek_array_length(cur)
-            value = _value(cur, vtype, key)
-            if value is not None and _keep(key, vocab=True):
-                scan.scalars[key] = value
+            if key == _ALIGNMENT_KEY and vtype != _U32:
+                # llama.cpp reads it with gguf_get_val_u32, which aborts on any other type.
+                raise HeaderRejectedError(f"{_ALIGNMENT_KEY} is not a 32-bit unsigned number")
+            _value(cur, vtype, key, scan)
         _scan_tensors(cur, scan)
         return scan
 
 
-def _peek_array_length(cur: _Cursor) -> int:
-    cur.need(12, "array header")
-    return int(struct.unpack_from(cur.order + "Q", cur.buf, cur.pos + 4)[0])
-
-
 def _alignment(scan: HeaderScan) -> int:
-    value = scan.scalars.get("general.alignment", DEFAULT_ALIGNMENT)
+    value = scan.scalars.get(_ALIGNMENT_KEY, DEFAULT_ALIGNMENT)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value & (value - 1):
-        raise HeaderRejectedError(f"general.alignment {value!r} is not a power of two")
+        raise HeaderRejectedError(f"{_ALIGNMENT_KEY} {value!r} is not a power of two")
     return value
 
 
@@ -243,7 +263,8 @@ def _scan_tensors(cur: _Cursor, scan: HeaderScan) -> None:
     spans: list[tuple[int, int, str]] = []
     for index in range(scan.n_tensors):
         raw_name = cur.string(f"name of tensor {index}", MAX_KEY_BYTES)
-        name = _shown(_text(raw_name))
+        full_name = _name(raw_name, "tensor name")
+        name = _shown(full_name)
         if len(raw_name) > MAX_TENSOR_NAME_BYTES:
             raise HeaderRejectedError(
                 f"tensor name {name} is longer than {MAX_TENSOR_NAME_BYTES} bytes"
@@ -259,7 +280,9 @@ def _scan_tensors(cur: _Cursor, scan: HeaderScan) -> None:
             raise HeaderRejectedError(f"tensor {name} has a negative dimension")
         type_id = cur.u32(f"tensor {name}")
         offset = cur.u64(f"tensor {name}")
-        spans.append((offset, _tensor_bytes(name, dims, type_id), name))
+        elements, nbytes = _tensor_size(name, dims, type_id)
+        spans.append((offset, nbytes, name))
+        scan.tensors.append(TensorEntry(full_name, n_dims, type_id, elements, nbytes))
     alignment = _alignment(scan)
     data_start = -(-cur.pos // alignment) * alignment
     scan.data_offset = data_start

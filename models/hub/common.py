@@ -17,7 +17,7 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.utils._validators import validate_repo_id
+from huggingface_hub.utils import validate_repo_id
 
 from app.errors import Cancelled, DownloadError
 from models.terminal import printable

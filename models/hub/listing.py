@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 from urllib.parse import quote
 
 from huggingface_hub import get_session, hf_raise_for_status
-from huggingface_hub.utils._headers import build_hf_headers
+from huggingface_hub.utils import build_hf_headers
 
 from app.errors import DownloadError
 from models.gguf import shard_info

@@ -29,7 +29,7 @@ from typing import IO, Any
 
 import httpx2
 from huggingface_hub import get_hf_file_metadata, get_session, hf_hub_url, hf_raise_for_status
-from huggingface_hub.utils._headers import build_hf_headers
+from huggingface_hub.utils import build_hf_headers
 
 from app.errors import Cancelled, DownloadError, ModelLoadError
 from models.gguf.header import vet_file

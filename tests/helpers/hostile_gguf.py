@@ -279,6 +279,11 @@ def build_corpus(source: Path, folder: Path) -> list[Case]:
     )
     add("duplicate-key", "twice", lambda p: _write(p, [*kvs, kvs[0]]))
     add("bad-alignment", "alignment", lambda p: _write(p, [*kvs, u32("general.alignment", 3)]))
+    # llama.cpp reads the alignment as a u32 and aborts on any other type.
+    alignment_u64 = _kv("general.alignment", U64, struct.pack("<Q", 32))
+    add("alignment-not-u32", "alignment", lambda p: _write(p, [*kvs, alignment_u64]))
+    not_utf8 = _kv(b"junk.\xff", U32, struct.pack("<I", 1))
+    add("key-not-utf8", "utf-8", lambda p: _write(p, [*kvs, not_utf8]))
 
     # Tensor tables that contradict the file.
     def tensor_case(name: str, refuse: str, tensors: list[_Tensor]) -> None:
@@ -294,6 +299,7 @@ def build_corpus(source: Path, folder: Path) -> list[Case]:
     tensor_case("tensor-negative-dim", "negative", [_Tensor(b"a", (2**64 - 1,), data_bytes=0)])
     tensor_case("tensor-duplicate-name", "twice", [_Tensor(b"a", (8,)), _Tensor(b"a", (8,))])
     tensor_case("tensor-long-name", "longer", [_Tensor(b"x" * 200, (8,))])
+    tensor_case("tensor-name-not-utf8", "utf-8", [_Tensor(b"a\xff", (8,))])
     tensor_case("tensor-row-not-block", "block", [_Tensor(b"a", (5,), type_id=2, data_bytes=32)])
     tensor_case("tensor-data-missing", "truncated", [_Tensor(b"a", (1 << 20,), data_bytes=64)])
 
