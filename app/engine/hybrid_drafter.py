@@ -10,6 +10,13 @@ VerifyCurve). So a long, reliable match never pays for a draft-model pass, and a
 not displace a good draft. llama.cpp's `--spec-type ngram-*,draft-simple` instead takes the
 n-gram proposal whenever there is one, at any cost and reliability.
 
+The draft model reads the conversation only when a round first needs it, and then only if
+catching up pays: reading a long prompt can cost a small quantized draft more than the target
+(a batch of Q4_1 rows runs at a third of F32's speed on a CPU without a repacked kernel), so the
+catch-up is weighed against the time the model saves over a typical reply's remaining tokens.
+When the suffix index does as well alone (code returned with an edit, a text revised), the
+model is never read, and the reply starts as soon as the target has read the prompt.
+
 The choice reads only the drafts' own figures and the target's past verdicts, never the
 target's distribution at the positions being drafted, so it changes which tokens are proposed,
 not which token is emitted: the output stays exact.
@@ -18,7 +25,7 @@ not which token is emitted: the output stays exact.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -37,6 +44,12 @@ _HORIZON = 32
 # The draft model's keep rate before any verdict, with this many pseudo-tokens of weight.
 _PRIOR_KEEP = 0.7
 _PRIOR_WEIGHT = 4.0
+# Tokens over which a catch-up must pay for itself: about one reply (the bench's and the
+# server's default budget is 128), the span the model's faster rounds have to earn it back.
+_PAYBACK_TOKENS = 128
+# Gaps shorter than this are read in about a pass's time, whatever their length: they would
+# make the reading speed look slower than a long catch-up's.
+_MIN_TIMED_GAP = 16
 
 
 @dataclass
@@ -70,15 +83,28 @@ class HybridDrafter:
 
     mode: DraftMode = "hybrid"
 
-    def __init__(self, suffix: SuffixDrafter, model: ModelDrafter) -> None:
+    def __init__(
+        self,
+        suffix: SuffixDrafter,
+        model: ModelDrafter,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.suffix = suffix
         self.model_drafter = model
+        self._clock = clock
         self.label = model.label
         # Verification seconds by rows, γ auto's own estimate (concave on a CPU).
         self._verify = VerifyCurve(horizon=_HORIZON, fade=_FADE)
         # Draft seconds by the passes a round ran, γ auto's own estimate too.
         self._draft = DraftCost(horizon=_HORIZON, fade=_FADE)
         self._model_keep = _FadingRate()
+        # Seconds per token the draft model takes to read a gap in one batch (its prefill rate).
+        self._catchup_s = 0.0
+        self._catchup_tokens = 0.0
+        # What the draft model has read: the first _model_at tokens of _model_read.
+        self._model_read: Sequence[int] = ()
+        self._model_at = 0
 
     def propose(
         self,
@@ -93,19 +119,24 @@ class HybridDrafter:
     ) -> Draft:
         found = self.suffix.peek(history, max(max_tokens, free_limit or 0))
         self.suffix.remember(found)
-        plan = self._plan(found, max_tokens)
+        behind = max(0, len(history) - 1 - self._model_at)
+        plan = self._plan(found, max_tokens, behind)
         suffix = list(plan.suffix)
         if plan.model_tokens == 0:
             return Draft(suffix, [None] * len(suffix), 0, 0.0, suffix_tokens=len(suffix))
         # Rounds drafted by the suffix index alone left the draft model behind. Reading those
         # tokens is timed apart: billed to its passes, it would make the draft model look too
         # slow to be worth its place, and the suffix index would win rounds it should not.
-        start = time.perf_counter()
+        start = self._clock()
         self.model_drafter.prefill(history[:-1])
-        catchup_s = time.perf_counter() - start
+        catchup_s = self._clock() - start
+        if behind >= _MIN_TIMED_GAP:
+            self._catchup_s = self._catchup_s * _FADE + catchup_s
+            self._catchup_tokens = self._catchup_tokens * _FADE + behind
         drafted = self.model_drafter.propose(
             [*history, *suffix], plan.model_tokens, sampling, rng, p_min, stop=stop
         )
+        self._model_read, self._model_at = history, len(history)
         if not suffix:
             return replace(drafted, catchup_s=catchup_s)
         certain: list[FloatArray | None] = [None] * len(suffix)
@@ -120,14 +151,22 @@ class HybridDrafter:
             catchup_s=catchup_s,
         )
 
-    def _plan(self, proposal: SuffixProposal, gamma: int) -> _Plan:
+    def _plan(self, proposal: SuffixProposal, gamma: int, behind: int = 0) -> _Plan:
         model_only = _Plan((), gamma, self._rate(0, 0.0, gamma, 1.0))
         found = proposal.tokens
         if not found or proposal.source is None:
-            return model_only
+            without_model = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
+            return (
+                model_only
+                if self._worth_catching_up(behind, model_only, without_model)
+                else (without_model)
+            )
         keep = self.suffix.kept_by_match.keep_rate(proposal.match_length, proposal.source)
         kept = proposal.expected_accepted
-        plans = [model_only, _Plan(found, 0, self._rate(len(found), kept, 0, 0.0))]
+        suffix_only = _Plan(found, 0, self._rate(len(found), kept, 0, 0.0))
+        if not self._worth_catching_up(behind, model_only, suffix_only):
+            return suffix_only
+        plans = [model_only, suffix_only]
         prefix = found[: max(0, gamma - 1)]
         if prefix:
             survive = keep ** len(prefix)
@@ -142,13 +181,28 @@ class HybridDrafter:
             )
         return max(plans, key=lambda p: p.rate)
 
+    def _worth_catching_up(self, behind: int, with_model: _Plan, without: _Plan) -> bool:
+        """Whether the draft model, `behind` tokens behind, should read them: the time its
+        rounds save over _PAYBACK_TOKENS tokens, at the measured rates, outweighs the reading.
+        Until both rates and the reading speed are measured, it reads (and they get measured)."""
+        if behind == 0 or self._catchup_tokens == 0.0 or not self._measured():
+            return True
+        catchup_s = behind * self._catchup_s / self._catchup_tokens
+        if with_model.rate <= without.rate:
+            return False
+        saved_s = _PAYBACK_TOKENS * (1.0 / without.rate - 1.0 / with_model.rate)
+        return saved_s > catchup_s
+
+    def _measured(self) -> bool:
+        return bool(self._verify.points()) and self._draft.measured
+
     def _rate(self, n_suffix: int, suffix_kept: float, n_model: int, reach: float) -> float:
         """Expected tokens per second of a draft of n_suffix suffix tokens then n_model model
         tokens, the model's tokens judged only when every suffix token before them is kept
         (chance `reach`)."""
         model_kept = reach * _expected_kept(self._model_keep.value, n_model)
-        verify = self._verify.predict(n_suffix + n_model + 1) if self._verify.points() else None
-        if verify is None or not self._draft.measured:
+        verify = self._verify.predict(n_suffix + n_model + 1) if self._measured() else None
+        if verify is None:
             # Nothing measured yet: tokens that cost no pass win on expected tokens alone.
             return 1.0 + suffix_kept + model_kept - 0.5 * n_model
         passes = n_model + (1 if n_suffix and n_model else 0)  # the model reads the suffix
@@ -156,8 +210,14 @@ class HybridDrafter:
         return (1.0 + suffix_kept + model_kept) / (verify + drafting)
 
     def prefill(self, history: Sequence[int]) -> None:
+        # The draft model reads the conversation when a round needs it and it pays (propose);
+        # a new conversation shares with what it read only their common start.
         self.suffix.prefill(history)
-        self.model_drafter.prefill(history)
+        limit = min(self._model_at, len(history))
+        same = 0
+        while same < limit and self._model_read[same] == history[same]:
+            same += 1
+        self._model_at = same
 
     def learn(self, record: RoundRecord) -> None:
         self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))

@@ -12,6 +12,7 @@ from app.engine.config import SamplingConfig
 from app.engine.drafters import ModelDrafter
 from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.suffix_drafter import SuffixDrafter
+from app.metrics.rounds import RoundRecord
 from tests.helpers.fake_llama import FakeLlama, Logits
 
 N_VOCAB = 64
@@ -24,14 +25,10 @@ def next_token(history: Sequence[int]) -> Logits:
 
 
 def test_a_draft_model_left_behind_reads_the_gap_outside_its_timed_passes() -> None:
-    model = FakeLlama(next_token, N_VOCAB, name="draft.gguf")
-    # Each token the fake decodes costs a millisecond on this clock.
-    drafter = ModelDrafter(model, N_VOCAB, clock=lambda: model.decoded * 1e-3)
-    hybrid = HybridDrafter(SuffixDrafter(), drafter)
+    model, hybrid = _hybrid()
     history = list(range(40))  # no token repeats: the suffix index has nothing to offer
     hybrid.prefill(history[:9])
-    behind = len(history) - 1 - len(model.tokens)
-    assert behind == 30
+    assert model.tokens == []  # the prompt is read when a round needs the model, not before
 
     draft = hybrid.propose(history, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
 
@@ -39,4 +36,65 @@ def test_a_draft_model_left_behind_reads_the_gap_outside_its_timed_passes() -> N
     assert draft.tokens == [40, 41, 42, 43]
     # The passes' own cost: one token each, the gap read apart (and timed as catch-up).
     assert draft.seconds == pytest.approx(4 * 1e-3)
+    assert draft.catchup_s == pytest.approx(39 * 1e-3)
+    assert len(model.tokens) >= 39
+
+
+def _hybrid() -> tuple[FakeLlama, HybridDrafter]:
+    model = FakeLlama(next_token, N_VOCAB, name="draft.gguf")
+    # Each token the fake decodes costs a millisecond on this clock.
+    clock = lambda: model.decoded * 1e-3  # noqa: E731
+    return model, HybridDrafter(
+        SuffixDrafter(), ModelDrafter(model, N_VOCAB, clock=clock), clock=clock
+    )
+
+
+def _teach(hybrid: HybridDrafter, *, verify_s: float, draft_pass_s: float) -> None:
+    """Rounds as the engine reports them: verification of n rows costs verify_s each, a model
+    pass draft_pass_s, and the model's tokens are kept."""
+    for i in range(40):
+        rows = 1 + i % 8
+        steps = rows - 1
+        hybrid.learn(
+            RoundRecord(
+                i, "hybrid", steps, steps, steps, steps + 1, steps * draft_pass_s, verify_s, steps
+            )
+        )
+
+
+def _conversation(length: int, start: int) -> list[int]:
+    return [(start + i) % N_VOCAB for i in range(length)]
+
+
+def test_a_long_gap_is_left_unread_when_the_suffix_index_does_as_well_alone() -> None:
+    model, hybrid = _hybrid()
+    # A cheap draft model that is always kept: once caught up, its rounds beat the suffix
+    # index's, but not by enough to earn back reading 300 tokens within a reply.
+    _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)
+    first = _conversation(40, 0)
+    hybrid.prefill(first[:-1])
+    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)  # reading timed
+    read = model.decoded
+
+    # A new conversation that repeats itself: 300 tokens behind, a long match to copy from.
+    repeated = [7, 3, 9, 1, 4] * 60 + [7, 3, 9]
+    hybrid.prefill(repeated[:-1])
+    draft = hybrid.propose(repeated, 8, SamplingConfig(), np.random.default_rng(0), 0.0)
+
+    assert draft.tokens and draft.suffix_tokens == len(draft.tokens) and draft.steps == 0
+    assert draft.catchup_s == 0.0 and model.decoded == read  # not one token read
+
+
+def test_the_gap_is_read_when_the_model_is_worth_it_and_the_suffix_index_has_nothing() -> None:
+    _model, hybrid = _hybrid()
+    _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)  # a cheap draft model that is kept
+    first = _conversation(40, 0)
+    hybrid.prefill(first[:-1])
+    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+
+    second = _conversation(60, 5)  # no repeats: only the model can draft
+    hybrid.prefill(second[:-1])
+    draft = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+
+    assert draft.steps == 4 and draft.suffix_tokens == 0
     assert draft.catchup_s > 0.0
