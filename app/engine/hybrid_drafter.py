@@ -36,6 +36,7 @@ from app.engine.drafters import Draft, ModelDrafter
 from app.engine.gamma_estimates import MIN_SECONDS, DraftCost, VerifyCurve
 from app.engine.sampling import FloatArray
 from app.engine.suffix_drafter import SuffixDrafter, SuffixProposal
+from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.rounds import DraftMode, RoundRecord
 
 # Per round, how much of the older evidence is kept: about the last 30 rounds count.
@@ -47,6 +48,8 @@ _PRIOR_WEIGHT = 4.0
 # Tokens over which a catch-up must pay for itself: about one reply (the bench's and the
 # server's default budget is 128), the span the model's faster rounds have to earn it back.
 _PAYBACK_TOKENS = 128
+# Rounds the draft model drafts alone before their measured rate stands for it.
+_MIN_MODEL_ROUNDS = 3
 # Gaps shorter than this are read in about a pass's time, whatever their length: they would
 # make the reading speed look slower than a long catch-up's.
 _MIN_TIMED_GAP = 16
@@ -64,6 +67,28 @@ class _FadingRate:
     @property
     def value(self) -> float:
         return (self.kept + _PRIOR_WEIGHT * _PRIOR_KEEP) / (self.judged + _PRIOR_WEIGHT)
+
+
+@dataclass
+class _FadingRounds:
+    """Tokens and seconds of the rounds the draft model drafted alone: the rate it really
+    delivers, with γ auto's confidence stop ending its drafts where it turns unsure, which a
+    keep rate compounded over the full γ would underrate."""
+
+    tokens: float = 0.0
+    seconds: float = 0.0
+    rounds: float = 0.0
+
+    def add(self, tokens: int, seconds: float) -> None:
+        self.tokens = self.tokens * _FADE + tokens
+        self.seconds = self.seconds * _FADE + seconds
+        self.rounds = self.rounds * _FADE + 1
+
+    @property
+    def rate(self) -> float | None:
+        if self.rounds < _MIN_MODEL_ROUNDS or self.seconds <= 0.0:
+            return None
+        return self.tokens / self.seconds
 
 
 def _expected_kept(keep: float, n: int) -> float:
@@ -99,6 +124,7 @@ class HybridDrafter:
         # Draft seconds by the passes a round ran, γ auto's own estimate too.
         self._draft = DraftCost(horizon=_HORIZON, fade=_FADE)
         self._model_keep = _FadingRate()
+        self._model_rounds = _FadingRounds()
         # Seconds per token the draft model takes to read a gap in one batch (its prefill rate).
         self._catchup_s = 0.0
         self._catchup_tokens = 0.0
@@ -127,12 +153,7 @@ class HybridDrafter:
         # Rounds drafted by the suffix index alone left the draft model behind. Reading those
         # tokens is timed apart: billed to its passes, it would make the draft model look too
         # slow to be worth its place, and the suffix index would win rounds it should not.
-        start = self._clock()
-        self.model_drafter.prefill(history[:-1])
-        catchup_s = self._clock() - start
-        if behind >= _MIN_TIMED_GAP:
-            self._catchup_s = self._catchup_s * _FADE + catchup_s
-            self._catchup_tokens = self._catchup_tokens * _FADE + behind
+        catchup_s = self._catch_up(history[:-1], behind)
         drafted = self.model_drafter.propose(
             [*history, *suffix], plan.model_tokens, sampling, rng, p_min, stop=stop
         )
@@ -151,8 +172,23 @@ class HybridDrafter:
             catchup_s=catchup_s,
         )
 
+    def _catch_up(self, history: Sequence[int], behind: int) -> float:
+        """Have the draft model read `history`; the seconds it took."""
+        start = self._clock()
+        self.model_drafter.prefill(history)
+        seconds = self._clock() - start
+        if behind >= _MIN_TIMED_GAP:
+            self._catchup_s = self._catchup_s * _FADE + seconds
+            self._catchup_tokens = self._catchup_tokens * _FADE + behind
+        self._model_read, self._model_at = history, len(history)
+        return seconds
+
+    def _model_only(self, gamma: int) -> _Plan:
+        measured = self._model_rounds.rate if self._measured() else None
+        return _Plan((), gamma, measured or self._rate(0, 0.0, gamma, 1.0))
+
     def _plan(self, proposal: SuffixProposal, gamma: int, behind: int = 0) -> _Plan:
-        model_only = _Plan((), gamma, self._rate(0, 0.0, gamma, 1.0))
+        model_only = self._model_only(gamma)
         found = proposal.tokens
         if not found or proposal.source is None:
             without_model = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
@@ -187,6 +223,8 @@ class HybridDrafter:
         Until both rates and the reading speed are measured, it reads (and they get measured)."""
         if behind == 0 or self._catchup_tokens == 0.0 or not self._measured():
             return True
+        if self._model_rounds.rate is None:
+            return True
         catchup_s = behind * self._catchup_s / self._catchup_tokens
         if with_model.rate <= without.rate:
             return False
@@ -210,14 +248,19 @@ class HybridDrafter:
         return (1.0 + suffix_kept + model_kept) / (verify + drafting)
 
     def prefill(self, history: Sequence[int]) -> None:
-        # The draft model reads the conversation when a round needs it and it pays (propose);
-        # a new conversation shares with what it read only their common start.
+        """Index the prompt, and have the draft model read it now, as prompt time, when it will
+        pay over the reply; else a round reads it later if a long match runs out (propose)."""
         self.suffix.prefill(history)
+        # A new conversation shares with what the model read only their common start.
         limit = min(self._model_at, len(history))
         same = 0
         while same < limit and self._model_read[same] == history[same]:
             same += 1
         self._model_at = same
+        behind = len(history) - same
+        plain = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
+        if self._worth_catching_up(behind, self._model_only(MAX_GAMMA), plain):
+            self._catch_up(history, behind)
 
     def learn(self, record: RoundRecord) -> None:
         self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
@@ -225,6 +268,8 @@ class HybridDrafter:
             return
         self.suffix.learn(record)
         model_drafted = record.drafted - record.suffix_drafted
+        if model_drafted and not record.suffix_drafted:
+            self._model_rounds.add(record.emitted, record.draft_s + record.verify_s)
         if model_drafted and record.accepted >= record.suffix_drafted:
             kept = record.accepted - record.suffix_drafted
             self._model_keep.add(kept, min(model_drafted, kept + 1))

@@ -27,8 +27,9 @@ def next_token(history: Sequence[int]) -> Logits:
 def test_a_draft_model_left_behind_reads_the_gap_outside_its_timed_passes() -> None:
     model, hybrid = _hybrid()
     history = list(range(40))  # no token repeats: the suffix index has nothing to offer
-    hybrid.prefill(history[:9])
-    assert model.tokens == []  # the prompt is read when a round needs the model, not before
+    hybrid.prefill(history[:9])  # nothing measured yet: the model reads the prompt at once
+    behind = len(history) - 1 - len(model.tokens)
+    assert behind == 30
 
     draft = hybrid.propose(history, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
 
@@ -36,7 +37,7 @@ def test_a_draft_model_left_behind_reads_the_gap_outside_its_timed_passes() -> N
     assert draft.tokens == [40, 41, 42, 43]
     # The passes' own cost: one token each, the gap read apart (and timed as catch-up).
     assert draft.seconds == pytest.approx(4 * 1e-3)
-    assert draft.catchup_s == pytest.approx(39 * 1e-3)
+    assert draft.catchup_s == pytest.approx(30 * 1e-3)
     assert len(model.tokens) >= 39
 
 
@@ -66,18 +67,18 @@ def _conversation(length: int, start: int) -> list[int]:
     return [(start + i) % N_VOCAB for i in range(length)]
 
 
-def test_a_long_gap_is_left_unread_when_the_suffix_index_does_as_well_alone() -> None:
+def test_a_long_gap_is_left_unread_when_reading_it_costs_more_than_the_model_saves() -> None:
     model, hybrid = _hybrid()
-    # A cheap draft model that is always kept: once caught up, its rounds beat the suffix
-    # index's, but not by enough to earn back reading 300 tokens within a reply.
-    _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)
+    # A draft model that is always kept: its rounds run at about 130 tokens/s against plain
+    # decoding's 50, saving some 1.6 s over a reply of 128 tokens.
+    _teach(hybrid, verify_s=0.02, draft_pass_s=0.004)
     first = _conversation(40, 0)
-    hybrid.prefill(first[:-1])
-    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)  # reading timed
+    hybrid.prefill(first[:-1])  # nothing measured yet: read, and its speed measured (1 ms)
+    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
     read = model.decoded
 
-    # A new conversation that repeats itself: 300 tokens behind, a long match to copy from.
-    repeated = [7, 3, 9, 1, 4] * 60 + [7, 3, 9]
+    # A new conversation of 2,000 tokens, 2 s to read, that repeats itself.
+    repeated = [7, 3, 9, 1, 4] * 400 + [7, 3, 9]
     hybrid.prefill(repeated[:-1])
     draft = hybrid.propose(repeated, 8, SamplingConfig(), np.random.default_rng(0), 0.0)
 
@@ -85,8 +86,8 @@ def test_a_long_gap_is_left_unread_when_the_suffix_index_does_as_well_alone() ->
     assert draft.catchup_s == 0.0 and model.decoded == read  # not one token read
 
 
-def test_the_gap_is_read_when_the_model_is_worth_it_and_the_suffix_index_has_nothing() -> None:
-    _model, hybrid = _hybrid()
+def test_a_prompt_is_read_at_once_when_the_model_will_earn_it_back() -> None:
+    model, hybrid = _hybrid()
     _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)  # a cheap draft model that is kept
     first = _conversation(40, 0)
     hybrid.prefill(first[:-1])
@@ -94,7 +95,7 @@ def test_the_gap_is_read_when_the_model_is_worth_it_and_the_suffix_index_has_not
 
     second = _conversation(60, 5)  # no repeats: only the model can draft
     hybrid.prefill(second[:-1])
+    assert model.tokens == second[:-1]  # read as prompt time, before the first round
     draft = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
 
     assert draft.steps == 4 and draft.suffix_tokens == 0
-    assert draft.catchup_s > 0.0
