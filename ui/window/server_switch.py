@@ -73,6 +73,7 @@ class ServerSwitch(QObject):
             n_ctx=loaded.target.n_ctx,
             config=config,
             n_max=n_max_for(config, speculation and loaded.draft.kind != "none"),
+            tool_dialect=loaded.tool_dialect,
         )
         self.answered = 0
         try:

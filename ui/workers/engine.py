@@ -28,6 +28,7 @@ from app.engine.isolated import IsolatedRuntime
 from app.engine.job_queue import Failed, Job, JobRunner, OwnerEvent, job_events
 from app.engine.runtime import MemoryUsage, Runtime
 from app.engine.session import EngineSession
+from app.engine.tool_calls import DESCRIBED
 from app.errors import Cancelled, DraftIncompatibleError, SpecChatError
 from app.llama.config import ModelConfig
 from app.paths import data_dir, database_path
@@ -240,7 +241,11 @@ class EngineWorker(QObject):
             memory, workers = _NO_MEMORY, ()
         if self._runtime.target_facts is None:  # none loaded, or the child died as it was asked
             return LoadedState(None, DraftChoice("none"), _NO_MEMORY, self._demo)
-        return LoadedState(self._target, self._draft, memory, self._demo, workers)
+        try:
+            dialect = self._runtime.tool_dialect()
+        except SpecChatError:
+            dialect = DESCRIBED
+        return LoadedState(self._target, self._draft, memory, self._demo, workers, dialect)
 
     def _check_lost(self) -> None:
         """After a failed reply: if the models went with it (an RPC worker died), say so."""

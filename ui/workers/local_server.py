@@ -25,6 +25,7 @@ from app.engine.job_queue import (
     Sink,
     Ticket,
 )
+from app.engine.tool_calls import DESCRIBED, ToolDialect
 from app.server.app import ServerSettings, create_app
 from app.server.host import BackgroundServer, listen
 from app.server.schemas import Defaults, NMax, n_max_of
@@ -96,6 +97,7 @@ class ServerModels:
     n_ctx: int
     config: GenerationConfig
     n_max: NMax
+    tool_dialect: ToolDialect = DESCRIBED  # how the target's template offers functions
 
 
 class LocalServer(QObject):
@@ -124,7 +126,7 @@ class LocalServer(QObject):
         sock = listen(LOOPBACK, port)
         owner = WorkerOwner(self._host)
         settings = ServerSettings(
-            defaults=Defaults(models.config, models.n_max),
+            defaults=Defaults(models.config, models.n_max, models.tool_dialect),
             model_id=models.model_id,
             n_ctx=models.n_ctx,
             api_key=api_key or None,

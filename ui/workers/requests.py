@@ -15,6 +15,7 @@ from app.engine.control import GenerationControl
 from app.engine.job_queue import Job, Sink, Ticket
 from app.engine.runtime import MemoryUsage
 from app.engine.session import EngineSession
+from app.engine.tool_calls import DESCRIBED, ToolDialect
 from app.llama.config import ModelConfig
 from app.llama.rpc import WorkerMemory
 from models.demo import DemoModels
@@ -69,6 +70,7 @@ class LoadedState:
     demo: DemoModels | None
     # Each RPC worker's free/total memory as it reported it after the load; empty when local.
     workers: tuple[WorkerMemory, ...] = ()
+    tool_dialect: ToolDialect = DESCRIBED  # how the target's chat template offers functions
 
     @property
     def remote(self) -> bool:
