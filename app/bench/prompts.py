@@ -222,6 +222,20 @@ _BUILTIN: tuple[BenchPrompt, ...] = (
         "What are the steps to fix a flat bicycle tyre?",
         recall=("How do I change a flat tyre on a bicycle?",),
     ),
+    # The same question word for word in a new conversation: a user asking again tomorrow, or
+    # a client retrying a request (what llama-server's shared n-gram pool is made for).
+    BenchPrompt(
+        "repeated",
+        "fridge again",
+        "Explain how a refrigerator keeps food cold.",
+        recall=("Explain how a refrigerator keeps food cold.",),
+    ),
+    BenchPrompt(
+        "repeated",
+        "tyre again",
+        "How do I change a flat tyre on a bicycle?",
+        recall=("How do I change a flat tyre on a bicycle?",),
+    ),
 )
 
 BUILTIN_CLASSES: tuple[str, ...] = tuple(dict.fromkeys(p.prompt_class for p in _BUILTIN))

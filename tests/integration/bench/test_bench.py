@@ -88,13 +88,17 @@ def test_schedule_interleaves_every_config_within_each_block() -> None:
 def test_builtin_prompts_cover_every_class() -> None:
     assert set(BUILTIN_CLASSES) == {
         *("chat", "code", "summarise", "vietnamese", "creative", "polish"),
-        *("copy", "revision", "asked-again"),
+        *("copy", "revision", "asked-again", "repeated"),
     }
     prompts = builtin_prompts()
     # Multi-turn prompts name the turns answered before them: in the same conversation for a
     # revision, in an earlier one (the past chats) for a question asked again.
     assert all(p.before and not p.recall for p in prompts if p.prompt_class == "revision")
     assert all(p.recall and not p.before for p in prompts if p.prompt_class == "asked-again")
+    # Asked again word for word: the earlier conversation's question is the timed one.
+    assert all(
+        p.recall == (p.text,) and not p.before for p in prompts if p.prompt_class == "repeated"
+    )
     assert all(p.text.strip() for p in prompts)
     assert len({p.name for p in prompts}) == len(prompts)
     summary = next(p for p in prompts if p.prompt_class == "summarise")
