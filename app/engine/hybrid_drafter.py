@@ -50,6 +50,8 @@ _PRIOR_WEIGHT = 4.0
 _PAYBACK_TOKENS = 128
 # Rounds the draft model drafts alone before their measured rate stands for it.
 _MIN_MODEL_ROUNDS = 3
+# A model round counts as at most this many times the time its tokens took so far.
+_STALL_FACTOR = 3.0
 # Gaps shorter than this are read in about a pass's time, whatever their length: they would
 # make the reading speed look slower than a long catch-up's.
 _MIN_TIMED_GAP = 16
@@ -80,6 +82,11 @@ class _FadingRounds:
     rounds: float = 0.0
 
     def add(self, tokens: int, seconds: float) -> None:
+        rate = self.rate
+        if rate is not None:
+            # A round the machine stalled (another process took the cores) says nothing about
+            # the draft model; counted whole, one would keep it out of use for many rounds.
+            seconds = min(seconds, _STALL_FACTOR * tokens / rate)
         self.tokens = self.tokens * _FADE + tokens
         self.seconds = self.seconds * _FADE + seconds
         self.rounds = self.rounds * _FADE + 1

@@ -99,3 +99,19 @@ def test_a_prompt_is_read_at_once_when_the_model_will_earn_it_back() -> None:
     draft = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
 
     assert draft.steps == 4 and draft.suffix_tokens == 0
+
+
+def test_one_stalled_round_does_not_keep_the_draft_model_out_of_use() -> None:
+    model, hybrid = _hybrid()
+    _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)
+    first = _conversation(40, 0)
+    hybrid.prefill(first[:-1])
+    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    # The machine stalls for two seconds in one 17-token round of the draft model.
+    hybrid.learn(RoundRecord(40, "hybrid", 16, 16, 16, 17, 1.0, 1.0, 16))
+
+    second = _conversation(60, 5)  # no repeats: only the model can draft
+    hybrid.prefill(second[:-1])
+    assert model.tokens == second[:-1]
+    draft = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    assert draft.steps == 4
