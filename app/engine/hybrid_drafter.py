@@ -45,13 +45,16 @@ _HORIZON = 32
 # The draft model's keep rate before any verdict, with this many pseudo-tokens of weight.
 _PRIOR_KEEP = 0.7
 _PRIOR_WEIGHT = 4.0
-# Tokens over which a catch-up must pay for itself: about one reply (the bench's and the
-# server's default budget is 128), the span the model's faster rounds have to earn it back.
+# Tokens over which a catch-up must pay for itself, at most: about one reply (the bench's and
+# the server's default budget is 128). Where the suffix index keeps taking rounds back (a text
+# being revised), the span is the model's usual run of rounds in a row, measured.
 _PAYBACK_TOKENS = 128
 # Rounds the draft model drafts alone before their measured rate stands for it.
 _MIN_MODEL_ROUNDS = 3
 # A model round counts as at most this many times the time its tokens took so far.
 _STALL_FACTOR = 3.0
+# Runs of model rounds seen before their mean length sets a catch-up's payback span.
+_MIN_RUNS = 3
 # Gaps shorter than this are read in about a pass's time, whatever their length: they would
 # make the reading speed look slower than a long catch-up's.
 _MIN_TIMED_GAP = 16
@@ -97,6 +100,32 @@ class _FadingRounds:
             return None
         return self.tokens / self.seconds
 
+    @property
+    def tokens_per_round(self) -> float:
+        return self.tokens / self.rounds if self.rounds else 0.0
+
+
+@dataclass
+class _FadingRuns:
+    """How many rounds in a row the draft model drafts before another source takes over."""
+
+    total: float = 0.0
+    runs: float = 0.0
+    current: int = 0
+
+    def model_round(self) -> None:
+        self.current += 1
+
+    def other_round(self) -> None:
+        if self.current:
+            self.total = self.total * _FADE + self.current
+            self.runs = self.runs * _FADE + 1
+            self.current = 0
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.runs if self.runs >= _MIN_RUNS else None
+
 
 def _expected_kept(keep: float, n: int) -> float:
     """Tokens kept of n proposed when each survives with `keep` given the ones before."""
@@ -132,6 +161,7 @@ class HybridDrafter:
         self._draft = DraftCost(horizon=_HORIZON, fade=_FADE)
         self._model_keep = _FadingRate()
         self._model_rounds = _FadingRounds()
+        self._model_runs = _FadingRuns()
         # Seconds per token the draft model takes to read a gap in one batch (its prefill rate).
         self._catchup_s = 0.0
         self._catchup_tokens = 0.0
@@ -226,7 +256,7 @@ class HybridDrafter:
 
     def _worth_catching_up(self, behind: int, with_model: _Plan, without: _Plan) -> bool:
         """Whether the draft model, `behind` tokens behind, should read them: the time its
-        rounds save over _PAYBACK_TOKENS tokens, at the measured rates, outweighs the reading.
+        rounds save over the payback span, at the measured rates, outweighs the reading.
         Until both rates and the reading speed are measured, it reads (and they get measured)."""
         if behind == 0 or self._catchup_tokens == 0.0 or not self._measured():
             return True
@@ -235,7 +265,11 @@ class HybridDrafter:
         catchup_s = behind * self._catchup_s / self._catchup_tokens
         if with_model.rate <= without.rate:
             return False
-        saved_s = _PAYBACK_TOKENS * (1.0 / without.rate - 1.0 / with_model.rate)
+        payback = float(_PAYBACK_TOKENS)
+        run = self._model_runs.mean
+        if run is not None:
+            payback = min(payback, run * self._model_rounds.tokens_per_round)
+        saved_s = payback * (1.0 / without.rate - 1.0 / with_model.rate)
         return saved_s > catchup_s
 
     def _measured(self) -> bool:
@@ -271,6 +305,10 @@ class HybridDrafter:
 
     def learn(self, record: RoundRecord) -> None:
         self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
+        if record.drafted and not record.suffix_drafted:
+            self._model_runs.model_round()
+        else:
+            self._model_runs.other_round()
         if record.drafted == 0:
             return
         self.suffix.learn(record)

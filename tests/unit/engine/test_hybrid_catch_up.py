@@ -115,3 +115,24 @@ def test_one_stalled_round_does_not_keep_the_draft_model_out_of_use() -> None:
     assert model.tokens == second[:-1]
     draft = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
     assert draft.steps == 4
+
+
+def test_where_the_suffix_index_keeps_taking_over_a_gap_must_pay_within_the_models_runs() -> None:
+    model, hybrid = _hybrid()
+    _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)  # a cheap model, kept: ~190 tokens/s
+    first = _conversation(40, 0)
+    hybrid.prefill(first[:-1])  # reading measured at 1 ms a token
+    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    # A text being revised: one model round, then the suffix index takes the next, and again.
+    for i in range(20):
+        hybrid.learn(RoundRecord(100 + 2 * i, "hybrid", 4, 4, 4, 5, 0.004, 0.02, 4))
+        hybrid.learn(RoundRecord(101 + 2 * i, "hybrid", 8, 8, 8, 9, 0.0, 0.03, 0, suffix_drafted=8))
+    read = model.decoded
+
+    # 200 tokens to read (0.2 s): a whole reply would earn it back, a run of one or two model
+    # rounds would not.
+    second = _conversation(200, 3)
+    hybrid.prefill(second[:-1])
+    draft = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+
+    assert draft.steps == 0 and model.decoded == read
