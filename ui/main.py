@@ -13,6 +13,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
+from app.engine.model_host import FileCheck, RemoteRuntimeFactory
 from app.engine.runtime import Runtime
 from app.paths import database_path, models_dir
 from app.store import ConversationStore
@@ -21,7 +22,6 @@ from ui.settings import Settings
 from ui.themes import apply_theme
 from ui.window.main_window import MainWindow
 from ui.workers.engine_host import EngineHost
-from ui.workers.requests import FileCheck, RemoteRuntimeFactory
 
 APP_NAME = "SpecChat"
 

@@ -10,16 +10,17 @@ from app.bench import session as bench_session
 from app.bench.summary import BenchReport
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
+from app.engine.model_host import LoadedState
 from app.engine.runtime import Runtime
 from app.engine.session import EngineSession
 from app.errors import InvalidSettingError
 from app.llama.config import ModelConfig
+from models.demo import DemoModels
 from ui.settings import Settings
 from ui.window.generation_settings import generation_config
 from ui.workers.catalog import Catalog
 from ui.workers.compare_run import CompareListener, CompareRun, CompareSource
 from ui.workers.engine_host import EngineHost
-from ui.workers.requests import LoadedState
 
 # Compare swaps drafts inside one in-process Runtime; the child process behind models on RPC
 # workers does not offer that.
@@ -47,7 +48,10 @@ def compare_drafts(catalog: Catalog | None) -> list[bench_plan.DraftChoice]:
 
 
 def compare_bench(
-    loaded: LoadedState | None, catalog: Catalog | None, settings: Settings, host: EngineHost
+    loaded: LoadedState[DemoModels] | None,
+    catalog: Catalog | None,
+    settings: Settings,
+    host: EngineHost,
 ) -> CompareSource | None:
     """The comparison for the Compare dialog, on the window's own loaded models; None without
     a target or a draft."""

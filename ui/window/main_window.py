@@ -16,10 +16,12 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 
 from app.engine.config import GenerationConfig
+from app.engine.model_host import LoadedState
 from app.engine.runtime import MemoryUsage
 from app.llama.resources import GpuProbe, process_ram_bytes
 from app.paths import models_dir
 from app.store import ConversationStore
+from models.demo import DemoModels
 from ui.dialogs.compare_dialog import CompareDialog
 from ui.dialogs.models_dialog import ModelsDialog
 from ui.settings import Settings
@@ -44,7 +46,6 @@ from ui.workers.catalog import Catalog
 from ui.workers.engine import forget_history
 from ui.workers.engine_host import EngineHost
 from ui.workers.jobs import Jobs
-from ui.workers.requests import LoadedState
 
 SHUTDOWN_TIMEOUT_MS = 20000
 
@@ -174,7 +175,7 @@ class MainWindow(WindowLayout):
             has_target = loaded is not None and loaded.target is not None
             self._set_state(UiState.Idle if has_target else UiState.NoModel)
 
-    def _on_models_loaded(self, state: LoadedState) -> None:
+    def _on_models_loaded(self, state: LoadedState[DemoModels]) -> None:
         self.controls.set_draft_loaded(state.draft.kind != "none")
         self.flow.models_changed(state.target.path if state.target else None)
         # The engine has loaded llama.cpp's library by now: asking it for RPC costs nothing.

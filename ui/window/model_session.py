@@ -16,9 +16,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
 
+from app.engine.model_host import DraftSetting, LoadedState, LoadRequest, LoadTicket
 from app.errors import InvalidSettingError, user_message
 from app.llama import rpc
 from app.llama.config import ModelConfig
+from models.demo import DemoModels
 from models.library import save_library
 from ui.messages import describe
 from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings
@@ -26,7 +28,7 @@ from ui.window.added_files import AddedFiles
 from ui.workers.catalog import Catalog, library_catalog
 from ui.workers.engine_host import EngineHost
 from ui.workers.jobs import Jobs
-from ui.workers.requests import DraftChoice, LoadedState, LoadFailure, LoadRequest, LoadTicket
+from ui.workers.requests import LoadFailure
 
 
 class ModelSession(QObject):
@@ -62,7 +64,7 @@ class ModelSession(QObject):
         self._ops = ops
         self._models_folder = models_folder
         self._busy = busy  # True while a reply is generated: loads wait for it
-        self._loaded: LoadedState | None = None
+        self._loaded: LoadedState[DemoModels] | None = None
         self._catalog: Catalog | None = None
         self._ticket: LoadTicket | None = None
         self._in_flight = 0
@@ -84,7 +86,7 @@ class ModelSession(QObject):
     # -- state --------------------------------------------------------------------------------
 
     @property
-    def loaded(self) -> LoadedState | None:
+    def loaded(self) -> LoadedState[DemoModels] | None:
         return self._loaded
 
     @property
@@ -196,14 +198,14 @@ class ModelSession(QObject):
             self.errorRaised.emit(f"{user_message(exc)}; loading on this machine instead.")
             return ()
 
-    def _draft_choice(self, value: str, *, demo: bool) -> DraftChoice | None:
+    def _draft_choice(self, value: str, *, demo: bool) -> DraftSetting | None:
         if value == DRAFT_AUTO:
-            return None if demo else DraftChoice("none")  # None: the demo's own draft
+            return None if demo else DraftSetting("none")  # None: the demo's own draft
         if value == DRAFT_NGRAM:
-            return DraftChoice("ngram")
+            return DraftSetting("ngram")
         if value == DRAFT_NONE:
-            return DraftChoice("none")
-        return DraftChoice("model", self._model_config(value, draft=True))
+            return DraftSetting("none")
+        return DraftSetting("model", self._model_config(value, draft=True))
 
     def _request(self, target: str | None, draft_value: str, *, remember: bool = True) -> None:
         ticket = LoadTicket()
@@ -224,10 +226,10 @@ class ModelSession(QObject):
             self.loadingChanged.emit(True)
         self._host.request_load(request)
 
-    def _on_models_loaded(self, state: LoadedState) -> None:
+    def _on_models_loaded(self, state: LoadedState[DemoModels]) -> None:
         self._after_load(state)
 
-    def _on_models_lost(self, state: LoadedState) -> None:
+    def _on_models_lost(self, state: LoadedState[DemoModels]) -> None:
         if self._loaded is not None and self._loaded.target is not None:
             self._lost = (self._loaded.target.path, self.draft_value)
         self._loaded = state
@@ -241,7 +243,7 @@ class ModelSession(QObject):
             self.errorRaised.emit(failure.message)
         self._after_load(failure.state)
 
-    def _after_load(self, state: LoadedState) -> None:
+    def _after_load(self, state: LoadedState[DemoModels]) -> None:
         self._in_flight -= 1
         self._loaded = state
         if state.target is not None:
@@ -254,7 +256,7 @@ class ModelSession(QObject):
             self.loadingChanged.emit(False)
             self.refresh_catalog()
 
-    def _remember_choice(self, state: LoadedState) -> None:
+    def _remember_choice(self, state: LoadedState[DemoModels]) -> None:
         choice, self._choice = self._choice, None
         if state.target is None:
             return

@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import TokenEvent
+from app.engine.model_host import DraftSetting
 from app.engine.result import GenerationResult
 from app.metrics.rounds import RoundRecord
 from app.metrics.summary import GenerationStats
@@ -31,7 +32,7 @@ from ui.window.chat_controller import ChatController
 from ui.window.reply import ReplyInProgress
 from ui.window.speed_reference import MIN_LIVE_ROUNDS, PlainSpeed, Speedup
 from ui.workers.engine_host import EngineHost
-from ui.workers.requests import DraftChoice, GenerateRequest, GenerationFailure
+from ui.workers.requests import GenerateRequest, GenerationFailure
 
 # What Regenerate samples at when the settings say greedy (0), as chat apps commonly default to.
 REGENERATE_TEMPERATURE = 0.7
@@ -101,7 +102,7 @@ class ReplyFlow(QObject):
 
     def start(
         self,
-        draft: DraftChoice,
+        draft: DraftSetting,
         config: GenerationConfig,
         *,
         speculation: bool,
@@ -282,7 +283,7 @@ class ReplyFlow(QObject):
         self.ended.emit()
 
 
-def _draft_label(draft: DraftChoice) -> str | None:
+def _draft_label(draft: DraftSetting) -> str | None:
     if draft.kind == "ngram":
         return "prompt lookup"
     if draft.kind == "model" and draft.path:

@@ -6,15 +6,10 @@ import logging
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal
 
+from app.engine.model_host import FileCheck, LoadRequest, RemoteRuntimeFactory
 from app.engine.runtime import Runtime
 from ui.workers.engine import EngineWorker
-from ui.workers.requests import (
-    FileCheck,
-    GenerateRequest,
-    LoadRequest,
-    RemoteRuntimeFactory,
-    RuntimeTask,
-)
+from ui.workers.requests import GenerateRequest, RuntimeTask
 
 log = logging.getLogger(__name__)
 

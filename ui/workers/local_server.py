@@ -40,7 +40,7 @@ class WorkerOwner:
 
     def __init__(self, host: EngineHost, *, max_queue: int = DEFAULT_QUEUE_SIZE) -> None:
         self._host = host
-        self._runner = host.worker.jobs
+        self._runner = host.worker.models.jobs
         self._max_queue = max_queue
         self._lock = threading.Lock()
         self._waiting: list[Ticket] = []

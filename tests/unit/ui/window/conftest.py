@@ -12,6 +12,7 @@ import pytest
 from PySide6.QtCore import QSettings
 from pytestqt.qtbot import QtBot
 
+from app.engine.model_host import RemoteRuntimeFactory
 from app.engine.runtime import Runtime
 from app.store import ConversationStore
 from models.compat import check_draft_file
@@ -21,7 +22,6 @@ from tests.helpers.qt_window import close_window, write_preferences
 from ui.main import create_window, ensure_application
 from ui.settings import Settings
 from ui.window.main_window import MainWindow, UiState
-from ui.workers.requests import RemoteRuntimeFactory
 
 TIMEOUT_MS = 20_000
 

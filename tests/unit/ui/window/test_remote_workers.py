@@ -19,6 +19,7 @@ from pytestqt.qtbot import QtBot
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event, TokenEvent
+from app.engine.model_host import DraftSetting, LoadedState
 from app.engine.runtime import MemoryUsage, Runtime
 from app.errors import RpcWorkerLostError
 from app.llama import rpc
@@ -35,7 +36,6 @@ from ui.widgets.metrics_panel import MetricsPanel
 from ui.widgets.remote_workers import RemoteWorkersBox
 from ui.window.compare import NOT_ON_WORKERS
 from ui.window.main_window import MainWindow, UiState
-from ui.workers.requests import DraftChoice, LoadedState
 
 WORKER = "127.0.0.1:50052"
 LOST = f"an RPC worker ({WORKER}) stopped answering; the reply so far is kept"
@@ -164,7 +164,7 @@ def test_the_memory_panel_lists_each_workers_memory_and_the_state_sums_the_targe
     assert panel.workers_memory.isHidden()
     state = LoadedState(
         ModelConfig("t.gguf", rpc_servers=("10.0.0.2:50052",)),
-        DraftChoice("none"),
+        DraftSetting("none"),
         MemoryUsage(0, 0, 0, 0, 0, 0),
         None,
         workers,
