@@ -31,7 +31,7 @@ from app.engine.sampling import FloatArray, distribution, greedy_token, sample
 from app.engine.token_tree import tree_round
 from app.errors import ContextOverflowError, InvalidSettingError
 from app.llama.handle import ModelHandle
-from app.metrics.cost_model import MAX_GAMMA
+from app.metrics.cost_model import MAX_FREE_DRAFT, MAX_GAMMA
 from app.metrics.rounds import DraftMode, RoundRecord
 from app.metrics.summary import summarize
 
@@ -72,6 +72,9 @@ class SpeculativeEngine:
         self._draft_behind = False
         # The reply's grammar state after the tokens kept so far, when it has a grammar.
         self._grammar: ConstraintCursor | None = None
+        # A verification is one batch (LlamaModel.feed returns logits of its last batch only).
+        n_batch = getattr(target, "n_batch", MAX_FREE_DRAFT + 1)
+        self._free_draft_limit = max(MAX_GAMMA, min(MAX_FREE_DRAFT, n_batch - 1))
 
     def set_drafter(self, drafter: Drafter | None) -> None:
         self.drafter = drafter
@@ -152,7 +155,7 @@ class SpeculativeEngine:
             # and tokens that cost no draft pass may run past its γ.
             under_auto = controller is not None and control.gamma is None
             draft_stop = controller.draft_stop() if controller and under_auto else None
-            free_limit = min(MAX_GAMMA, remaining - 1, room) if under_auto else None
+            free_limit = min(self._free_draft_limit, remaining - 1, room) if under_auto else None
             draft = self._draft(tokens, gamma, config, draft_stop, free_limit)
             catchup_s += draft.catchup_s
             # A token tree verifies in one pass, or as its main branch where tree_round says.
