@@ -35,7 +35,7 @@ from app.engine.suffix_file import IndexFileError, read_index_file, write_index_
 from app.engine.suffix_index import SuffixIndex
 from app.engine.suffix_journal import append_journal, journal_path, read_journal
 from app.paths import make_private_dir
-from app.store import ConversationStore
+from app.store import ConversationStore, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,25 @@ def stored_documents(
         for message in store.messages(conversation.id):
             if message.role in ("user", "assistant") and message.content.strip():
                 yield tokenize(message.content)
+
+
+def stored_chats(
+    database: Path, tokenize: Callable[[str], Sequence[int]]
+) -> Iterator[Sequence[int]]:
+    """The chats stored at `database` as token ids, read through a connection of their own
+    (on the thread that builds the index); a history that cannot be read leaves the index
+    empty or partial, never a load failed."""
+    try:
+        store = ConversationStore(database)
+    except (StoreError, OSError) as exc:
+        log.warning("the past-chats index starts empty: %s", exc)
+        return
+    try:
+        yield from stored_documents(store, tokenize)
+    except (StoreError, OSError) as exc:
+        log.warning("the past-chats index was rebuilt from part of the history: %s", exc)
+    finally:
+        store.close()
 
 
 class HistoryCorpus:

@@ -17,13 +17,12 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.engine.events import FinishEvent, NoticeEvent, RoundEvent, TokenEvent
-from app.engine.history_corpus import stored_documents
+from app.engine.history_corpus import stored_chats
 from app.engine.isolated import IsolatedRuntime
 from app.engine.job_queue import Failed, Job, OwnerEvent, job_events
 from app.engine.model_host import FileCheck, LoadRequest, ModelHost, RemoteRuntimeFactory
@@ -31,7 +30,6 @@ from app.engine.runtime import Runtime
 from app.engine.session import EngineSession
 from app.errors import Cancelled
 from app.paths import data_dir, database_path
-from app.store import ConversationStore, StoreError
 from models.compat import check_draft_file
 from models.demo import DemoModels, ensure_demo_models
 from models.probe import ensure_loadable
@@ -99,7 +97,9 @@ class EngineWorker(QObject):
         # The past-chats index lives beside the chat history; the suffix drafter reads it and
         # every reply joins it.
         local = runtime or Runtime(
-            vet_draft=check_draft_file, history_dir=data_dir(), history_source=_stored_chats
+            vet_draft=check_draft_file,
+            history_dir=data_dir(),
+            history_source=lambda tokenize: stored_chats(database_path(), tokenize),
         )
         self.models: ModelHost[DemoModels] = ModelHost(
             local,
@@ -222,22 +222,6 @@ def lower_thread_priority(increment: int) -> None:
         os.setpriority(os.PRIO_PROCESS, tid, min(19, current + increment))
     except OSError as exc:  # a sandbox may forbid it; the app works the same, less smoothly
         log.debug("cannot lower the engine thread's priority: %s", exc)
-
-
-def _stored_chats(tokenize: Callable[[str], Sequence[int]]) -> Iterator[Sequence[int]]:
-    """The stored chats as token ids, read on the engine thread through a connection of its
-    own; a history that cannot be read leaves the index empty, never the load failed."""
-    try:
-        store = ConversationStore(database_path())
-    except (StoreError, OSError) as exc:
-        log.warning("the past-chats index starts empty: %s", exc)
-        return
-    try:
-        yield from stored_documents(store, tokenize)
-    except (StoreError, OSError) as exc:
-        log.warning("the past-chats index was rebuilt from part of the history: %s", exc)
-    finally:
-        store.close()
 
 
 def forget_history(runtime: EngineSession) -> None:

@@ -1,0 +1,33 @@
+"""The past-chats index is built from the stored chats, read through a connection of its own; a
+history that cannot be read leaves the index empty, never the load failed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.engine.history_corpus import stored_chats
+from app.store import ConversationStore
+
+
+def _lengths(text: str) -> list[int]:
+    return [len(text)]
+
+
+def test_every_stored_prompt_and_reply_is_read_oldest_conversation_first(tmp_path: Path) -> None:
+    database = tmp_path / "chats.sqlite3"
+    store = ConversationStore(database)
+    older = store.create_conversation()
+    store.add_message(older, "user", "hi")
+    store.add_message(older, "assistant", "hello there")
+    newer = store.create_conversation()
+    store.add_message(newer, "user", "bye")
+    store.close()
+    assert list(stored_chats(database, _lengths)) == [[2], [11], [3]]
+
+
+def test_a_history_that_cannot_be_read_gives_an_empty_index(tmp_path: Path) -> None:
+    garbage = tmp_path / "chats.sqlite3"
+    garbage.write_bytes(b"this is not a database" * 100)
+    assert list(stored_chats(garbage, _lengths)) == []
+    assert garbage.read_bytes() == b"this is not a database" * 100  # left for the window to offer
+    assert list(stored_chats(tmp_path, _lengths)) == []  # a folder where the file should be
