@@ -33,17 +33,16 @@ from app.cli.args import (
     DRAFT_SUFFIX,
     add_model_arguments,
     add_sampling_arguments,
-    chat_template_file,
     check_model_args,
     generation_from_args,
     resolve_model_path,
 )
 from app.cli.contained import run_contained
-from app.cli.rpc_options import add_rpc_arguments, draft_endpoints, target_endpoints, uses_rpc
+from app.cli.loading import draft_config, target_config
+from app.cli.rpc_options import add_rpc_arguments, uses_rpc
 from app.engine.gamma import AUTO, GAMMA_HELP, GammaSetting
 from app.engine.token_tree_policy import TREE_MODES, TreeMode
 from app.errors import InvalidSettingError, user_message
-from app.llama.config import ModelConfig
 from models.compat import check_draft_file
 
 DEMO_PRUNED = "demo-pruned"
@@ -266,21 +265,8 @@ def measure_and_report(args: argparse.Namespace) -> int:
     prompts = load_prompts(args.prompts)
     choices = _unique_labels([_draft_choice(d) for d in args.draft])
     drafts = _with_tree_modes(_with_suffix_modes(choices, args.suffix), args.trees)
-    target = ModelConfig(
-        resolve_model_path(args.target, role="target"),
-        n_ctx=args.n_ctx,
-        n_gpu_layers=args.n_gpu_layers,
-        n_threads=args.threads,
-        rpc_servers=target_endpoints(args),
-        chat_template=chat_template_file(args),
-    )
-    draft_template = ModelConfig(
-        target.path,
-        n_ctx=args.n_ctx,
-        n_gpu_layers=args.draft_n_gpu_layers,
-        n_threads=args.threads,
-        rpc_servers=draft_endpoints(args),
-    )
+    target = target_config(args)
+    draft_template = draft_config(args, target.path)  # each draft's own path replaces it
     report = run_benchmark(
         target=target,
         drafts=drafts,

@@ -45,36 +45,40 @@ def load_runtime(
     )
     loaded = facts if facts is not None else []
     try:
-        loaded.append(
-            runtime.load_target(
-                ModelConfig(
-                    resolve_model_path(args.target, role="target"),
-                    n_ctx=args.n_ctx,
-                    n_gpu_layers=args.n_gpu_layers,
-                    n_threads=args.threads,
-                    rpc_servers=target_endpoints(args),
-                    chat_template=chat_template_file(args),
-                )
-            )
-        )
+        loaded.append(runtime.load_target(target_config(args)))
         if draft == DRAFT_SUFFIX:
             runtime.use_suffix_index()
         elif draft is not None:
             loaded.append(
-                runtime.load_draft(
-                    ModelConfig(
-                        resolve_model_path(draft, role="draft"),
-                        n_ctx=args.n_ctx,
-                        n_gpu_layers=args.draft_n_gpu_layers,
-                        n_threads=args.threads,
-                        rpc_servers=draft_endpoints(args),
-                    )
-                )
+                runtime.load_draft(draft_config(args, resolve_model_path(draft, role="draft")))
             )
     except BaseException:
         runtime.close()
         raise
     return runtime
+
+
+def target_config(args: argparse.Namespace) -> ModelConfig:
+    """The target's load settings from the model flags (its template read and tried first)."""
+    return ModelConfig(
+        resolve_model_path(args.target, role="target"),
+        n_ctx=args.n_ctx,
+        n_gpu_layers=args.n_gpu_layers,
+        n_threads=args.threads,
+        rpc_servers=target_endpoints(args),
+        chat_template=chat_template_file(args),
+    )
+
+
+def draft_config(args: argparse.Namespace, path: str) -> ModelConfig:
+    """A draft's load settings from the model flags."""
+    return ModelConfig(
+        path,
+        n_ctx=args.n_ctx,
+        n_gpu_layers=args.draft_n_gpu_layers,
+        n_threads=args.threads,
+        rpc_servers=draft_endpoints(args),
+    )
 
 
 def placement_json(facts: list[ModelFacts]) -> dict[str, list[dict[str, object]]]:
