@@ -6,16 +6,19 @@ continuing after them. Each is priced by expected tokens per second: (1 + expect
 tokens) over (verification of its rows + its draft passes), from what the rounds so far
 measured: the suffix index's keep rate by match length (SuffixDrafter), the draft model's keep
 rate, draft seconds by passes and verification seconds by rows (γ auto's DraftCost and
-VerifyCurve). So a long, reliable match never pays for a draft-model pass, and a weak one does
-not displace a good draft. llama.cpp's `--spec-type ngram-*,draft-simple` instead takes the
-n-gram proposal whenever there is one, at any cost and reliability.
+VerifyCurve). The draft model alone is priced by the tokens per second its own rounds
+delivered: γ auto's confidence stop ends its drafts where it turns unsure, which a keep rate
+compounded over the whole γ would underrate. So a long, reliable match never pays for a
+draft-model pass, and a weak one does not displace a good draft. llama.cpp's
+`--spec-type ngram-*,draft-simple` instead takes the n-gram proposal whenever there is one, at
+any cost and reliability.
 
-The draft model reads the conversation only when a round first needs it, and then only if
-catching up pays: reading a long prompt can cost a small quantized draft more than the target
-(a batch of Q4_1 rows runs at a third of F32's speed on a CPU without a repacked kernel), so the
-catch-up is weighed against the time the model saves over a typical reply's remaining tokens.
-When the suffix index does as well alone (code returned with an edit, a text revised), the
-model is never read, and the reply starts as soon as the target has read the prompt.
+The draft model reads the conversation only when that pays. Reading a long prompt can cost a
+small quantized draft more than the target (the demo's Q4_1 draft reads a batch at a third of
+the F32 target's speed on a CPU), so a gap is read only if the time the model's rounds save,
+over the span they usually hold the rounds (at most a 128-token reply), outweighs reading it.
+When the suffix index does as well alone (a question asked again, a text revised), the model
+is not read, and the reply starts as soon as the target has read the prompt.
 
 The choice reads only the drafts' own figures and the target's past verdicts, never the
 target's distribution at the positions being drafted, so it changes which tokens are proposed,

@@ -162,7 +162,9 @@ def run_pair(
     llama_log = logging.getLogger(LLAMA_LOG_NAME)
     llama_log.addHandler(lines)
     llama_log.setLevel(logging.DEBUG)
-    runtime = Runtime(vet_draft=check_draft_file)
+    # The pair's own identity and acceptance: the draft model alone, not the hybrid with the
+    # suffix index, whose rounds would mix in drafts the pair never made.
+    runtime = Runtime(vet_draft=check_draft_file, suffix_joins_models=False)
     started = time.perf_counter()
     try:
         runtime.load_target(ModelConfig(target, n_ctx=n_ctx, n_gpu_layers=-1))
