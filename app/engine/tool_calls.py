@@ -88,7 +88,7 @@ class ToolDialect:
         for body in bodies:
             try:
                 value = json.loads(body)
-            except ValueError:
+            except (ValueError, RecursionError):
                 return None
             if not isinstance(value, dict):
                 return None

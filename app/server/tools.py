@@ -143,7 +143,7 @@ def earlier_calls(calls: Any, where: str) -> list[dict[str, Any]]:
             raise invalid(f"{where}[{i}].function", message, code="invalid_type")
         try:
             parsed = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):  # a string nested past Python's parser stays text
             parsed = arguments
         call_id = call.get("id")
         shape = {"type": "function", "function": {"name": name, "arguments": parsed}}

@@ -205,3 +205,15 @@ def test_tools_need_the_chat_endpoint() -> None:
     with pytest.raises(ApiError) as caught:
         parse_completion({"prompt": "Hi", "tools": [WEATHER]}, DEFAULTS)
     assert caught.value.param == "tools"
+
+
+def test_earlier_arguments_nested_past_the_parser_stay_text() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": deep}}
+    request = parse_chat(
+        {"messages": [*HI, {"role": "assistant", "content": None, "tool_calls": [call]}]},
+        DEFAULTS,
+    )
+    assert request.messages is not None
+    (earlier,) = request.messages[1]["tool_calls"]
+    assert earlier["function"]["arguments"] == deep
