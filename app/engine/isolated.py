@@ -31,13 +31,13 @@ from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.crash_log import crash_error
 from app.engine.events import Event
-from app.engine.runtime import DraftVetter, MemoryUsage, Runtime
+from app.engine.runtime import DraftVetter, Runtime
 from app.engine.session import EngineSession
 from app.engine.tool_calls import ToolDialect, ToolOffer
 from app.errors import Cancelled, RpcConnectError, SpecChatError
 from app.llama import rpc
 from app.llama.config import ModelConfig
-from app.llama.facts import ModelFacts
+from app.llama.facts import MemoryUsage, ModelFacts
 from app.llama.model import LoadProgress
 from app.metrics.rounds import DraftMode
 

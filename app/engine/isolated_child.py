@@ -27,13 +27,13 @@ from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event
-from app.engine.runtime import DraftVetter, MemoryUsage, Runtime
+from app.engine.runtime import DraftVetter, Runtime
 from app.engine.tool_calls import ToolDialect, ToolOffer
 from app.errors import SpecChatError
 from app.llama import rpc
 from app.llama.backend import LLAMA_LOG_NAME
 from app.llama.config import ModelConfig
-from app.llama.facts import ModelFacts
+from app.llama.facts import MemoryUsage, ModelFacts
 from app.llama.model import LoadProgress
 from app.llama.rpc_keepalive import start_keepalive_thread
 from app.metrics.rounds import DraftMode

@@ -31,7 +31,7 @@ from app.engine.sampling import FloatArray, distribution, greedy_token, sample
 from app.engine.token_tree import tree_round
 from app.errors import ContextOverflowError, InvalidSettingError
 from app.llama.handle import ModelHandle
-from app.metrics.cost_model import MAX_FREE_DRAFT, MAX_GAMMA
+from app.metrics.cost_model import free_draft_limit
 from app.metrics.rounds import DraftMode, RoundRecord
 from app.metrics.summary import summarize
 
@@ -72,9 +72,7 @@ class SpeculativeEngine:
         self._draft_behind = False
         # The reply's grammar state after the tokens kept so far, when it has a grammar.
         self._grammar: ConstraintCursor | None = None
-        # A verification is one batch (LlamaModel.feed returns logits of its last batch only).
-        n_batch = getattr(target, "n_batch", MAX_FREE_DRAFT + 1)
-        self._free_draft_limit = max(MAX_GAMMA, min(MAX_FREE_DRAFT, n_batch - 1))
+        self._free_draft_limit = free_draft_limit(getattr(target, "n_batch", None))
 
     def set_drafter(self, drafter: Drafter | None) -> None:
         self.drafter = drafter

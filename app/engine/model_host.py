@@ -22,11 +22,12 @@ from typing import Generic, Literal, Protocol, TypeVar
 
 from app.engine.isolated import IsolatedRuntime
 from app.engine.job_queue import JobRunner
-from app.engine.runtime import MemoryUsage, Runtime
+from app.engine.runtime import Runtime
 from app.engine.session import EngineSession
 from app.engine.tool_calls import DESCRIBED, ToolDialect
 from app.errors import Cancelled, DraftIncompatibleError, SpecChatError
 from app.llama.config import ModelConfig
+from app.llama.facts import MemoryUsage
 from app.llama.rpc import WorkerMemory
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from app.engine.suffix_drafter import SuffixDrafter
 from app.engine.tool_calls import ToolDialect, ToolOffer, tool_dialect
 from app.errors import InvalidSettingError
 from app.llama.config import ModelConfig
-from app.llama.facts import ModelFacts
+from app.llama.facts import MemoryUsage, ModelFacts
 from app.llama.model import LlamaModel, LoadProgress
 from app.metrics.rounds import DraftMode
 
@@ -36,22 +36,6 @@ DRAFT = "draft"
 # the turn markers before the reply, so that the same question asked again matches and drafts
 # the old reply from its first token.
 _REMEMBERED_PROMPT_TOKENS = 256
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryUsage:
-    """Bytes held by each model, so the draft's own cost in memory is visible."""
-
-    target_weights: int
-    target_kv: int
-    draft_weights: int
-    draft_kv: int
-    target_gpu_layers: int
-    draft_gpu_layers: int
-
-    @property
-    def total(self) -> int:
-        return self.target_weights + self.target_kv + self.draft_weights + self.draft_kv
 
 
 @dataclass(frozen=True, slots=True)

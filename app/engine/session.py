@@ -18,10 +18,9 @@ from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event
-from app.engine.runtime import MemoryUsage
 from app.engine.tool_calls import ToolDialect, ToolOffer
 from app.llama.config import ModelConfig
-from app.llama.facts import ModelFacts
+from app.llama.facts import MemoryUsage, ModelFacts
 from app.llama.model import LoadProgress
 from app.metrics.rounds import DraftMode
 

@@ -53,6 +53,22 @@ class ModelFacts:
     placement: tuple[tuple[str, int], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryUsage:
+    """Bytes held by each model, so the draft's own cost in memory is visible."""
+
+    target_weights: int
+    target_kv: int
+    draft_weights: int
+    draft_kv: int
+    target_gpu_layers: int
+    draft_gpu_layers: int
+
+    @property
+    def total(self) -> int:
+        return self.target_weights + self.target_kv + self.draft_weights + self.draft_kv
+
+
 def placement_of(lines: Sequence[str]) -> tuple[tuple[str, int], ...]:
     found: list[tuple[str, int]] = []
     for line in lines:

@@ -28,6 +28,14 @@ MAX_GAMMA = 16
 MAX_FREE_DRAFT = 64
 
 
+def free_draft_limit(n_batch: int | None) -> int:
+    """The longest free draft a target verifies in one pass: a verification is one batch
+    (LlamaModel.feed returns the logits of its last batch only); never below MAX_GAMMA."""
+    if n_batch is None:
+        return MAX_FREE_DRAFT
+    return max(MAX_GAMMA, min(MAX_FREE_DRAFT, n_batch - 1))
+
+
 def _check_alpha(alpha: float) -> None:
     if not 0.0 <= alpha <= 1.0:  # also rejects NaN
         raise ValueError(f"acceptance must lie in [0, 1], got {alpha!r}")

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine.runtime import MemoryUsage
+from app.llama.facts import MemoryUsage
 from app.llama.resources import GpuMemory, format_bytes
 from app.llama.rpc import WorkerMemory
 from app.metrics.summary import METRIC_DEFINITIONS, GenerationStats

@@ -17,7 +17,7 @@ from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 
 from app.engine.config import GenerationConfig
 from app.engine.model_host import LoadedState
-from app.engine.runtime import MemoryUsage
+from app.llama.facts import MemoryUsage
 from app.llama.resources import GpuProbe, process_ram_bytes
 from app.paths import models_dir
 from app.store import ConversationStore

@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QPalette
 from pytestqt.qtbot import QtBot
 
-from app.engine.runtime import MemoryUsage
+from app.llama.facts import MemoryUsage
 from app.llama.resources import GpuMemory
 from app.metrics.summary import METRIC_DEFINITIONS, summarize
 from app.store import ConversationSummary

@@ -20,10 +20,11 @@ from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event, TokenEvent
 from app.engine.model_host import DraftSetting, LoadedState
-from app.engine.runtime import MemoryUsage, Runtime
+from app.engine.runtime import Runtime
 from app.errors import RpcWorkerLostError
 from app.llama import rpc
 from app.llama.config import ModelConfig
+from app.llama.facts import MemoryUsage
 from app.llama.model import LoadProgress
 from models.compat import check_draft_file
 from tests.helpers.fake_model import FakeModel
