@@ -91,3 +91,18 @@ def last_llama_error() -> str:
         if "error" in lowered or "failed" in lowered or "invalid" in lowered:
             return line.split(": ", 1)[-1].strip()
     return "llama.cpp refused the file"
+
+
+def extra_buffers_safe(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether llama.cpp may put weights in its extra CPU buffers (repacked layouts, Intel AMX).
+
+    Not on a CPU with AMX: llama.cpp's AMX matrix multiply crashes the process on the first
+    pass over quantized weights there (llama.cpp#20824, seen on Sapphire Rapids virtual
+    machines), and a crash cannot be caught. Plain CPU buffers are slower on some quantized
+    types, never wrong."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as handle:
+            flags = next((line for line in handle if line.startswith("flags")), "")
+    except OSError:
+        return True
+    return "amx_int8" not in flags.split()

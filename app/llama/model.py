@@ -24,6 +24,7 @@ from app.llama import rpc
 from app.llama.backend import (
     buffer_lines,
     ensure_backend,
+    extra_buffers_safe,
     last_llama_error,
     recent_log_lines,
 )
@@ -89,6 +90,7 @@ class LlamaModel:
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if config.n_gpu_layers < 0 else config.n_gpu_layers
+        model_params.use_extra_bufts = extra_buffers_safe()
         devices = _device_list(config)
         if devices is not None:
             model_params.devices = ctypes.addressof(devices)
