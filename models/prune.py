@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import InvalidSettingError, ModelLoadError
+from models.partial import partial_path
 
 # The layers dropped for the useless demo draft: 9 to 28 inclusive, 20 of SmolLM2's 30.
 USELESS_DRAFT_DROP = range(9, 29)
@@ -66,7 +67,7 @@ def prune_layers(src: Path, dst: Path, drop: Iterable[int]) -> Path:
     new_index = {old: new for new, old in enumerate(kept)}
 
     dst.parent.mkdir(parents=True, exist_ok=True)
-    partial = dst.with_name(dst.name + ".partial")
+    partial = partial_path(dst)
     writer = gguf.GGUFWriter(partial, arch)
     try:
         _copy_metadata(reader, writer, arch=arch, n_blocks=n_blocks, kept=kept)

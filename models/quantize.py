@@ -15,6 +15,7 @@ from pathlib import Path
 
 from app.errors import InvalidSettingError, ModelLoadError
 from models.gguf.info import GGUFInfo
+from models.partial import partial_path
 
 BytesWritten = Callable[[int], None]
 """Called now and then with the bytes written so far while a file is being quantized."""
@@ -108,7 +109,7 @@ def quantize_gguf(
     ensure_backend()  # routes llama.cpp's per-tensor chatter into logging
 
     dst.parent.mkdir(parents=True, exist_ok=True)
-    partial = dst.with_name(dst.name + ".partial")
+    partial = partial_path(dst)
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.nthread = threads or os.cpu_count() or 1

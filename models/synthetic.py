@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from models.partial import partial_path
+
 # The vocabulary's fixed head: SentencePiece's usual special ids, then the 256 byte tokens that
 # let any text be encoded.
 UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
@@ -253,7 +255,7 @@ def write_model(
             tensors.append((tensor_name, _rows_of(in_embd.view(tensor_shape))))
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
+    partial = partial_path(path)
     writer = gguf.GGUFWriter(str(partial), "llama")
     _write_metadata(writer, shape, dtype.upper(), name)
     for tensor_name, array in tensors:
