@@ -17,8 +17,15 @@ The draft model reads the conversation only when that pays. Reading a long promp
 small quantized draft more than the target (the demo's Q4_1 draft reads a batch at a third of
 the F32 target's speed on a CPU), so a gap is read only if the time the model's rounds save,
 over the span they usually hold the rounds (at most a 128-token reply), outweighs reading it.
-When the suffix index does as well alone (a question asked again, a text revised), the model
-is not read, and the reply starts as soon as the target has read the prompt.
+When the suffix index does as well alone (a question asked again, a text revised, code pasted
+to be returned with a change), the model is not read, and the reply starts as soon as the target
+has read the prompt. What the rounds deliver without the model is measured on the rounds that
+ran while it was behind (the suffix index where it proposes, plain steps elsewhere), never on
+suffix rounds chosen over a model that had read: those are only the suffix index's best. A long
+prompt is therefore not read before that rate is known: the first rounds run without the model
+(a few tokens at worst at the slower rate), then the reading is weighed against what they
+delivered. Where reading speed is not known yet, a first 64-token part of a long gap is read to
+time it when the weighing wants the model; the rest is weighed again at that speed.
 
 The choice reads only the drafts' own figures and the target's past verdicts, never the
 target's distribution at the positions being drafted, so it changes which tokens are proposed,
@@ -61,6 +68,10 @@ _MIN_RUNS = 3
 # Gaps shorter than this are read in about a pass's time, whatever their length: they would
 # make the reading speed look slower than a long catch-up's.
 _MIN_TIMED_GAP = 16
+# Gaps up to this long are read at once while the rate without the model is unknown (a chat
+# question costs about a pass to read); longer ones wait for that rate, and the first such gap
+# of unknown reading speed has this much read to time it.
+_EAGER_READ = 64
 
 
 @dataclass
@@ -165,6 +176,9 @@ class HybridDrafter:
         self._model_keep = _FadingRate()
         self._model_rounds = _FadingRounds()
         self._model_runs = _FadingRuns()
+        # Rounds that ran while the model was behind: what drafting without it delivers.
+        self._unread_rounds = _FadingRounds()
+        self._last_round_unread = False
         # Seconds per token the draft model takes to read a gap in one batch (its prefill rate).
         self._catchup_s = 0.0
         self._catchup_tokens = 0.0
@@ -187,13 +201,20 @@ class HybridDrafter:
         self.suffix.remember(found)
         behind = max(0, len(history) - 1 - self._model_at)
         plan = self._plan(found, max_tokens, behind)
+        timing_s = 0.0
+        if plan.model_tokens and self._reading_unknown(behind):
+            behind, timing_s = self._time_reading(history[:-1], behind)
+            plan = self._plan(found, max_tokens, behind)
         suffix = list(plan.suffix)
+        self._last_round_unread = plan.model_tokens == 0 and behind > 0
         if plan.model_tokens == 0:
-            return Draft(suffix, [None] * len(suffix), 0, 0.0, suffix_tokens=len(suffix))
+            return Draft(
+                suffix, [None] * len(suffix), 0, 0.0, suffix_tokens=len(suffix), catchup_s=timing_s
+            )
         # Rounds drafted by the suffix index alone left the draft model behind. Reading those
         # tokens is timed apart: billed to its passes, it would make the draft model look too
         # slow to be worth its place, and the suffix index would win rounds it should not.
-        catchup_s = self._catch_up(history[:-1], behind)
+        catchup_s = timing_s + self._catch_up(history[:-1], behind)
         drafted = self.model_drafter.propose(
             [*history, *suffix], plan.model_tokens, sampling, rng, p_min, stop=stop
         )
@@ -213,7 +234,7 @@ class HybridDrafter:
         )
 
     def _catch_up(self, history: Sequence[int], behind: int) -> float:
-        """Have the draft model read `history`; the seconds it took."""
+        """Have the draft model read `history` (`behind` tokens it lacks); the seconds it took."""
         start = self._clock()
         self.model_drafter.prefill(history)
         seconds = self._clock() - start
@@ -222,6 +243,16 @@ class HybridDrafter:
             self._catchup_tokens = self._catchup_tokens * _FADE + behind
         self._model_read, self._model_at = history, len(history)
         return seconds
+
+    def _reading_unknown(self, behind: int) -> bool:
+        return not self._catchup_tokens and behind > _EAGER_READ
+
+    def _time_reading(self, history: Sequence[int], behind: int) -> tuple[int, float]:
+        """Read the first part of a long gap of unknown reading speed to time it (the model
+        keeps what it read): the tokens still behind, and the seconds it took."""
+        start = len(history) - behind
+        seconds = self._catch_up(history[: start + _EAGER_READ], _EAGER_READ)
+        return behind - _EAGER_READ, seconds
 
     def _model_only(self, gamma: int) -> _Plan:
         measured = self._model_rounds.rate if self._measured() else None
@@ -260,19 +291,27 @@ class HybridDrafter:
     def _worth_catching_up(self, behind: int, with_model: _Plan, without: _Plan) -> bool:
         """Whether the draft model, `behind` tokens behind, should read them: the time its
         rounds save over the payback span, at the measured rates, outweighs the reading.
-        Until both rates and the reading speed are measured, it reads (and they get measured)."""
-        if behind == 0 or self._catchup_tokens == 0.0 or not self._measured():
+        Without the model, the rounds deliver what they measured while it was behind; until
+        that is known a long gap waits for it. Until the model's own rate and the reading speed
+        are measured, it reads (and they get measured)."""
+        if behind == 0:
+            return True
+        unread_rate = self._unread_rounds.rate
+        if unread_rate is None and behind > _EAGER_READ:
+            return False
+        if self._catchup_tokens == 0.0 or not self._measured():
             return True
         if self._model_rounds.rate is None:
             return True
         catchup_s = behind * self._catchup_s / self._catchup_tokens
-        if with_model.rate <= without.rate:
+        without_rate = without.rate if unread_rate is None else unread_rate
+        if with_model.rate <= without_rate:
             return False
         payback = float(_PAYBACK_TOKENS)
         run = self._model_runs.mean
         if run is not None:
             payback = min(payback, run * self._model_rounds.tokens_per_round)
-        saved_s = payback * (1.0 / without.rate - 1.0 / with_model.rate)
+        saved_s = payback * (1.0 / without_rate - 1.0 / with_model.rate)
         return saved_s > catchup_s
 
     def _measured(self) -> bool:
@@ -303,11 +342,20 @@ class HybridDrafter:
         self._model_at = same
         behind = len(history) - same
         plain = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
-        if self._worth_catching_up(behind, self._model_only(MAX_GAMMA), plain):
-            self._catch_up(history, behind)
+        model_only = self._model_only(MAX_GAMMA)
+        if not self._worth_catching_up(behind, model_only, plain):
+            return
+        if self._reading_unknown(behind):
+            behind, _ = self._time_reading(history, behind)
+            if not self._worth_catching_up(behind, model_only, plain):
+                return
+        self._catch_up(history, behind)
 
     def learn(self, record: RoundRecord) -> None:
         self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
+        if self._last_round_unread:
+            self._unread_rounds.add(record.emitted, record.draft_s + record.verify_s)
+            self._last_round_unread = False
         if record.drafted and not record.suffix_drafted:
             self._model_runs.model_round()
         else:

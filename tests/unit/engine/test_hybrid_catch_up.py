@@ -15,7 +15,7 @@ from app.engine.suffix_drafter import SuffixDrafter
 from app.metrics.rounds import RoundRecord
 from tests.helpers.fake_llama import FakeLlama, Logits
 
-N_VOCAB = 64
+N_VOCAB = 1024
 
 
 def next_token(history: Sequence[int]) -> Logits:
@@ -123,6 +123,7 @@ def test_where_the_suffix_index_keeps_taking_over_a_gap_must_pay_within_the_mode
     first = _conversation(40, 0)
     hybrid.prefill(first[:-1])  # reading measured at 1 ms a token
     hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    _measure_without_model(hybrid, verify_s=0.02)
     # A text being revised: one model round, then the suffix index takes the next, and again.
     for i in range(20):
         hybrid.learn(RoundRecord(100 + 2 * i, "hybrid", 4, 4, 4, 5, 0.004, 0.02, 4))
@@ -136,3 +137,75 @@ def test_where_the_suffix_index_keeps_taking_over_a_gap_must_pay_within_the_mode
     draft = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
 
     assert draft.steps == 0 and model.decoded == read
+
+
+def _measure_without_model(hybrid: HybridDrafter, *, verify_s: float) -> None:
+    """A long conversation the model has not read, with nothing to repeat: plain steps of
+    verify_s each until what the rounds deliver without the model is known; then it reads."""
+    long = _conversation(300, 11)
+    hybrid.prefill(long[:-1])
+    for i in range(4):
+        hybrid.propose(long, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+        hybrid.learn(RoundRecord(1000 + i, "hybrid", 4, 0, 0, 1, 0.0, verify_s, 0))
+
+
+def test_a_long_gap_of_unknown_reading_speed_has_a_part_read_to_time_it_first() -> None:
+    model, hybrid = _hybrid()
+    _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)  # a cheap draft model that is kept
+    # No repeats; 0.9 s to read, more than the model saves over its usual run (about 36 tokens).
+    prompt = _conversation(900, 0)
+    hybrid.prefill(prompt[:-1])
+    assert model.tokens == []  # nothing is read before the rate without the model is known
+    for i in range(4):
+        draft = hybrid.propose(prompt, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+        hybrid.learn(RoundRecord(i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
+    assert draft.catchup_s == 0.0
+
+    # Plain steps are slow enough that the model is wanted: its first 64 tokens are read to
+    # time the reading, and at that speed the rest does not pay.
+    draft = hybrid.propose(prompt, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+
+    assert model.tokens == prompt[:64] and draft.steps == 0
+    assert draft.catchup_s == pytest.approx(64 * 1e-3)
+
+
+def test_a_long_prompt_waits_for_the_rate_without_the_model_and_is_read_when_that_is_slow() -> None:
+    model, hybrid = _hybrid()
+    _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)  # a cheap draft model that is kept
+    first = _conversation(40, 0)
+    hybrid.prefill(first[:-1])
+    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+
+    second = _conversation(300, 5)  # no repeats: only the model can draft
+    hybrid.prefill(second[:-1])
+    assert len(model.tokens) < 100  # the reply starts before the model reads the prompt
+    plain = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    assert plain.tokens == [] and plain.catchup_s == 0.0
+    # Plain steps at 50 tokens/s, against the model's ~190: reading 300 tokens (0.3 s) pays.
+    for i in range(4):
+        hybrid.learn(RoundRecord(100 + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
+        draft = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+
+    assert draft.steps == 4 and draft.catchup_s > 0.0
+    assert model.tokens[: len(second) - 1] == second[:-1]
+
+
+def test_a_long_prompt_stays_unread_while_the_suffix_index_delivers_as_much_alone() -> None:
+    model, hybrid = _hybrid()
+    _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)
+    first = _conversation(40, 0)
+    hybrid.prefill(first[:-1])
+    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    read = model.decoded
+
+    # Pasted text returned with a change: 400 tokens the reply copies, 16 kept a round.
+    pasted = [7, 3, 9, 1, 4] * 80
+    hybrid.prefill(pasted[:-1])
+    for i in range(6):
+        hybrid.propose(pasted, 16, SamplingConfig(), np.random.default_rng(0), 0.0)
+        hybrid.learn(RoundRecord(200 + i, "hybrid", 16, 16, 16, 17, 0.0, 0.03, 0, 16))
+    # A stretch the suffix index has nothing for: a plain step, and the model stays unread.
+    fresh = [*pasted, 50, 51]
+    draft = hybrid.propose(fresh, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+
+    assert draft.steps == 0 and draft.catchup_s == 0.0 and model.decoded == read
