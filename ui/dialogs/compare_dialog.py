@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
     QProgressBar,
-    QPushButton,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -39,6 +38,7 @@ from app.bench.summary import BenchReport, ConfigReport
 from app.engine.control import GenerationControl
 from app.errors import Cancelled
 from ui.messages import describe, is_cancel
+from ui.named_widgets import push_button
 from ui.workers.compare_run import CompareListener, CompareRun, CompareSource, ThreadCompare
 
 DASH = "—"
@@ -150,14 +150,14 @@ class CompareDialog(QDialog):
         self.prompt.setObjectName("comparePrompt")
         self.prompt.setPlaceholderText("A prompt to run with plain decoding and every draft…")
         self.prompt.setMaximumHeight(90)
-        self.run_button = QPushButton("Compare")
-        self.run_button.setObjectName("compareRunButton")
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("compareStopButton")
+        self.run_button = push_button("Compare", "compareRunButton")
+        self.stop_button = push_button("Stop", "compareStopButton")
         self.stop_button.setEnabled(False)
-        self.use_button = QPushButton("Use this draft")
-        self.use_button.setObjectName("compareUseDraftButton")
-        self.use_button.setToolTip("Load the selected row's draft as the chat's draft")
+        self.use_button = push_button(
+            "Use this draft",
+            "compareUseDraftButton",
+            "Load the selected row's draft as the chat's draft",
+        )
         self.use_button.setEnabled(False)
         self.progress = QProgressBar()
         self.progress.setObjectName("compareProgress")

@@ -18,7 +18,6 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
@@ -35,6 +34,7 @@ from models.memory import format_bytes
 from ui.dialogs.model_library import RED, Downloaded, remote_label
 from ui.dialogs.tables import make_item, make_table
 from ui.messages import describe, is_cancel
+from ui.named_widgets import named_label, push_button
 from ui.workers.jobs import Job, Jobs, ThrottledProgress
 
 CATALOG_COLUMNS = ("Pair", "Target", "Draft", "Note")
@@ -79,8 +79,7 @@ class DownloadTab(QWidget):
             ("draft", "Download draft"),
             ("both", "Download both"),
         ):
-            button = QPushButton(text)
-            button.setObjectName(f"catalog{which.capitalize()}Button")
+            button = push_button(text, f"catalog{which.capitalize()}Button")
             button.clicked.connect(lambda _checked=False, w=which: self._download_catalog(w))
             self.catalog_buttons[which] = button
             catalog_row.addWidget(button)
@@ -95,8 +94,7 @@ class DownloadTab(QWidget):
         self.repo_edit.setPlaceholderText("owner/name, e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF")
         self.repo_edit.returnPressed.connect(self._on_list_clicked)
         self.repo_edit.textChanged.connect(self._update_buttons)
-        self.list_files_button = QPushButton("List files")
-        self.list_files_button.setObjectName("listFilesButton")
+        self.list_files_button = push_button("List files", "listFilesButton")
         self.list_files_button.clicked.connect(self._on_list_clicked)
         repo_row = QHBoxLayout()
         repo_row.addWidget(self.repo_edit, 1)
@@ -105,30 +103,25 @@ class DownloadTab(QWidget):
         self.remote_list.setObjectName("remoteList")
         self.remote_list.itemSelectionChanged.connect(self._update_buttons)
         self.remote_list.itemDoubleClicked.connect(lambda _item: self._on_download_clicked())
-        self.download_button = QPushButton("Download")
-        self.download_button.setObjectName("downloadButton")
+        self.download_button = push_button("Download", "downloadButton")
         self.download_button.clicked.connect(self._on_download_clicked)
         repo_layout = QVBoxLayout(repo_box)
         repo_layout.addLayout(repo_row)
         repo_layout.addWidget(self.remote_list, 1)
         repo_layout.addWidget(self.download_button, 0, Qt.AlignmentFlag.AlignLeft)
 
-        self.progress_label = QLabel()
-        self.progress_label.setObjectName("progressLabel")
+        self.progress_label = named_label("progressLabel")
         self.progress_bar = QProgressBar()
         self.progress_bar.setObjectName("downloadProgress")
         self.progress_bar.setRange(0, _PROGRESS_STEPS)
         self.progress_bar.setValue(0)
         self.progress_bar.setTextVisible(False)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setObjectName("cancelDownloadButton")
+        self.cancel_button = push_button("Cancel", "cancelDownloadButton")
         self.cancel_button.clicked.connect(self.cancel_download)
         progress_row = QHBoxLayout()
         progress_row.addWidget(self.progress_bar, 1)
         progress_row.addWidget(self.cancel_button)
-        self.download_error_label = QLabel()
-        self.download_error_label.setObjectName("downloadErrorLabel")
-        self.download_error_label.setWordWrap(True)
+        self.download_error_label = named_label("downloadErrorLabel", wrap=True)
         self.download_error_label.setStyleSheet(f"color: {RED.name()};")
 
         layout = QVBoxLayout(self)

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 from models.quantize import FTYPES
 from ui.dialogs.model_details import ModelDetailsPane
 from ui.dialogs.tables import make_table
+from ui.named_widgets import named_label, push_button
 
 # Offered for "Make draft", smallest useful first after the usual choice. Float types are left
 # out: a draft in F16/F32 is never smaller than its target, so it cannot speed anything up.
@@ -41,8 +42,7 @@ MODEL_COLUMNS = (
 
 
 def _button(row: QHBoxLayout, text: str, name: str) -> QPushButton:
-    button = QPushButton(text)
-    button.setObjectName(name)
+    button = push_button(text, name)
     row.addWidget(button)
     return button
 
@@ -56,8 +56,7 @@ class LocalModelsLayout(QWidget):
         self.add_folder_button = _button(top, "Add folder…", "addFolderButton")
         self.add_file_button = _button(top, "Add file…", "addFileButton")
         self.remove_folder_button = _button(top, "Remove folder", "removeFolderButton")
-        self.scan_label = QLabel()
-        self.scan_label.setObjectName("scanLabel")
+        self.scan_label = named_label("scanLabel")
         top.addStretch(1)
         top.addWidget(self.scan_label)
 
@@ -80,19 +79,17 @@ class LocalModelsLayout(QWidget):
         self.draft_type_combo.setObjectName("draftTypeCombo")
         self.draft_type_combo.addItems(list(DRAFT_TYPES))
         self.draft_type_combo.setCurrentText("Q4_0")
-        self.make_draft_button = QPushButton("Make draft")
-        self.make_draft_button.setObjectName("makeDraftButton")
-        self.make_draft_button.setToolTip(
-            "Re-quantize the selected model into a smaller file of the same vocabulary"
+        self.make_draft_button = push_button(
+            "Make draft",
+            "makeDraftButton",
+            "Re-quantize the selected model into a smaller file of the same vocabulary",
         )
         self.quantize_busy = QProgressBar()
         self.quantize_busy.setObjectName("quantizeBusy")
         self.quantize_busy.setRange(0, 0)  # quantize_gguf reports no progress: a busy bar
         self.quantize_busy.setMaximumWidth(120)
         self.quantize_busy.setVisible(False)
-        self.local_status_label = QLabel()
-        self.local_status_label.setObjectName("localStatusLabel")
-        self.local_status_label.setWordWrap(True)
+        self.local_status_label = named_label("localStatusLabel", wrap=True)
         make_row = QHBoxLayout()
         make_row.addWidget(QLabel("Make a draft of the selected model, type"))
         make_row.addWidget(self.draft_type_combo)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypedDict
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont
@@ -37,6 +38,17 @@ from ui.dialogs.model_library import (
 from ui.dialogs.tables import make_item
 from ui.messages import describe
 from ui.workers.jobs import Job, Jobs
+
+
+class LocalModelsOptions(TypedDict, total=False):
+    """LocalModelsTab's keyword arguments, as the Models dialog takes them to pass on."""
+
+    extra_dirs: Sequence[Path]
+    n_ctx: int
+    n_gpu_layers: int
+    drafts_dir: Path | None
+    hf_cache: Path | None
+    lmstudio_dirs: Sequence[Path] | None
 
 
 class LocalModelsTab(LocalModelsLayout):

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 
 from ui.dialogs.model_library import AMBER, GREEN, RED, Details, same_path
 from ui.dialogs.tables import make_item, make_table
+from ui.named_widgets import named_label
 
 DRAFT_COLUMNS = ("Draft", "Quantization", "Size", "Verdict")
 IN_USE = "in use"
@@ -37,12 +38,8 @@ class ModelDetailsPane(QWidget):
         self.details_table = make_table(("Field", "Value"), "detailsTable", stretch=(1,), fit=(0,))
         self.details_table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.details_table.horizontalHeader().setVisible(False)
-        self.memory_label = QLabel()
-        self.memory_label.setObjectName("memoryLabel")
-        self.memory_label.setWordWrap(True)
-        self.memory_warning_label = QLabel()
-        self.memory_warning_label.setObjectName("memoryWarningLabel")
-        self.memory_warning_label.setWordWrap(True)
+        self.memory_label = named_label("memoryLabel", wrap=True)
+        self.memory_warning_label = named_label("memoryWarningLabel", wrap=True)
         self.memory_warning_label.setStyleSheet(f"color: {AMBER.name()};")
         left = QWidget()
         left_layout = QVBoxLayout(left)

@@ -13,8 +13,8 @@ stores them again when `foldersChanged` fires; `modelsChanged` tells it to refre
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
+from typing import Unpack
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QCloseEvent, QShowEvent
@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTabWidget, QVBoxLayout
 
 from models.discovery import ModelEntry
 from ui.dialogs.download_tab import DownloadTab
-from ui.dialogs.local_models_tab import LocalModelsTab
+from ui.dialogs.local_models_tab import LocalModelsOptions, LocalModelsTab
 from ui.screen_fit import fit_to_screen
 from ui.workers.jobs import Jobs
 
@@ -44,15 +44,11 @@ class ModelsDialog(QDialog):
         self,
         parent: QWidget | None = None,
         *,
-        extra_dirs: Sequence[Path] = (),
-        n_ctx: int = 4096,
-        n_gpu_layers: int = -1,
-        drafts_dir: Path | None = None,
-        hf_cache: Path | None = None,
-        lmstudio_dirs: Sequence[Path] | None = None,
         loaded: tuple[Path | None, Path | None] = (None, None),
+        **options: Unpack[LocalModelsOptions],
     ) -> None:
-        """`drafts_dir`: where "Make draft" writes (default: the app's models folder).
+        """`options` go to the Local models tab (LocalModelsOptions).
+        `drafts_dir`: where "Make draft" writes (default: the app's models folder).
         `hf_cache` / `lmstudio_dirs`: where to look besides (default: the usual places).
         `loaded`: the window's target and draft files, marked in the lists."""
         super().__init__(parent)
@@ -62,15 +58,7 @@ class ModelsDialog(QDialog):
         self._shown_before = False
         self._jobs = Jobs(self, threads=_JOB_THREADS)
 
-        self.local = LocalModelsTab(
-            self._jobs,
-            extra_dirs=extra_dirs,
-            n_ctx=n_ctx,
-            n_gpu_layers=n_gpu_layers,
-            drafts_dir=drafts_dir,
-            hf_cache=hf_cache,
-            lmstudio_dirs=lmstudio_dirs,
-        )
+        self.local = LocalModelsTab(self._jobs, **options)
         self.downloads = DownloadTab(self._jobs)
         self.local.modelsChanged.connect(self.modelsChanged)
         self.local.foldersChanged.connect(self.foldersChanged)

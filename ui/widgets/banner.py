@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QToolButton, QWidget
+
+from ui.named_widgets import named_label
 
 
 class ErrorBanner(QFrame):
@@ -10,9 +12,7 @@ class ErrorBanner(QFrame):
         super().__init__(parent)
         self.setObjectName("errorBanner")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.label = QLabel()
-        self.label.setObjectName("errorLabel")
-        self.label.setWordWrap(True)
+        self.label = named_label("errorLabel", wrap=True)
         close = QToolButton()
         close.setText("✕")
         close.setToolTip("Dismiss")

@@ -11,12 +11,12 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QMenu,
-    QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.store import ConversationSummary
+from ui.named_widgets import push_button
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 
@@ -35,9 +35,9 @@ class ConversationList(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.new_button = QPushButton("New chat")
-        self.new_button.setObjectName("newChatButton")
-        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.new_button = push_button(
+            "New chat", "newChatButton", "Start a new conversation (Ctrl+N)"
+        )
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
         self.list.setAccessibleName("Conversations")

@@ -18,12 +18,12 @@ from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLabel,
-    QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
 from app.llama.resources import format_bytes
+from ui.named_widgets import named_label, push_button
 from ui.settings import DRAFT_NGRAM, DRAFT_NONE
 from ui.widgets.gamma_box import GammaBox
 from ui.widgets.inputs import ElidedComboBox
@@ -76,12 +76,13 @@ class ModelControls(QWidget):
         self.speculation.setObjectName("speculationToggle")
         self.speculation.setToolTip(SPECULATION_TIP)
         self.gamma = GammaBox()
-        self.add_button = QPushButton("Add GGUF…")
-        self.add_button.setObjectName("addModelButton")
-        self.add_button.setToolTip("Add your own GGUF model files (or drop them on the window).")
+        self.add_button = push_button(
+            "Add GGUF…",
+            "addModelButton",
+            "Add your own GGUF model files (or drop them on the window).",
+        )
 
-        self.headline = QLabel()
-        self.headline.setObjectName("speedupHeadline")
+        self.headline = named_label("speedupHeadline")
         self.headline.setTextFormat(Qt.TextFormat.PlainText)
         # A long headline is cut by the row, never widens the window; the tooltip has it all.
         self.headline.setMinimumWidth(40)

@@ -10,10 +10,11 @@ or more), so the window asks once its engine has loaded it (check_build), never 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QLineEdit, QWidget
+from PySide6.QtWidgets import QFormLayout, QGroupBox, QLineEdit, QWidget
 
 from app.errors import InvalidSettingError
 from app.llama import rpc
+from ui.named_widgets import named_label
 from ui.settings import Settings
 
 TARGET_KEY = "models/target_rpc"
@@ -40,14 +41,10 @@ class RemoteWorkersBox(QGroupBox):
         self.available: bool | None = None
         self.target = self._field("targetRpcInput", TARGET_KEY, _TARGET_TIP)
         self.draft = self._field("draftRpcInput", DRAFT_KEY, _DRAFT_TIP)
-        self.problem = QLabel()
-        self.problem.setObjectName("remoteWorkersProblem")
-        self.problem.setWordWrap(True)
+        self.problem = named_label("remoteWorkersProblem", wrap=True)
         self.problem.setStyleSheet("color: #c0392b")
         self.problem.hide()
-        self.notice = QLabel()
-        self.notice.setObjectName("remoteWorkersNotice")
-        self.notice.setWordWrap(True)
+        self.notice = named_label("remoteWorkersNotice", wrap=True)
         self.notice.setText(f"Warning: {rpc.SECURITY_WARNING}")
         form = QFormLayout(self)
         form.addRow("Target", self.target)

@@ -11,11 +11,11 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QPushButton,
     QSpinBox,
     QWidget,
 )
 
+from ui.named_widgets import named_label, push_button
 from ui.settings import Settings
 
 SWITCH_TIP = (
@@ -52,12 +52,9 @@ class ServerPanel(QGroupBox):
         self.url.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         # The note wraps on a row of its own: a wrapped label beside the button was given one
         # line's height and cut, when the server was first switched on.
-        self.note = QLabel()
-        self.note.setObjectName("serverNote")
-        self.note.setWordWrap(True)
+        self.note = named_label("serverNote", wrap=True)
         self.note.hide()
-        self.copy_button = QPushButton("Copy URL")
-        self.copy_button.setObjectName("copyServerUrl")
+        self.copy_button = push_button("Copy URL", "copyServerUrl")
         self.copy_button.setEnabled(False)
         url_row = QHBoxLayout()
         url_row.addWidget(self.url, 1)

@@ -25,15 +25,51 @@ from ui.widgets.rendering import shading_legend
 _MAX_SEED = 2**31 - 1
 
 
-def _layers_box(name: str, tooltip: str) -> QSpinBox:
+def _int_box(name: str, low: int, high: int, tip: str, special: str = "") -> QSpinBox:
     box = QSpinBox()
     box.setObjectName(name)
-    box.setRange(-1, 999)
-    box.setSpecialValueText("All")
-    box.setToolTip(tooltip + " −1 (All) offloads every layer; 0 keeps the model on the CPU.")
+    box.setRange(low, high)
+    box.setSpecialValueText(special)
+    box.setToolTip(tip)
+    return box
+
+
+def _fraction_box(name: str, low: float, high: float, step: float, tip: str) -> QDoubleSpinBox:
+    box = QDoubleSpinBox()
+    box.setObjectName(name)
+    box.setRange(low, high)
+    box.setSingleStep(step)
+    box.setDecimals(2)
+    box.setToolTip(tip)
+    return box
+
+
+def _layers_box(name: str, tooltip: str) -> QSpinBox:
+    box = _int_box(
+        name,
+        -1,
+        999,
+        tooltip + " −1 (All) offloads every layer; 0 keeps the model on the CPU.",
+        special="All",
+    )
     # Reload only when the user is done typing, not on every digit.
     box.setKeyboardTracking(False)
     return box
+
+
+def _keep_number(box: QSpinBox | QDoubleSpinBox, settings: Settings, key: str) -> None:
+    """Show the stored value, then store every change."""
+    if isinstance(box, QDoubleSpinBox):
+        box.setValue(settings.get_float(key))
+        box.valueChanged.connect(lambda v: settings.set(key, float(v)))
+    else:
+        box.setValue(settings.get_int(key))
+        box.valueChanged.connect(lambda v: settings.set(key, int(v)))
+
+
+def _keep_toggle(toggle: QCheckBox, settings: Settings, key: str) -> None:
+    toggle.setChecked(settings.get_bool(key))
+    toggle.toggled.connect(lambda v: settings.set(key, bool(v)))
 
 
 class SettingsPanel(QWidget):
@@ -43,55 +79,52 @@ class SettingsPanel(QWidget):
 
         self.target_layers = _layers_box("targetGpuLayers", "Target layers on the GPU.")
         self.draft_layers = _layers_box("draftGpuLayers", "Draft layers on the GPU.")
-        self.context = QSpinBox()
-        self.context.setObjectName("contextControl")
-        self.context.setRange(256, 131072)
+        self.context = _int_box(
+            "contextControl",
+            256,
+            131072,
+            "Context size: how much of the conversation the models see. Larger holds longer "
+            "chats and costs KV-cache memory in both models (see Memory).",
+        )
         self.context.setSingleStep(1024)
         self.context.setSuffix(" tokens")
         self.context.setKeyboardTracking(False)
-        self.context.setToolTip(
-            "Context size: how much of the conversation the models see. Larger holds longer "
-            "chats and costs KV-cache memory in both models (see Memory)."
-        )
-        self.threads = QSpinBox()
-        self.threads.setObjectName("threadsControl")
-        self.threads.setRange(0, 256)
-        self.threads.setSpecialValueText("Auto")
-        self.threads.setKeyboardTracking(False)
-        self.threads.setToolTip(
+        self.threads = _int_box(
+            "threadsControl",
+            0,
+            256,
             "CPU threads per model. Auto: one per physical core that other programs leave "
-            "free, re-checked while a reply runs, so a busy browser or build does not stall it."
+            "free, re-checked while a reply runs, so a busy browser or build does not stall it.",
+            special="Auto",
         )
-        self.temperature = QDoubleSpinBox()
-        self.temperature.setObjectName("temperatureControl")
-        self.temperature.setRange(0.0, 2.0)
-        self.temperature.setSingleStep(0.1)
-        self.temperature.setDecimals(2)
-        self.temperature.setSpecialValueText("0 (greedy)")
-        self.temperature.setToolTip(
+        self.threads.setKeyboardTracking(False)
+        self.temperature = _fraction_box(
+            "temperatureControl",
+            0.0,
+            2.0,
+            0.1,
             "0 picks the most likely token (greedy); higher values sample more freely. "
-            "Speculation keeps the output distribution exact either way."
+            "Speculation keeps the output distribution exact either way.",
         )
-        self.top_p = QDoubleSpinBox()
-        self.top_p.setObjectName("topPControl")
-        self.top_p.setRange(0.01, 1.0)
-        self.top_p.setSingleStep(0.05)
-        self.top_p.setDecimals(2)
-        self.top_p.setToolTip("Nucleus sampling: keep the most likely tokens up to this mass.")
-        self.top_k = QSpinBox()
-        self.top_k.setObjectName("topKControl")
-        self.top_k.setRange(0, 1000)
-        self.top_k.setSpecialValueText("off")
-        self.top_k.setToolTip("Keep only the k most likely tokens (0 = off).")
-        self.seed = QSpinBox()
-        self.seed.setObjectName("seedControl")
-        self.seed.setRange(-1, _MAX_SEED)
-        self.seed.setSpecialValueText("random")
-        self.seed.setToolTip("Fixed seed for reproducible sampled replies (-1 = random).")
-        self.max_tokens = QSpinBox()
-        self.max_tokens.setObjectName("maxTokensControl")
-        self.max_tokens.setRange(1, 8192)
-        self.max_tokens.setToolTip("Longest reply, in tokens.")
+        self.temperature.setSpecialValueText("0 (greedy)")
+        self.top_p = _fraction_box(
+            "topPControl",
+            0.01,
+            1.0,
+            0.05,
+            "Nucleus sampling: keep the most likely tokens up to this mass.",
+        )
+        self.top_k = _int_box(
+            "topKControl", 0, 1000, "Keep only the k most likely tokens (0 = off).", special="off"
+        )
+        self.seed = _int_box(
+            "seedControl",
+            -1,
+            _MAX_SEED,
+            "Fixed seed for reproducible sampled replies (-1 = random).",
+            special="random",
+        )
+        self.max_tokens = _int_box("maxTokensControl", 1, 8192, "Longest reply, in tokens.")
         self.exact = QCheckBox("Exact greedy replies")
         self.exact.setObjectName("exactToggle")
         self.exact.setToolTip(
@@ -110,49 +143,33 @@ class SettingsPanel(QWidget):
 
         box = QGroupBox("Settings")
         form = QFormLayout(box)
-        form.addRow("Target GPU layers", self.target_layers)
-        form.addRow("Draft GPU layers", self.draft_layers)
-        form.addRow("Context", self.context)
-        form.addRow("CPU threads", self.threads)
-        form.addRow("Temperature", self.temperature)
-        form.addRow("Top-p", self.top_p)
-        form.addRow("Top-k", self.top_k)
-        form.addRow("Seed", self.seed)
-        form.addRow("Max tokens", self.max_tokens)
-        form.addRow(self.exact)
-        form.addRow(self.highlight)
+        numbers: tuple[tuple[str, QSpinBox | QDoubleSpinBox, str], ...] = (
+            ("Target GPU layers", self.target_layers, "models/target_gpu_layers"),
+            ("Draft GPU layers", self.draft_layers, "models/draft_gpu_layers"),
+            ("Context", self.context, "models/n_ctx"),
+            ("CPU threads", self.threads, "models/n_threads"),
+            ("Temperature", self.temperature, "generation/temperature"),
+            ("Top-p", self.top_p, "generation/top_p"),
+            ("Top-k", self.top_k, "generation/top_k"),
+            ("Seed", self.seed, "generation/seed"),
+            ("Max tokens", self.max_tokens, "generation/max_tokens"),
+        )
+        for label, number, key in numbers:
+            form.addRow(label, number)
+            _keep_number(number, settings, key)
+        for toggle, key in (
+            (self.exact, "generation/exact"),
+            (self.highlight, "view/highlight_draft"),
+        ):
+            form.addRow(toggle)
+            _keep_toggle(toggle, settings, key)
         form.addRow(self.system_prompt)
+        self.system_prompt.setPlainText(settings.get_str("generation/system_prompt"))
+        self.system_prompt.textChanged.connect(
+            lambda: settings.set("generation/system_prompt", self.system_prompt.toPlainText())
+        )
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(box)
         self.remote_workers = RemoteWorkersBox(settings)
         layout.addWidget(self.remote_workers)
-
-        s = settings
-        self.target_layers.setValue(s.get_int("models/target_gpu_layers"))
-        self.draft_layers.setValue(s.get_int("models/draft_gpu_layers"))
-        self.context.setValue(s.get_int("models/n_ctx"))
-        self.threads.setValue(s.get_int("models/n_threads"))
-        self.temperature.setValue(s.get_float("generation/temperature"))
-        self.top_p.setValue(s.get_float("generation/top_p"))
-        self.top_k.setValue(s.get_int("generation/top_k"))
-        self.seed.setValue(s.get_int("generation/seed"))
-        self.max_tokens.setValue(s.get_int("generation/max_tokens"))
-        self.exact.setChecked(s.get_bool("generation/exact"))
-        self.highlight.setChecked(s.get_bool("view/highlight_draft"))
-        self.system_prompt.setPlainText(s.get_str("generation/system_prompt"))
-
-        self.target_layers.valueChanged.connect(lambda v: s.set("models/target_gpu_layers", int(v)))
-        self.draft_layers.valueChanged.connect(lambda v: s.set("models/draft_gpu_layers", int(v)))
-        self.context.valueChanged.connect(lambda v: s.set("models/n_ctx", int(v)))
-        self.threads.valueChanged.connect(lambda v: s.set("models/n_threads", int(v)))
-        self.temperature.valueChanged.connect(lambda v: s.set("generation/temperature", float(v)))
-        self.top_p.valueChanged.connect(lambda v: s.set("generation/top_p", float(v)))
-        self.top_k.valueChanged.connect(lambda v: s.set("generation/top_k", int(v)))
-        self.seed.valueChanged.connect(lambda v: s.set("generation/seed", int(v)))
-        self.max_tokens.valueChanged.connect(lambda v: s.set("generation/max_tokens", int(v)))
-        self.exact.toggled.connect(lambda v: s.set("generation/exact", bool(v)))
-        self.highlight.toggled.connect(lambda v: s.set("view/highlight_draft", bool(v)))
-        self.system_prompt.textChanged.connect(
-            lambda: s.set("generation/system_prompt", self.system_prompt.toPlainText())
-        )

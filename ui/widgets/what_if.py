@@ -10,7 +10,6 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QGroupBox,
     QLabel,
-    QPushButton,
     QSlider,
     QVBoxLayout,
     QWidget,
@@ -18,6 +17,7 @@ from PySide6.QtWidgets import (
 
 from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.insight_text import WHAT_IF_DEFAULTS, what_if_figures
+from ui.named_widgets import named_label, push_button
 
 
 def _slider(name: str, maximum: int, value: int, tip: str) -> QSlider:
@@ -56,28 +56,24 @@ class WhatIf(QGroupBox):
         )
         self.c_verify.setMinimum(s // 10)  # a verification pass cannot be free
         self.values = {key: QLabel() for key in ("alpha", "gamma", "c_draft", "c_verify")}
-        self.expected = QLabel()
-        self.expected.setObjectName("whatIfExpected")
-        self.cost = QLabel()
-        self.cost.setObjectName("whatIfCost")
-        self.speedup = QLabel()
-        self.speedup.setObjectName("whatIfSpeedup")
-        self.passes = QLabel()
-        self.passes.setObjectName("whatIfPassesPerToken")
-        self.ceiling = QLabel()
-        self.ceiling.setObjectName("whatIfCeiling")
-        self.best = QLabel()
-        self.best.setObjectName("whatIfBestGamma")
-        self.best.setWordWrap(True)
-        self.from_measurement = QPushButton("Use measured")
-        self.from_measurement.setObjectName("whatIfFromMeasurement")
-        self.from_measurement.setEnabled(False)
-        self.from_measurement.setToolTip("Set the sliders to the last reply's measured values")
-        self.reset = QPushButton("Reference point")
-        self.reset.setToolTip(
-            "Back to the cost model's reference point: α 0.80, γ 4, c_draft 0.10, c_verify 1.00"
+        # Long formulas wrap in a narrow panel instead of clipping.
+        self.expected = named_label("whatIfExpected", wrap=True)
+        self.cost = named_label("whatIfCost", wrap=True)
+        self.speedup = named_label("whatIfSpeedup", wrap=True)
+        self.passes = named_label("whatIfPassesPerToken")
+        self.ceiling = named_label("whatIfCeiling")
+        self.best = named_label("whatIfBestGamma", wrap=True)
+        self.from_measurement = push_button(
+            "Use measured",
+            "whatIfFromMeasurement",
+            "Set the sliders to the last reply's measured values",
         )
-        self.reset.setObjectName("whatIfReset")
+        self.from_measurement.setEnabled(False)
+        self.reset = push_button(
+            "Reference point",
+            "whatIfReset",
+            "Back to the cost model's reference point: α 0.80, γ 4, c_draft 0.10, c_verify 1.00",
+        )
 
         grid = QGridLayout()
         for row, (label, slider, key) in enumerate(
@@ -93,8 +89,6 @@ class WhatIf(QGroupBox):
             self.values[key].setMinimumWidth(40)
             grid.addWidget(self.values[key], row, 2)
             slider.valueChanged.connect(self.recompute)
-        for figure in (self.expected, self.cost, self.speedup):
-            figure.setWordWrap(True)  # long formulas wrap in a narrow panel instead of clipping
         form = QFormLayout()
         # Narrow: a name above its value rather than a value squeezed off the right edge.
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)

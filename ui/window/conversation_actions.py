@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPlainTextEdit, QPushButton
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPlainTextEdit
 
 from app.store import StoredMessage, StoreError
 from ui.messages import describe
+from ui.named_widgets import push_button
 from ui.widgets.conversation_list import ConversationList
 from ui.widgets.conversation_view import ConversationView
 from ui.window.chat_controller import ChatController
@@ -41,9 +42,9 @@ class ConversationActions:
         self._list = conversations
         self._show_error = show_error
         self._taken: tuple[list[StoredMessage], QPlainTextEdit] | None = None
-        self.undo_button = QPushButton("Undo edit")
-        self.undo_button.setObjectName("undoEditButton")
-        self.undo_button.setToolTip("Put the last exchange back as it was")
+        self.undo_button = push_button(
+            "Undo edit", "undoEditButton", "Put the last exchange back as it was"
+        )
         self.undo_button.hide()
         self.undo_button.clicked.connect(self.undo_take_back)
         window.statusBar().addPermanentWidget(self.undo_button)

@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMenu,
     QProgressBar,
-    QPushButton,
     QScrollArea,
     QSplitter,
     QTabWidget,
@@ -24,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ui.named_widgets import push_button
 from ui.screen_fit import fit_to_screen
 from ui.settings import Settings
 from ui.themes import THEMES
@@ -76,17 +76,15 @@ class WindowLayout(QMainWindow):
         self.view = ConversationView()
         self.view.set_highlight(self.settings.get_bool("view/highlight_draft"))
         self.prompt = PromptInput()
-        self.send_button = QPushButton("Send")
-        self.send_button.setObjectName("sendButton")
-        self.send_button.setToolTip("Send (Enter)")
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("stopButton")
-        self.stop_button.setToolTip("Stop the reply and keep what was written (Esc)")
-        self.regenerate_button = QPushButton("Regenerate")
-        self.regenerate_button.setObjectName("regenerateButton")
-        self.regenerate_button.setToolTip(
+        self.send_button = push_button("Send", "sendButton", "Send (Enter)")
+        self.stop_button = push_button(
+            "Stop", "stopButton", "Stop the reply and keep what was written (Esc)"
+        )
+        self.regenerate_button = push_button(
+            "Regenerate",
+            "regenerateButton",
             "Replace the last reply with a new one (Ctrl+R). At temperature 0 the new reply is "
-            "sampled, or it would repeat the same words."
+            "sampled, or it would repeat the same words.",
         )
         self.load_bar = QProgressBar()
         self.load_bar.setObjectName("loadProgress")
@@ -94,15 +92,14 @@ class WindowLayout(QMainWindow):
         self.load_label = QLabel()
         # Stage texts name files ("writing SmolLM2-135M-Instruct.F32.gguf: …"): cut, not widen.
         self.load_label.setMinimumWidth(40)
-        self.cancel_load_button = QPushButton("Cancel")
-        self.cancel_load_button.setObjectName("cancelLoadButton")
-        self.models_button = QPushButton("Models…")
-        self.models_button.setObjectName("modelsButton")
-        self.models_button.setToolTip("Every GGUF file on disk, making drafts, downloads (Ctrl+M)")
-        self.compare_button = QPushButton("Compare drafts")
-        self.compare_button.setObjectName("compareButton")
-        self.compare_button.setToolTip(
-            "Benchmark the last prompt with plain decoding and every compatible draft"
+        self.cancel_load_button = push_button("Cancel", "cancelLoadButton")
+        self.models_button = push_button(
+            "Models…", "modelsButton", "Every GGUF file on disk, making drafts, downloads (Ctrl+M)"
+        )
+        self.compare_button = push_button(
+            "Compare drafts",
+            "compareButton",
+            "Benchmark the last prompt with plain decoding and every compatible draft",
         )
         self.metrics = MetricsPanel()
         self.metrics.set_speculation(self.settings.get_bool("generation/speculation"))
