@@ -16,59 +16,66 @@ class SpecChatError(Exception):
     """Base class for errors caused by user input or the user's files, not by bugs."""
 
 
-class ModelLoadError(SpecChatError):
+class _FactsError(SpecChatError):
+    """An error whose message is worded from the facts it was raised with. Errors cross a
+    process boundary (app/engine/isolated.py) by pickle, which rebuilds this one from those
+    facts with its own __init__ (Exception's way would pass it the message alone)."""
+
+    def __init__(self, message: str, *facts: object) -> None:
+        super().__init__(message)
+        self._facts = facts
+
+    def __reduce__(self) -> tuple[type[_FactsError], tuple[object, ...]]:
+        return (type(self), self._facts)
+
+
+class ModelLoadError(_FactsError):
     """A model file is missing, unreadable, not a GGUF, truncated, or llama.cpp refused it."""
 
     def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"cannot load model {path!s}: {reason}")
+        super().__init__(f"cannot load model {path!s}: {reason}", path, reason)
         self.path = path
         self.reason = reason
 
-    def __reduce__(self) -> tuple[type[ModelLoadError], tuple[str, str]]:
-        # Errors cross a process boundary (app/engine/isolated.py) by pickle.
-        return (type(self), (self.path, self.reason))
 
-
-class DraftIncompatibleError(SpecChatError):
+class DraftIncompatibleError(_FactsError):
     """The draft cannot speculate for the target (different vocabulary or special tokens)."""
 
     def __init__(self, draft: str, target: str, reason: str) -> None:
-        super().__init__(f"draft {draft} is not compatible with target {target}: {reason}")
+        super().__init__(
+            f"draft {draft} is not compatible with target {target}: {reason}", draft, target, reason
+        )
         self.draft = draft
         self.target = target
         self.reason = reason
 
-    def __reduce__(self) -> tuple[type[DraftIncompatibleError], tuple[str, str, str]]:
-        return (type(self), (self.draft, self.target, self.reason))
 
-
-class ContextOverflowError(SpecChatError):
+class ContextOverflowError(_FactsError):
     """The prompt does not fit in the context window."""
 
     def __init__(self, n_tokens: int, n_ctx: int) -> None:
-        super().__init__(f"the prompt is {n_tokens} tokens but the context holds {n_ctx}")
+        super().__init__(
+            f"the prompt is {n_tokens} tokens but the context holds {n_ctx}", n_tokens, n_ctx
+        )
         self.n_tokens = n_tokens
         self.n_ctx = n_ctx
 
-    def __reduce__(self) -> tuple[type[ContextOverflowError], tuple[int, int]]:
-        return (type(self), (self.n_tokens, self.n_ctx))
 
-
-class KvCacheFullError(SpecChatError):
+class KvCacheFullError(_FactsError):
     """llama.cpp found no room in the KV cache for a batch, although the history fits n_ctx."""
 
     def __init__(self, n_cached: int, n_new: int, n_ctx: int) -> None:
         # The log's line; the user reads user_message's plainer words.
         super().__init__(
             f"the model's KV cache has no room for {n_new} more tokens after {n_cached} "
-            f"(context of {n_ctx} tokens)"
+            f"(context of {n_ctx} tokens)",
+            n_cached,
+            n_new,
+            n_ctx,
         )
         self.n_cached = n_cached
         self.n_new = n_new
         self.n_ctx = n_ctx
-
-    def __reduce__(self) -> tuple[type[KvCacheFullError], tuple[int, int, int]]:
-        return (type(self), (self.n_cached, self.n_new, self.n_ctx))
 
 
 class InvalidSettingError(SpecChatError):
@@ -91,16 +98,13 @@ class RpcUnavailableError(RpcError):
     """The installed llama.cpp was built without the RPC backend."""
 
 
-class RpcConnectError(RpcError):
+class RpcConnectError(RpcError, _FactsError):
     """A worker is unreachable, did not complete the handshake, or speaks another version."""
 
     def __init__(self, endpoint: str, reason: str) -> None:
-        super().__init__(f"RPC worker {endpoint}: {reason}")
+        super().__init__(f"RPC worker {endpoint}: {reason}", endpoint, reason)
         self.endpoint = endpoint
         self.reason = reason
-
-    def __reduce__(self) -> tuple[type[RpcConnectError], tuple[str, str]]:
-        return (type(self), (self.endpoint, self.reason))
 
 
 class RpcWorkerLostError(RpcError):

@@ -6,10 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from app.bench.prompts import BenchPrompt
 from app.engine.config import GenerationConfig
 from app.engine.gamma import OFF, GammaSetting, parse_gamma
 from app.engine.token_tree_policy import TreeMode
 from app.errors import InvalidSettingError
+from app.llama.config import ModelConfig
 
 ALL_CLASSES = "all"
 PLAIN_LABEL = "plain"
@@ -49,6 +51,31 @@ class BenchConfig:
     @property
     def is_plain(self) -> bool:
         return self.draft is None
+
+
+@dataclass(frozen=True, slots=True)
+class BenchSettings:
+    """What a benchmark compares and how: every draft at every γ, on the prompts, each run
+    from the base generation settings, `repeats` times, after an untimed warm-up run of each
+    model unless `warmup` is False. draft_template carries the drafts' context, GPU-layer and
+    thread settings (its path ignored)."""
+
+    drafts: Sequence[DraftChoice]
+    gammas: Sequence[GammaSetting]
+    prompts: Sequence[BenchPrompt]
+    base: GenerationConfig
+    repeats: int = 1
+    draft_template: ModelConfig | None = None
+    warmup: bool = True
+
+    def check(self) -> None:
+        self.base.validate()
+        check_drafts(self.drafts)
+        if not self.prompts:
+            raise InvalidSettingError("the benchmark needs at least one prompt")
+
+    def configs(self) -> list[BenchConfig]:
+        return plan_configs(self.drafts, self.gammas)
 
 
 def parse_gammas(text: str) -> list[GammaSetting]:

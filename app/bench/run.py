@@ -27,7 +27,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from app.bench.figures import RunRecord
-from app.bench.plan import PLAIN_LABEL, BenchConfig, generation_for, interleaved_schedule
+from app.bench.plan import (
+    PLAIN_LABEL,
+    BenchConfig,
+    BenchSettings,
+    generation_for,
+    interleaved_schedule,
+)
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, NoticeEvent
@@ -109,50 +115,49 @@ def phase_runs(n_configs: int, n_prompts: int, repeats: int) -> int:
     return n_configs * n_prompts * repeats
 
 
-def measure(
-    runtime: Runtime,
-    configs: Sequence[BenchConfig],
-    labels: DraftLabels,
-    prompt_ids: Sequence[Sequence[int]],
-    prompt_classes: Sequence[str],
-    *,
-    base: GenerationConfig,
-    repeats: int = 1,
-    warmup: bool = True,
-    progress: ProgressFn | None = None,
-    control: GenerationControl | None = None,
-    phase: Phase | None = None,
-) -> list[RunRecord]:
+@dataclass(frozen=True)
+class Measurement:
+    """What every phase of one benchmark runs with: the models, the settings and the plan made
+    of them, the prompts' token ids, the progress and stop control."""
+
+    runtime: Runtime
+    settings: BenchSettings
+    configs: Sequence[BenchConfig]
+    prompt_ids: Sequence[Sequence[int]]
+    progress: ProgressFn | None
+    control: GenerationControl
+
+
+def measure(bench: Measurement, labels: DraftLabels, phase: Phase | None = None) -> list[RunRecord]:
     """Run the interleaved schedule of one phase and return every timed run, in run order."""
-    if not configs or not configs[0].is_plain:
+    settings = bench.settings
+    if not bench.configs or not bench.configs[0].is_plain:
         raise InvalidSettingError("the first configuration must be plain decoding")
-    if repeats < 1:
-        raise InvalidSettingError(f"--repeat must be at least 1, got {repeats}")
-    control = control or GenerationControl()
+    if settings.repeats < 1:
+        raise InvalidSettingError(f"--repeat must be at least 1, got {settings.repeats}")
     phase = phase or Phase()
-    chosen = [0, *(i for i in (phase.configs or range(1, len(configs))) if i != 0)]
-    schedule = interleaved_schedule(len(chosen), len(prompt_ids), repeats)
+    chosen = [0, *(i for i in (phase.configs or range(1, len(bench.configs))) if i != 0)]
+    schedule = interleaved_schedule(len(chosen), len(bench.prompt_ids), settings.repeats)
     total = phase.total if phase.total is not None else len(schedule)
-    if warmup:
-        _warm_up(
-            runtime, [configs[i] for i in chosen], labels, prompt_ids[0], base=base, control=control
-        )
+    if settings.warmup:
+        _warm_up(bench, [bench.configs[i] for i in chosen], labels)
     records: list[RunRecord] = []
     for offset, (slot, pi, rep) in enumerate(schedule):
-        if control.stop_requested:
+        if bench.control.stop_requested:
             raise Cancelled("benchmark cancelled")
         ci = chosen[slot]
-        config = configs[ci]
+        config = bench.configs[ci]
         sequence = phase.first_sequence + offset
-        if progress:
-            progress(sequence, total, f"{config.label} · {prompt_classes[pi]} #{pi + 1}")
+        prompt_class = settings.prompts[pi].prompt_class
+        if bench.progress:
+            bench.progress(sequence, total, f"{config.label} · {prompt_class} #{pi + 1}")
         outcome = run_once(
-            runtime,
+            bench.runtime,
             config,
             labels,
-            prompt_ids[pi],
-            generation=generation_for(config, base),
-            control=control,
+            bench.prompt_ids[pi],
+            generation=generation_for(config, settings.base),
+            control=bench.control,
         )
         result = outcome.result
         if result.finish_reason == "cancelled":
@@ -165,7 +170,7 @@ def measure(
                 config=ci,
                 prompt=pi,
                 repeat=rep,
-                prompt_class=prompt_classes[pi],
+                prompt_class=prompt_class,
                 prompt_tokens=stats.prompt_tokens,
                 token_ids=tuple(result.token_ids),
                 finish_reason=result.finish_reason,
@@ -180,21 +185,14 @@ def measure(
                 phase=phase.index,
             )
         )
-    if progress and phase.first_sequence + len(schedule) >= total:
-        progress(total, total, "done")
+    if bench.progress and phase.first_sequence + len(schedule) >= total:
+        bench.progress(total, total, "done")
     return records
 
 
-def _warm_up(
-    runtime: Runtime,
-    configs: Sequence[BenchConfig],
-    labels: DraftLabels,
-    prompt: Sequence[int],
-    *,
-    base: GenerationConfig,
-    control: GenerationControl,
-) -> None:
+def _warm_up(bench: Measurement, configs: Sequence[BenchConfig], labels: DraftLabels) -> None:
     """Untimed: pages every model in and gives the engine its first plain-step measurement."""
+    base = bench.settings.base
     short = replace(base, max_tokens=min(WARMUP_TOKENS, base.max_tokens))
     seen: set[str] = set()
     for config in configs:
@@ -202,13 +200,13 @@ def _warm_up(
         if key in seen:
             continue
         seen.add(key)
-        if control.stop_requested:
+        if bench.control.stop_requested:
             raise Cancelled("benchmark cancelled")
         run_once(
-            runtime,
+            bench.runtime,
             config,
             labels,
-            prompt,
+            bench.prompt_ids[0],
             generation=generation_for(config, short),
-            control=control,
+            control=bench.control,
         )

@@ -14,18 +14,12 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from app.bench.figures import RunRecord
-from app.bench.plan import (
-    PLAIN_LABEL,
-    BenchConfig,
-    DraftChoice,
-    check_drafts,
-    plan_configs,
-)
+from app.bench.plan import PLAIN_LABEL, BenchConfig, BenchSettings, DraftChoice
 from app.bench.prompts import BenchPrompt
-from app.bench.run import Phase, ProgressFn, measure, phase_runs
+from app.bench.run import Measurement, Phase, ProgressFn, measure, phase_runs
 from app.bench.summary import BenchReport, summarize
 from app.bench.turns import prompt_ids_for
 from app.engine.config import GenerationConfig
@@ -38,13 +32,6 @@ from app.llama.model import LoadProgress
 
 # Drafts the benchmark loads are held under this prefix, apart from the labels of a chat's own.
 _LABEL_PREFIX = "bench: "
-
-
-def _check(base: GenerationConfig, drafts: Sequence[DraftChoice], prompts: Sequence[Any]) -> None:
-    base.validate()
-    check_drafts(drafts)
-    if not prompts:
-        raise InvalidSettingError("the benchmark needs at least one prompt")
 
 
 def _cancellable(control: GenerationControl) -> LoadProgress:
@@ -83,6 +70,13 @@ def _model_bytes(runtime: Runtime, label: str | None) -> int:
     return facts.weights_bytes + facts.kv_cache_bytes if facts is not None else 0
 
 
+def _memory(runtime: Runtime, labels: dict[str, str]) -> dict[str, int]:
+    """Bytes per model held: the target under PLAIN_LABEL, each draft under its bench label."""
+    memory = {PLAIN_LABEL: _model_bytes(runtime, None)}
+    memory.update({name: _model_bytes(runtime, label) for name, label in labels.items()})
+    return memory
+
+
 def _phase_configs(
     configs: Sequence[BenchConfig], drafts: Sequence[DraftChoice]
 ) -> tuple[int, ...]:
@@ -90,59 +84,39 @@ def _phase_configs(
     return tuple(i for i, c in enumerate(configs) if c.draft is not None and c.draft.label in names)
 
 
-def _report(
-    *,
-    runtime: Runtime,
-    configs: Sequence[BenchConfig],
-    prompts: Sequence[BenchPrompt],
-    ids: Sequence[Sequence[int]],
-    runs: Sequence[RunRecord],
-    base: GenerationConfig,
-    repeats: int,
-    memory: dict[str, int],
-    warmup: bool,
-) -> BenchReport:
-    assert runtime.target is not None
-    target = runtime.target.config
+def _report(bench: Measurement, runs: Sequence[RunRecord], memory: dict[str, int]) -> BenchReport:
+    assert bench.runtime.target is not None
+    target = bench.runtime.target.config
+    settings = bench.settings
     return summarize(
         target=target.path,
-        configs=configs,
-        prompts=prompts,
-        prompt_tokens=[len(i) for i in ids],
+        configs=bench.configs,
+        prompts=settings.prompts,
+        prompt_tokens=[len(i) for i in bench.prompt_ids],
         runs=runs,
-        base=base,
-        repeats=repeats,
+        base=settings.base,
+        repeats=settings.repeats,
         memory_bytes=memory,
         extra_settings={
             "n_ctx": target.n_ctx,
             "n_gpu_layers": target.n_gpu_layers,
             "threads": target.n_threads,
-            "warmup": warmup,
+            "warmup": settings.warmup,
         },
     )
 
 
 def run_benchmark(
-    *,
     target: ModelConfig,
-    drafts: Sequence[DraftChoice],
-    gammas: Sequence[GammaSetting],
-    prompts: Sequence[BenchPrompt],
-    base: GenerationConfig,
-    repeats: int = 1,
-    draft_template: ModelConfig | None = None,
-    warmup: bool = True,
+    settings: BenchSettings,
+    *,
     progress: ProgressFn | None = None,
     control: GenerationControl | None = None,
     vet_draft: DraftVetter | None = None,
 ) -> BenchReport:
-    """Load the target and every draft (vetted first), run them all interleaved, summarise.
-
-    draft_template carries the drafts' context, GPU-layer and thread settings (path ignored).
-    """
-    _check(base, drafts, prompts)
+    """Load the target and every draft (vetted first), run them all interleaved, summarise."""
+    settings.check()
     control = control or GenerationControl()
-    configs = plan_configs(drafts, gammas)
     # The suffix drafter's past chats are the prompts' `recall` turns alone: replies of the
     # runs themselves are not remembered, so no configuration drafts from another's output.
     history = tempfile.TemporaryDirectory(prefix="specchat-bench-")
@@ -154,33 +128,14 @@ def run_benchmark(
     )
     try:
         runtime.load_target(target, progress=_cancellable(control))
-        labels = {d.label: _add_draft(runtime, d, draft_template, control) for d in drafts}
-        memory = {PLAIN_LABEL: _model_bytes(runtime, None)}
-        memory.update({name: _model_bytes(runtime, label) for name, label in labels.items()})
-        ids = prompt_ids_for(runtime, prompts, base)
-        runs = measure(
-            runtime,
-            configs,
-            labels,
-            ids,
-            [p.prompt_class for p in prompts],
-            base=base,
-            repeats=repeats,
-            warmup=warmup,
-            progress=progress,
-            control=control,
-        )
-        return _report(
-            runtime=runtime,
-            configs=configs,
-            prompts=prompts,
-            ids=ids,
-            runs=runs,
-            base=base,
-            repeats=repeats,
-            memory=memory,
-            warmup=warmup,
-        )
+        labels = {
+            d.label: _add_draft(runtime, d, settings.draft_template, control)
+            for d in settings.drafts
+        }
+        memory = _memory(runtime, labels)
+        ids = prompt_ids_for(runtime, settings.prompts, settings.base)
+        bench = Measurement(runtime, settings, settings.configs(), ids, progress, control)
+        return _report(bench, measure(bench, labels), memory)
     finally:
         runtime.close()
         history.cleanup()
@@ -188,14 +143,8 @@ def run_benchmark(
 
 def bench_on_runtime(
     runtime: Runtime,
+    settings: BenchSettings,
     *,
-    drafts: Sequence[DraftChoice],
-    gammas: Sequence[GammaSetting],
-    prompts: Sequence[BenchPrompt],
-    base: GenerationConfig,
-    repeats: int = 1,
-    draft_template: ModelConfig | None = None,
-    warmup: bool = True,
     progress: ProgressFn | None = None,
     control: GenerationControl | None = None,
     partial: PartialFn | None = None,
@@ -212,9 +161,9 @@ def bench_on_runtime(
     """
     if runtime.target is None:
         raise InvalidSettingError("no target model is loaded")
-    _check(base, drafts, prompts)
+    settings.check()
     control = control or GenerationControl()
-    configs = plan_configs(drafts, gammas)
+    drafts = settings.drafts
     labels: dict[str, str] = {}
     for d in drafts:
         held = runtime.find_draft(d.path)
@@ -222,28 +171,14 @@ def bench_on_runtime(
             labels[d.label] = held
     resident = [d for d in drafts if d.label in labels]
     phases = ([resident] if resident else []) + [[d] for d in drafts if d.label not in labels]
-    ids = prompt_ids_for(runtime, prompts, base)
-    counts = [len(_phase_configs(configs, group)) + 1 for group in phases]
-    total = sum(phase_runs(n, len(ids), repeats) for n in counts)
-    memory = {PLAIN_LABEL: _model_bytes(runtime, None)}
-    memory.update({name: _model_bytes(runtime, label) for name, label in labels.items()})
+    ids = prompt_ids_for(runtime, settings.prompts, settings.base)
+    bench = Measurement(runtime, settings, settings.configs(), ids, progress, control)
+    counts = [len(_phase_configs(bench.configs, group)) + 1 for group in phases]
+    total = sum(phase_runs(n, len(ids), settings.repeats) for n in counts)
+    memory = _memory(runtime, labels)
     selected = runtime.selected_draft
     runs: list[RunRecord] = []
     parked: dict[str, ModelConfig] = {}
-
-    def report_of(measured: list[RunRecord]) -> BenchReport:
-        return _report(
-            runtime=runtime,
-            configs=configs,
-            prompts=prompts,
-            ids=ids,
-            runs=measured,
-            base=base,
-            repeats=repeats,
-            memory=memory,
-            warmup=warmup,
-        )
-
     try:
         for index, group in enumerate(phases):
             if index == 1 and resident:
@@ -254,24 +189,13 @@ def bench_on_runtime(
             try:
                 for d in group:
                     if d.label not in labels:
-                        labels[d.label] = _add_draft(runtime, d, draft_template, control)
+                        labels[d.label] = _add_draft(runtime, d, settings.draft_template, control)
                         added.append(labels[d.label])
                         memory[d.label] = _model_bytes(runtime, labels[d.label])
-                runs += measure(
-                    runtime,
-                    configs,
-                    labels,
-                    ids,
-                    [p.prompt_class for p in prompts],
-                    base=base,
-                    repeats=repeats,
-                    warmup=warmup,
-                    progress=progress,
-                    control=control,
-                    phase=Phase(index, _phase_configs(configs, group), len(runs), total),
-                )
+                phase = Phase(index, _phase_configs(bench.configs, group), len(runs), total)
+                runs += measure(bench, labels, phase)
                 if partial is not None and index < len(phases) - 1:
-                    partial(report_of(runs))
+                    partial(_report(bench, runs, memory))
             finally:
                 for label in added:
                     runtime.free_draft(label)
@@ -280,7 +204,7 @@ def bench_on_runtime(
             runtime.add_draft(label, config, vetted=True)
         runtime.select_draft(selected if selected in runtime.draft_labels else None)
         runtime.reset_caches()
-    return report_of(runs)
+    return _report(bench, runs, memory)
 
 
 PartialFn = Callable[[BenchReport], None]
@@ -300,10 +224,27 @@ class BenchCallable(Protocol):
     ) -> BenchReport: ...
 
 
-def _one_prompt(text: str) -> list[BenchPrompt]:
-    if not text.strip():
-        raise InvalidSettingError("write a prompt to compare on")
-    return [BenchPrompt("prompt", "prompt", text)]
+_SettingsBench = Callable[
+    [BenchSettings, ProgressFn, GenerationControl, PartialFn | None], BenchReport
+]
+
+
+def _on_prompt(settings: BenchSettings, bench: _SettingsBench) -> BenchCallable:
+    """What the Compare dialog runs: `bench` on the settings with the user's prompt as their
+    one prompt."""
+
+    def run(
+        text: str,
+        progress: ProgressFn,
+        control: GenerationControl,
+        partial: PartialFn | None = None,
+    ) -> BenchReport:
+        if not text.strip():
+            raise InvalidSettingError("write a prompt to compare on")
+        prompts = [BenchPrompt("prompt", "prompt", text)]
+        return bench(replace(settings, prompts=prompts), progress, control, partial)
+
+    return run
 
 
 def prompt_bench(
@@ -316,29 +257,16 @@ def prompt_bench(
     draft_template: ModelConfig | None = None,
     vet_draft: DraftVetter | None = None,
 ) -> BenchCallable:
-    """A benchmark of one user-written prompt that loads its own copies of the models."""
+    """A benchmark of one user-written prompt that loads its own copies of the models.
 
-    def run(
-        text: str,
-        progress: ProgressFn,
-        control: GenerationControl,
-        partial: PartialFn | None = None,
-    ) -> BenchReport:
-        del partial  # every configuration runs interleaved with every other: one report
-        return run_benchmark(
-            target=target,
-            drafts=drafts,
-            gammas=gammas,
-            prompts=_one_prompt(text),
-            base=base,
-            repeats=repeats,
-            draft_template=draft_template,
-            progress=progress,
-            control=control,
-            vet_draft=vet_draft,
-        )
-
-    return run
+    Every configuration runs interleaved with every other: one report, no partial ones.
+    """
+    return _on_prompt(
+        BenchSettings(drafts, gammas, (), base, repeats, draft_template),
+        lambda settings, progress, control, _partial: run_benchmark(
+            target, settings, progress=progress, control=control, vet_draft=vet_draft
+        ),
+    )
 
 
 def prompt_bench_on(
@@ -354,24 +282,9 @@ def prompt_bench_on(
 
     The callable must run on the thread that owns the runtime (the window's engine worker).
     """
-
-    def run(
-        text: str,
-        progress: ProgressFn,
-        control: GenerationControl,
-        partial: PartialFn | None = None,
-    ) -> BenchReport:
-        return bench_on_runtime(
-            runtime,
-            drafts=drafts,
-            gammas=gammas,
-            prompts=_one_prompt(text),
-            base=base,
-            repeats=repeats,
-            draft_template=draft_template,
-            progress=progress,
-            control=control,
-            partial=partial,
-        )
-
-    return run
+    return _on_prompt(
+        BenchSettings(drafts, gammas, (), base, repeats, draft_template),
+        lambda settings, progress, control, partial: bench_on_runtime(
+            runtime, settings, progress=progress, control=control, partial=partial
+        ),
+    )

@@ -186,3 +186,12 @@ def add_gamma_argument(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_GAMMA_SETTING,
         help=f"draft length: {GAMMA_HELP}",
     )
+
+
+def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    """Everything a command that loads a target and a draft and generates with them takes:
+    the model files, the draft, γ and sampling, in that order in --help."""
+    add_model_arguments(parser)
+    add_draft_argument(parser)
+    add_gamma_argument(parser)
+    add_sampling_arguments(parser)

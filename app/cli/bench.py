@@ -17,12 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from app.bench.chart import save_plot
 from app.bench.openai_stream import parse_endpoint
-from app.bench.plan import DraftChoice, parse_gammas
+from app.bench.plan import BenchSettings, DraftChoice, parse_gammas
 from app.bench.prompts import BUILTIN, BUILTIN_CLASSES, load_prompts
 from app.bench.remote import check_servers, run_remote_bench
 from app.bench.remote_table import format_remote_table
@@ -77,30 +79,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         f"'{DEMO_PRUNED}' = the demo draft with layers 9-28 removed (useless on purpose), "
         f"'{DRAFT_SUFFIX}' = the prompt's own text, no draft model ('ngram' is another name)",
     )
-    bench.add_argument(
-        "--gamma",
-        type=_gammas,
-        default=_gammas(DEFAULT_GAMMAS),
-        metavar="G[,G...]",
-        help=f"γ settings to compare, comma-separated, each {GAMMA_HELP} "
-        f"(default {DEFAULT_GAMMAS})",
-    )
-    bench.add_argument(
-        "--suffix",
-        type=_suffix_modes,
-        default=_suffix_modes("on"),
-        metavar="on|off|on,off",
-        help="whether each draft model drafts together with the suffix index; 'on,off' runs "
-        "both, side by side",
-    )
-    bench.add_argument(
-        "--trees",
-        type=_tree_modes,
-        default=_tree_modes("auto"),
-        metavar="auto|on|off[,...]",
-        help="whether the suffix index alone drafts token trees: 'auto' where γ auto measured "
-        "that they pay; 'on,off' runs both, side by side",
-    )
+    _add_compared_arguments(bench)
     bench.add_argument(
         "--prompts",
         default=BUILTIN,
@@ -124,6 +103,38 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     bench.set_defaults(handler=run_bench, check=check_bench_args)
 
 
+def _add_compared_arguments(bench: argparse.ArgumentParser) -> None:
+    # The settings compared side by side: each flag takes a comma-separated list, and its
+    # default is written as a user would type it, then parsed like one.
+    compared: tuple[tuple[str, Callable[[str], list[Any]], str, str, str], ...] = (
+        (
+            "--gamma",
+            _gammas,
+            DEFAULT_GAMMAS,
+            "G[,G...]",
+            f"γ settings to compare, comma-separated, each {GAMMA_HELP} (default {DEFAULT_GAMMAS})",
+        ),
+        (
+            "--suffix",
+            _suffix_modes,
+            "on",
+            "on|off|on,off",
+            "whether each draft model drafts together with the suffix index; 'on,off' runs "
+            "both, side by side",
+        ),
+        (
+            "--trees",
+            _tree_modes,
+            "auto",
+            "auto|on|off[,...]",
+            "whether the suffix index alone drafts token trees: 'auto' where γ auto measured "
+            "that they pay; 'on,off' runs both, side by side",
+        ),
+    )
+    for flag, parse, default, metavar, text in compared:
+        bench.add_argument(flag, type=parse, default=parse(default), metavar=metavar, help=text)
+
+
 def _add_server_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument(
         "--server",
@@ -144,8 +155,12 @@ def _add_server_arguments(bench: argparse.ArgumentParser) -> None:
     )
 
 
+def _listed(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
 def _suffix_modes(value: str) -> list[bool]:
-    modes = [part.strip() for part in value.split(",") if part.strip()]
+    modes = _listed(value)
     if not modes or any(m not in ("on", "off") for m in modes):
         raise argparse.ArgumentTypeError(f"--suffix takes on, off or on,off, got {value!r}")
     return [m == "on" for m in dict.fromkeys(modes)]
@@ -165,7 +180,7 @@ def _with_suffix_modes(choices: list[DraftChoice], modes: list[bool]) -> list[Dr
 
 
 def _tree_modes(value: str) -> list[TreeMode]:
-    modes = [part.strip() for part in value.split(",") if part.strip()]
+    modes = _listed(value)
     if not modes or any(m not in TREE_MODES for m in modes):
         raise argparse.ArgumentTypeError(f"--trees takes auto, on, off or a list, got {value!r}")
     return [m for m in TREE_MODES if m in modes]
@@ -267,8 +282,7 @@ def measure_and_report(args: argparse.Namespace) -> int:
     drafts = _with_tree_modes(_with_suffix_modes(choices, args.suffix), args.trees)
     target = target_config(args)
     draft_template = draft_config(args, target.path)  # each draft's own path replaces it
-    report = run_benchmark(
-        target=target,
+    settings = BenchSettings(
         drafts=drafts,
         gammas=args.gamma,
         prompts=prompts,
@@ -276,6 +290,10 @@ def measure_and_report(args: argparse.Namespace) -> int:
         repeats=args.repeat,
         draft_template=draft_template,
         warmup=not args.no_warmup,
+    )
+    report = run_benchmark(
+        target,
+        settings,
         progress=None if args.quiet else _progress,
         vet_draft=check_draft_file,
     )

@@ -29,10 +29,7 @@ from typing import Any
 from app.bench.prompts import BenchPrompt, load_prompts
 from app.cli.args import (
     DRAFT_SUFFIX,
-    add_draft_argument,
-    add_gamma_argument,
-    add_model_arguments,
-    add_sampling_arguments,
+    add_generation_arguments,
     draft_source,
     generation_from_args,
     resolve_model_path,
@@ -52,10 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bench-server",
         description="Tokens/s through `specchat serve` against the same engine in-process.",
     )
-    add_model_arguments(parser)
-    add_draft_argument(parser)
-    add_gamma_argument(parser)
-    add_sampling_arguments(parser)
+    add_generation_arguments(parser)
     parser.add_argument("--prompts", default="builtin", help="builtin, builtin:CLASS,... or FILE")
     parser.add_argument("--repeat", type=int, default=1, help="replies per prompt and side")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")

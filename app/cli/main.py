@@ -19,10 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn, cast
 
 from app.cli.args import (
-    add_draft_argument,
-    add_gamma_argument,
-    add_model_arguments,
-    add_sampling_arguments,
+    add_generation_arguments,
     check_model_args,
     draft_source,
     generation_from_args,
@@ -81,10 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     gen = commands.add_parser("generate", help="generate one reply headless")
-    add_model_arguments(gen)
-    add_draft_argument(gen)
-    add_gamma_argument(gen)
-    add_sampling_arguments(gen)
+    add_generation_arguments(gen)
     wrap = gen.add_mutually_exclusive_group()
     wrap.add_argument(
         "--raw",

@@ -19,12 +19,10 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from app.cli.args import (
-    add_draft_argument,
-    add_gamma_argument,
-    add_model_arguments,
-    add_sampling_arguments,
+    add_generation_arguments,
     draft_source,
     generation_from_args,
 )
@@ -54,10 +52,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "Requests run one at a time, in order; each answer carries llama-server-style "
         "`timings` and a `speculation` object.",
     )
-    add_model_arguments(serve)
-    add_draft_argument(serve)
-    add_gamma_argument(serve)  # the default of each request's speculative.n_max
-    add_sampling_arguments(serve)
+    # Its --gamma is the default of each request's speculative.n_max.
+    add_generation_arguments(serve)
     add_rpc_arguments(serve)
     serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
     serve.add_argument(
@@ -131,23 +127,24 @@ def _add_limit_arguments(serve: argparse.ArgumentParser) -> None:
     )
 
 
+# Each Limits field and the flag that sets it, in the order they are checked.
+_LIMIT_FLAGS = {
+    "header_timeout_s": "--header-timeout",
+    "body_timeout_s": "--body-timeout",
+    "max_connections": "--max-connections",
+    "max_messages": "--max-messages",
+    "max_prompt_chars": "--max-prompt-chars",
+}
+
+
 def _limits(args: argparse.Namespace) -> Limits:
-    for flag, value in (
-        ("--header-timeout", args.header_timeout),
-        ("--body-timeout", args.body_timeout),
-        ("--max-connections", args.max_connections),
-        ("--max-messages", args.max_messages),
-        ("--max-prompt-chars", args.max_prompt_chars),
-    ):
+    values: dict[str, Any] = {}
+    for field, flag in _LIMIT_FLAGS.items():
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
         if value is not None and not 0 < value < math.inf:  # also refuses nan
             raise InvalidSettingError(f"{flag} must be a number greater than 0, got {value}")
-    return Limits(
-        header_timeout_s=args.header_timeout,
-        body_timeout_s=args.body_timeout,
-        max_connections=args.max_connections,
-        max_messages=args.max_messages,
-        max_prompt_chars=args.max_prompt_chars,
-    )
+        values[field] = value
+    return Limits(**values)
 
 
 def run_serve(args: argparse.Namespace) -> int:

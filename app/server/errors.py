@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from app.errors import SpecChatError, user_message
@@ -68,6 +69,18 @@ def _default_type(status: int) -> str:
 
 def invalid(param: str, message: str, *, code: str = "invalid_value") -> ApiError:
     return ApiError(400, message, code=code, param=param)
+
+
+def finite_number(value: object, param: str, name: str) -> float | None:
+    """value as a float, None when absent; anything but a finite number (true and false
+    included) is refused in words naming `name`, quoted as the client wrote it."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise invalid(param, f"{name} must be a number", code="invalid_type")
+    if not math.isfinite(value):
+        raise invalid(param, f"{name} must be a finite number")
+    return float(value)
 
 
 def refused(

@@ -9,7 +9,6 @@ are ignored, as OpenAI-compatible servers do, because clients send many optional
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
@@ -19,7 +18,7 @@ from app.engine.gamma import GammaSetting, parse_gamma
 from app.engine.tool_calls import DESCRIBED, ToolDialect
 from app.errors import InvalidSettingError
 from app.metrics.cost_model import MAX_GAMMA
-from app.server.errors import ApiError, invalid, refused
+from app.server.errors import ApiError, finite_number, invalid, refused
 from app.server.tools import ToolRequest, earlier_calls, parse_tools, reply_constraint
 from app.server.unsupported import refuse_unsupported
 
@@ -157,14 +156,7 @@ def _pick(value: _T | None, default: _T) -> _T:
 
 
 def _number(fields: dict[str, Any], name: str) -> float | None:
-    value = fields.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise invalid(name, f"'{name}' must be a number", code="invalid_type")
-    if not math.isfinite(value):
-        raise invalid(name, f"'{name}' must be a finite number")
-    return float(value)
+    return finite_number(fields.get(name), name, f"'{name}'")
 
 
 def _integer(fields: dict[str, Any], name: str) -> int | None:

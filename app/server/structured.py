@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from app.engine.constraint import Grammar
-from app.server.errors import ApiError, invalid
+from app.server.errors import ApiError, finite_number, invalid
 
 # The converter leaves integer bounds out of its grammar; a bounded integer is written as the
 # list of its values instead, for ranges up to this size (a longer list slows every mask).
@@ -126,14 +126,7 @@ def _bounded(node: Any, where: str) -> Any:
 
 def _integer_range(schema: dict[str, Any], where: str) -> tuple[int, int]:
     def bound(key: str) -> float | None:
-        value = schema.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise invalid(where, f"'{where}': '{key}' must be a number", code="invalid_type")
-        if not math.isfinite(value):
-            raise invalid(where, f"'{where}': '{key}' must be a finite number")
-        return float(value)
+        return finite_number(schema.get(key), where, f"'{where}': '{key}'")
 
     lows = [math.ceil(v) for v in (bound("minimum"),) if v is not None]
     lows += [math.floor(v) + 1 for v in (bound("exclusiveMinimum"),) if v is not None]

@@ -19,6 +19,7 @@ from app.bench.chart import save_plot
 from app.bench.figures import RunRecord, figures_for
 from app.bench.plan import (
     BenchConfig,
+    BenchSettings,
     DraftChoice,
     interleaved_schedule,
     parse_gammas,
@@ -255,13 +256,15 @@ def pruned_draft(demo_models: Any) -> Path:
 def greedy_report(demo_models: Any, pruned_draft: Path) -> Iterator[BenchReport]:
     prompts = [BenchPrompt("chat", "short", "Name three colours."), *load_prompts("builtin:code")]
     yield run_benchmark(
-        target=ModelConfig(str(demo_models.f32), n_ctx=1024, n_threads=THREADS),
-        drafts=[DraftChoice("q4_1", demo_models.q4_1), DraftChoice("pruned", pruned_draft)],
-        gammas=[fixed(3), AUTO],
-        prompts=prompts[:2],
-        base=GenerationConfig(max_tokens=12, gamma=fixed(4)),
-        repeats=2,
-        draft_template=ModelConfig(str(demo_models.q4_1), n_ctx=1024, n_threads=THREADS),
+        ModelConfig(str(demo_models.f32), n_ctx=1024, n_threads=THREADS),
+        BenchSettings(
+            drafts=[DraftChoice("q4_1", demo_models.q4_1), DraftChoice("pruned", pruned_draft)],
+            gammas=[fixed(3), AUTO],
+            prompts=prompts[:2],
+            base=GenerationConfig(max_tokens=12, gamma=fixed(4)),
+            repeats=2,
+            draft_template=ModelConfig(str(demo_models.q4_1), n_ctx=1024, n_threads=THREADS),
+        ),
     )
 
 
@@ -334,13 +337,15 @@ def test_report_figures_are_complete(greedy_report: BenchReport, tmp_path: Path)
 
 def test_sampled_runs_do_not_claim_identity(demo_models: Any) -> None:
     report = run_benchmark(
-        target=ModelConfig(str(demo_models.f32), n_ctx=512, n_threads=THREADS),
-        drafts=[DraftChoice("q4_1", demo_models.q4_1)],
-        gammas=[fixed(2)],
-        prompts=[BenchPrompt("chat", "short", "Say hello.")],
-        base=GenerationConfig(max_tokens=6, sampling=SamplingConfig(temperature=0.8, seed=7)),
-        draft_template=ModelConfig(str(demo_models.q4_1), n_ctx=512, n_threads=THREADS),
-        warmup=False,
+        ModelConfig(str(demo_models.f32), n_ctx=512, n_threads=THREADS),
+        BenchSettings(
+            drafts=[DraftChoice("q4_1", demo_models.q4_1)],
+            gammas=[fixed(2)],
+            prompts=[BenchPrompt("chat", "short", "Say hello.")],
+            base=GenerationConfig(max_tokens=6, sampling=SamplingConfig(temperature=0.8, seed=7)),
+            draft_template=ModelConfig(str(demo_models.q4_1), n_ctx=512, n_threads=THREADS),
+            warmup=False,
+        ),
     )
     assert report.configs[0].figures.identical_to_plain is None
     assert report.settings["greedy"] is False

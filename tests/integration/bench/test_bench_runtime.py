@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from app.bench.plan import DraftChoice
+from app.bench.plan import BenchSettings, DraftChoice
 from app.bench.prompts import BenchPrompt
 from app.bench.session import bench_on_runtime, prompt_bench_on
 from app.bench.summary import BenchReport
@@ -134,15 +134,8 @@ def test_bench_on_a_loaded_runtime_reuses_its_draft_and_loads_others_one_at_a_ti
         DraftChoice("lookup", None),
     ]
     partials: list[BenchReport] = []
-    report = bench_on_runtime(
-        chat,
-        drafts=drafts,
-        gammas=[fixed(2)],
-        prompts=PROMPT,
-        base=BASE,
-        warmup=False,
-        partial=partials.append,
-    )
+    settings = BenchSettings(drafts, [fixed(2)], PROMPT, BASE, warmup=False)
+    report = bench_on_runtime(chat, settings, partial=partials.append)
     # A report after each phase but the last: the drafts measured so far have figures.
     assert [[c.figures.runs for c in p.configs] for p in partials] == [[1, 0, 0], [1, 1, 0]]
     # The chat's own Q4_1 is measured as it is, then freed while Q4_0 and lookup are added,
@@ -186,11 +179,7 @@ def test_a_cancelled_bench_leaves_the_chat_as_it_was(chat: Runtime, demo_models:
     with pytest.raises(Cancelled):
         bench_on_runtime(
             chat,
-            drafts=drafts,
-            gammas=[fixed(2)],
-            prompts=PROMPT,
-            base=BASE,
-            warmup=False,
+            BenchSettings(drafts, [fixed(2)], PROMPT, BASE, warmup=False),
             progress=progress,
             control=control,
         )
