@@ -25,6 +25,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts.llama_tools_compare import no_repack
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PROMPTS = "builtin:copy,revision,asked-again,chat"
 START_TIMEOUT_S = 300.0
@@ -63,7 +65,7 @@ def server_specs(args: argparse.Namespace, target: Path, draft: Path) -> list[Se
     threads, ctx = str(args.threads), str(args.ctx_size)
     llama = [str(args.llama_server), "-m", str(target), "--host", "127.0.0.1", "-c", ctx]
     # One slot, as SpecChat serves one request at a time; no web UI to serve.
-    llama += ["-t", threads, "-tb", threads, "-np", "1", "--no-webui"]
+    llama += ["-t", threads, "-tb", threads, "-np", "1", "--no-webui", *no_repack()]
     with_draft = ["-md", str(draft), "-td", threads, "-tbd", threads]
     specchat = [sys.executable, "-m", "app.cli", "serve", "--target", str(target)]
     specchat += ["--threads", threads, "--n-ctx", ctx, "--max-tokens", str(args.max_tokens)]

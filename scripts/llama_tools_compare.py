@@ -1,0 +1,203 @@
+"""SpecChat's defaults beside llama.cpp's own programs on the demo models
+(scripts/llama-tools-compare builds llama-bench and llama-speculative-simple and runs this).
+
+Two questions, each answered in one interleaved run, repeat by repeat:
+- plain decoding: `specchat bench`'s plain rate at SpecChat's default thread policy against
+  `llama-bench` tg (generation from an empty context, its default threads);
+- speculative decoding: `specchat bench` at its defaults (γ auto, the suffix index beside the
+  draft model) against `llama-speculative-simple` with the same draft model at llama.cpp's
+  defaults (common/common.h), on the same prompts: each rendered through the target's chat
+  template, which `llama-speculative-simple` reads as raw text with its control tokens.
+Both sides report decode rates (the prompt apart) over the same number of new tokens, greedy.
+The report is a JSON of every run, with the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from app.llama.backend import extra_buffers_safe
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_PROMPTS = "builtin:chat,code,summarise,creative"
+_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds")
+_ACCEPT = re.compile(r"accept\s+=\s+([0-9.]+)%")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llama-tools-compare",
+        description="SpecChat's default plain and speculative decoding against llama-bench and "
+        "llama-speculative-simple on the demo models, interleaved.",
+    )
+    parser.add_argument("--bin", type=Path, required=True, help="folder of llama.cpp's binaries")
+    parser.add_argument("--json", type=Path, default=Path("llama-tools-compare.json"))
+    parser.add_argument("--prompts", default=DEFAULT_PROMPTS)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument(
+        "--models-dir", type=Path, default=None, help="where the demo models are (or are built)"
+    )
+    return parser
+
+
+def rendered_prompts(spec: str, target: Path) -> list[tuple[str, str]]:
+    """(user text, the prompt as the target's template renders it) for each single-turn
+    prompt of the set; the multi-turn ones need earlier replies and are left out."""
+    from app.bench.prompts import load_prompts  # noqa: PLC0415 - needs the project on sys.path
+    from app.engine.chat_template import render_chat  # noqa: PLC0415
+    from models.gguf.scan import scan_header  # noqa: PLC0415
+
+    template = scan_header(target, target.stat().st_size).scalars.get("tokenizer.chat_template")
+    out = []
+    for prompt in load_prompts(spec):
+        if prompt.before or prompt.recall or not prompt.chat:
+            continue
+        text = render_chat(
+            str(template) if template else None, [{"role": "user", "content": prompt.text}]
+        )
+        out.append((prompt.text, text))
+    return out
+
+
+def no_repack() -> list[str]:
+    """llama.cpp's flag for SpecChat's buffer policy where its extra CPU buffers are off (a CPU
+    with AMX, app/llama/backend.py), so both sides run the same kernels."""
+    return [] if extra_buffers_safe() else ["--no-repack"]
+
+
+def llama_bench(binary: Path, target: Path, max_tokens: int) -> dict[str, Any]:
+    command = [str(binary), "-m", str(target), "-p", "0", "-n", str(max_tokens), "-r", "3"]
+    command += [] if extra_buffers_safe() else ["--repack", "0"]
+    done = subprocess.run([*command, "-o", "json"], capture_output=True, text=True, check=True)
+    rows = json.loads(done.stdout)
+    return {"command": command, "tokens_per_second": float(rows[0]["avg_ts"])}
+
+
+def speculative_simple(
+    binary: Path, target: Path, draft: Path, prompts: Sequence[tuple[str, str]], max_tokens: int
+) -> dict[str, Any]:
+    base = [str(binary), "-m", str(target), "-md", str(draft), "-n", str(max_tokens)]
+    base += ["--spec-type", "draft-simple", "--temp", "0", *no_repack()]
+    tokens, seconds, accepts = 0, 0.0, []
+    for _, text in prompts:
+        done = subprocess.run(
+            [*base, "-p", text], capture_output=True, text=True, check=True, cwd=ROOT
+        )
+        log = done.stdout + done.stderr
+        decoded = _DECODED.search(log)
+        if decoded is None:
+            raise SystemExit(
+                "error: llama-speculative-simple printed no decode rate:\n" + log[-800:]
+            )
+        tokens += int(decoded.group(1))
+        seconds += float(decoded.group(2))
+        accept = _ACCEPT.search(log)
+        if accept:
+            accepts.append(float(accept.group(1)) / 100)
+    return {
+        "command": [*base, "-p", "PROMPT"],
+        "tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_second": tokens / seconds,
+        "acceptance": statistics.fmean(accepts) if accepts else None,
+    }
+
+
+def specchat_bench(
+    target: Path, draft: Path, prompts: Sequence[tuple[str, str]], max_tokens: int, work: Path
+) -> dict[str, Any]:
+    prompt_file = work / "prompts.json"
+    texts = [{"text": text, "class": "compare"} for text, _ in prompts]
+    prompt_file.write_text(json.dumps(texts), encoding="utf-8")
+    out = work / "bench.json"
+    command = [sys.executable, "-m", "app.cli", "bench", "--target", str(target)]
+    # γ auto is the default of generate, serve and the window; bench sweeps γ unless told.
+    command += ["--draft", str(draft), "--gamma", "auto", "--prompts", str(prompt_file)]
+    command += ["--max-tokens", str(max_tokens), "--temperature", "0", "--quiet"]
+    subprocess.run([*command, "--json", str(out)], check=True, cwd=ROOT)
+    report = json.loads(out.read_text(encoding="utf-8"))
+    spec = report["configs"][0]
+    return {
+        "command": command,
+        "threads": report["settings"]["threads"],
+        "plain_tokens_per_second": report["plain"]["tokens_per_second"],
+        "spec_tokens_per_second": spec["tokens_per_second"],
+        "spec_label": spec["label"],
+        "acceptance": spec["acceptance_rate"],
+        "overhead_share": spec["overhead_share"],
+        "plain_overhead_share": report["plain"]["overhead_share"],
+        "identical_to_plain": spec["identical_to_plain"],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    bench_bin, spec_bin = args.bin / "llama-bench", args.bin / "llama-speculative-simple"
+    for binary in (bench_bin, spec_bin):
+        if not binary.is_file():
+            print(f"error: no {binary.name} in {args.bin}", file=sys.stderr)
+            return 1
+    from models.demo import ensure_demo_models  # noqa: PLC0415 - after the flags are checked
+
+    demo = ensure_demo_models(folder=args.models_dir)
+    prompts = rendered_prompts(args.prompts, demo.f32)
+    work = Path(tempfile.mkdtemp(prefix="llama-tools-compare-"))
+    runs: list[dict[str, Any]] = []
+    for repeat in range(args.repeat):
+        run = {
+            "repeat": repeat,
+            "llama_bench": llama_bench(bench_bin, demo.f32, args.max_tokens),
+            "specchat": specchat_bench(demo.f32, demo.q4_1, prompts, args.max_tokens, work),
+            "speculative_simple": speculative_simple(
+                spec_bin, demo.f32, demo.q4_1, prompts, args.max_tokens
+            ),
+        }
+        runs.append(run)
+        print(summary_line(run), file=sys.stderr)
+    report = {"prompts": [text for text, _ in prompts], "runs": runs, "ratios": ratios(runs)}
+    args.json.write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(report["ratios"], indent=2))
+    return 0
+
+
+def summary_line(run: dict[str, Any]) -> str:
+    ours, bench, spec = run["specchat"], run["llama_bench"], run["speculative_simple"]
+    return (
+        f"repeat {run['repeat']}: plain {ours['plain_tokens_per_second']:.1f} vs llama-bench "
+        f"{bench['tokens_per_second']:.1f} tok/s; speculative {ours['spec_tokens_per_second']:.1f}"
+        f" vs llama-speculative-simple {spec['tokens_per_second']:.1f} tok/s"
+    )
+
+
+def ratios(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Each side's mean over the repeats, and SpecChat's over llama.cpp's."""
+
+    def mean(side: str, key: str) -> float:
+        return statistics.fmean(run[side][key] for run in runs)
+
+    plain = mean("specchat", "plain_tokens_per_second")
+    spec = mean("specchat", "spec_tokens_per_second")
+    bench = mean("llama_bench", "tokens_per_second")
+    simple = mean("speculative_simple", "tokens_per_second")
+    return {
+        "specchat_plain": plain,
+        "llama_bench_tg": bench,
+        "plain_over_llama_bench": plain / bench,
+        "specchat_speculative": spec,
+        "llama_speculative_simple": simple,
+        "speculative_over_speculative_simple": spec / simple,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
