@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from app.engine.config import SamplingConfig  # noqa: E402
+from app.engine.drafters import DraftRequest  # noqa: E402
 from app.engine.history_corpus import HistoryCorpus, vocabulary_fingerprint  # noqa: E402
 from app.engine.suffix_drafter import SuffixDrafter  # noqa: E402
 from app.engine.suffix_index import SuffixIndex  # noqa: E402
@@ -128,7 +129,7 @@ def time_rounds(
     sampling, draw = SamplingConfig(), np.random.default_rng(0)
     while at < len(reply):
         start = time.perf_counter()
-        drafter.propose(history, 8, sampling, draw, 0.0)
+        drafter.propose(DraftRequest(history, 8, sampling, draw, 0.0))
         seconds.append(time.perf_counter() - start)
         step = rng.randint(1, 6)
         history += reply[at : at + step]

@@ -37,7 +37,7 @@ from app.bench.prompts import builtin_prompts  # noqa: E402
 from app.engine.chat_prompt import chat_prompt_ids  # noqa: E402
 from app.engine.chat_template import ChatMessage  # noqa: E402
 from app.engine.config import SamplingConfig  # noqa: E402
-from app.engine.drafters import PromptLookupDrafter  # noqa: E402
+from app.engine.drafters import DraftRequest, PromptLookupDrafter  # noqa: E402
 from app.engine.history_corpus import HistoryCorpus  # noqa: E402
 from app.engine.suffix_drafter import MATCH_BUCKETS, SuffixDrafter  # noqa: E402
 from app.llama.config import ModelConfig  # noqa: E402
@@ -150,7 +150,8 @@ def replay_rounds(conversations: list[list[Turn]], folder: Path) -> None:
                     if drafter is None:
                         proposal = lookup.find(history, GAMMA)
                     else:
-                        proposal = drafter.propose(history, GAMMA, sampling, rng, 0.0).tokens
+                        ask = DraftRequest(history, GAMMA, sampling, rng, 0.0)
+                        proposal = drafter.propose(ask).tokens
                     n = kept(proposal, reply[t:])
                     if drafter is not None:
                         drafter.observe(n, len(proposal))

@@ -48,24 +48,27 @@ class Draft:
     catchup_s: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class DraftRequest:
+    """One round's question to a drafter: what to continue, how far, and how to draw."""
+
+    history: Sequence[int]
+    max_tokens: int
+    sampling: SamplingConfig
+    rng: np.random.Generator
+    p_min: float
+    stop: KeepDrafting | None = None
+    free_limit: int | None = None
+
+
 class Drafter(Protocol):
     mode: DraftMode
     label: str
 
-    def propose(
-        self,
-        history: Sequence[int],
-        max_tokens: int,
-        sampling: SamplingConfig,
-        rng: np.random.Generator,
-        p_min: float,
-        *,
-        stop: KeepDrafting | None = None,
-        free_limit: int | None = None,
-    ) -> Draft:
-        """Up to max_tokens proposals. `stop`, when given, is told each proposed token's
+    def propose(self, ask: DraftRequest) -> Draft:
+        """Up to ask.max_tokens proposals. `ask.stop`, when given, is told each proposed token's
         confidence margin and ends the draft when it says so (the margins come back in the
-        Draft); a drafter without confidences ignores it. `free_limit`, under γ auto, is how
+        Draft); a drafter without confidences ignores it. `ask.free_limit`, under γ auto, is how
         far tokens that cost no draft pass (the suffix index's) may go past max_tokens."""
         ...
 
@@ -110,20 +113,11 @@ class ModelDrafter:
         padded[: row.shape[0]] = row
         return padded
 
-    def propose(
-        self,
-        history: Sequence[int],
-        max_tokens: int,
-        sampling: SamplingConfig,
-        rng: np.random.Generator,
-        p_min: float,
-        *,
-        stop: KeepDrafting | None = None,
-        free_limit: int | None = None,
-    ) -> Draft:
-        del free_limit  # every token of a draft model costs a pass
+    def propose(self, ask: DraftRequest) -> Draft:
+        # ask.free_limit does not apply: every token of a draft model costs a pass.
+        sampling, p_min, stop = ask.sampling, ask.p_min, ask.stop
         start = self._clock()
-        sequence = list(history)
+        sequence = list(ask.history)
         tokens: list[int] = []
         probs: list[FloatArray | None] = []
         margins: list[float] = []
@@ -132,7 +126,7 @@ class ModelDrafter:
         if self.constraint is not None and grammar is None:
             # The history already breaks the grammar: nothing drafted after it can be kept.
             return Draft([], [], 0, self._clock() - start)
-        for _ in range(max_tokens):
+        for _ in range(ask.max_tokens):
             row = self._logits_in_target_vocab(self.model.feed(sequence, 1)[0])
             steps += 1
             if sampling.greedy:
@@ -150,7 +144,7 @@ class ModelDrafter:
                 margin = None if stop is None else logit_margin(logits)
             else:
                 q = distribution(row if grammar is None else grammar.mask(row), sequence, sampling)
-                token = sample(q, rng)
+                token = sample(q, ask.rng)
                 if p_min > 0.0 and float(q.max()) < p_min:
                     break
                 margin = None if stop is None else confidence_margin(q)
@@ -229,21 +223,10 @@ class PromptLookupDrafter:
                 return [int(t) for t in ids[begin : begin + max_tokens]]
         return []
 
-    def propose(
-        self,
-        history: Sequence[int],
-        max_tokens: int,
-        sampling: SamplingConfig,
-        rng: np.random.Generator,
-        p_min: float,
-        *,
-        stop: KeepDrafting | None = None,
-        free_limit: int | None = None,
-    ) -> Draft:
+    def propose(self, ask: DraftRequest) -> Draft:
         # Lookup proposals do not depend on sampling settings and carry no confidence.
-        del sampling, rng, p_min, stop, free_limit
         start = self._clock()
-        tokens = self.find(history, max_tokens)
+        tokens = self.find(ask.history, ask.max_tokens)
         return Draft(tokens, [None] * len(tokens), 0, self._clock() - start)
 
     def prefill(self, history: Sequence[int]) -> None:

@@ -38,11 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-import numpy as np
-
-from app.engine.confidence import KeepDrafting
-from app.engine.config import SamplingConfig
-from app.engine.drafters import Draft, ModelDrafter
+from app.engine.drafters import Draft, DraftRequest, ModelDrafter
 from app.engine.gamma_estimates import MIN_SECONDS, DraftCost, VerifyCurve
 from app.engine.sampling import FloatArray
 from app.engine.suffix_drafter import SuffixDrafter, SuffixProposal
@@ -186,25 +182,16 @@ class HybridDrafter:
         self._model_read: Sequence[int] = ()
         self._model_at = 0
 
-    def propose(
-        self,
-        history: Sequence[int],
-        max_tokens: int,
-        sampling: SamplingConfig,
-        rng: np.random.Generator,
-        p_min: float,
-        *,
-        stop: KeepDrafting | None = None,
-        free_limit: int | None = None,
-    ) -> Draft:
-        found = self.suffix.peek(history, max(max_tokens, free_limit or 0))
+    def propose(self, ask: DraftRequest) -> Draft:
+        history = ask.history
+        found = self.suffix.peek(history, max(ask.max_tokens, ask.free_limit or 0))
         self.suffix.remember(found)
         behind = max(0, len(history) - 1 - self._model_at)
-        plan = self._plan(found, max_tokens, behind)
+        plan = self._plan(found, ask.max_tokens, behind)
         timing_s = 0.0
         if plan.model_tokens and self._reading_unknown(behind):
             behind, timing_s = self._time_reading(history[:-1], behind)
-            plan = self._plan(found, max_tokens, behind)
+            plan = self._plan(found, ask.max_tokens, behind)
         suffix = list(plan.suffix)
         self._last_round_unread = plan.model_tokens == 0 and behind > 0
         if plan.model_tokens == 0:
@@ -216,7 +203,7 @@ class HybridDrafter:
         # slow to be worth its place, and the suffix index would win rounds it should not.
         catchup_s = timing_s + self._catch_up(history[:-1], behind)
         drafted = self.model_drafter.propose(
-            [*history, *suffix], plan.model_tokens, sampling, rng, p_min, stop=stop
+            replace(ask, history=[*history, *suffix], max_tokens=plan.model_tokens, free_limit=None)
         )
         self._model_read, self._model_at = history, len(history)
         if not suffix:

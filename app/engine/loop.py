@@ -23,7 +23,7 @@ from app.engine.confidence import KeepDrafting
 from app.engine.config import GenerationConfig
 from app.engine.constraint import ConstraintCursor, start_constraint
 from app.engine.control import GenerationControl
-from app.engine.drafters import Draft, Drafter, constrain_draft
+from app.engine.drafters import Draft, Drafter, DraftRequest, constrain_draft
 from app.engine.events import Event, FinishEvent, NoticeEvent, RoundEvent, TokenEvent
 from app.engine.logprobs import TokenLogprob, token_logprob
 from app.engine.result import FinishReason, GenerationResult
@@ -323,7 +323,7 @@ class SpeculativeEngine:
             return Draft([])
         rng = np.random.default_rng(self._draft_seed(config, len(tokens)))
         return self.drafter.propose(
-            tokens, gamma, config.sampling, rng, config.p_min, stop=stop, free_limit=free_limit
+            DraftRequest(tokens, gamma, config.sampling, rng, config.p_min, stop, free_limit)
         )
 
     @staticmethod

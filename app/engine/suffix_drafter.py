@@ -28,11 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-import numpy as np
-
-from app.engine.confidence import KeepDrafting
-from app.engine.config import SamplingConfig
-from app.engine.drafters import Draft
+from app.engine.drafters import Draft, DraftRequest
 from app.engine.history_corpus import HistoryCorpus
 from app.engine.sampling import FloatArray
 from app.engine.suffix_cursor import Cursor
@@ -163,28 +159,17 @@ class SuffixDrafter:
 
     # -- the Drafter protocol -----------------------------------------------------------------
 
-    def propose(
-        self,
-        history: Sequence[int],
-        max_tokens: int,
-        sampling: SamplingConfig,
-        rng: np.random.Generator,
-        p_min: float,
-        *,
-        stop: KeepDrafting | None = None,
-        free_limit: int | None = None,
-    ) -> Draft:
+    def propose(self, ask: DraftRequest) -> Draft:
         # Proposals depend on neither the sampling settings nor a confidence; they cost no
         # draft pass, so under γ auto their own length policy runs up to the free limit.
-        del sampling, rng, p_min, stop
         start = self._clock()
-        limit = max(max_tokens, free_limit or 0)
-        proposal = self.peek(history, limit)
+        limit = max(ask.max_tokens, ask.free_limit or 0)
+        proposal = self.peek(ask.history, limit)
         self.remember(proposal)
         tokens = list(proposal.tokens)
         probs: list[FloatArray | None] = [None] * len(tokens)
         peeked = self._peeked
-        if tokens and peeked is not None and self.trees.wanted(free_limit is not None):
+        if tokens and peeked is not None and self.trees.wanted(ask.free_limit is not None):
             index, match, keep_rate = peeked
             tree = grow_tree(
                 index, match, tokens, keep_rate, max_nodes=limit, min_gain=self.min_survival

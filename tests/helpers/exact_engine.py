@@ -18,10 +18,9 @@ from typing import Literal
 
 import numpy as np
 
-from app.engine.confidence import KeepDrafting
 from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.constraint_types import ConstraintSpec
-from app.engine.drafters import Draft, Drafter, ModelDrafter, PromptLookupDrafter
+from app.engine.drafters import Draft, Drafter, DraftRequest, ModelDrafter, PromptLookupDrafter
 from app.engine.events import FinishEvent
 from app.engine.gamma import AUTO, fixed
 from app.engine.hybrid_drafter import HybridDrafter
@@ -82,21 +81,8 @@ class GreedyProposals:
         self.inner = inner
         self.label = inner.label
 
-    def propose(
-        self,
-        history: Sequence[int],
-        max_tokens: int,
-        sampling: SamplingConfig,
-        rng: np.random.Generator,
-        p_min: float,
-        *,
-        stop: KeepDrafting | None = None,
-        free_limit: int | None = None,
-    ) -> Draft:
-        greedy = replace(sampling, temperature=0.0)
-        return self.inner.propose(
-            history, max_tokens, greedy, rng, p_min, stop=stop, free_limit=free_limit
-        )
+    def propose(self, ask: DraftRequest) -> Draft:
+        return self.inner.propose(replace(ask, sampling=replace(ask.sampling, temperature=0.0)))
 
     def prefill(self, history: Sequence[int]) -> None:
         self.inner.prefill(history)

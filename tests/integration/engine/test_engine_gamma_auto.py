@@ -12,7 +12,7 @@ import pytest
 from app.engine import gamma
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
-from app.engine.drafters import Draft, ModelDrafter
+from app.engine.drafters import Draft, DraftRequest, ModelDrafter
 from app.engine.events import FinishEvent, RoundEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
@@ -118,10 +118,10 @@ def test_the_confidence_stop_ends_drafts_at_the_drafts_doubts(
     drafts: list[tuple[int, Draft]] = []
     real = ModelDrafter.propose
 
-    def spy(self: ModelDrafter, *args: Any, **kwargs: Any) -> Draft:
-        draft = real(self, *args, **kwargs)
-        if kwargs.get("stop") is not None:
-            drafts.append((args[1], draft))
+    def spy(self: ModelDrafter, ask: DraftRequest) -> Draft:
+        draft = real(self, ask)
+        if ask.stop is not None:
+            drafts.append((ask.max_tokens, draft))
         return draft
 
     monkeypatch.setattr(ModelDrafter, "propose", spy)

@@ -11,7 +11,7 @@ import numpy as np
 
 from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig, SamplingConfig
-from app.engine.drafters import Draft
+from app.engine.drafters import Draft, DraftRequest
 from app.engine.gamma import fixed
 from app.engine.history_corpus import HistoryCorpus
 from app.engine.loop import SpeculativeEngine
@@ -23,7 +23,9 @@ PASSAGE = list(range(100, 160))  # 60 distinct tokens: a text that occurs once
 
 
 def _propose(drafter: SuffixDrafter, history: list[int], budget: int = 40) -> Draft:
-    return drafter.propose(history, budget, SamplingConfig(), np.random.default_rng(0), 0.0)
+    return drafter.propose(
+        DraftRequest(history, budget, SamplingConfig(), np.random.default_rng(0), 0.0)
+    )
 
 
 def _repeat(match: int) -> list[int]:

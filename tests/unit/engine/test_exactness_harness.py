@@ -32,9 +32,8 @@ import numpy as np
 import pytest
 
 from app.engine import acceptance, drafters, hybrid_drafter, loop
-from app.engine.confidence import KeepDrafting
-from app.engine.config import GenerationConfig, SamplingConfig
-from app.engine.drafters import Draft, ModelDrafter
+from app.engine.config import SamplingConfig
+from app.engine.drafters import Draft, DraftRequest, ModelDrafter
 from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.loop import SpeculativeEngine
 from app.engine.sampling import FloatArray, distribution, sample
@@ -163,20 +162,12 @@ def consistent_q_at_temperature_one(monkeypatch: pytest.MonkeyPatch) -> None:
 def confidence_stop_at_near_ties(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every round's draft ends after a token whose margin is under 0.25: how many tokens are
     proposed depends on the draft's own distribution only, so sampling stays exact."""
-    real = SpeculativeEngine._draft
+    real = ModelDrafter.propose
 
-    def with_stop(  # noqa: PLR0917 - SpeculativeEngine._draft's own signature
-        self: SpeculativeEngine,
-        tokens: list[int],
-        gamma: int,
-        config: GenerationConfig,
-        stop: KeepDrafting | None,
-        free_limit: int | None,
-    ) -> Draft:
-        near_tie_stop = stop or (lambda margin: margin >= 0.25)
-        return real(self, tokens, gamma, config, near_tie_stop, free_limit)
+    def with_stop(self: ModelDrafter, ask: DraftRequest) -> Draft:
+        return real(self, replace(ask, stop=ask.stop or (lambda margin: margin >= 0.25)))
 
-    monkeypatch.setattr(SpeculativeEngine, "_draft", with_stop)
+    monkeypatch.setattr(ModelDrafter, "propose", with_stop)
 
 
 def hybrid_always_both(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -343,23 +334,13 @@ def _rewrite_q(make_q: Callable[[np.ndarray, list[int], SamplingConfig], FloatAr
     def apply(monkeypatch: pytest.MonkeyPatch) -> None:
         real = ModelDrafter.propose
 
-        def propose(  # noqa: PLR0917 - ModelDrafter.propose's own signature
-            self: ModelDrafter,
-            history: Sequence[int],
-            max_tokens: int,
-            sampling: SamplingConfig,
-            rng: np.random.Generator,
-            p_min: float,
-            *,
-            stop: KeepDrafting | None = None,
-            free_limit: int | None = None,
-        ) -> Draft:
-            draft = real(self, history, max_tokens, sampling, rng, p_min, stop=stop)
+        def propose(self: ModelDrafter, ask: DraftRequest) -> Draft:
+            draft = real(self, ask)
             probs: list[FloatArray | None] = []
             for i, q in enumerate(draft.probs):
-                sequence = [*history, *draft.tokens[:i]]
+                sequence = [*ask.history, *draft.tokens[:i]]
                 row = self.model.feed(sequence, 1)[0]
-                probs.append(None if q is None else make_q(row, sequence, sampling))
+                probs.append(None if q is None else make_q(row, sequence, ask.sampling))
             return replace(draft, probs=probs)
 
         monkeypatch.setattr(ModelDrafter, "propose", propose)
@@ -438,8 +419,8 @@ def hybrid_q_on_the_wrong_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     hybrid_always_both(monkeypatch)
     real = HybridDrafter.propose
 
-    def propose(self: HybridDrafter, *args: Any, **kwargs: Any) -> Draft:
-        draft = real(self, *args, **kwargs)
+    def propose(self: HybridDrafter, ask: DraftRequest) -> Draft:
+        draft = real(self, ask)
         if 0 < draft.suffix_tokens < len(draft.tokens):
             n = draft.suffix_tokens
             return replace(draft, probs=draft.probs[n:] + draft.probs[:n])

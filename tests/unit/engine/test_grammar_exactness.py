@@ -12,7 +12,7 @@ import pytest
 
 from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.constraint import ConstraintCursor
-from app.engine.drafters import ModelDrafter
+from app.engine.drafters import DraftRequest, ModelDrafter
 from app.engine.events import FinishEvent
 from app.engine.gamma import OFF, fixed
 from app.engine.loop import SpeculativeEngine
@@ -121,7 +121,9 @@ def _forbidden_proposals(drafter: ModelDrafter) -> int:
     rng = np.random.default_rng(7)
     found = 0
     for _ in range(100):
-        draft = drafter.propose(list(PROMPT), 4, SamplingConfig(temperature=1.5), rng, 0.0)
+        draft = drafter.propose(
+            DraftRequest(list(PROMPT), 4, SamplingConfig(temperature=1.5), rng, 0.0)
+        )
         for i, token in enumerate(draft.tokens):
             banned = forbidden(draft.tokens[:i])
             found += token == banned

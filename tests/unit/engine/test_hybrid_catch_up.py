@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from app.engine.config import SamplingConfig
-from app.engine.drafters import ModelDrafter
+from app.engine.drafters import DraftRequest, ModelDrafter
 from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.suffix_drafter import SuffixDrafter
 from app.metrics.rounds import RoundRecord
@@ -24,6 +24,10 @@ def next_token(history: Sequence[int]) -> Logits:
     return row
 
 
+def _ask(history: Sequence[int], max_tokens: int) -> DraftRequest:
+    return DraftRequest(history, max_tokens, SamplingConfig(), np.random.default_rng(0), 0.0)
+
+
 def test_a_draft_model_left_behind_reads_the_gap_outside_its_timed_passes() -> None:
     model, hybrid = _hybrid()
     history = list(range(40))  # no token repeats: the suffix index has nothing to offer
@@ -31,7 +35,7 @@ def test_a_draft_model_left_behind_reads_the_gap_outside_its_timed_passes() -> N
     behind = len(history) - 1 - len(model.tokens)
     assert behind == 30
 
-    draft = hybrid.propose(history, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    draft = hybrid.propose(_ask(history, 4))
 
     assert draft.suffix_tokens == 0 and draft.steps == 4
     assert draft.tokens == [40, 41, 42, 43]
@@ -74,13 +78,13 @@ def test_a_long_gap_is_left_unread_when_reading_it_costs_more_than_the_model_sav
     _teach(hybrid, verify_s=0.02, draft_pass_s=0.004)
     first = _conversation(40, 0)
     hybrid.prefill(first[:-1])  # nothing measured yet: read, and its speed measured (1 ms)
-    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    hybrid.propose(_ask(first, 4))
     read = model.decoded
 
     # A new conversation of 2,000 tokens, 2 s to read, that repeats itself.
     repeated = [7, 3, 9, 1, 4] * 400 + [7, 3, 9]
     hybrid.prefill(repeated[:-1])
-    draft = hybrid.propose(repeated, 8, SamplingConfig(), np.random.default_rng(0), 0.0)
+    draft = hybrid.propose(_ask(repeated, 8))
 
     assert draft.tokens and draft.suffix_tokens == len(draft.tokens) and draft.steps == 0
     assert draft.catchup_s == 0.0 and model.decoded == read  # not one token read
@@ -91,12 +95,12 @@ def test_a_prompt_is_read_at_once_when_the_model_will_earn_it_back() -> None:
     _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)  # a cheap draft model that is kept
     first = _conversation(40, 0)
     hybrid.prefill(first[:-1])
-    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    hybrid.propose(_ask(first, 4))
 
     second = _conversation(60, 5)  # no repeats: only the model can draft
     hybrid.prefill(second[:-1])
     assert model.tokens == second[:-1]  # read as prompt time, before the first round
-    draft = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    draft = hybrid.propose(_ask(second, 4))
 
     assert draft.steps == 4 and draft.suffix_tokens == 0
 
@@ -106,14 +110,14 @@ def test_one_stalled_round_does_not_keep_the_draft_model_out_of_use() -> None:
     _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)
     first = _conversation(40, 0)
     hybrid.prefill(first[:-1])
-    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    hybrid.propose(_ask(first, 4))
     # The machine stalls for two seconds in one 17-token round of the draft model.
     hybrid.learn(RoundRecord(40, "hybrid", 16, 16, 16, 17, 1.0, 1.0, 16))
 
     second = _conversation(60, 5)  # no repeats: only the model can draft
     hybrid.prefill(second[:-1])
     assert model.tokens == second[:-1]
-    draft = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    draft = hybrid.propose(_ask(second, 4))
     assert draft.steps == 4
 
 
@@ -122,7 +126,7 @@ def test_where_the_suffix_index_keeps_taking_over_a_gap_must_pay_within_the_mode
     _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)  # a cheap model, kept: ~190 tokens/s
     first = _conversation(40, 0)
     hybrid.prefill(first[:-1])  # reading measured at 1 ms a token
-    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    hybrid.propose(_ask(first, 4))
     _measure_without_model(hybrid, verify_s=0.02)
     # A text being revised: one model round, then the suffix index takes the next, and again.
     for i in range(20):
@@ -134,7 +138,7 @@ def test_where_the_suffix_index_keeps_taking_over_a_gap_must_pay_within_the_mode
     # rounds would not.
     second = _conversation(200, 3)
     hybrid.prefill(second[:-1])
-    draft = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    draft = hybrid.propose(_ask(second, 4))
 
     assert draft.steps == 0 and model.decoded == read
 
@@ -145,7 +149,7 @@ def _measure_without_model(hybrid: HybridDrafter, *, verify_s: float) -> None:
     long = _conversation(300, 11)
     hybrid.prefill(long[:-1])
     for i in range(4):
-        hybrid.propose(long, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+        hybrid.propose(_ask(long, 4))
         hybrid.learn(RoundRecord(1000 + i, "hybrid", 4, 0, 0, 1, 0.0, verify_s, 0))
 
 
@@ -157,13 +161,13 @@ def test_a_long_gap_of_unknown_reading_speed_has_a_part_read_to_time_it_first() 
     hybrid.prefill(prompt[:-1])
     assert model.tokens == []  # nothing is read before the rate without the model is known
     for i in range(4):
-        draft = hybrid.propose(prompt, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+        draft = hybrid.propose(_ask(prompt, 4))
         hybrid.learn(RoundRecord(i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
     assert draft.catchup_s == 0.0
 
     # Plain steps are slow enough that the model is wanted: its first 64 tokens are read to
     # time the reading, and at that speed the rest does not pay.
-    draft = hybrid.propose(prompt, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    draft = hybrid.propose(_ask(prompt, 4))
 
     assert model.tokens == prompt[:64] and draft.steps == 0
     assert draft.catchup_s == pytest.approx(64 * 1e-3)
@@ -174,17 +178,17 @@ def test_a_long_prompt_waits_for_the_rate_without_the_model_and_is_read_when_tha
     _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)  # a cheap draft model that is kept
     first = _conversation(40, 0)
     hybrid.prefill(first[:-1])
-    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    hybrid.propose(_ask(first, 4))
 
     second = _conversation(300, 5)  # no repeats: only the model can draft
     hybrid.prefill(second[:-1])
     assert len(model.tokens) < 100  # the reply starts before the model reads the prompt
-    plain = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    plain = hybrid.propose(_ask(second, 4))
     assert plain.tokens == [] and plain.catchup_s == 0.0
     # Plain steps at 50 tokens/s, against the model's ~190: reading 300 tokens (0.3 s) pays.
     for i in range(4):
         hybrid.learn(RoundRecord(100 + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
-        draft = hybrid.propose(second, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+        draft = hybrid.propose(_ask(second, 4))
 
     assert draft.steps == 4 and draft.catchup_s > 0.0
     assert model.tokens[: len(second) - 1] == second[:-1]
@@ -195,17 +199,17 @@ def test_a_long_prompt_stays_unread_while_the_suffix_index_delivers_as_much_alon
     _teach(hybrid, verify_s=0.02, draft_pass_s=0.001)
     first = _conversation(40, 0)
     hybrid.prefill(first[:-1])
-    hybrid.propose(first, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    hybrid.propose(_ask(first, 4))
     read = model.decoded
 
     # Pasted text returned with a change: 400 tokens the reply copies, 16 kept a round.
     pasted = [7, 3, 9, 1, 4] * 80
     hybrid.prefill(pasted[:-1])
     for i in range(6):
-        hybrid.propose(pasted, 16, SamplingConfig(), np.random.default_rng(0), 0.0)
+        hybrid.propose(_ask(pasted, 16))
         hybrid.learn(RoundRecord(200 + i, "hybrid", 16, 16, 16, 17, 0.0, 0.03, 0, 16))
     # A stretch the suffix index has nothing for: a plain step, and the model stays unread.
     fresh = [*pasted, 50, 51]
-    draft = hybrid.propose(fresh, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+    draft = hybrid.propose(_ask(fresh, 4))
 
     assert draft.steps == 0 and draft.catchup_s == 0.0 and model.decoded == read

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.engine.config import SamplingConfig
+from app.engine.drafters import DraftRequest
 from app.engine.suffix_drafter import LONG_DRAFT_KEEP_RATE, SuffixDrafter
 from app.metrics.cost_model import MAX_FREE_DRAFT, MAX_GAMMA
 
@@ -16,8 +17,9 @@ HISTORY = PASSAGE + PASSAGE[:30]
 
 
 def _propose(drafter: SuffixDrafter) -> list[int]:
+    rng = np.random.default_rng(0)
     draft = drafter.propose(
-        HISTORY, 4, SamplingConfig(), np.random.default_rng(0), 0.0, free_limit=MAX_FREE_DRAFT
+        DraftRequest(HISTORY, 4, SamplingConfig(), rng, 0.0, free_limit=MAX_FREE_DRAFT)
     )
     return draft.tokens
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from app.engine.config import SamplingConfig
+from app.engine.drafters import DraftRequest
 from app.engine.suffix_cursor import longest_match
 from app.engine.suffix_drafter import SuffixDrafter
 from app.engine.suffix_index import SuffixIndex
@@ -204,9 +205,9 @@ def test_the_gate_drops_trees_that_cost_more_than_they_bring_and_retries_later()
 
 def test_the_suffix_drafter_proposes_a_tree_only_when_the_gate_allows() -> None:
     history = [1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 5, 6, 0, 1, 2]
-    rng = np.random.default_rng(0)
-    on = SuffixDrafter(trees="on").propose(history, 6, GREEDY, rng, 0.0)
-    off = SuffixDrafter(trees="off").propose(history, 6, GREEDY, rng, 0.0)
+    ask = DraftRequest(history, 6, GREEDY, np.random.default_rng(0), 0.0)
+    on = SuffixDrafter(trees="on").propose(ask)
+    off = SuffixDrafter(trees="off").propose(ask)
     assert isinstance(on, TreeDraft) and on.tree is not None
     assert on.tokens == off.tokens  # the main branch is the linear proposal
     assert not isinstance(off, TreeDraft)
