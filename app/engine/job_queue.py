@@ -4,10 +4,10 @@ The seam. The HTTP layer talks to an `EngineOwner` only: `submit(job, sink)` que
 returns a `Ticket`; the owner later calls `sink` from its own thread with `Started` (or
 `Failed`), then the engine's events (TokenEvent, RoundEvent, NoticeEvent) and a FinishEvent;
 `Ticket.cancel()` stops the job between engine rounds, or before it starts if still queued.
-`RuntimeOwner` is the headless implementation used by `specchat serve`. A window that serves
-its own loaded models implements the same protocol on its engine worker thread (jobs arrive
-through a queued signal; the sink is called there), so one process never holds two copies of
-a model: one owner per model.
+`drive` is the one way a job runs, whoever asked for it; `WaitList` is the one bounded queue.
+`RuntimeOwner` is the headless owner used by `specchat serve`; a window that serves its own
+loaded models takes the same WaitList's jobs on its engine worker thread, so one process
+never holds two copies of a model: one owner per model.
 
 Each job carries its whole history; the target's cache keeps the longest common prefix with the
 previous job (LlamaModel.feed), so a conversation that continues pays only for its new tokens.
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from app.engine.chat_template import ChatMessage
@@ -38,6 +38,7 @@ from app.metrics.rounds import DraftMode
 log = logging.getLogger(__name__)
 
 DEFAULT_QUEUE_SIZE = 8
+_INTERNAL = "the engine failed; see the server log"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +55,13 @@ class Job:
 class Started:
     """The job left the queue and its prompt fits; cached_tokens were reused from the cache."""
 
-    prompt_tokens: int
+    prompt_ids: tuple[int, ...]
     cached_tokens: int
     mode: DraftMode
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt_ids)
 
 
 FailureKind = Literal["invalid", "context", "cancelled", "internal"]
@@ -64,10 +69,12 @@ FailureKind = Literal["invalid", "context", "cancelled", "internal"]
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """The job ended without a reply; `message` is one readable line."""
+    """The job ended without a reply; `message` is one readable line. `error` is what the engine
+    raised, if anything, for a front end that words its own sentence (the window)."""
 
     message: str
     kind: FailureKind
+    error: Exception | None = field(default=None, compare=False, repr=False)
 
 
 OwnerEvent = Started | Failed | Event
@@ -81,10 +88,10 @@ class QueueFullError(SpecChatError):
 class Ticket:
     """A submitted job's handle: cancel it, and see how promptly the cancel took effect."""
 
-    def __init__(self, job_id: int, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, job_id: int, control: GenerationControl | None = None) -> None:
         self.job_id = job_id
-        self.control = GenerationControl()
-        self._clock = clock
+        # The window's replies bring their own, which its Stop button and speculation toggle set.
+        self.control = control or GenerationControl()
         self._lock = threading.Lock()
         self._done = False
         self.rounds = 0
@@ -101,7 +108,7 @@ class Ticket:
             if self._done or self.rounds_at_cancel is not None:
                 return
             self.rounds_at_cancel = self.rounds
-            self.cancelled_at = self._clock()
+            self.cancelled_at = time.perf_counter()
             self.cancel_reason = reason
         self.control.stop()
 
@@ -141,12 +148,17 @@ class CancelRecord:
 
 @dataclass(slots=True)
 class OwnerStats:
+    """What GET /health reports of the jobs, in its order."""
+
+    running: bool = False
     served: int = 0
     cancelled: int = 0
     failed: int = 0
     rejected: int = 0
-    running: bool = False
     last_cancel: CancelRecord | None = None
+
+
+Outcome = Literal["served", "cancelled", "failed"]
 
 
 class JobRunner:
@@ -159,7 +171,6 @@ class JobRunner:
     def __init__(self, runtime: EngineSession) -> None:
         self._runtime = runtime
         self._lock = threading.Lock()
-        self._current: Ticket | None = None
         self._stats = OwnerStats()
 
     def use_runtime(self, runtime: EngineSession) -> None:
@@ -167,27 +178,17 @@ class JobRunner:
         models on RPC workers); called on the thread that runs the jobs, so never mid-job."""
         self._runtime = runtime
 
-    def run(self, job: Job, sink: Sink, ticket: Ticket, *, closed: bool = False) -> None:
-        """Serve one job to the end. closed: the owner stopped accepting while it waited."""
+    def run(self, job: Job, sink: Sink, ticket: Ticket) -> None:
+        """Serve one job to the end and count how it ended."""
         with self._lock:
-            self._current = ticket
             self._stats.running = True
-        if closed:
-            ticket.cancel("server shutting down")
         try:
-            outcome = self._serve(job, sink, ticket)
+            outcome = drive(self._runtime, job, sink, ticket)
         finally:
             ticket._finish()
             with self._lock:
-                self._current = None
                 self._stats.running = False
         self._record(outcome, ticket)
-
-    def cancel_current(self, reason: str) -> None:
-        with self._lock:
-            current = self._current
-        if current is not None:
-            current.cancel(reason)
 
     def reject(self) -> None:
         with self._lock:
@@ -195,58 +196,9 @@ class JobRunner:
 
     def health(self) -> dict[str, Any]:
         with self._lock:
-            stats = self._stats
-            last = stats.last_cancel
-            return {
-                "running": stats.running,
-                "served": stats.served,
-                "cancelled": stats.cancelled,
-                "failed": stats.failed,
-                "rejected": stats.rejected,
-                "last_cancel": None if last is None else asdict(last),
-            }
+            return asdict(self._stats)
 
-    def _serve(self, job: Job, sink: Sink, ticket: Ticket) -> str:
-        if ticket.cancelled:
-            _deliver(sink, ticket, Failed("cancelled before it started", "cancelled"))
-            return "cancelled"
-        runtime = self._runtime
-        try:
-            prompt_ids, events = job_events(runtime, job, ticket.control)
-            cached = _cached_prefix(runtime, prompt_ids)
-            # The engine checks the prompt against the context before its first event, so a
-            # refusal arrives here, before the client is told the job started.
-            first = next(events)
-        except ContextOverflowError as exc:
-            _deliver(sink, ticket, Failed(user_message(exc), "context"))
-            return "failed"
-        except SpecChatError as exc:
-            _deliver(sink, ticket, Failed(user_message(exc), "invalid"))
-            return "failed"
-        except Exception:
-            log.exception("request %d failed", ticket.job_id)
-            _deliver(sink, ticket, Failed("the engine failed; see the server log", "internal"))
-            return "failed"
-        mode: DraftMode = "plain" if job.config.gamma.is_off else runtime.mode
-        _deliver(sink, ticket, Started(len(prompt_ids), cached, mode))
-        finish = "served"
-        try:
-            for event in itertools.chain([first], events):
-                if isinstance(event, RoundEvent):
-                    ticket._count_round()
-                elif isinstance(event, FinishEvent):
-                    if event.result.finish_reason == "cancelled":
-                        finish = "cancelled"
-                    # Done before the receiver hears of it, so a late cancel() is a no-op.
-                    ticket._finish()
-                _deliver(sink, ticket, event)
-        except Exception:
-            log.exception("request %d failed while generating", ticket.job_id)
-            _deliver(sink, ticket, Failed("the engine failed; see the server log", "internal"))
-            return "failed"
-        return finish
-
-    def _record(self, outcome: str, ticket: Ticket) -> None:
+    def _record(self, outcome: Outcome, ticket: Ticket) -> None:
         with self._lock:
             if outcome == "served":
                 self._stats.served += 1
@@ -272,75 +224,96 @@ class JobRunner:
                     )
 
 
-class RuntimeOwner:
-    """Owns a loaded Runtime from construction on; call close() to stop it and free the models."""
+Waiting = tuple[Job, Sink, Ticket]
 
-    def __init__(self, runtime: EngineSession, *, max_queue: int = DEFAULT_QUEUE_SIZE) -> None:
+
+class WaitList:
+    """An EngineOwner's accepted jobs that have not started yet, oldest first, at most max_queue.
+
+    Both owners are one: they differ only in how a waiting job reaches the thread that runs it.
+    RuntimeOwner's thread blocks in take(); the window's worker is sent a queued signal per job
+    and takes it when the signal arrives, after whatever the window queued before it.
+    """
+
+    def __init__(self, runner: JobRunner, *, max_queue: int = DEFAULT_QUEUE_SIZE) -> None:
         if max_queue < 1:
             raise ValueError("the queue must hold at least one request")
-        self._runtime = runtime
-        self._runner = JobRunner(runtime)
-        self._queue: queue.Queue[tuple[Job, Sink, Ticket] | None] = queue.Queue(max_queue)
-        self._lock = threading.Lock()
+        self._runner = runner
+        self._max_queue = max_queue
+        self._ready = threading.Condition()
+        self._waiting: deque[Waiting] = deque()
         self._next_id = 0
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="engine-owner", daemon=True)
-        self._thread.start()
+        # The last job taken: stop_accepting cancels it, whether it runs or is about to (a
+        # finished ticket ignores the cancel).
+        self._taken: Ticket | None = None
 
     # -- the caller's side (any thread) ---------------------------------------------------------
 
     def submit(self, job: Job, sink: Sink) -> Ticket:
-        with self._lock:
+        with self._ready:
             if self._closed:
                 raise QueueFullError("the server is shutting down")
+            if len(self._waiting) >= self._max_queue:
+                self._runner.reject()
+                raise QueueFullError(f"{self._max_queue} requests are already waiting; retry later")
             self._next_id += 1
             ticket = Ticket(self._next_id)
-            try:
-                self._queue.put_nowait((job, sink, ticket))
-            except queue.Full:
-                self._runner.reject()
-                raise QueueFullError(
-                    f"{self._queue.maxsize} requests are already waiting; retry later"
-                ) from None
+            self._waiting.append((job, sink, ticket))
+            self._ready.notify()
         return ticket
 
     def health(self) -> dict[str, Any]:
-        return {
-            **self._runner.health(),
-            "queued": self._queue.qsize(),
-            "queue_size": self._queue.maxsize,
-        }
+        with self._ready:
+            queued = len(self._waiting)
+        return {**self._runner.health(), "queued": queued, "queue_size": self._max_queue}
+
+    def stop_accepting(self) -> None:
+        """Refuse new jobs and cancel the running and waiting ones, so their replies end now."""
+        with self._ready:
+            self._closed = True
+            waiting, self._waiting = self._waiting, deque()
+            taken = self._taken
+            self._ready.notify_all()
+        if taken is not None:
+            taken.cancel("server shutting down")
+        for _job, sink, ticket in waiting:
+            ticket.cancel("server shutting down")
+            _deliver(sink, ticket, Failed("the server is shutting down", "cancelled"))
+
+    # -- the thread that runs the jobs ----------------------------------------------------------
+
+    def take(self, *, wait: bool) -> Waiting | None:
+        """The oldest waiting job, to run now. None once stopped, or without `wait` when none
+        waits (stop_accepting already told its receiver)."""
+        with self._ready:
+            while wait and not self._waiting and not self._closed:
+                self._ready.wait()
+            if not self._waiting:
+                return None
+            item = self._waiting.popleft()
+            self._taken = item[2]
+            return item
+
+
+class RuntimeOwner(WaitList):
+    """Owns a loaded Runtime from construction on; call close() to stop it and free the models."""
+
+    def __init__(self, runtime: EngineSession, *, max_queue: int = DEFAULT_QUEUE_SIZE) -> None:
+        self._runtime = runtime
+        super().__init__(JobRunner(runtime), max_queue=max_queue)
+        self._thread = threading.Thread(target=self._run, name="engine-owner", daemon=True)
+        self._thread.start()
 
     def close(self) -> None:
         """Cancel the running and queued jobs, stop the thread, free the models."""
         self.stop_accepting()
-        self._queue.put(None)
         self._thread.join()
         self._runtime.close()
 
-    def stop_accepting(self) -> None:
-        """Refuse new jobs and cancel the running and queued ones, so their replies end now."""
-        with self._lock:
-            self._closed = True
-        self._runner.cancel_current("server shutting down")
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None:
-                _job, sink, ticket = item
-                ticket.cancel("server shutting down")
-                _deliver(sink, ticket, Failed("the server is shutting down", "cancelled"))
-
-    # -- the owner thread ---------------------------------------------------------------------
-
     def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            job, sink, ticket = item
-            with self._lock:
-                closed = self._closed  # dequeued just as stop_accepting() drained the queue
-            self._runner.run(job, sink, ticket, closed=closed)
+        while (item := self.take(wait=True)) is not None:
+            self._runner.run(*item)
 
 
 def job_events(
@@ -356,6 +329,47 @@ def job_events(
     else:
         prompt_ids = session.text_prompt(job.prompt or "")
     return prompt_ids, session.generate(prompt_ids, job.config, control)
+
+
+def drive(session: EngineSession, job: Job, sink: Sink, ticket: Ticket) -> Outcome:
+    """Run one job to its end and tell `sink` on the way: Started (or Failed), the engine's
+    events, a FinishEvent. The one job driver, for the server's requests and the window's
+    replies alike; it counts nothing (JobRunner does, for the server)."""
+    if ticket.cancelled:
+        _deliver(sink, ticket, Failed("cancelled before it started", "cancelled"))
+        return "cancelled"
+    try:
+        prompt_ids, events = job_events(session, job, ticket.control)
+        cached = _cached_prefix(session, prompt_ids)
+        # The engine checks the prompt against the context before its first event, so a
+        # refusal arrives here, before the client is told the job started.
+        first = next(events)
+    except SpecChatError as exc:
+        kind: FailureKind = "context" if isinstance(exc, ContextOverflowError) else "invalid"
+        _deliver(sink, ticket, Failed(user_message(exc), kind, exc))
+        return "failed"
+    except Exception as exc:
+        log.exception("request %d failed", ticket.job_id)
+        _deliver(sink, ticket, Failed(_INTERNAL, "internal", exc))
+        return "failed"
+    mode: DraftMode = "plain" if job.config.gamma.is_off else session.mode
+    _deliver(sink, ticket, Started(tuple(prompt_ids), cached, mode))
+    finish: Outcome = "served"
+    try:
+        for event in itertools.chain([first], events):
+            if isinstance(event, RoundEvent):
+                ticket._count_round()
+            elif isinstance(event, FinishEvent):
+                if event.result.finish_reason == "cancelled":
+                    finish = "cancelled"
+                # Done before the receiver hears of it, so a late cancel() is a no-op.
+                ticket._finish()
+            _deliver(sink, ticket, event)
+    except Exception as exc:
+        log.exception("request %d failed while generating", ticket.job_id)
+        _deliver(sink, ticket, Failed(_INTERNAL, "internal", exc))
+        return "failed"
+    return finish
 
 
 def _deliver(sink: Sink, ticket: Ticket, event: OwnerEvent) -> None:

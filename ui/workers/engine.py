@@ -24,7 +24,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from app.engine.events import FinishEvent, NoticeEvent, RoundEvent, TokenEvent
 from app.engine.history_corpus import stored_chats
 from app.engine.isolated import IsolatedRuntime
-from app.engine.job_queue import Failed, Job, OwnerEvent, job_events
+from app.engine.job_queue import Failed, Job, OwnerEvent, Started, Ticket, WaitList, drive
 from app.engine.model_host import FileCheck, LoadRequest, ModelHost, RemoteRuntimeFactory
 from app.engine.runtime import Runtime
 from app.engine.session import EngineSession
@@ -34,13 +34,7 @@ from models.compat import check_draft_file
 from models.demo import DemoModels, ensure_demo_models
 from models.probe import ensure_loadable
 from ui.messages import describe
-from ui.workers.requests import (
-    GenerateRequest,
-    GenerationFailure,
-    LoadFailure,
-    RuntimeTask,
-    ServeRequest,
-)
+from ui.workers.requests import GenerateRequest, GenerationFailure, LoadFailure, RuntimeTask
 
 log = logging.getLogger(__name__)
 # Idle time after a local server request before the chat is read back into the caches: a
@@ -135,26 +129,39 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def generate(self, request: GenerateRequest) -> None:
-        try:
-            job = Job(request.config, messages=request.messages)
-            prompt_ids, events = job_events(self.models.runtime, job, request.control)
-            for event in events:
-                if isinstance(event, TokenEvent):
-                    self.tokenReceived.emit(event)
-                elif isinstance(event, RoundEvent):
-                    self.roundReceived.emit(event.record)
-                elif isinstance(event, NoticeEvent):
-                    self.noticeReceived.emit(event.message)
-                elif isinstance(event, FinishEvent):
-                    self.models.remember_chat([*prompt_ids, *event.result.token_ids])
-                    self.generationFinished.emit(event.result)
-        except Exception as exc:
-            self.generationFailed.emit(GenerationFailure(request.request_id, describe(exc)))
+        """A chat reply: the same driver as a server request, its events turned into signals."""
+        prompt_ids: tuple[int, ...] = ()
+
+        def sink(event: OwnerEvent) -> None:
+            nonlocal prompt_ids
+            if isinstance(event, Started):
+                prompt_ids = event.prompt_ids
+            elif isinstance(event, TokenEvent):
+                self.tokenReceived.emit(event)
+            elif isinstance(event, RoundEvent):
+                self.roundReceived.emit(event.record)
+            elif isinstance(event, NoticeEvent):
+                self.noticeReceived.emit(event.message)
+            elif isinstance(event, FinishEvent):
+                self.models.remember_chat([*prompt_ids, *event.result.token_ids])
+                self.generationFinished.emit(event.result)
+            else:
+                message = event.message if event.error is None else describe(event.error)
+                self.generationFailed.emit(GenerationFailure(request.request_id, message))
+
+        job = Job(request.config, messages=request.messages)
+        ticket = Ticket(request.request_id, request.control)
+        if drive(self.models.runtime, job, sink, ticket) == "failed":
             self._check_lost()
 
     @Slot(object)
-    def serve(self, request: ServeRequest) -> None:
-        """Answer one local server request; the chat's replies and these take turns."""
+    def serve(self, owner: WaitList) -> None:
+        """Answer the local server's oldest waiting request; the chat's replies and these take
+        turns. Nothing waits when the server stopped meanwhile: it told the client already."""
+        waiting = owner.take(wait=False)
+        if waiting is None:
+            return
+        job, client, ticket = waiting
 
         def sink(event: OwnerEvent) -> None:
             if isinstance(event, RoundEvent):
@@ -163,12 +170,12 @@ class EngineWorker(QObject):
                 self.serveEnded.emit(event.result)
             elif isinstance(event, Failed):
                 self.serveEnded.emit(None)
-            request.sink(event)
+            client(event)
 
         self.serveStarted.emit()
         self._served += 1
         # Local server requests run here, on the models the chat uses: one owner per model.
-        self.models.jobs.run(request.job, sink, request.ticket, closed=request.closed())
+        self.models.jobs.run(job, sink, ticket)
         self._check_lost()
         # The request took the models' caches; read the chat back into them once requests
         # pause, so the next reply does not re-read the whole conversation before its first

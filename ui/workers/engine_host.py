@@ -19,7 +19,8 @@ class EngineHost(QObject):
 
     Signals:
         loadRequested(LoadRequest), generateRequested(GenerateRequest),
-        serveRequested(ServeRequest), taskRequested(RuntimeTask), shutdownRequested().
+        serveRequested(WaitList): a local server request waits there (its oldest is taken),
+        taskRequested(RuntimeTask), shutdownRequested().
     """
 
     loadRequested = Signal(object)

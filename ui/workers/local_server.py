@@ -8,85 +8,34 @@ is offered: other machines never reach a server started from the window.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
 from app.engine.config import GenerationConfig
-from app.engine.events import FinishEvent
 from app.engine.gamma import OFF
-from app.engine.job_queue import (
-    DEFAULT_QUEUE_SIZE,
-    Failed,
-    Job,
-    OwnerEvent,
-    QueueFullError,
-    Sink,
-    Ticket,
-)
+from app.engine.job_queue import DEFAULT_QUEUE_SIZE, Job, Sink, Ticket, WaitList
 from app.engine.tool_calls import DESCRIBED, ToolDialect
 from app.server.app import ServerSettings, create_app
 from app.server.host import BackgroundServer, listen
 from app.server.schemas import Defaults, NMax, n_max_of
 from ui.workers.engine_host import EngineHost
-from ui.workers.requests import ServeRequest
 
 LOOPBACK = "127.0.0.1"
 
 
-class WorkerOwner:
-    """The server's EngineOwner on the window's worker thread, with a bounded wait list."""
+class WorkerOwner(WaitList):
+    """The server's EngineOwner on the window's worker thread: each accepted job is announced
+    to the worker by a queued signal, so requests take turns with the chat's replies there."""
 
     def __init__(self, host: EngineHost, *, max_queue: int = DEFAULT_QUEUE_SIZE) -> None:
+        super().__init__(host.worker.models.jobs, max_queue=max_queue)
         self._host = host
-        self._runner = host.worker.models.jobs
-        self._max_queue = max_queue
-        self._lock = threading.Lock()
-        self._waiting: list[Ticket] = []
-        self._next_id = 0
-        self._closed = False
 
     def submit(self, job: Job, sink: Sink) -> Ticket:
-        with self._lock:
-            if self._closed:
-                raise QueueFullError("the server is shutting down")
-            if len(self._waiting) >= self._max_queue:
-                self._runner.reject()
-                raise QueueFullError(f"{self._max_queue} requests are already waiting")
-            self._next_id += 1
-            ticket = Ticket(self._next_id)
-            self._waiting.append(ticket)
-
-        def forward(event: OwnerEvent) -> None:
-            if isinstance(event, FinishEvent | Failed):
-                self._done(ticket)
-            sink(event)
-
-        self._host.serveRequested.emit(ServeRequest(job, forward, ticket, self._is_closed))
+        ticket = super().submit(job, sink)
+        self._host.serveRequested.emit(self)
         return ticket
-
-    def health(self) -> dict[str, object]:
-        with self._lock:
-            queued = max(0, len(self._waiting) - (1 if self._runner.health()["running"] else 0))
-        return {**self._runner.health(), "queued": queued, "queue_size": self._max_queue}
-
-    def stop_accepting(self) -> None:
-        """Refuse new requests and cancel the waiting and running ones."""
-        with self._lock:
-            self._closed = True
-            waiting = list(self._waiting)
-        for ticket in waiting:
-            ticket.cancel("server stopped")
-
-    def _is_closed(self) -> bool:
-        with self._lock:
-            return self._closed
-
-    def _done(self, ticket: Ticket) -> None:
-        with self._lock:
-            if ticket in self._waiting:
-                self._waiting.remove(ticket)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
-from app.engine.job_queue import Job, Sink, Ticket
 from app.engine.model_host import LoadedState
 from app.engine.session import EngineSession
 from models.demo import DemoModels
@@ -35,16 +34,6 @@ class GenerateRequest:
 
 
 RuntimeTask = Callable[[EngineSession], None]
-
-
-@dataclass(frozen=True, slots=True)
-class ServeRequest:
-    """A local server job for the worker: closed() says the server stopped meanwhile."""
-
-    job: Job
-    sink: Sink
-    ticket: Ticket
-    closed: Callable[[], bool]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,12 +12,12 @@ from pytestqt.qtbot import QtBot
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.gamma import fixed
-from app.engine.job_queue import Job, Ticket
+from app.engine.job_queue import Job, WaitList
 from app.engine.runtime import Runtime
 from app.llama.config import ModelConfig
 from models.compat import check_draft_file
 from ui.workers.engine import EngineWorker
-from ui.workers.requests import GenerateRequest, ServeRequest
+from ui.workers.requests import GenerateRequest
 
 CONFIG = GenerationConfig(max_tokens=12, gamma=fixed(3))
 
@@ -45,7 +45,9 @@ def test_the_chat_is_read_back_into_the_caches_after_a_request(
     ended: list[Any] = []
     engine.serveEnded.connect(ended.append)
     job = Job(CONFIG, prompt="A completely different text about mountains and lakes")
-    engine.serve(ServeRequest(job, lambda _event: None, Ticket(1), lambda: False))
+    waiting = WaitList(engine.models.jobs)
+    waiting.submit(job, lambda _event: None)
+    engine.serve(waiting)
     assert ended and ended[0] is not None
     assert runtime.target.tokens[: len(chat)] != chat  # the request took the cache
 

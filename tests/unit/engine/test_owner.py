@@ -205,3 +205,26 @@ def test_a_receiver_that_fails_cancels_its_job_only(runtime: ScriptedRuntime) ->
     owner.close()
     assert ticket.cancelled
     assert isinstance(events[-1], FinishEvent) and events[-1].result.text == "ABC"
+
+
+def test_stop_accepting_ends_the_running_job_and_tells_the_waiting_ones(
+    runtime: ScriptedRuntime,
+) -> None:
+    owner = make_owner(runtime)
+    runtime.gate.clear()
+    running, waiting = Collector(), Collector()
+    owner.submit(Job(GenerationConfig(max_tokens=50), prompt="a"), running)
+    while not runtime.started:
+        threading.Event().wait(0.01)
+    owner.submit(text_job("b"), waiting)
+    assert owner.health()["queued"] == 1
+    owner.stop_accepting()
+    assert waiting.wait() == [Failed("the server is shutting down", "cancelled")]
+    with pytest.raises(QueueFullError, match="shutting down"):
+        owner.submit(text_job("c"), Collector())
+    runtime.gate.set()
+    finish = running.wait()[-1]
+    owner.close()
+    assert isinstance(finish, FinishEvent) and finish.result.finish_reason == "cancelled"
+    assert runtime.started == ["a"]
+    assert owner.health()["queued"] == 0
