@@ -193,7 +193,9 @@ class HybridDrafter:
             behind, timing_s = self._time_reading(history[:-1], behind)
             plan = self._plan(found, ask.max_tokens, behind)
         suffix = list(plan.suffix)
-        self._last_round_unread = plan.model_tokens == 0 and behind > 0
+        # Only a model far behind was out of play: a round that merely left it a few tokens
+        # behind was one the suffix index won on its merits, and would flatter the rate.
+        self._last_round_unread = plan.model_tokens == 0 and behind > _EAGER_READ
         if plan.model_tokens == 0:
             return Draft(
                 suffix, [None] * len(suffix), 0, 0.0, suffix_tokens=len(suffix), catchup_s=timing_s
@@ -278,13 +280,15 @@ class HybridDrafter:
     def _worth_catching_up(self, behind: int, with_model: _Plan, without: _Plan) -> bool:
         """Whether the draft model, `behind` tokens behind, should read them: the time its
         rounds save over the payback span, at the measured rates, outweighs the reading.
-        Without the model, the rounds deliver what they measured while it was behind; until
-        that is known a long gap waits for it. Until the model's own rate and the reading speed
-        are measured, it reads (and they get measured)."""
+        Past a long gap, the rounds without the model deliver what they measured while it was
+        far behind, and the gap waits until that is known; a short gap is weighed against this
+        round's plan. Until the model's own rate and the reading speed are measured, it reads
+        (and they get measured)."""
         if behind == 0:
             return True
-        unread_rate = self._unread_rounds.rate
-        if unread_rate is None and behind > _EAGER_READ:
+        long_gap = behind > _EAGER_READ
+        unread_rate = self._unread_rounds.rate if long_gap else None
+        if unread_rate is None and long_gap:
             return False
         if self._catchup_tokens == 0.0 or not self._measured():
             return True
