@@ -25,7 +25,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.llama_tools_compare import no_repack
+from scripts.llama_tools_compare import add_run_arguments, no_repack
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PROMPTS = "builtin:copy,revision,asked-again,chat"
@@ -46,15 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
         "`specchat bench --server` run.",
     )
     parser.add_argument("--llama-server", type=Path, required=True, help="the llama-server binary")
-    parser.add_argument("--json", type=Path, default=Path("llama-server-compare.json"))
-    parser.add_argument("--prompts", default=DEFAULT_PROMPTS)
-    parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--repeat", type=int, default=1)
+    add_run_arguments(parser, prompts=DEFAULT_PROMPTS, repeat=1)
     parser.add_argument("--threads", type=int, default=2, help="threads of every server")
     parser.add_argument("--ctx-size", type=int, default=4096, help="context of every server")
-    parser.add_argument(
-        "--models-dir", type=Path, default=None, help="where the demo models are (or are built)"
-    )
     parser.add_argument(
         "--only", default=None, metavar="LABEL[,LABEL]", help="start only these servers"
     )

@@ -40,14 +40,20 @@ def build_parser() -> argparse.ArgumentParser:
         "llama-speculative-simple on the demo models, interleaved.",
     )
     parser.add_argument("--bin", type=Path, required=True, help="folder of llama.cpp's binaries")
-    parser.add_argument("--json", type=Path, default=Path("llama-tools-compare.json"))
-    parser.add_argument("--prompts", default=DEFAULT_PROMPTS)
+    add_run_arguments(parser, prompts=DEFAULT_PROMPTS, repeat=2)
+    return parser
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, *, prompts: str, repeat: int) -> None:
+    """The flags every comparison with llama.cpp's programs takes: where the report goes, the
+    prompts, reply length, repeats and the demo models' folder."""
+    parser.add_argument("--json", type=Path, default=Path(f"{parser.prog}.json"))
+    parser.add_argument("--prompts", default=prompts)
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=repeat)
     parser.add_argument(
         "--models-dir", type=Path, default=None, help="where the demo models are (or are built)"
     )
-    return parser
 
 
 def rendered_prompts(spec: str, target: Path) -> list[tuple[str, str]]:
