@@ -20,12 +20,13 @@ over the span they usually hold the rounds (at most a 128-token reply), outweigh
 When the suffix index does as well alone (a question asked again, a text revised, code pasted
 to be returned with a change), the model is not read, and the reply starts as soon as the target
 has read the prompt. What the rounds deliver without the model is measured on the rounds that
-ran while it was behind (the suffix index where it proposes, plain steps elsewhere), never on
-suffix rounds chosen over a model that had read: those are only the suffix index's best. A long
-prompt is therefore not read before that rate is known: the first rounds run without the model
-(a few tokens at worst at the slower rate), then the reading is weighed against what they
-delivered. Where reading speed is not known yet, a first 64-token part of a long gap is read to
-time it when the weighing wants the model; the rest is weighed again at that speed.
+ran while it was far behind, out of play (the suffix index where it proposes, plain steps
+elsewhere), never on suffix rounds chosen over a model that had read or nearly had: those are
+only the suffix index's best. A long prompt (over 64 tokens) is therefore not read before that
+rate is known: the first rounds run without the model (a few tokens at worst at the slower
+rate), then the reading is weighed against what they delivered. Where reading speed is not
+known yet, a first 64-token part of a long gap is read to time it when the weighing wants the
+model; the rest is weighed again at that speed.
 
 The choice reads only the drafts' own figures and the target's past verdicts, never the
 target's distribution at the positions being drafted, so it changes which tokens are proposed,
@@ -172,7 +173,7 @@ class HybridDrafter:
         self._model_keep = _FadingRate()
         self._model_rounds = _FadingRounds()
         self._model_runs = _FadingRuns()
-        # Rounds that ran while the model was behind: what drafting without it delivers.
+        # Rounds that ran while the model was far behind: what drafting without it delivers.
         self._unread_rounds = _FadingRounds()
         self._last_round_unread = False
         # Seconds per token the draft model takes to read a gap in one batch (its prefill rate).
