@@ -205,3 +205,25 @@ def test_a_long_prompt_stays_unread_while_the_suffix_index_delivers_as_much_alon
     draft = hybrid.propose(_ask(fresh, 4))
 
     assert draft.steps == 0 and draft.catchup_s == 0.0 and model.decoded == read
+
+
+def test_suffix_rounds_won_over_a_model_nearly_up_to_date_are_not_drafting_without_it() -> None:
+    model, hybrid = _cheap_kept_model_after_a_first_chat()
+    first = _conversation(40, 0)
+    # The reply repeats the chat's start: the suffix index wins round after round, fast, while the
+    # model, a few tokens behind, stays in play.
+    for k in range(1, 6):
+        draft = hybrid.propose(_ask([*first, *range(8 * k)], 8))
+        assert draft.steps == 0 and draft.suffix_tokens
+        hybrid.learn(RoundRecord(300 + k, "hybrid", 8, 8, 8, 9, 0.0, 0.03, 0, suffix_drafted=8))
+
+    # A long new chat: only plain steps at 50 tokens/s run while the model is out of play, and
+    # they alone say what drafting without it delivers, so the model is read.
+    second = _conversation(300, 500)
+    hybrid.prefill(second[:-1])
+    for i in range(4):
+        hybrid.propose(_ask(second, 4))
+        hybrid.learn(RoundRecord(400 + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
+    draft = hybrid.propose(_ask(second, 4))
+
+    assert draft.steps == 4 and model.tokens[: len(second) - 1] == second[:-1]
