@@ -7,6 +7,7 @@ The tail of the log is kept, so a failed load can say what llama.cpp complained 
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import re
@@ -93,6 +94,7 @@ def last_llama_error() -> str:
     return "llama.cpp refused the file"
 
 
+@functools.cache  # the CPU does not change under a running process; every load asks
 def extra_buffers_safe(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether llama.cpp may put weights in its extra CPU buffers (repacked layouts, Intel AMX).
 
