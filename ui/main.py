@@ -8,19 +8,19 @@ import signal
 import sys
 from importlib.resources import files
 from pathlib import Path
+from typing import Unpack
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
-from app.engine.model_host import FileCheck, RemoteRuntimeFactory
-from app.engine.runtime import Runtime
 from app.paths import database_path, models_dir
 from app.store import ConversationStore
 from ui.dialogs.storage_recovery import open_store
 from ui.settings import Settings
 from ui.themes import apply_theme
 from ui.window.main_window import MainWindow
+from ui.workers.engine import EngineOptions
 from ui.workers.engine_host import EngineHost
 
 APP_NAME = "SpecChat"
@@ -47,17 +47,14 @@ def create_window(
     store: ConversationStore | None = None,
     settings: Settings | None = None,
     models_folder: Path | None = None,
-    *,
-    runtime: Runtime | None = None,
-    check_file: FileCheck | None = None,
-    remote_runtime: RemoteRuntimeFactory | None = None,
+    **engine: Unpack[EngineOptions],
 ) -> MainWindow:
     """Build a window with its own engine thread; the caller shows it and calls start().
 
-    runtime: the engine the worker thread owns; check_file vets a model file before it loads;
-    remote_runtime makes the engine for models on RPC workers (an IsolatedRuntime). Tests pass
-    stand-ins for each."""
-    host = EngineHost(runtime=runtime, check_file=check_file, remote_runtime=remote_runtime)
+    engine: `runtime`, the engine the worker thread owns; `check_file`, which vets a model file
+    before it loads; `remote_runtime`, which makes the engine for models on RPC workers (an
+    IsolatedRuntime). Tests pass stand-ins for each."""
+    host = EngineHost(**engine)
     window = MainWindow(
         settings or Settings(),
         store or ConversationStore(database_path()),

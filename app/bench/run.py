@@ -34,6 +34,7 @@ from app.bench.plan import (
     generation_for,
     interleaved_schedule,
 )
+from app.bench.turns import prompt_ids_for
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, NoticeEvent
@@ -126,6 +127,18 @@ class Measurement:
     prompt_ids: Sequence[Sequence[int]]
     progress: ProgressFn | None
     control: GenerationControl
+
+    @classmethod
+    def prepare(
+        cls,
+        runtime: Runtime,
+        settings: BenchSettings,
+        progress: ProgressFn | None,
+        control: GenerationControl,
+    ) -> Measurement:
+        """The plan of `settings`, its prompts' ids made on `runtime` (earlier turns answered)."""
+        ids = prompt_ids_for(runtime, settings.prompts, settings.base)
+        return cls(runtime, settings, settings.configs(), ids, progress, control)
 
 
 def measure(bench: Measurement, labels: DraftLabels, phase: Phase | None = None) -> list[RunRecord]:

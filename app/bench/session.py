@@ -21,7 +21,6 @@ from app.bench.plan import PLAIN_LABEL, BenchConfig, BenchSettings, DraftChoice
 from app.bench.prompts import BenchPrompt
 from app.bench.run import Measurement, Phase, ProgressFn, measure, phase_runs
 from app.bench.summary import BenchReport, summarize
-from app.bench.turns import prompt_ids_for
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.gamma import GammaSetting
@@ -133,8 +132,7 @@ def run_benchmark(
             for d in settings.drafts
         }
         memory = _memory(runtime, labels)
-        ids = prompt_ids_for(runtime, settings.prompts, settings.base)
-        bench = Measurement(runtime, settings, settings.configs(), ids, progress, control)
+        bench = Measurement.prepare(runtime, settings, progress, control)
         return _report(bench, measure(bench, labels), memory)
     finally:
         runtime.close()
@@ -171,10 +169,9 @@ def bench_on_runtime(
             labels[d.label] = held
     resident = [d for d in drafts if d.label in labels]
     phases = ([resident] if resident else []) + [[d] for d in drafts if d.label not in labels]
-    ids = prompt_ids_for(runtime, settings.prompts, settings.base)
-    bench = Measurement(runtime, settings, settings.configs(), ids, progress, control)
+    bench = Measurement.prepare(runtime, settings, progress, control)
     counts = [len(_phase_configs(bench.configs, group)) + 1 for group in phases]
-    total = sum(phase_runs(n, len(ids), settings.repeats) for n in counts)
+    total = sum(phase_runs(n, len(bench.prompt_ids), settings.repeats) for n in counts)
     memory = _memory(runtime, labels)
     selected = runtime.selected_draft
     runs: list[RunRecord] = []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from models.hub.common import DEFAULT_ENDPOINT, resolve_endpoint
 from models.hub.listing import RemoteFile, list_gguf_files, parts_of, select_file
@@ -34,6 +35,7 @@ from models.hub.transfer import (
 __all__ = [
     "DEFAULT_ENDPOINT",
     "STALL_LIMIT_S",
+    "DownloadOptions",
     "DownloadProgress",
     "RemoteFile",
     "default_destination",
@@ -47,32 +49,28 @@ __all__ = [
 ]
 
 
+class DownloadOptions(TypedDict, total=False):
+    """The keywords `pull` passes on to `download_file` for every part."""
+
+    dest_dir: str | os.PathLike[str] | None
+    progress: ProgressCallback | None
+    cancel: CancelFlag | None
+    retries: int
+
+
 def pull(
     repo_id: str,
     pattern: str | None = None,
     *,
     revision: str = "main",
-    dest_dir: str | os.PathLike[str] | None = None,
     endpoint: str | None = None,
     token: str | bool | None = None,
-    progress: ProgressCallback | None = None,
-    cancel: CancelFlag | None = None,
-    retries: int = 3,
+    **options: Unpack[DownloadOptions],
 ) -> list[Path]:
     """List, choose and download one model (all parts of a split one). First part first."""
     files = list_gguf_files(repo_id, revision=revision, endpoint=endpoint, token=token)
     chosen = select_file(files, pattern, repo_id=repo_id)
     return [
-        download_file(
-            repo_id,
-            part,
-            revision=revision,
-            dest_dir=dest_dir,
-            endpoint=endpoint,
-            token=token,
-            progress=progress,
-            cancel=cancel,
-            retries=retries,
-        )
+        download_file(repo_id, part, revision=revision, endpoint=endpoint, token=token, **options)
         for part in parts_of(files, chosen)
     ]

@@ -172,21 +172,17 @@ class Check(StepRunner):
             f"{k} {Path(v).stat().st_size / 1e9:.2f} GB" for k, v in files.items()
         )
 
-    def identity(self, size: str) -> str:
+    def model_args(self, size: str) -> list[str]:
+        """One model set's target and both drafts, as bench and identity.py take them."""
         f = self.files[size]
-        models = [
-            "--target",
-            str(f["target"]),
-            "--draft",
-            str(f["copy"]),
-            "--draft",
-            str(f["small"]),
-        ]
+        return ["--target", str(f["target"]), "--draft", str(f["copy"]), "--draft", str(f["small"])]
+
+    def identity(self, size: str) -> str:
         out = self.python(
             [
                 "-m",
                 "scripts.gpucheck.identity",
-                *models,
+                *self.model_args(size),
                 "--gammas",
                 self.args.gammas,
                 "--max-tokens",
@@ -211,19 +207,13 @@ class Check(StepRunner):
         return f"mismatches: default mode {default_bad}, exact mode 0 of {len(runs) // 2}"
 
     def bench(self, size: str) -> str:
-        f = self.files[size]
         path = self.work / f"bench-{size}.json"
         self.python(
             [
                 "-m",
                 "app.cli",
                 "bench",
-                "--target",
-                str(f["target"]),
-                "--draft",
-                str(f["copy"]),
-                "--draft",
-                str(f["small"]),
+                *self.model_args(size),
                 "--gamma",
                 self.args.bench_gammas,
                 "--prompts",

@@ -18,6 +18,7 @@ import os
 import sys
 import threading
 from functools import partial
+from typing import TypedDict
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -43,6 +44,14 @@ _CHAT_RESTORE_DELAY_MS = 500
 
 # Nice increment of the engine thread relative to the UI thread (see lower_priority).
 ENGINE_NICE = 5
+
+
+class EngineOptions(TypedDict, total=False):
+    """EngineWorker's keywords, as EngineHost and the window's factory take them to pass on."""
+
+    runtime: Runtime | None
+    check_file: FileCheck | None
+    remote_runtime: RemoteRuntimeFactory | None
 
 
 class EngineWorker(QObject):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Unpack
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal
 
-from app.engine.model_host import FileCheck, LoadRequest, RemoteRuntimeFactory
-from app.engine.runtime import Runtime
-from ui.workers.engine import EngineWorker
+from app.engine.model_host import LoadRequest
+from ui.workers.engine import EngineOptions, EngineWorker
 from ui.workers.requests import GenerateRequest, RuntimeTask
 
 log = logging.getLogger(__name__)
@@ -29,19 +29,12 @@ class EngineHost(QObject):
     taskRequested = Signal(object)
     shutdownRequested = Signal()
 
-    def __init__(
-        self,
-        parent: QObject | None = None,
-        *,
-        runtime: Runtime | None = None,
-        check_file: FileCheck | None = None,
-        remote_runtime: RemoteRuntimeFactory | None = None,
-    ) -> None:
+    def __init__(self, parent: QObject | None = None, **options: Unpack[EngineOptions]) -> None:
         super().__init__(parent)
         self.engine_thread = QThread()
         self.engine_thread.setObjectName("engine")
         # No parent: a QObject with a parent cannot move to another thread.
-        self.worker = EngineWorker(runtime, check_file=check_file, remote_runtime=remote_runtime)
+        self.worker = EngineWorker(**options)
         self.worker.moveToThread(self.engine_thread)
         queued = Qt.ConnectionType.QueuedConnection
         self.loadRequested.connect(self.worker.load, queued)
