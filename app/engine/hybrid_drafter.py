@@ -28,6 +28,11 @@ rate), then the reading is weighed against what they delivered. Where reading sp
 known yet, a first 64-token part of a long gap is read to time it when the weighing wants the
 model; the rest is weighed again at that speed.
 
+The suffix index's keep rates are learnt per match length over the whole chat, so they lag a
+change of task: after a text revised they overrate matches in code being rewritten, and weak
+proposals displace the model. Its expected tokens are corrected by what it kept against what
+they expected over its last few rounds (`SuffixCalibration`), quick to learn and to forget.
+
 The choice reads only the drafts' own figures and the target's past verdicts, never the
 target's distribution at the positions being drafted, so it changes which tokens are proposed,
 not which token is emitted: the output stays exact.
@@ -41,27 +46,24 @@ from dataclasses import dataclass, replace
 
 from app.engine.drafters import Draft, DraftRequest, ModelDrafter
 from app.engine.gamma_estimates import MIN_SECONDS, DraftCost, VerifyCurve
+from app.engine.hybrid_rates import (
+    FADE,
+    FadingRate,
+    FadingRounds,
+    FadingRuns,
+    SuffixCalibration,
+    expected_kept,
+)
 from app.engine.sampling import FloatArray
 from app.engine.suffix_drafter import SuffixDrafter, SuffixProposal
 from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.rounds import DraftMode, RoundRecord
 
-# Per round, how much of the older evidence is kept: about the last 30 rounds count.
-_FADE = 0.97
 _HORIZON = 32
-# The draft model's keep rate before any verdict, with this many pseudo-tokens of weight.
-_PRIOR_KEEP = 0.7
-_PRIOR_WEIGHT = 4.0
 # Tokens over which a catch-up must pay for itself, at most: about one reply (the bench's and
 # the server's default budget is 128). Where the suffix index keeps taking rounds back (a text
 # being revised), the span is the model's usual run of rounds in a row, measured.
 _PAYBACK_TOKENS = 128
-# Rounds the draft model drafts alone before their measured rate stands for it.
-_MIN_MODEL_ROUNDS = 3
-# A model round counts as at most this many times the time its tokens took so far.
-_STALL_FACTOR = 3.0
-# Runs of model rounds seen before their mean length sets a catch-up's payback span.
-_MIN_RUNS = 3
 # Gaps shorter than this are read in about a pass's time, whatever their length: they would
 # make the reading speed look slower than a long catch-up's.
 _MIN_TIMED_GAP = 16
@@ -69,78 +71,6 @@ _MIN_TIMED_GAP = 16
 # question costs about a pass to read); longer ones wait for that rate, and the first such gap
 # of unknown reading speed has this much read to time it.
 _EAGER_READ = 64
-
-
-@dataclass
-class _FadingRate:
-    kept: float = 0.0
-    judged: float = 0.0
-
-    def add(self, kept: int, judged: int) -> None:
-        self.kept = self.kept * _FADE + kept
-        self.judged = self.judged * _FADE + judged
-
-    @property
-    def value(self) -> float:
-        return (self.kept + _PRIOR_WEIGHT * _PRIOR_KEEP) / (self.judged + _PRIOR_WEIGHT)
-
-
-@dataclass
-class _FadingRounds:
-    """Tokens and seconds of the rounds the draft model drafted alone: the rate it really
-    delivers, with γ auto's confidence stop ending its drafts where it turns unsure, which a
-    keep rate compounded over the full γ would underrate."""
-
-    tokens: float = 0.0
-    seconds: float = 0.0
-    rounds: float = 0.0
-
-    def add(self, tokens: int, seconds: float) -> None:
-        rate = self.rate
-        if rate is not None:
-            # A round the machine stalled (another process took the cores) says nothing about
-            # the draft model; counted whole, one would keep it out of use for many rounds.
-            seconds = min(seconds, _STALL_FACTOR * tokens / rate)
-        self.tokens = self.tokens * _FADE + tokens
-        self.seconds = self.seconds * _FADE + seconds
-        self.rounds = self.rounds * _FADE + 1
-
-    @property
-    def rate(self) -> float | None:
-        if self.rounds < _MIN_MODEL_ROUNDS or self.seconds <= 0.0:
-            return None
-        return self.tokens / self.seconds
-
-    @property
-    def tokens_per_round(self) -> float:
-        return self.tokens / self.rounds if self.rounds else 0.0
-
-
-@dataclass
-class _FadingRuns:
-    """How many rounds in a row the draft model drafts before another source takes over."""
-
-    total: float = 0.0
-    runs: float = 0.0
-    current: int = 0
-
-    def model_round(self) -> None:
-        self.current += 1
-
-    def other_round(self) -> None:
-        if self.current:
-            self.total = self.total * _FADE + self.current
-            self.runs = self.runs * _FADE + 1
-            self.current = 0
-
-    @property
-    def mean(self) -> float | None:
-        return self.total / self.runs if self.runs >= _MIN_RUNS else None
-
-
-def _expected_kept(keep: float, n: int) -> float:
-    """Tokens kept of n proposed when each survives with `keep` given the ones before."""
-    return sum(keep**i for i in range(1, n + 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,14 +97,17 @@ class HybridDrafter:
         self._clock = clock
         self.label = model.label
         # Verification seconds by rows, γ auto's own estimate (concave on a CPU).
-        self._verify = VerifyCurve(horizon=_HORIZON, fade=_FADE)
+        self._verify = VerifyCurve(horizon=_HORIZON, fade=FADE)
         # Draft seconds by the passes a round ran, γ auto's own estimate too.
-        self._draft = DraftCost(horizon=_HORIZON, fade=_FADE)
-        self._model_keep = _FadingRate()
-        self._model_rounds = _FadingRounds()
-        self._model_runs = _FadingRuns()
+        self._draft = DraftCost(horizon=_HORIZON, fade=FADE)
+        self._model_keep = FadingRate()
+        self._model_rounds = FadingRounds()
+        self._model_runs = FadingRuns()
         # Rounds that ran while the model was far behind: what drafting without it delivers.
-        self._unread_rounds = _FadingRounds()
+        self._unread_rounds = FadingRounds()
+        # The suffix index's kept tokens against its keep rates' expectation, for this task.
+        self._calibration = SuffixCalibration()
+        self._suffix_expected = 0.0  # of the round in flight, at the uncorrected keep rates
         self._last_round_unread = False
         # Seconds per token the draft model takes to read a gap in one batch (its prefill rate).
         self._catchup_s = 0.0
@@ -194,6 +127,9 @@ class HybridDrafter:
             behind, timing_s = self._time_reading(history[:-1], behind)
             plan = self._plan(found, ask.max_tokens, behind)
         suffix = list(plan.suffix)
+        self._suffix_expected = (
+            expected_kept(self._keep(found), len(suffix)) if suffix and found.source else 0.0
+        )
         # Only a model far behind was out of play: a round that merely left it a few tokens
         # behind was one the suffix index won on its merits, and would flatter the rate.
         self._last_round_unread = plan.model_tokens == 0 and behind > _EAGER_READ
@@ -229,8 +165,8 @@ class HybridDrafter:
         self.model_drafter.prefill(history)
         seconds = self._clock() - start
         if behind >= _MIN_TIMED_GAP:
-            self._catchup_s = self._catchup_s * _FADE + seconds
-            self._catchup_tokens = self._catchup_tokens * _FADE + behind
+            self._catchup_s = self._catchup_s * FADE + seconds
+            self._catchup_tokens = self._catchup_tokens * FADE + behind
         self._model_read, self._model_at = history, len(history)
         return seconds
 
@@ -258,25 +194,24 @@ class HybridDrafter:
                 if self._worth_catching_up(behind, model_only, without_model)
                 else (without_model)
             )
-        keep = self.suffix.kept_by_match.keep_rate(proposal.match_length, proposal.source)
-        kept = proposal.expected_accepted
+        keep = self._keep(proposal)
+        ratio = self._calibration.ratio
+        kept = min(len(found), ratio * proposal.expected_accepted)
         suffix_only = _Plan(found, 0, self._rate(len(found), kept, 0, 0.0))
         if not self._worth_catching_up(behind, model_only, suffix_only):
             return suffix_only
         plans = [model_only, suffix_only]
         prefix = found[: max(0, gamma - 1)]
         if prefix:
-            survive = keep ** len(prefix)
-            plans.append(
-                _Plan(
-                    prefix,
-                    gamma - len(prefix),
-                    self._rate(
-                        len(prefix), _expected_kept(keep, len(prefix)), gamma - len(prefix), survive
-                    ),
-                )
-            )
+            n, rest = len(prefix), gamma - len(prefix)
+            survive = min(1.0, ratio * keep**n)
+            prefix_kept = min(n, ratio * expected_kept(keep, n))
+            plans.append(_Plan(prefix, rest, self._rate(n, prefix_kept, rest, survive)))
         return max(plans, key=lambda p: p.rate)
+
+    def _keep(self, proposal: SuffixProposal) -> float:
+        source = proposal.source or "conversation"
+        return self.suffix.kept_by_match.keep_rate(proposal.match_length, source)
 
     def _worth_catching_up(self, behind: int, with_model: _Plan, without: _Plan) -> bool:
         """Whether the draft model, `behind` tokens behind, should read them: the time its
@@ -313,7 +248,7 @@ class HybridDrafter:
         """Expected tokens per second of a draft of n_suffix suffix tokens then n_model model
         tokens, the model's tokens judged only when every suffix token before them is kept
         (chance `reach`)."""
-        model_kept = reach * _expected_kept(self._model_keep.value, n_model)
+        model_kept = reach * expected_kept(self._model_keep.value, n_model)
         verify = self._verify.predict(n_suffix + n_model + 1) if self._measured() else None
         if verify is None:
             # Nothing measured yet: tokens that cost no pass win on expected tokens alone.
@@ -352,6 +287,9 @@ class HybridDrafter:
             self._model_runs.model_round()
         else:
             self._model_runs.other_round()
+        suffix_kept = min(record.accepted, record.suffix_drafted)
+        self._calibration.add(suffix_kept, self._suffix_expected if record.suffix_drafted else 0.0)
+        self._suffix_expected = 0.0
         if record.drafted == 0:
             return
         self.suffix.learn(record)

@@ -1,0 +1,130 @@
+"""The forgetful figures the hybrid drafter (app/engine/hybrid_drafter.py) weighs its sources by.
+
+Each fades older evidence by FADE per round, so a change of task within a chat (code pasted to
+be returned, then a question) moves them within a few dozen rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Per round, how much of the older evidence is kept: about the last 30 rounds count.
+FADE = 0.97
+# The draft model's keep rate before any verdict, with this many pseudo-tokens of weight.
+_PRIOR_KEEP = 0.7
+_PRIOR_WEIGHT = 4.0
+# Rounds the draft model drafts alone before their measured rate stands for it.
+_MIN_MODEL_ROUNDS = 3
+# A model round counts as at most this many times the time its tokens took so far.
+_STALL_FACTOR = 3.0
+# Runs of model rounds seen before their mean length sets a catch-up's payback span.
+_MIN_RUNS = 3
+# The suffix calibration forgets fast (about the last six rounds count) and starts, and drifts
+# back to, trusting the keep rates as they are, with this many expected tokens of weight.
+_CALIBRATION_FADE = 0.85
+_CALIBRATION_PRIOR = 2.0
+# Bounds on the calibration: a run of misses never silences the suffix index for good, and a
+# run of luck never makes it outbid everything.
+_CALIBRATION_RANGE = (0.2, 2.0)
+
+
+def expected_kept(keep: float, n: int) -> float:
+    """Tokens kept of n proposed when each survives with `keep` given the ones before."""
+    return sum(keep**i for i in range(1, n + 1))
+
+
+@dataclass
+class FadingRate:
+    """The draft model's keep rate per judged token."""
+
+    kept: float = 0.0
+    judged: float = 0.0
+
+    def add(self, kept: int, judged: int) -> None:
+        self.kept = self.kept * FADE + kept
+        self.judged = self.judged * FADE + judged
+
+    @property
+    def value(self) -> float:
+        return (self.kept + _PRIOR_WEIGHT * _PRIOR_KEEP) / (self.judged + _PRIOR_WEIGHT)
+
+
+@dataclass
+class FadingRounds:
+    """Tokens and seconds of a kind of round: the rate it really delivers. For the draft model
+    drafting alone, this counts γ auto's confidence stop ending its drafts where it turns
+    unsure, which a keep rate compounded over the full γ would underrate."""
+
+    tokens: float = 0.0
+    seconds: float = 0.0
+    rounds: float = 0.0
+
+    def add(self, tokens: int, seconds: float) -> None:
+        rate = self.rate
+        if rate is not None:
+            # A round the machine stalled (another process took the cores) says nothing about
+            # the draft model; counted whole, one would keep it out of use for many rounds.
+            seconds = min(seconds, _STALL_FACTOR * tokens / rate)
+        self.tokens = self.tokens * FADE + tokens
+        self.seconds = self.seconds * FADE + seconds
+        self.rounds = self.rounds * FADE + 1
+
+    @property
+    def rate(self) -> float | None:
+        if self.rounds < _MIN_MODEL_ROUNDS or self.seconds <= 0.0:
+            return None
+        return self.tokens / self.seconds
+
+    @property
+    def tokens_per_round(self) -> float:
+        return self.tokens / self.rounds if self.rounds else 0.0
+
+
+@dataclass
+class FadingRuns:
+    """How many rounds in a row the draft model drafts before another source takes over."""
+
+    total: float = 0.0
+    runs: float = 0.0
+    current: int = 0
+
+    def model_round(self) -> None:
+        self.current += 1
+
+    def other_round(self) -> None:
+        if self.current:
+            self.total = self.total * FADE + self.current
+            self.runs = self.runs * FADE + 1
+            self.current = 0
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.runs if self.runs >= _MIN_RUNS else None
+
+
+@dataclass
+class SuffixCalibration:
+    """How many suffix tokens the target kept against how many the suffix index's keep rates
+    expected, over its last few rounds in the hybrid.
+
+    The keep rates are learnt per match length over the whole chat, so after a task where
+    matches held (a text revised) they overrate matches of the same length in the next (code
+    rewritten rather than returned, a fresh question), and weak proposals displace a draft
+    model that would have done better; the reverse happens too. This ratio, quick to learn and
+    quick to forget, corrects the suffix index's expected tokens for the task at hand. Every
+    round it drifts back towards 1, so a source it turned away from gets tried again."""
+
+    kept: float = _CALIBRATION_PRIOR
+    expected: float = _CALIBRATION_PRIOR
+
+    def add(self, kept: float, expected: float) -> None:
+        """One round's verdict: `kept` suffix tokens kept where `expected` were (0 and 0 on a
+        round the suffix index did not draft)."""
+        drift = (1.0 - _CALIBRATION_FADE) * _CALIBRATION_PRIOR
+        self.kept = self.kept * _CALIBRATION_FADE + drift + kept
+        self.expected = self.expected * _CALIBRATION_FADE + drift + expected
+
+    @property
+    def ratio(self) -> float:
+        low, high = _CALIBRATION_RANGE
+        return min(high, max(low, self.kept / self.expected))
