@@ -28,11 +28,6 @@ rate), then the reading is weighed against what they delivered. Where reading sp
 known yet, a first 64-token part of a long gap is read to time it when the weighing wants the
 model; the rest is weighed again at that speed.
 
-The suffix index's keep rates are learnt per match length over the whole chat, so they lag a
-change of task: after a text revised they overrate matches in code being rewritten, and weak
-proposals displace the model. Its expected tokens are corrected by what it kept against what
-they expected over its last few rounds (`SuffixCalibration`), quick to learn and to forget.
-
 The choice reads only the drafts' own figures and the target's past verdicts, never the
 target's distribution at the positions being drafted, so it changes which tokens are proposed,
 not which token is emitted: the output stays exact.
@@ -46,14 +41,7 @@ from dataclasses import dataclass, replace
 
 from app.engine.drafters import Draft, DraftRequest, ModelDrafter
 from app.engine.gamma_estimates import MIN_SECONDS, DraftCost, VerifyCurve
-from app.engine.hybrid_rates import (
-    FADE,
-    FadingRate,
-    FadingRounds,
-    FadingRuns,
-    SuffixCalibration,
-    expected_kept,
-)
+from app.engine.hybrid_rates import FADE, FadingRate, FadingRounds, FadingRuns, expected_kept
 from app.engine.sampling import FloatArray
 from app.engine.suffix_drafter import SuffixDrafter, SuffixProposal
 from app.metrics.cost_model import MAX_GAMMA
@@ -105,9 +93,6 @@ class HybridDrafter:
         self._model_runs = FadingRuns()
         # Rounds that ran while the model was far behind: what drafting without it delivers.
         self._unread_rounds = FadingRounds()
-        # The suffix index's kept tokens against its keep rates' expectation, for this task.
-        self._calibration = SuffixCalibration()
-        self._suffix_expected = 0.0  # of the round in flight, at the uncorrected keep rates
         self._last_round_unread = False
         # Seconds per token the draft model takes to read a gap in one batch (its prefill rate).
         self._catchup_s = 0.0
@@ -127,9 +112,6 @@ class HybridDrafter:
             behind, timing_s = self._time_reading(history[:-1], behind)
             plan = self._plan(found, ask.max_tokens, behind)
         suffix = list(plan.suffix)
-        self._suffix_expected = (
-            expected_kept(self._keep(found), len(suffix)) if suffix and found.source else 0.0
-        )
         # Only a model far behind was out of play: a round that merely left it a few tokens
         # behind was one the suffix index won on its merits, and would flatter the rate.
         self._last_round_unread = plan.model_tokens == 0 and behind > _EAGER_READ
@@ -194,24 +176,25 @@ class HybridDrafter:
                 if self._worth_catching_up(behind, model_only, without_model)
                 else (without_model)
             )
-        keep = self._keep(proposal)
-        ratio = self._calibration.ratio
-        kept = min(len(found), ratio * proposal.expected_accepted)
+        keep = self.suffix.kept_by_match.keep_rate(proposal.match_length, proposal.source)
+        kept = proposal.expected_accepted
         suffix_only = _Plan(found, 0, self._rate(len(found), kept, 0, 0.0))
         if not self._worth_catching_up(behind, model_only, suffix_only):
             return suffix_only
         plans = [model_only, suffix_only]
         prefix = found[: max(0, gamma - 1)]
         if prefix:
-            n, rest = len(prefix), gamma - len(prefix)
-            survive = min(1.0, ratio * keep**n)
-            prefix_kept = min(n, ratio * expected_kept(keep, n))
-            plans.append(_Plan(prefix, rest, self._rate(n, prefix_kept, rest, survive)))
+            survive = keep ** len(prefix)
+            plans.append(
+                _Plan(
+                    prefix,
+                    gamma - len(prefix),
+                    self._rate(
+                        len(prefix), expected_kept(keep, len(prefix)), gamma - len(prefix), survive
+                    ),
+                )
+            )
         return max(plans, key=lambda p: p.rate)
-
-    def _keep(self, proposal: SuffixProposal) -> float:
-        source = proposal.source or "conversation"
-        return self.suffix.kept_by_match.keep_rate(proposal.match_length, source)
 
     def _worth_catching_up(self, behind: int, with_model: _Plan, without: _Plan) -> bool:
         """Whether the draft model, `behind` tokens behind, should read them: the time its
@@ -287,9 +270,6 @@ class HybridDrafter:
             self._model_runs.model_round()
         else:
             self._model_runs.other_round()
-        suffix_kept = min(record.accepted, record.suffix_drafted)
-        self._calibration.add(suffix_kept, self._suffix_expected if record.suffix_drafted else 0.0)
-        self._suffix_expected = 0.0
         if record.drafted == 0:
             return
         self.suffix.learn(record)

@@ -19,13 +19,6 @@ _MIN_MODEL_ROUNDS = 3
 _STALL_FACTOR = 3.0
 # Runs of model rounds seen before their mean length sets a catch-up's payback span.
 _MIN_RUNS = 3
-# The suffix calibration forgets fast (about the last six rounds count) and starts, and drifts
-# back to, trusting the keep rates as they are, with this many expected tokens of weight.
-_CALIBRATION_FADE = 0.85
-_CALIBRATION_PRIOR = 2.0
-# Bounds on the calibration: a run of misses never silences the suffix index for good, and a
-# run of luck never makes it outbid everything.
-_CALIBRATION_RANGE = (0.2, 2.0)
 
 
 def expected_kept(keep: float, n: int) -> float:
@@ -100,31 +93,3 @@ class FadingRuns:
     @property
     def mean(self) -> float | None:
         return self.total / self.runs if self.runs >= _MIN_RUNS else None
-
-
-@dataclass
-class SuffixCalibration:
-    """How many suffix tokens the target kept against how many the suffix index's keep rates
-    expected, over its last few rounds in the hybrid.
-
-    The keep rates are learnt per match length over the whole chat, so after a task where
-    matches held (a text revised) they overrate matches of the same length in the next (code
-    rewritten rather than returned, a fresh question), and weak proposals displace a draft
-    model that would have done better; the reverse happens too. This ratio, quick to learn and
-    quick to forget, corrects the suffix index's expected tokens for the task at hand. Every
-    round it drifts back towards 1, so a source it turned away from gets tried again."""
-
-    kept: float = _CALIBRATION_PRIOR
-    expected: float = _CALIBRATION_PRIOR
-
-    def add(self, kept: float, expected: float) -> None:
-        """One round's verdict: `kept` suffix tokens kept where `expected` were (0 and 0 on a
-        round the suffix index did not draft)."""
-        drift = (1.0 - _CALIBRATION_FADE) * _CALIBRATION_PRIOR
-        self.kept = self.kept * _CALIBRATION_FADE + drift + kept
-        self.expected = self.expected * _CALIBRATION_FADE + drift + expected
-
-    @property
-    def ratio(self) -> float:
-        low, high = _CALIBRATION_RANGE
-        return min(high, max(low, self.kept / self.expected))

@@ -227,25 +227,3 @@ def test_suffix_rounds_won_over_a_model_nearly_up_to_date_are_not_drafting_witho
     draft = hybrid.propose(_ask(second, 4))
 
     assert draft.steps == 4 and model.tokens[: len(second) - 1] == second[:-1]
-
-
-def test_suffix_misses_at_one_match_length_hand_rounds_at_any_length_to_the_model() -> None:
-    _, hybrid = _cheap_kept_model_after_a_first_chat()
-    first = _conversation(40, 0)
-    # The reply starts repeating the chat's start, but the target keeps none of it (a text
-    # rewritten rather than returned): one miss, at match length 8.
-    draft = hybrid.propose(_ask([*first, *range(8)], 8))
-    assert draft.steps == 0 and draft.suffix_tokens == 8
-    hybrid.learn(RoundRecord(300, "hybrid", 8, 8, 0, 1, 0.0, 0.03, 0, suffix_drafted=8))
-
-    # A 24-token match, a length whose keep rate no verdict has touched (0.96 before any), would
-    # win over the model at face value; after the misses the model drafts.
-    longer = [*first, *range(24)]
-    draft = hybrid.propose(_ask(longer, 8))
-    assert draft.steps == 8 and draft.suffix_tokens == 0
-
-    # Rounds of the model alone: the correction fades, and the long match is tried again.
-    for i in range(20):
-        hybrid.learn(RoundRecord(400 + i, "hybrid", 4, 4, 4, 5, 0.004, 0.02, 4))
-    draft = hybrid.propose(_ask(longer, 8))
-    assert draft.steps == 0 and draft.suffix_tokens == 8
