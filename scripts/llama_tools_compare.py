@@ -3,7 +3,9 @@
 
 Two questions, each answered in one interleaved run, repeat by repeat:
 - plain decoding: `specchat bench`'s plain rate at SpecChat's default thread policy against
-  `llama-bench` tg (generation from an empty context, its default threads);
+  `llama-bench` tg at its default threads, from an empty context and from a context as deep as
+  the prompts' mean length (`-d`): SpecChat's replies follow their prompts, and attention over
+  a few hundred tokens costs a 135M-parameter model a few percent a step;
 - speculative decoding: `specchat bench` at its defaults (γ auto, the suffix index beside the
   draft model) against `llama-speculative-simple` with the same draft model at llama.cpp's
   defaults (common/common.h), on the same prompts: each rendered through the target's chat
@@ -81,12 +83,18 @@ def no_repack() -> list[str]:
     return [] if extra_buffers_safe() else ["--no-repack"]
 
 
-def llama_bench(binary: Path, target: Path, max_tokens: int) -> dict[str, Any]:
+def llama_bench(binary: Path, target: Path, max_tokens: int, depth: int) -> dict[str, Any]:
+    """tg from an empty context and from `depth` tokens of context."""
     command = [str(binary), "-m", str(target), "-p", "0", "-n", str(max_tokens), "-r", "3"]
-    command += [] if extra_buffers_safe() else ["--repack", "0"]
+    command += ["-d", f"0,{depth}", *([] if extra_buffers_safe() else ["--repack", "0"])]
     done = subprocess.run([*command, "-o", "json"], capture_output=True, text=True, check=True)
-    rows = json.loads(done.stdout)
-    return {"command": command, "tokens_per_second": float(rows[0]["avg_ts"])}
+    rate = {int(row["n_depth"]): float(row["avg_ts"]) for row in json.loads(done.stdout)}
+    return {
+        "command": command,
+        "depth": depth,
+        "tokens_per_second": rate[0],
+        "tokens_per_second_at_depth": rate[depth],
+    }
 
 
 def speculative_simple(
@@ -143,6 +151,9 @@ def specchat_bench(
         "overhead_share": spec["overhead_share"],
         "plain_overhead_share": report["plain"]["overhead_share"],
         "identical_to_plain": spec["identical_to_plain"],
+        "mean_prompt_tokens": round(
+            statistics.fmean(p["prompt_tokens"] for p in report["prompts"])
+        ),
     }
 
 
@@ -160,10 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="llama-tools-compare-"))
     runs: list[dict[str, Any]] = []
     for repeat in range(args.repeat):
+        ours = specchat_bench(demo.f32, demo.q4_1, prompts, args.max_tokens, work)
+        depth = ours["mean_prompt_tokens"]
         run = {
             "repeat": repeat,
-            "llama_bench": llama_bench(bench_bin, demo.f32, args.max_tokens),
-            "specchat": specchat_bench(demo.f32, demo.q4_1, prompts, args.max_tokens, work),
+            "specchat": ours,
+            "llama_bench": llama_bench(bench_bin, demo.f32, args.max_tokens, depth),
             "speculative_simple": speculative_simple(
                 spec_bin, demo.f32, demo.q4_1, prompts, args.max_tokens
             ),
@@ -180,7 +193,8 @@ def summary_line(run: dict[str, Any]) -> str:
     ours, bench, spec = run["specchat"], run["llama_bench"], run["speculative_simple"]
     return (
         f"repeat {run['repeat']}: plain {ours['plain_tokens_per_second']:.1f} vs llama-bench "
-        f"{bench['tokens_per_second']:.1f} tok/s; speculative {ours['spec_tokens_per_second']:.1f}"
+        f"{bench['tokens_per_second']:.1f} tok/s ({bench['tokens_per_second_at_depth']:.1f} at "
+        f"depth {bench['depth']}); speculative {ours['spec_tokens_per_second']:.1f}"
         f" vs llama-speculative-simple {spec['tokens_per_second']:.1f} tok/s"
     )
 
@@ -194,11 +208,14 @@ def ratios(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
     plain = mean("specchat", "plain_tokens_per_second")
     spec = mean("specchat", "spec_tokens_per_second")
     bench = mean("llama_bench", "tokens_per_second")
+    bench_deep = mean("llama_bench", "tokens_per_second_at_depth")
     simple = mean("speculative_simple", "tokens_per_second")
     return {
         "specchat_plain": plain,
         "llama_bench_tg": bench,
         "plain_over_llama_bench": plain / bench,
+        "llama_bench_tg_at_prompt_depth": bench_deep,
+        "plain_over_llama_bench_at_prompt_depth": plain / bench_deep,
         "specchat_speculative": spec,
         "llama_speculative_simple": simple,
         "speculative_over_speculative_simple": spec / simple,
