@@ -15,13 +15,15 @@ from app.store import StoreError
 log = logging.getLogger(__name__)
 
 
-def describe(exc: BaseException) -> str:
-    """One readable sentence for `exc`; logs a traceback for unexpected (bug) exceptions."""
+def describe(exc: BaseException, *, logged: bool = False) -> str:
+    """One readable sentence for `exc`; logs a traceback for unexpected (bug) exceptions unless
+    `logged` says where it was raised already did (the job driver logs every job's bugs)."""
     if isinstance(exc, SpecChatError):
         return user_message(exc, WINDOW)
     if isinstance(exc, StoreError):
         return as_sentence(str(exc))
-    log.error("unexpected error", exc_info=exc)
+    if not logged:
+        log.error("unexpected error", exc_info=exc)
     detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return as_sentence(f"Something went wrong ({detail}); the details are in the log")
 

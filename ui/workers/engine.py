@@ -155,7 +155,8 @@ class EngineWorker(QObject):
                 self.models.remember_chat([*prompt_ids, *event.result.token_ids])
                 self.generationFinished.emit(event.result)
             else:
-                message = event.message if event.error is None else describe(event.error)
+                error = event.error
+                message = event.message if error is None else describe(error, logged=True)
                 self.generationFailed.emit(GenerationFailure(request.request_id, message))
 
         job = Job(request.config, messages=request.messages)

@@ -3,6 +3,7 @@ run through the one job driver, and only their events become signals."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,3 +83,21 @@ def test_a_request_the_stopped_server_already_refused_is_not_run(worker: EngineW
     worker.serve(waiting)
     assert started == []
     assert client == [Failed("the server is shutting down", "cancelled")]
+
+
+def test_a_bug_in_a_reply_is_logged_once_and_worded_for_the_window(
+    qapp: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*_args: object, **_kwargs: object) -> list[int]:
+        raise RuntimeError("template engine exploded")
+
+    runtime = ScriptedRuntime()
+    runtime.chat_prompt = broken  # type: ignore[method-assign,assignment]
+    worker = EngineWorker(runtime)  # type: ignore[arg-type]
+    with caplog.at_level(logging.ERROR):
+        heard = reply(worker, "hi")
+
+    [failure] = heard["failed"]
+    assert "Something went wrong (template engine exploded)" in failure.message
+    tracebacks = [r for r in caplog.records if r.exc_info is not None]
+    assert len(tracebacks) == 1
