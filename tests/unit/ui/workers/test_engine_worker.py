@@ -92,7 +92,7 @@ def test_a_bug_in_a_reply_is_logged_once_and_worded_for_the_window(
         raise RuntimeError("template engine exploded")
 
     runtime = ScriptedRuntime()
-    runtime.chat_prompt = broken  # type: ignore[method-assign,assignment]
+    runtime.chat_prompt = broken  # type: ignore[method-assign]
     worker = EngineWorker(runtime)  # type: ignore[arg-type]
     with caplog.at_level(logging.ERROR):
         heard = reply(worker, "hi")
