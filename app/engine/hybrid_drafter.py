@@ -59,6 +59,8 @@ _MIN_TIMED_GAP = 16
 # question costs about a pass to read); longer ones wait for that rate, and the first such gap
 # of unknown reading speed has this much read to time it.
 _EAGER_READ = 64
+# A prompt whose last this-many tokens the suffix index has seen before is not read at once.
+_REPEAT_MATCH = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +253,11 @@ class HybridDrafter:
             same += 1
         self._model_at = same
         behind = len(history) - same
+        if behind and self.suffix.peek(history, MAX_GAMMA).match_length >= _REPEAT_MATCH:
+            # The prompt ends as an earlier one did (a question asked again word for word):
+            # the first round weighs the suffix index's proposal against the model, which
+            # reads only if that pays, instead of putting its reading before the first token.
+            return
         plain = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
         model_only = self._model_only(MAX_GAMMA)
         if not self._worth_catching_up(behind, model_only, plain):

@@ -227,3 +227,17 @@ def test_suffix_rounds_won_over_a_model_nearly_up_to_date_are_not_drafting_witho
     draft = hybrid.propose(_ask(second, 4))
 
     assert draft.steps == 4 and model.tokens[: len(second) - 1] == second[:-1]
+
+
+def test_a_prompt_ending_as_an_earlier_one_did_is_not_read_before_the_first_round() -> None:
+    model, hybrid = _cheap_kept_model_after_a_first_chat()
+    read = model.decoded
+    first = _conversation(40, 0)
+
+    # The same question again: the prompt's last 30 tokens are the first chat's.
+    again = [*first, 900, *first[:30]]
+    hybrid.prefill(again[:-1])
+    assert model.decoded == read  # a cheap, always-kept model would be read for a new prompt
+    draft = hybrid.propose(_ask(again, 8))
+
+    assert draft.steps == 0 and draft.suffix_tokens == 8 and model.decoded == read
