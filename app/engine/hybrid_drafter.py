@@ -26,7 +26,9 @@ only the suffix index's best. A long prompt (over 64 tokens) is therefore not re
 rate is known: the first rounds run without the model (a few tokens at worst at the slower
 rate), then the reading is weighed against what they delivered. Where reading speed is not
 known yet, a first 64-token part of a long gap is read to time it when the weighing wants the
-model; the rest is weighed again at that speed.
+model; the rest is weighed again at that speed. A prompt that ends as an earlier one did (the
+suffix index has seen its last 16 tokens: a question asked again) is not read before the first
+round, which weighs the suffix index's proposal against the model first.
 
 The choice reads only the drafts' own figures and the target's past verdicts, never the
 target's distribution at the positions being drafted, so it changes which tokens are proposed,
