@@ -101,15 +101,18 @@ class HybridDrafter:
         # Seconds per token the draft model takes to read a gap in one batch (its prefill rate).
         self._catchup_s = 0.0
         self._catchup_tokens = 0.0
-        # What the draft model has read: the first _model_at tokens of _model_read.
+        # What the draft model's cache holds: the first _model_at tokens of _model_read, of
+        # which the first _model_known are the chat's; after them come the suffix tokens it
+        # read and its own draft, as many of them the chat's as the target kept.
         self._model_read: Sequence[int] = ()
         self._model_at = 0
+        self._model_known = 0
 
     def propose(self, ask: DraftRequest) -> Draft:
         history = ask.history
         found = self.suffix.peek(history, max(ask.max_tokens, ask.free_limit or 0))
         self.suffix.remember(found)
-        behind = max(0, len(history) - 1 - self._model_at)
+        behind = max(0, len(history) - 1 - self._model_holds(history))
         plan = self._plan(found, ask.max_tokens, behind)
         timing_s = 0.0
         if plan.model_tokens and self._reading_unknown(behind):
@@ -130,7 +133,7 @@ class HybridDrafter:
         drafted = self.model_drafter.propose(
             replace(ask, history=[*history, *suffix], max_tokens=plan.model_tokens, free_limit=None)
         )
-        self._model_read, self._model_at = history, len(history)
+        self._held_after_drafting(history, suffix, drafted)
         if not suffix:
             return replace(drafted, catchup_s=catchup_s)
         certain: list[FloatArray | None] = [None] * len(suffix)
@@ -153,8 +156,30 @@ class HybridDrafter:
         if behind >= _MIN_TIMED_GAP:
             self._catchup_s = self._catchup_s * FADE + seconds
             self._catchup_tokens = self._catchup_tokens * FADE + behind
-        self._model_read, self._model_at = history, len(history)
+        self._model_read, self._model_at, self._model_known = history, len(history), len(history)
         return seconds
+
+    def _model_holds(self, history: Sequence[int]) -> int:
+        """How many of `history`'s first tokens the draft model's cache holds. Its kept draft
+        tokens are there already: counted as a gap, they would make every catch-up look
+        dearer than it is and reading look faster than it is."""
+        held = min(self._model_known, len(history))
+        limit = min(self._model_at, len(history))
+        while held < limit and self._model_read[held] == history[held]:
+            held += 1
+        return held
+
+    def _held_after_drafting(
+        self, history: Sequence[int], suffix: Sequence[int], drafted: Draft
+    ) -> None:
+        """Record what the cache holds after the model drafted from history and suffix: every
+        pass fed the tokens before the one it proposed."""
+        if drafted.steps == 0:  # no pass ran: it holds what catching up read
+            self._model_read, self._model_at = history, len(history) - 1
+            self._model_known = self._model_at
+            return
+        fed = [*history, *suffix, *drafted.tokens[: drafted.steps - 1]]
+        self._model_read, self._model_at, self._model_known = fed, len(fed), len(history)
 
     def _reading_unknown(self, behind: int) -> bool:
         return not self._catchup_tokens and behind > _EAGER_READ
@@ -253,7 +278,7 @@ class HybridDrafter:
         same = 0
         while same < limit and self._model_read[same] == history[same]:
             same += 1
-        self._model_at = same
+        self._model_at = self._model_known = same
         behind = len(history) - same
         if behind and self.suffix.peek(history, MAX_GAMMA).match_length >= _REPEAT_MATCH:
             # The prompt ends as an earlier one did (a question asked again word for word):
