@@ -82,6 +82,22 @@ _MIN_PROBE_INTERVAL = 4
 _MAX_PROBE_INTERVAL = 64
 
 
+def _model_judged(record: RoundRecord) -> tuple[int, int] | None:
+    """The draft tokens γ is chosen for that the target judged, and how many it kept.
+
+    In a hybrid round the first suffix_drafted tokens came from the suffix index: they say
+    nothing of how far the draft model's tokens are kept (counted, rounds of a weak match
+    would shorten its drafts, rounds of a long one lengthen them), and the model's tokens after
+    them were judged only if every suffix token was kept. None when no such token was judged.
+    """
+    if record.mode != "hybrid":
+        return record.drafted, record.accepted
+    model_drafted = record.drafted - record.suffix_drafted
+    if model_drafted <= 0 or record.accepted < record.suffix_drafted:
+        return None
+    return model_drafted, record.accepted - record.suffix_drafted
+
+
 class GammaController:
     """Chooses each round's draft length; 0 means run a plain target step instead."""
 
@@ -230,14 +246,19 @@ class GammaController:
             self._warming_up = False
         # Per pass the draft ran: a draft cut short by p_min still paid for the pass that
         # stopped it. A drafter without passes (prompt lookup) is priced per proposed token.
-        steps = max(record.draft_steps, record.drafted)
-        self._draft.add(steps, max(record.draft_s, 0.0))
+        # A hybrid's suffix tokens cost no pass and are not its model's to price.
+        steps = max(record.draft_steps, 0 if record.mode == "hybrid" else record.drafted)
+        if steps:
+            self._draft.add(steps, max(record.draft_s, 0.0))
         self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
-        if not self._off:
-            self._observe_difficulty(record.drafted, record.accepted)
-        self._add_acceptance(record.drafted, record.accepted)
+        judged = _model_judged(record)
+        if judged is not None:
+            if not self._off:
+                self._observe_difficulty(*judged)
+            self._add_acceptance(*judged)
         if self._off:
-            self._probes.add(record.drafted, record.accepted)
+            if judged is not None:
+                self._probes.add(*judged)
             self._observe_probe()
             return
         self._recent.append((record.emitted, record.draft_s + record.verify_s))

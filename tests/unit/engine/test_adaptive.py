@@ -11,7 +11,7 @@ import itertools
 import random
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import given, settings
@@ -197,6 +197,26 @@ def test_uses_per_position_acceptance() -> None:
     # Position 4 keeps being measured (one round in six drafts one past the best γ), so a later
     # improvement there could be seen.
     assert tail.count(4) / len(tail) >= 0.12
+
+
+def test_a_hybrids_suffix_tokens_do_not_price_its_draft_model() -> None:
+    """γ is chosen for the hybrid's draft model: suffix rounds between its rounds, free of
+    draft passes and rejected at once, must change neither its cost per pass nor its
+    acceptance; the model's tokens after a rejected suffix token were never judged."""
+    alone, mixed = GammaController(), GammaController()
+    pair = Pair(constant(0.9), jitter=0.0, seed=5)
+    for controller in (alone, mixed):
+        controller.observe(RoundRecord(0, "plain", 0, 0, 0, 1, 0.0, PLAIN_S, 0))
+    for i in range(60):
+        record = replace(pair.run(alone.next_gamma()), mode="hybrid")
+        alone.observe(record)
+        mixed.observe(record)
+        # A weak match: 8 suffix tokens, none kept, one verification pass of 9 rows.
+        mixed.observe(RoundRecord(i, "hybrid", 8, 8, 0, 1, 1e-5, PLAIN_S, 0, suffix_drafted=8))
+        # 4 suffix tokens, the second rejected, so the model's 3 after them went unjudged.
+        mixed.observe(RoundRecord(i, "hybrid", 7, 7, 1, 2, 0.0, PLAIN_S, 0, suffix_drafted=4))
+    for gamma in range(1, MAX_GAMMA + 1):
+        assert mixed.predicted_rate(gamma) == pytest.approx(alone.predicted_rate(gamma))
 
 
 def test_gamma_grows_from_a_short_start() -> None:
