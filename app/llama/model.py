@@ -44,6 +44,24 @@ LoadProgress = Callable[[float], bool]
 """Called with 0..1 while weights load; returning False cancels the load."""
 
 
+# Buffer names of weights in host memory, run by the CPU backend (with or without its AMX or
+# repacked kernels); a GPU's or an RPC worker's buffers are named after the device.
+_HOST_BUFFERS = ("CPU", "AMX", "KLEIDIAI")
+
+
+def held_on_host(placement: Sequence[tuple[str, int]]) -> bool:
+    """Whether every weight buffer is in host memory, so attention runs on the CPU.
+
+    There llama.cpp's flash attention is kept off: its CPU kernel attends one query row, or a
+    verification's few, far slower than plain attention once the context holds a few hundred
+    tokens (llama-bench on the demo target, 2 threads: one row at depth 1000 29.1 t/s with it
+    against 38.3 without, 17 rows 75 against 253). It reads a long prompt faster (512 tokens:
+    814 t/s against 625), but a reply spends most of its time in those small passes. Anything
+    offloaded keeps llama.cpp's own choice.
+    """
+    return bool(placement) and all(name.upper().startswith(_HOST_BUFFERS) for name, _ in placement)
+
+
 def _device_list(config: ModelConfig) -> ctypes.Array[ctypes.c_void_p] | None:
     for endpoint in config.rpc_servers:
         rpc.add_server(endpoint)
@@ -139,6 +157,11 @@ class LlamaModel:
         params.n_threads_batch = config.n_threads_batch or threads
         self.threads = threads
         params.no_perf = True
+        params.flash_attn_type = (
+            lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+            if held_on_host(self.placement)
+            else lib.LLAMA_FLASH_ATTN_TYPE_AUTO
+        )
         # One unified cache: tree branches share n_ctx, and extra sequence ids cost no memory.
         params.n_seq_max = MAX_BRANCHES
         params.kv_unified = True
