@@ -52,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--only", default=None, metavar="LABEL[,LABEL]", help="start only these servers"
     )
+    parser.add_argument(
+        "--llama-flash-attn",
+        choices=("on", "off", "auto"),
+        default="auto",
+        help="llama-server's flash attention (its default: auto, on for the CPU backend; "
+        "SpecChat keeps it off for a model held in host memory)",
+    )
     return parser
 
 
@@ -60,6 +67,7 @@ def server_specs(args: argparse.Namespace, target: Path, draft: Path) -> list[Se
     llama = [str(args.llama_server), "-m", str(target), "--host", "127.0.0.1", "-c", ctx]
     # One slot, as SpecChat serves one request at a time; no web UI to serve.
     llama += ["-t", threads, "-tb", threads, "-np", "1", "--no-webui", *no_repack()]
+    llama += ["-fa", args.llama_flash_attn]
     with_draft = ["-md", str(draft), "-td", threads, "-tbd", threads]
     specchat = [sys.executable, "-m", "app.cli", "serve", "--target", str(target)]
     specchat += ["--threads", threads, "--n-ctx", ctx, "--max-tokens", str(args.max_tokens)]

@@ -11,6 +11,9 @@ Two questions, each answered in one interleaved run, repeat by repeat:
   defaults (common/common.h), on the same prompts: each rendered through the target's chat
   template, which `llama-speculative-simple` reads as raw text with its control tokens.
 Both sides report decode rates (the prompt apart) over the same number of new tokens, greedy.
+llama.cpp's programs run at their defaults, flash attention 'auto' (on for the CPU backend),
+and again with it off, as SpecChat runs a model held in host memory (app/llama/model.py): the
+second pair tells the kernels' share of the difference from the rest.
 The report is a JSON of every run, with the commands.
 """
 
@@ -84,24 +87,39 @@ def no_repack() -> list[str]:
 
 
 def llama_bench(binary: Path, target: Path, max_tokens: int, depth: int) -> dict[str, Any]:
-    """tg from an empty context and from `depth` tokens of context."""
+    """tg from an empty context and from `depth` tokens of context, at llama-bench's default
+    flash attention and with it off."""
     command = [str(binary), "-m", str(target), "-p", "0", "-n", str(max_tokens), "-r", "3"]
     command += ["-d", f"0,{depth}", *([] if extra_buffers_safe() else ["--repack", "0"])]
-    done = subprocess.run([*command, "-o", "json"], capture_output=True, text=True, check=True)
-    rate = {int(row["n_depth"]): float(row["avg_ts"]) for row in json.loads(done.stdout)}
+    rate: dict[tuple[str, int], float] = {}
+    for flash_attn in ("default", "0"):
+        extra = [] if flash_attn == "default" else ["-fa", flash_attn]
+        done = subprocess.run(
+            [*command, *extra, "-o", "json"], capture_output=True, text=True, check=True
+        )
+        for row in json.loads(done.stdout):
+            rate[flash_attn, int(row["n_depth"])] = float(row["avg_ts"])
     return {
         "command": command,
         "depth": depth,
-        "tokens_per_second": rate[0],
-        "tokens_per_second_at_depth": rate[depth],
+        "tokens_per_second": rate["default", 0],
+        "tokens_per_second_at_depth": rate["default", depth],
+        "flash_attn_off_tokens_per_second": rate["0", 0],
+        "flash_attn_off_tokens_per_second_at_depth": rate["0", depth],
     }
 
 
 def speculative_simple(
-    binary: Path, target: Path, draft: Path, prompts: Sequence[tuple[str, str]], max_tokens: int
+    binary: Path,
+    target: Path,
+    draft: Path,
+    prompts: Sequence[tuple[str, str]],
+    max_tokens: int,
+    *,
+    extra: Sequence[str] = (),
 ) -> dict[str, Any]:
     base = [str(binary), "-m", str(target), "-md", str(draft), "-n", str(max_tokens)]
-    base += ["--spec-type", "draft-simple", "--temp", "0", *no_repack()]
+    base += ["--spec-type", "draft-simple", "--temp", "0", *no_repack(), *extra]
     tokens, seconds, accepts = 0, 0.0, []
     for _, text in prompts:
         done = subprocess.run(
@@ -180,6 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "speculative_simple": speculative_simple(
                 spec_bin, demo.f32, demo.q4_1, prompts, args.max_tokens
             ),
+            "speculative_simple_flash_attn_off": speculative_simple(
+                spec_bin, demo.f32, demo.q4_1, prompts, args.max_tokens, extra=["-fa", "off"]
+            ),
         }
         runs.append(run)
         print(summary_line(run), file=sys.stderr)
@@ -191,11 +212,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def summary_line(run: dict[str, Any]) -> str:
     ours, bench, spec = run["specchat"], run["llama_bench"], run["speculative_simple"]
+    spec_off = run["speculative_simple_flash_attn_off"]
     return (
         f"repeat {run['repeat']}: plain {ours['plain_tokens_per_second']:.1f} vs llama-bench "
         f"{bench['tokens_per_second']:.1f} tok/s ({bench['tokens_per_second_at_depth']:.1f} at "
-        f"depth {bench['depth']}); speculative {ours['spec_tokens_per_second']:.1f}"
-        f" vs llama-speculative-simple {spec['tokens_per_second']:.1f} tok/s"
+        f"depth {bench['depth']}; flash attention off "
+        f"{bench['flash_attn_off_tokens_per_second_at_depth']:.1f}); speculative "
+        f"{ours['spec_tokens_per_second']:.1f} vs llama-speculative-simple "
+        f"{spec['tokens_per_second']:.1f} tok/s (flash attention off "
+        f"{spec_off['tokens_per_second']:.1f})"
     )
 
 
@@ -210,6 +235,8 @@ def ratios(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
     bench = mean("llama_bench", "tokens_per_second")
     bench_deep = mean("llama_bench", "tokens_per_second_at_depth")
     simple = mean("speculative_simple", "tokens_per_second")
+    bench_deep_off = mean("llama_bench", "flash_attn_off_tokens_per_second_at_depth")
+    simple_off = mean("speculative_simple_flash_attn_off", "tokens_per_second")
     return {
         "specchat_plain": plain,
         "llama_bench_tg": bench,
@@ -219,6 +246,10 @@ def ratios(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
         "specchat_speculative": spec,
         "llama_speculative_simple": simple,
         "speculative_over_speculative_simple": spec / simple,
+        "llama_bench_tg_at_prompt_depth_flash_attn_off": bench_deep_off,
+        "plain_over_llama_bench_at_prompt_depth_flash_attn_off": plain / bench_deep_off,
+        "llama_speculative_simple_flash_attn_off": simple_off,
+        "speculative_over_speculative_simple_flash_attn_off": spec / simple_off,
     }
 
 
