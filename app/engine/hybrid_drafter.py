@@ -63,6 +63,13 @@ _MIN_TIMED_GAP = 16
 _EAGER_READ = 64
 # A prompt whose last this-many tokens the suffix index has seen before is not read at once.
 _REPEAT_MATCH = 16
+# Rounds without the draft model, where the suffix index has nothing and the model is near,
+# before it drafts one round anyway; doubled after each such round, up to the last.
+_FIRST_RETRY = 16
+# Rounds (faded) the draft model drafts alone before its measured rate can keep it out of a
+# short gap: about seven, while γ auto's first rounds run short drafts.
+_TRUSTED_MODEL_ROUNDS = 6.0
+_LAST_RETRY = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +105,10 @@ class HybridDrafter:
         # Rounds that ran while the model was far behind: what drafting without it delivers.
         self._unread_rounds = FadingRounds()
         self._last_round_unread = False
+        # The model's measured rate changes only when it drafts: a few unlucky first rounds
+        # would keep it out for good. So it gets a round now and then.
+        self._rounds_without_model = 0
+        self._retry_after = _FIRST_RETRY
         # Seconds per token the draft model takes to read a gap in one batch (its prefill rate).
         self._catchup_s = 0.0
         self._catchup_tokens = 0.0
@@ -200,11 +211,13 @@ class HybridDrafter:
         found = proposal.tokens
         if not found or proposal.source is None:
             without_model = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
-            return (
-                model_only
-                if self._worth_catching_up(behind, model_only, without_model)
-                else (without_model)
-            )
+            if self._worth_catching_up(behind, model_only, without_model):
+                self._retry_after = _FIRST_RETRY
+                return model_only
+            if behind <= _EAGER_READ and self._rounds_without_model >= self._retry_after:
+                self._retry_after = min(2 * self._retry_after, _LAST_RETRY)
+                return model_only
+            return without_model
         keep = self.suffix.kept_by_match.keep_rate(proposal.match_length, proposal.source)
         kept = proposal.expected_accepted
         suffix_only = _Plan(found, 0, self._rate(len(found), kept, 0, 0.0))
@@ -231,7 +244,7 @@ class HybridDrafter:
         Past a long gap, the rounds without the model deliver what they measured while it was
         far behind, and the gap waits until that is known; a short gap is weighed against this
         round's plan. Until the model's own rate and the reading speed are measured, it reads
-        (and they get measured)."""
+        (and they get measured); a short gap, until its rate stands on a few rounds."""
         if behind == 0:
             return True
         long_gap = behind > _EAGER_READ
@@ -242,6 +255,8 @@ class HybridDrafter:
             return True
         if self._model_rounds.rate is None:
             return True
+        if not long_gap and self._model_rounds.rounds < _TRUSTED_MODEL_ROUNDS:
+            return True  # γ auto is still finding the model's lengths: its first rounds are short
         catchup_s = behind * self._catchup_s / self._catchup_tokens
         without_rate = without.rate if unread_rate is None else unread_rate
         if with_model.rate <= without_rate:
@@ -304,10 +319,11 @@ class HybridDrafter:
             self._model_runs.model_round()
         else:
             self._model_runs.other_round()
+        model_drafted = record.drafted - record.suffix_drafted
+        self._rounds_without_model = 0 if model_drafted else self._rounds_without_model + 1
         if record.drafted == 0:
             return
         self.suffix.learn(record)
-        model_drafted = record.drafted - record.suffix_drafted
         if model_drafted and not record.suffix_drafted:
             self._model_rounds.add(record.emitted, record.draft_s + record.verify_s)
         if model_drafted and record.accepted >= record.suffix_drafted:

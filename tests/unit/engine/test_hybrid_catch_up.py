@@ -268,3 +268,44 @@ def test_draft_tokens_the_target_kept_are_not_counted_as_a_gap_read() -> None:
         hybrid.learn(RoundRecord(100 + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
 
     assert draft.steps == 0 and model.decoded - read <= 64
+
+
+def test_a_draft_model_that_lost_its_first_rounds_gets_a_round_again_later() -> None:
+    _, hybrid = _hybrid()
+    # Its rounds so far ran at about 23 tokens/s against plain decoding's 50.
+    _teach(hybrid, verify_s=0.02, draft_pass_s=0.05)
+    history = _conversation(40, 0)  # no repeats: the suffix index has nothing
+    hybrid.prefill(history[:-1])
+    steps = []
+    for i in range(40):
+        draft = hybrid.propose(_ask(history, 4))
+        steps.append(draft.steps)
+        history = [*history, *draft.tokens, (history[-1] + len(draft.tokens) + 1) % N_VOCAB]
+        drafted = len(draft.tokens)
+        hybrid.learn(
+            RoundRecord(100 + i, "hybrid", drafted, drafted, 0, 1, 0.05 * drafted, 0.02, drafted)
+        )
+
+    # Up to date, it drafts the first round; then plain steps, and after 16 of them one more
+    # round of the model; having lost it again, the next waits 32.
+    assert [i for i, s in enumerate(steps) if s] == [0, 17]
+
+
+def test_a_draft_model_keeps_drafting_until_its_rate_stands_on_a_few_rounds() -> None:
+    _, hybrid = _hybrid()
+    history = _conversation(40, 0)  # no repeats: the suffix index has nothing
+    hybrid.prefill(history[:-1])  # nothing measured yet: read, and its reading timed
+    steps = []
+    for i in range(12):
+        draft = hybrid.propose(_ask(history, 4))
+        steps.append(draft.steps)
+        history = [*history, *draft.tokens, (history[-1] + len(draft.tokens) + 1) % N_VOCAB]
+        # Short rounds, as γ auto's first ones: 2 tokens in 50 ms, slower than a 20 ms plain
+        # step.
+        drafted = min(1, len(draft.tokens))
+        hybrid.learn(
+            RoundRecord(i, "hybrid", drafted, drafted, drafted, drafted + 1, 0.03, 0.02, drafted)
+        )
+
+    first_plain = steps.index(0)
+    assert first_plain >= 7 and all(steps[:first_plain])
