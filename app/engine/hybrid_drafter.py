@@ -30,6 +30,11 @@ model; the rest is weighed again at that speed. A prompt that ends as an earlier
 suffix index has seen its last 16 tokens: a question asked again) is not read before the first
 round, which weighs the suffix index's proposal against the model first.
 
+The draft model's own rate is measured only on the rounds it drafts, so a few short first
+rounds (γ auto still finding its lengths) must not shut it out: a short gap is read until that
+rate stands on about seven rounds, and a model left out for a while, with nothing from the
+suffix index and little to read, drafts a round anyway, less often each time it loses.
+
 The choice reads only the drafts' own figures and the target's past verdicts, never the
 target's distribution at the positions being drafted, so it changes which tokens are proposed,
 not which token is emitted: the output stays exact.
@@ -66,10 +71,10 @@ _REPEAT_MATCH = 16
 # Rounds without the draft model, where the suffix index has nothing and the model is near,
 # before it drafts one round anyway; doubled after each such round, up to the last.
 _FIRST_RETRY = 16
+_LAST_RETRY = 128
 # Rounds (faded) the draft model drafts alone before its measured rate can keep it out of a
 # short gap: about seven, while γ auto's first rounds run short drafts.
 _TRUSTED_MODEL_ROUNDS = 6.0
-_LAST_RETRY = 128
 
 
 @dataclass(frozen=True, slots=True)
