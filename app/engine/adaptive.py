@@ -24,12 +24,14 @@ from collections.abc import Sequence
 
 from app.engine.confidence import KeepDrafting, KeptByMargin, SurvivalStop, survival_threshold
 from app.engine.gamma_estimates import (
+    MIN_PROBE_INTERVAL,
     MIN_SECONDS,
     Acceptance,
     DraftCost,
     TextDifficulty,
     VerifyCurve,
     fastest_length,
+    probe_interval,
     strays,
 )
 from app.metrics.cost_model import MAX_GAMMA, expected_tokens_by_length, expected_tokens_by_position
@@ -61,13 +63,6 @@ _WARMUP_ROUNDS = 3
 # a draft pays cannot show that it pays (a draft costing half a plain step per pass pays only
 # past γ 3). Their cost is bounded by the probe schedule's budget, which prices the probe's γ.
 _MAX_PROBE_GAMMA = 8
-# The share of plain decoding's time that probing may cost while paused, by what the draft was
-# worth before it lost: a draft that paid well (its long-run prediction at least this many
-# times plain) probably hit a passage it cannot predict and pays a lot when it comes back, so it
-# is checked often; one that never paid is checked rarely.
-_PAID_WELL = 1.2
-_LEARNING_BUDGET_PAID = 0.04
-_LEARNING_BUDGET_UNPAID = 0.005
 # Per round, how much of what the draft was worth is forgotten: a draft that paid 2.5× still
 # counts as having paid well about a hundred rounds later.
 _WORTH_FADE = 1.0 - 1.0 / 128
@@ -77,25 +72,6 @@ _DIFFICULTY_PRIOR = 3.0
 # Per round, how much of the reply's evidence on its difficulty is kept: misses come in bursts,
 # so the last dozen or so rounds tell more about the next one than the reply's first rounds.
 _DIFFICULTY_FADE = 0.93
-# Bounds on the rounds between probes, whatever the budget says.
-_MIN_PROBE_INTERVAL = 4
-_MAX_PROBE_INTERVAL = 64
-
-
-def _model_judged(record: RoundRecord) -> tuple[int, int] | None:
-    """The draft tokens γ is chosen for that the target judged, and how many it kept.
-
-    In a hybrid round the first suffix_drafted tokens came from the suffix index: they say
-    nothing of how far the draft model's tokens are kept (counted, rounds of a weak match
-    would shorten its drafts, rounds of a long one lengthen them), and the model's tokens after
-    them were judged only if every suffix token was kept. None when no such token was judged.
-    """
-    if record.mode != "hybrid":
-        return record.drafted, record.accepted
-    model_drafted = record.drafted - record.suffix_drafted
-    if model_drafted <= 0 or record.accepted < record.suffix_drafted:
-        return None
-    return model_drafted, record.accepted - record.suffix_drafted
 
 
 class GammaController:
@@ -151,7 +127,7 @@ class GammaController:
         self._spec_rounds = 0
         self._warming_up = True
         self._since_plain = 0
-        self._probe_interval = _MIN_PROBE_INTERVAL
+        self._probe_interval = MIN_PROBE_INTERVAL
         self._plain_since_probe = 0
         # The best the draft was lately worth (× plain), fading per round: sets how often a
         # paused draft is probed.
@@ -251,7 +227,11 @@ class GammaController:
         if steps:
             self._draft.add(steps, max(record.draft_s, 0.0))
         self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
-        judged = _model_judged(record)
+        # A hybrid's suffix tokens say nothing of how far its model's tokens are kept: counted,
+        # rounds of a weak match would shorten the model's drafts, a long one lengthen them.
+        judged = (
+            record.model_verdict if record.mode == "hybrid" else (record.drafted, record.accepted)
+        )
         if judged is not None:
             if not self._off:
                 self._observe_difficulty(*judged)
@@ -303,17 +283,11 @@ class GammaController:
         self._probe_interval = self._next_probe_interval()
 
     def _next_probe_interval(self) -> int:
-        """Rounds until the next probe, so that probing costs at most its budget of plain time.
-
-        A probe's loss is what it costs beyond the plain steps its tokens would have taken.
-        """
         plain = self.plain_step_s or MIN_SECONDS
         gamma = self._probe_gamma()
         tokens = expected_tokens_by_position(self._short.conditional(gamma))
-        loss = max(self._round_seconds(gamma) / plain - tokens, 0.0)
-        paid = self._worth >= _PAID_WELL
-        budget = _LEARNING_BUDGET_PAID if paid else _LEARNING_BUDGET_UNPAID
-        return max(_MIN_PROBE_INTERVAL, min(math.ceil(loss / budget), _MAX_PROBE_INTERVAL))
+        # What a probe costs beyond the plain steps its tokens would have taken.
+        return probe_interval(self._round_seconds(gamma) / plain - tokens, self._worth)
 
     def _reply_acceptance(self) -> list[float]:
         """Each position's acceptance for the next round: the long-run shape at the level of

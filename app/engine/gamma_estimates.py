@@ -1,5 +1,6 @@
 """γ auto's running estimates: conditional acceptance by draft position, a running mean, and
-verify seconds by rows checked. Kept apart from the decision rules in app/engine/adaptive.py.
+verify seconds by rows checked; and the budget that spaces a paused draft's probes. Kept apart
+from the decision rules in app/engine/adaptive.py.
 """
 
 from __future__ import annotations
@@ -268,3 +269,23 @@ def fastest_length(
         if rate > best_rate:
             best_gamma, best_rate = gamma, rate
     return best_gamma, best_rate
+
+
+# The share of plain decoding's time that probing may cost while paused, by what the draft was
+# worth before it lost: a draft that paid well (its long-run prediction at least this many
+# times plain) probably hit a passage it cannot predict and pays a lot when it comes back, so it
+# is checked often; one that never paid is checked rarely.
+_PAID_WELL = 1.2
+_LEARNING_BUDGET_PAID = 0.04
+_LEARNING_BUDGET_UNPAID = 0.005
+# Bounds on the rounds between probes, whatever the budget says.
+MIN_PROBE_INTERVAL = 4
+_MAX_PROBE_INTERVAL = 64
+
+
+def probe_interval(loss: float, worth: float) -> int:
+    """Rounds until a paused draft's next probe, so that probing costs at most its budget of
+    plain time. `loss`: what a probe costs beyond the plain steps its tokens would have taken,
+    in plain steps; `worth`: the best the draft was lately worth, × plain."""
+    budget = _LEARNING_BUDGET_PAID if worth >= _PAID_WELL else _LEARNING_BUDGET_UNPAID
+    return max(MIN_PROBE_INTERVAL, min(math.ceil(max(loss, 0.0) / budget), _MAX_PROBE_INTERVAL))

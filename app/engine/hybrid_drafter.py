@@ -331,9 +331,9 @@ class HybridDrafter:
         self.suffix.learn(record)
         if model_drafted and not record.suffix_drafted:
             self._model_rounds.add(record.emitted, record.draft_s + record.verify_s)
-        if model_drafted and record.accepted >= record.suffix_drafted:
-            kept = record.accepted - record.suffix_drafted
-            self._model_keep.add(kept, min(model_drafted, kept + 1))
+        if (verdict := record.model_verdict) is not None:
+            judged, kept = verdict
+            self._model_keep.add(kept, min(judged, kept + 1))
         if record.draft_steps:
             self._draft.add(record.draft_steps, max(record.draft_s, MIN_SECONDS))
 

@@ -77,3 +77,21 @@ def placement_of(lines: Sequence[str]) -> tuple[tuple[str, int], ...]:
             name = rpc.public_name(match.group(1))  # a tunnel's 127.0.0.1 -> the worker's
             found.append((name, int(float(match.group(2)) * 1024 * 1024)))
     return tuple(found)
+
+
+# Buffer names of weights in host memory, run by the CPU backend (with or without its AMX or
+# repacked kernels); a GPU's or an RPC worker's buffers are named after the device.
+_HOST_BUFFERS = ("CPU", "AMX", "KLEIDIAI")
+
+
+def held_on_host(placement: Sequence[tuple[str, int]]) -> bool:
+    """Whether every weight buffer is in host memory, so attention runs on the CPU.
+
+    There llama.cpp's flash attention is kept off: its CPU kernel attends one query row, or a
+    verification's few, far slower than plain attention once the context holds a few hundred
+    tokens (llama-bench on the demo target, 2 threads: one row at depth 1000 29.1 t/s with it
+    against 38.3 without, 17 rows 75 against 253). It reads a long prompt faster (512 tokens:
+    814 t/s against 625), but a reply spends most of its time in those small passes. Anything
+    offloaded keeps llama.cpp's own choice.
+    """
+    return bool(placement) and all(name.upper().startswith(_HOST_BUFFERS) for name, _ in placement)

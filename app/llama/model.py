@@ -29,7 +29,7 @@ from app.llama.backend import (
     recent_log_lines,
 )
 from app.llama.config import ModelConfig
-from app.llama.facts import ModelFacts, placement_of, precheck_model_file
+from app.llama.facts import ModelFacts, held_on_host, placement_of, precheck_model_file
 from app.llama.threads import CoreGovernor, default_thread_count, shared_governor
 
 log = logging.getLogger(__name__)
@@ -42,30 +42,6 @@ MAX_BRANCHES = 8
 
 LoadProgress = Callable[[float], bool]
 """Called with 0..1 while weights load; returning False cancels the load."""
-
-
-# Buffer names of weights in host memory, run by the CPU backend (with or without its AMX or
-# repacked kernels); a GPU's or an RPC worker's buffers are named after the device.
-_HOST_BUFFERS = ("CPU", "AMX", "KLEIDIAI")
-
-
-def held_on_host(placement: Sequence[tuple[str, int]]) -> bool:
-    """Whether every weight buffer is in host memory, so attention runs on the CPU.
-
-    There llama.cpp's flash attention is kept off: its CPU kernel attends one query row, or a
-    verification's few, far slower than plain attention once the context holds a few hundred
-    tokens (llama-bench on the demo target, 2 threads: one row at depth 1000 29.1 t/s with it
-    against 38.3 without, 17 rows 75 against 253). It reads a long prompt faster (512 tokens:
-    814 t/s against 625), but a reply spends most of its time in those small passes. Anything
-    offloaded keeps llama.cpp's own choice.
-    """
-    return bool(placement) and all(name.upper().startswith(_HOST_BUFFERS) for name, _ in placement)
-
-
-def _device_list(config: ModelConfig) -> ctypes.Array[ctypes.c_void_p] | None:
-    for endpoint in config.rpc_servers:
-        rpc.add_server(endpoint)
-    return rpc.model_devices(config.rpc_servers)
 
 
 class LlamaModel:
@@ -109,7 +85,9 @@ class LlamaModel:
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if config.n_gpu_layers < 0 else config.n_gpu_layers
         model_params.use_extra_bufts = extra_buffers_safe()
-        devices = _device_list(config)
+        for endpoint in config.rpc_servers:
+            rpc.add_server(endpoint)
+        devices = rpc.model_devices(config.rpc_servers)
         if devices is not None:
             model_params.devices = ctypes.addressof(devices)
         cancelled = False

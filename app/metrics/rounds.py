@@ -66,6 +66,16 @@ class RoundRecord:
         return min(self.accepted, self.suffix_drafted)
 
     @property
+    def model_verdict(self) -> tuple[int, int] | None:
+        """The draft model's tokens the target judged and how many of them it kept; None when
+        none was judged. They follow the suffix index's tokens, so they were judged only if
+        every suffix token was kept."""
+        model_drafted = self.drafted - self.suffix_drafted
+        if model_drafted <= 0 or self.accepted < self.suffix_drafted:
+            return None
+        return model_drafted, self.accepted - self.suffix_drafted
+
+    @property
     def rejected_at(self) -> int | None:
         """1-based draft position the target refused, or None when all were kept."""
         return self.accepted + 1 if self.accepted < self.drafted else None

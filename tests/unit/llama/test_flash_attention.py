@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.llama.model import held_on_host
+from app.llama.facts import held_on_host
 
 _MIB = 1 << 20
 

@@ -111,3 +111,27 @@ def test_the_ledger_prices_plain_steps_at_one_and_unknown_costs_as_unknown() -> 
     unknown = ledger(rounds, None, None)
     assert unknown[0].cost == 1.0 and unknown[1].cost is None
     assert unknown[-1].cumulative_cost is None
+
+
+def test_a_rounds_model_verdict_counts_only_the_draft_models_tokens() -> None:
+    """Suffix tokens come first: the model's are judged only past a fully kept suffix run."""
+
+    def hybrid(drafted: int, suffix: int, accepted: int) -> RoundRecord:
+        return RoundRecord(
+            index=0,
+            mode="hybrid",
+            gamma=drafted,
+            drafted=drafted,
+            accepted=accepted,
+            emitted=accepted + 1,
+            draft_s=0.0,
+            verify_s=STEP,
+            draft_steps=drafted - suffix,
+            suffix_drafted=suffix,
+        )
+
+    assert hybrid(8, 3, 5).model_verdict == (5, 2)
+    assert hybrid(8, 3, 3).model_verdict == (5, 0)  # judged: the first model token was refused
+    assert hybrid(8, 3, 2).model_verdict is None  # a suffix token was refused first
+    assert hybrid(4, 4, 4).model_verdict is None  # the suffix index drafted it all
+    assert hybrid(4, 0, 1).model_verdict == (4, 1)
