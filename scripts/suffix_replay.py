@@ -11,7 +11,11 @@ Printed: per match-length bucket, how many positions had such a match, how often
 was kept and the per-token keep rate (kept / (kept + rejections)); then, replaying rounds, tokens
 per round and an estimated speed against plain with each round priced 1 + ROW_COST per drafted
 token (the demo target's verify cost on this CPU, docs/benchmarks.md: c_verify 1.60 at γ 3,
-2.09 at γ 7), for prompt lookup and for the suffix drafter at several minimum match lengths.
+2.09 at γ 7), for prompt lookup and for the suffix drafter at several minimum match lengths;
+last, per bench class of single prompts, the ceiling of any drafter that reads only the chat:
+an oracle that, wherever the history's last two tokens occurred before, drafts exactly as far
+as the reply goes on as after one of those places, priced the same way, beside the suffix
+drafter.
 
     python scripts/suffix_replay.py [--model GGUF] [--max-tokens 128] [--turns FILE]
 
@@ -164,6 +168,46 @@ def replay_rounds(conversations: list[list[Turn]], folder: Path) -> None:
         print(f"{name:31} {tokens / rounds:9.2f}  {drafted / rounds:13.2f}  {tokens / cost:19.2f}")
 
 
+def oracle_run(history: Sequence[int], rest: Sequence[int]) -> int:
+    """How far `rest` goes on as the history did after an earlier place of its last 2 tokens."""
+    best = 0
+    for j in range(2, len(history)):
+        if history[j - 2 : j] == history[-2:]:
+            best = max(best, kept(history[j:], rest))
+    return best
+
+
+def ceiling(conversations: list[list[Turn]]) -> None:
+    print("\nclass               tokens  copy share  oracle est. speed  suffix est. speed")
+    sampling, rng = SamplingConfig(), np.random.default_rng(0)
+    by_class: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
+    for bench_prompt, turns in zip(builtin_prompts(), conversations, strict=True):
+        if bench_prompt.before or bench_prompt.recall:
+            continue  # its turns here are not the bench's: they lack the earlier turns
+        prompt, reply = turns[0]
+        found = by_class[bench_prompt.prompt_class]
+        found[0] += len(reply)
+        t = 0
+        while t < len(reply):  # the oracle's rounds
+            n = oracle_run(prompt + reply[:t], reply[t:])
+            found[1] += n
+            found[2] += 1.0 + ROW_COST * n
+            t += n + 1
+        drafter, t = SuffixDrafter(), 0
+        while t < len(reply):  # the suffix drafter's, on the conversation alone
+            ask = DraftRequest(prompt + reply[:t], GAMMA, sampling, rng, 0.0)
+            proposal = drafter.propose(ask).tokens
+            n = kept(proposal, reply[t:])
+            drafter.observe(n, len(proposal))
+            found[3] += 1.0 + ROW_COST * len(proposal)
+            t += n + 1
+    for name, (tokens, copied, oracle_cost, suffix_cost) in by_class.items():
+        print(
+            f"{name:19} {tokens:7.0f}  {copied / tokens:10.2f}  {tokens / oracle_cost:17.2f}"
+            f"  {tokens / suffix_cost:17.2f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=DEMO_TARGET)
@@ -184,6 +228,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         keep_rates(conversations, Path(folder))
         replay_rounds(conversations, Path(folder))
+    ceiling(conversations)
 
 
 if __name__ == "__main__":
