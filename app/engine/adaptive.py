@@ -6,12 +6,13 @@ it is) at the level of the text at hand (how often the draft misses on this repl
 the long-run figures expect), seconds per draft step, and verify seconds by the number of rows
 checked. Each round it picks the γ with the most expected tokens per second and compares that
 with plain decoding's one token per plain step. It pauses speculation only when both the
-prediction and the measured rate lose, and resumes only when a cautious prediction (acceptance
-lowered by its own uncertainty) wins by a margin: the gap between the two thresholds keeps a
-draft near break-even from flipping. While paused it probes on a schedule whose cost is
-bounded, and every probe's outcome feeds the acceptance estimates the resume rule reads. One
-controller lives per draft for the whole session, so a reply starts from what earlier replies
-learned. For a draft model the chosen γ is a ceiling: the confidence stop
+prediction and the measured rate lose (a hybrid, whose prediction prices only its model: when
+the measured rate loses for a whole window), and resumes only when a cautious prediction
+(acceptance lowered by its own uncertainty) wins by a margin: the gap between the two
+thresholds keeps a draft near break-even from flipping. While paused it probes on a schedule
+whose cost is bounded, and every probe's outcome feeds the acceptance estimates the resume rule
+reads. One controller lives per draft for the whole session, so a reply starts from what
+earlier replies learned. For a draft model the chosen γ is a ceiling: the confidence stop
 (app/engine/confidence.py) ends each draft where the draft's own doubts say its tokens stop
 paying.
 """
@@ -133,6 +134,9 @@ class GammaController:
         # paused draft is probed.
         self._worth = 0.0
         self._notices: deque[str] = deque()
+        # A hybrid's prediction prices its model's tokens, not the suffix index's free ones: it
+        # undervalues the hybrid, so only a lasting loss pauses one, and its worth is measured.
+        self._prediction_partial = False
 
     @property
     def speculation_off(self) -> bool:
@@ -218,6 +222,7 @@ class GammaController:
             return
         self._spec_rounds += 1
         self._since_plain += 1
+        self._prediction_partial = self._prediction_partial or record.mode == "hybrid"
         if 2 * record.accepted < record.drafted or self._spec_rounds >= _WARMUP_ROUNDS:
             self._warming_up = False
         # Per pass the draft ran: a draft cut short by p_min still paid for the pass that
@@ -243,6 +248,8 @@ class GammaController:
             return
         self._recent.append((record.emitted, record.draft_s + record.verify_s))
         _, long_rate = self._best(self._long)
+        if self._prediction_partial:
+            long_rate = max(long_rate, self._measured_rate())
         self._worth = max(self._worth, long_rate / (self._plain_rate() or math.inf))
         self._check_losing()
 
@@ -328,7 +335,7 @@ class GammaController:
             return
         self._losing_streak += 1
         _, measured = verdict
-        clear = measured < plain_rate * (1.0 - _CLEAR_LOSS)
+        clear = not self._prediction_partial and measured < plain_rate * (1.0 - _CLEAR_LOSS)
         if self._losing_streak >= (self._patience if clear else self._window):
             self._losing_streak = 0
             self._confirming = True
@@ -336,12 +343,14 @@ class GammaController:
     def _losing(self, plain_rate: float) -> tuple[float, float] | None:
         """(predicted, measured) speculative rates when both lose to plain, else None."""
         _, predicted = self._best(self._short)
-        emitted = sum(e for e, _ in self._recent)
-        seconds = math.fsum(s for _, s in self._recent)
-        measured = emitted / max(seconds, MIN_SECONDS)
+        measured = self._measured_rate()
         if predicted < plain_rate and measured < plain_rate * (1.0 - _LOSS_MARGIN):
             return predicted, measured
         return None
+
+    def _measured_rate(self) -> float:
+        emitted = sum(e for e, _ in self._recent)
+        return emitted / max(math.fsum(s for _, s in self._recent), MIN_SECONDS)
 
     def _confirm_losing(self, fresh_plain_rate: float) -> None:
         # Judged against the plain step just timed, not the running mean: if the machine got
@@ -363,10 +372,8 @@ class GammaController:
 
     def _plain_rate(self) -> float:
         plain = self.plain_step_s
-        if plain is None:
-            # Engines are told to run a plain step first; without one the comparison is moot.
-            return 0.0
-        return 1.0 / max(plain, MIN_SECONDS)
+        # Engines are told to run a plain step first; without one the comparison is moot.
+        return 0.0 if plain is None else 1.0 / max(plain, MIN_SECONDS)
 
     def _round_seconds(self, gamma: int) -> float:
         return self._draft.predict_up_to(gamma)[gamma - 1] + self._verify.predict(gamma + 1)

@@ -366,3 +366,37 @@ def test_gamma_grows_when_later_positions_start_to_pass() -> None:
     gammas, _ = drive(GammaController(), Pair(acceptance, seed=6), 260)
     assert statistics.mode(g for g in gammas[100:150] if g > 0) == 3
     assert statistics.median(g for g in gammas[200:] if g > 0) >= 7
+
+
+def _hybrid_round(i: int, *, good: bool) -> RoundRecord:
+    """A hybrid round in plain steps: good, 8 suffix tokens kept, then none of the model's 4
+    (9 tokens for 2.1 steps); bad, 10 model tokens all refused (1 token for 4.5 steps)."""
+    if good:
+        return RoundRecord(
+            i, "hybrid", 12, 12, 8, 9, 0.6 * PLAIN_S, 1.5 * PLAIN_S, 2, suffix_drafted=8
+        )
+    return RoundRecord(i, "hybrid", 10, 10, 0, 1, 3.0 * PLAIN_S, 1.5 * PLAIN_S, 10)
+
+
+def test_two_bad_rounds_do_not_pause_a_hybrid_whose_suffix_tokens_pay() -> None:
+    """γ auto prices a hybrid's draft model alone, so its prediction undervalues the hybrid and
+    cannot confirm a loss: a reply's first two rounds going badly must not pause a hybrid that
+    measurably pays, while one that loses round after round is still paused."""
+    controller = GammaController()
+    plain = RoundRecord(0, "plain", 0, 0, 0, 1, 0.0, PLAIN_S, 0)
+    controller.observe(plain)
+    for i in range(40):
+        controller.observe(_hybrid_round(i, good=True))
+    # Its model alone would lose to plain decoding at any γ.
+    assert max(controller.predicted_rate(g) or 0.0 for g in range(1, 17)) < 1.0 / PLAIN_S
+    controller.begin_reply()
+    for i in range(2):
+        controller.observe(_hybrid_round(i, good=False))
+    for i in range(30):
+        good = _hybrid_round(i, good=True)
+        controller.observe(good if controller.next_gamma() else plain)
+    assert not controller.speculation_off
+    for i in range(80):
+        bad = _hybrid_round(i, good=False)
+        controller.observe(bad if controller.next_gamma() else plain)
+    assert controller.speculation_off
