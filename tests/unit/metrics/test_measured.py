@@ -116,19 +116,8 @@ def test_the_ledger_prices_plain_steps_at_one_and_unknown_costs_as_unknown() -> 
 def test_a_rounds_model_verdict_counts_only_the_draft_models_tokens() -> None:
     """Suffix tokens come first: the model's are judged only past a fully kept suffix run."""
 
-    def hybrid(drafted: int, suffix: int, accepted: int) -> RoundRecord:
-        return RoundRecord(
-            index=0,
-            mode="hybrid",
-            gamma=drafted,
-            drafted=drafted,
-            accepted=accepted,
-            emitted=accepted + 1,
-            draft_s=0.0,
-            verify_s=STEP,
-            draft_steps=drafted - suffix,
-            suffix_drafted=suffix,
-        )
+    def hybrid(n: int, suffix: int, kept: int) -> RoundRecord:
+        return RoundRecord(0, "hybrid", n, n, kept, kept + 1, 0.0, STEP, n - suffix, 0.0, suffix)
 
     assert hybrid(8, 3, 5).model_verdict == (5, 2)
     assert hybrid(8, 3, 3).model_verdict == (5, 0)  # judged: the first model token was refused
