@@ -1,4 +1,4 @@
-"""Flash attention is kept off where every weight is in host memory (app/llama/model.py)."""
+"""Flash attention is kept off where every weight is in host memory (app/llama/facts.py)."""
 
 from __future__ import annotations
 
