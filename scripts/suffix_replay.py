@@ -25,11 +25,12 @@ drafter.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import tempfile
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -133,9 +134,37 @@ def keep_rates(conversations: list[list[Turn]], folder: Path) -> None:
         print(f"{source:13} {bucket:7}  {n:9}  {first / n:10.2f}  {rate:9.2f}")
 
 
+Proposer = Callable[[list[int]], Sequence[int]]
+Observer = Callable[[int, int], None]
+
+
+def replay_reply(
+    prompt: list[int], reply: list[int], propose: Proposer, observe: Observer | None = None
+) -> tuple[int, int, int, float]:
+    """One reply drafted round by round: its rounds, drafted and kept tokens, and its cost in
+    plain steps (1 + ROW_COST per drafted token a round)."""
+    t = rounds = drafted = kept_tokens = 0
+    cost = 0.0
+    while t < len(reply):
+        proposal = propose(prompt + reply[:t])
+        n = kept(proposal, reply[t:])
+        if observe is not None:
+            observe(n, len(proposal))
+        rounds += 1
+        drafted += len(proposal)
+        kept_tokens += n
+        cost += 1.0 + ROW_COST * len(proposal)
+        t += n + 1
+    return rounds, drafted, kept_tokens, cost
+
+
+def suffix_proposer(drafter: SuffixDrafter) -> Proposer:
+    sampling, rng = SamplingConfig(), np.random.default_rng(0)
+    return lambda history: drafter.propose(DraftRequest(history, GAMMA, sampling, rng, 0.0)).tokens
+
+
 def replay_rounds(conversations: list[list[Turn]], folder: Path) -> None:
     print("\ndrafter                         tok/round  drafted/round  est. speed vs plain")
-    sampling, rng = SamplingConfig(), np.random.default_rng(0)
     setups: dict[str, tuple[int, bool] | None] = {"prompt lookup, γ 8": None}
     for min_match in (1, 2, 3, 4):
         setups[f"suffix, conversation, min {min_match}"] = (min_match, False)
@@ -144,27 +173,22 @@ def replay_rounds(conversations: list[list[Turn]], folder: Path) -> None:
         tokens = rounds = drafted = 0
         cost = 0.0
         for i, turns in enumerate(conversations):
-            corpus = corpus_without(folder, conversations, i) if setup and setup[1] else None
-            drafter = SuffixDrafter(corpus, min_match=setup[0]) if setup else None
-            lookup = PromptLookupDrafter()
+            observe: Observer | None = None
+            if setup is None:
+                lookup = PromptLookupDrafter()
+                propose: Proposer = functools.partial(lookup.find, max_tokens=GAMMA)
+            else:
+                corpus = corpus_without(folder, conversations, i) if setup[1] else None
+                drafter = SuffixDrafter(corpus, min_match=setup[0])
+                propose, observe = suffix_proposer(drafter), drafter.observe
             for prompt, reply in turns:
-                t = 0
-                while t < len(reply):
-                    history = prompt + reply[:t]
-                    if drafter is None:
-                        proposal = lookup.find(history, GAMMA)
-                    else:
-                        ask = DraftRequest(history, GAMMA, sampling, rng, 0.0)
-                        proposal = drafter.propose(ask).tokens
-                    n = kept(proposal, reply[t:])
-                    if drafter is not None:
-                        drafter.observe(n, len(proposal))
-                    rounds += 1
-                    drafted += len(proposal)
-                    cost += 1.0 + ROW_COST * len(proposal)
-                    step = min(n + 1, len(reply) - t)
-                    tokens += step
-                    t += step
+                reply_rounds, reply_drafted, _, reply_cost = replay_reply(
+                    prompt, reply, propose, observe
+                )
+                tokens += len(reply)
+                rounds += reply_rounds
+                drafted += reply_drafted
+                cost += reply_cost
         print(f"{name:31} {tokens / rounds:9.2f}  {drafted / rounds:13.2f}  {tokens / cost:19.2f}")
 
 
@@ -179,32 +203,30 @@ def oracle_run(history: Sequence[int], rest: Sequence[int]) -> int:
 
 def ceiling(conversations: list[list[Turn]]) -> None:
     print("\nclass               tokens  copy share  oracle est. speed  suffix est. speed")
-    sampling, rng = SamplingConfig(), np.random.default_rng(0)
     by_class: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
     for bench_prompt, turns in zip(builtin_prompts(), conversations, strict=True):
         if bench_prompt.before or bench_prompt.recall:
             continue  # its turns here are not the bench's: they lack the earlier turns
         prompt, reply = turns[0]
+
+        def oracle(
+            history: list[int], prompt: list[int] = prompt, reply: list[int] = reply
+        ) -> list[int]:
+            rest = reply[len(history) - len(prompt) :]
+            return rest[: oracle_run(history, rest)]
+
+        drafter = SuffixDrafter()  # the conversation alone
+        _, _, copied, oracle_cost = replay_reply(prompt, reply, oracle)
+        *_, suffix_cost = replay_reply(prompt, reply, suffix_proposer(drafter), drafter.observe)
         found = by_class[bench_prompt.prompt_class]
         found[0] += len(reply)
-        t = 0
-        while t < len(reply):  # the oracle's rounds
-            n = oracle_run(prompt + reply[:t], reply[t:])
-            found[1] += n
-            found[2] += 1.0 + ROW_COST * n
-            t += n + 1
-        drafter, t = SuffixDrafter(), 0
-        while t < len(reply):  # the suffix drafter's, on the conversation alone
-            ask = DraftRequest(prompt + reply[:t], GAMMA, sampling, rng, 0.0)
-            proposal = drafter.propose(ask).tokens
-            n = kept(proposal, reply[t:])
-            drafter.observe(n, len(proposal))
-            found[3] += 1.0 + ROW_COST * len(proposal)
-            t += n + 1
-    for name, (tokens, copied, oracle_cost, suffix_cost) in by_class.items():
+        found[1] += copied
+        found[2] += oracle_cost
+        found[3] += suffix_cost
+    for name, (tokens, share, by_oracle, by_suffix) in by_class.items():
         print(
-            f"{name:19} {tokens:7.0f}  {copied / tokens:10.2f}  {tokens / oracle_cost:17.2f}"
-            f"  {tokens / suffix_cost:17.2f}"
+            f"{name:19} {tokens:7.0f}  {share / tokens:10.2f}  {tokens / by_oracle:17.2f}"
+            f"  {tokens / by_suffix:17.2f}"
         )
 
 
