@@ -6,7 +6,8 @@ Every server is started on 127.0.0.1 with the same threads and context size, the
 one request at a time, so no two servers ever decode at once. llama-server runs with its own
 defaults for each speculative type (llama.cpp's common/common.h: ngram-mod drafts 48-64 tokens
 after a 24-token match, a draft model drafts up to 3); SpecChat runs its defaults (suffix index,
-γ auto). The report is the bench's JSON plus each server's command line.
+γ auto), and plain (`--draft none`), which tells its plain decoding through the server apart
+from what speculation adds. The report is the bench's JSON plus each server's command line.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="llama-server-compare",
         description="llama-server (plain, ngram-mod, ngram-simple, ngram-mod + draft model) and "
-        "specchat serve (suffix index; with the draft model) on the demo models, through one "
+        "specchat serve (plain; suffix index; with the draft model) on the demo models, through one "
         "`specchat bench --server` run.",
     )
     parser.add_argument("--llama-server", type=Path, required=True, help="the llama-server binary")
@@ -78,6 +79,7 @@ def server_specs(args: argparse.Namespace, target: Path, draft: Path) -> list[Se
         ServerSpec(
             "llama ngram-mod+draft", [*llama, "--spec-type", "ngram-mod,draft-simple", *with_draft]
         ),
+        ServerSpec("specchat plain", [*specchat, "--draft", "none"]),
         ServerSpec("specchat suffix", [*specchat, "--draft", "suffix"]),
         ServerSpec("specchat hybrid", [*specchat, "--draft", str(draft)]),
     ]

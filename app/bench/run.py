@@ -188,7 +188,6 @@ def measure(bench: Measurement, labels: DraftLabels, phase: Phase | None = None)
                 token_ids=tuple(result.token_ids),
                 finish_reason=result.finish_reason,
                 generation_s=stats.generation_s,
-                # The engine's TTFT already includes the draft's read of the prompt.
                 ttft_s=stats.ttft_s,
                 rounds=result.rounds,
                 notices=outcome.notices,

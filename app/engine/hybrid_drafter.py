@@ -68,8 +68,9 @@ _MIN_TIMED_GAP = 16
 _EAGER_READ = 64
 # A prompt whose last this-many tokens the suffix index has seen before is not read at once.
 _REPEAT_MATCH = 16
-# Rounds without the draft model, where the suffix index has nothing and the model is near,
-# before it drafts one round anyway; doubled after each such round, up to the last.
+# Rounds without the draft model, where the suffix index has nothing and the model is within
+# a payback span, before it drafts one round anyway; doubled after each such round, up to the
+# last.
 _FIRST_RETRY = 16
 _LAST_RETRY = 128
 # Rounds (faded) the draft model drafts alone before its measured rate can keep it out of a
@@ -219,7 +220,7 @@ class HybridDrafter:
             if self._worth_catching_up(behind, model_only, without_model):
                 self._retry_after = _FIRST_RETRY
                 return model_only
-            if behind <= _EAGER_READ and self._rounds_without_model >= self._retry_after:
+            if behind <= _PAYBACK_TOKENS and self._rounds_without_model >= self._retry_after:
                 self._retry_after = min(2 * self._retry_after, _LAST_RETRY)
                 return model_only
             return without_model
@@ -320,9 +321,12 @@ class HybridDrafter:
         if self._last_round_unread:
             self._unread_rounds.add(record.emitted, record.draft_s + record.verify_s)
             self._last_round_unread = False
+        # Only a long stretch from the suffix index takes over from the model (a text being
+        # revised). A plain round (a reply's first, or one the model sat out) or a few suffix
+        # tokens leave it a pass's reading behind: counted, they would cut every payback span.
         if record.drafted and not record.suffix_drafted:
             self._model_runs.model_round()
-        else:
+        elif record.suffix_drafted == record.drafted and record.accepted >= _MIN_TIMED_GAP:
             self._model_runs.other_round()
         model_drafted = record.drafted - record.suffix_drafted
         self._rounds_without_model = 0 if model_drafted else self._rounds_without_model + 1

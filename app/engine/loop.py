@@ -111,15 +111,13 @@ class SpeculativeEngine:
         self._grammar = start_constraint(config.constraint, self.target, len(tokens))
         draft_grammar = config.constraint is not None and config.constraint.draft
         constrain_draft(self.drafter, self._grammar if draft_grammar else None)
+        # New text (not a retry): a draft model reads it once the first token is out, from a
+        # plain first round, so neither its reading nor a first round's drafting delays the reply.
+        model_reads = (
+            mode in ("draft", "hybrid") and self.target.tokens[: len(tokens) - 1] != tokens[:-1]
+        )
         self.target.feed(tokens[:-1], 0)
-        draft_prefill_s = 0.0
-        if mode != "plain" and self.drafter is not None:
-            # The draft reads the prompt now, with the target, so its prefill counts as prompt
-            # time (TTFT) rather than inflating the first round's draft cost, which would
-            # mislead c_draft and the adaptive controller's first estimate.
-            t_prefill = clock()
-            self.drafter.prefill(tokens[:-1])
-            draft_prefill_s = clock() - t_prefill
+        draft_prefill_s, prompt_unread = 0.0, mode != "plain" and self.drafter is not None
         self._draft_behind = False
         if controller is not None:
             controller.begin_reply()
@@ -144,11 +142,13 @@ class SpeculativeEngine:
             if room < 0:
                 finish = "context"
                 break
+            if prompt_unread and (rounds or not model_reads):
+                draft_prefill_s, prompt_unread = self._draft_reads(tokens), False
             t_round = clock()
-            gamma = self._round_gamma(config, control, controller, mode)
+            gamma = self._round_gamma(config, control, controller, mode, prompt_unread)
             # Never draft past the token budget or the context: the bonus token needs a row.
             gamma = max(0, min(gamma, remaining - 1, room))
-            catchup_s = self._catch_up(tokens) if gamma > 0 else 0.0
+            catchup_s = self._draft_reads(tokens) if gamma > 0 and self._draft_behind else 0.0
             # A γ set by hand runs as set; under auto the controller may end the draft early,
             # and tokens that cost no draft pass may run past its γ.
             under_auto = controller is not None and control.gamma is None
@@ -175,11 +175,9 @@ class SpeculativeEngine:
                     stop = True
                     break
                 emitted.append(token)
-                is_draft = i < verdict.accepted
                 reply.append(token)
-                from_draft.append(is_draft)
-                if ttft is None:
-                    ttft = clock() - t_request
+                from_draft.append(is_draft := i < verdict.accepted)
+                ttft = clock() - t_request if ttft is None else ttft
                 text = decoder.decode(self.target.token_bytes(token))
                 from_suffix = is_draft and i < draft.suffix_tokens
                 logprob = verdict.logprobs[i] if verdict.logprobs else None
@@ -235,9 +233,9 @@ class SpeculativeEngine:
             rounds,
             prompt_tokens=len(prompt_ids),
             generated_tokens=len(reply),
-            prompt_s=t_generation - t_request,
+            prompt_s=t_generation - t_request + draft_prefill_s,
             draft_prefill_s=draft_prefill_s,
-            generation_s=t_end - t_generation,
+            generation_s=t_end - t_generation - draft_prefill_s,
             ttft_s=ttft,
             plain_step_s=self.plain_step_s,
         )
@@ -265,8 +263,9 @@ class SpeculativeEngine:
         control: GenerationControl,
         controller: GammaController | None,
         mode: DraftMode,
+        prompt_unread: bool,
     ) -> int:
-        if mode == "plain" or not control.speculative or self.drafter is None:
+        if mode == "plain" or prompt_unread or not control.speculative or self.drafter is None:
             return 0
         if self.plain_step_s is None:
             # One plain step first: it measures the unit cost that c_draft and c_verify are
@@ -298,14 +297,15 @@ class SpeculativeEngine:
             self._controllers[key] = controller
         return controller
 
-    def _catch_up(self, tokens: list[int]) -> float:
-        """Let the draft read, in one batch, the tokens accepted while it sat idle.
+    def _draft_reads(self, tokens: list[int]) -> float:
+        """Seconds the drafter took to read, in one batch, all but the last token.
 
-        Timed apart from drafting: the lag is a one-off cost of having paused, and billing it to
-        the next draft steps would make a paused draft look too slow to be worth resuming.
+        Timed apart from drafting: the prompt is prompt time, and tokens accepted while the
+        draft sat idle are a one-off cost of having paused. Billed to the next draft steps,
+        either would make the draft look too dear (γ auto's first estimate; whether a paused
+        draft is worth resuming).
         """
-        if not self._draft_behind or self.drafter is None:
-            return 0.0
+        assert self.drafter is not None
         self._draft_behind = False
         start = self._clock()
         self.drafter.prefill(tokens[:-1])

@@ -20,6 +20,7 @@ class ModelHandle(Protocol):
     n_ctx: int
     # When set, every pass computes at least two rows (see LlamaModel.uniform_batches).
     uniform_batches: bool
+    tokens: list[int]  # what the cache holds, in order
 
     def feed(self, history: Sequence[int], n_logits: int) -> npt.NDArray[np.float32]:
         """Make the cache hold exactly `history`; return logits of its last n_logits rows."""

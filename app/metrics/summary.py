@@ -38,7 +38,10 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "tokens_per_second": "generated tokens / generation wall time (prompt processing excluded)",
     "ttft_s": "time from request to first generated token",
     "draft_s": "wall time spent drafting",
-    "draft_prefill_s": "wall time the draft spent reading the prompt (part of ttft_s)",
+    "draft_prefill_s": (
+        "wall time the draft spent reading the prompt (a draft model reads it once the first "
+        "token is out); prompt time, not generation time"
+    ),
     "draft_catchup_s": (
         "wall time the draft spent reading tokens accepted while speculation was paused "
         "(not in draft_s or c_draft)"

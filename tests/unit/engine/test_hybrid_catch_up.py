@@ -56,7 +56,8 @@ def _hybrid() -> tuple[FakeLlama, HybridDrafter]:
 
 def _teach(hybrid: HybridDrafter, *, verify_s: float, draft_pass_s: float) -> None:
     """Rounds as the engine reports them: verification of n rows costs verify_s each, a model
-    pass draft_pass_s, and the model's tokens are kept."""
+    pass draft_pass_s, and the model's tokens are kept; every eighth round is plain, and a long
+    stretch from the suffix index then ends the model's run of rounds."""
     for i in range(40):
         rows = 1 + i % 8
         steps = rows - 1
@@ -65,6 +66,10 @@ def _teach(hybrid: HybridDrafter, *, verify_s: float, draft_pass_s: float) -> No
                 i, "hybrid", steps, steps, steps, steps + 1, steps * draft_pass_s, verify_s, steps
             )
         )
+        if steps == 0:
+            hybrid.learn(
+                RoundRecord(i, "hybrid", 16, 16, 16, 17, 0.0, verify_s, 0, suffix_drafted=16)
+            )
 
 
 def _cheap_kept_model_after_a_first_chat() -> tuple[FakeLlama, HybridDrafter]:
@@ -128,10 +133,14 @@ def test_one_stalled_round_does_not_keep_the_draft_model_out_of_use() -> None:
 def test_where_the_suffix_index_keeps_taking_over_a_gap_must_pay_within_the_models_runs() -> None:
     model, hybrid = _cheap_kept_model_after_a_first_chat()
     _measure_without_model(hybrid, verify_s=0.02)
-    # A text being revised: one model round, then the suffix index takes the next, and again.
+    # A text being revised: one model round, then the suffix index takes a long stretch (16
+    # tokens, more than a pass reads), and again.
     for i in range(20):
         hybrid.learn(RoundRecord(100 + 2 * i, "hybrid", 4, 4, 4, 5, 0.004, 0.02, 4))
-        hybrid.learn(RoundRecord(101 + 2 * i, "hybrid", 8, 8, 8, 9, 0.0, 0.03, 0, suffix_drafted=8))
+        stretch = RoundRecord(
+            101 + 2 * i, "hybrid", 16, 16, 16, 17, 0.0, 0.04, 0, suffix_drafted=16
+        )
+        hybrid.learn(stretch)
     read = model.decoded
 
     # 200 tokens to read (0.2 s): a whole reply would earn it back, a run of one or two model
@@ -141,6 +150,28 @@ def test_where_the_suffix_index_keeps_taking_over_a_gap_must_pay_within_the_mode
     draft = hybrid.propose(_ask(second, 4))
 
     assert draft.steps == 0 and model.decoded == read
+
+
+def test_a_few_suffix_tokens_or_a_plain_round_do_not_cut_the_models_payback_span() -> None:
+    model, hybrid = _cheap_kept_model_after_a_first_chat()
+    _measure_without_model(hybrid, verify_s=0.02)
+    # A chat: model rounds, between them a plain round (a reply's first) or a phrase of three
+    # tokens the suffix index has seen; the model reads either gap in one pass.
+    for i in range(20):
+        hybrid.learn(RoundRecord(100 + 2 * i, "hybrid", 4, 4, 4, 5, 0.004, 0.02, 4))
+        if i % 2:
+            hybrid.learn(RoundRecord(101 + 2 * i, "hybrid", 0, 0, 0, 1, 0.0, 0.02, 0))
+        else:
+            hybrid.learn(
+                RoundRecord(101 + 2 * i, "hybrid", 3, 3, 3, 4, 0.0, 0.02, 0, suffix_drafted=3)
+            )
+
+    # The same 200 tokens as above: a whole reply earns them back.
+    second = _conversation(200, 3)
+    hybrid.prefill(second[:-1])
+    draft = hybrid.propose(_ask(second, 4))
+
+    assert draft.steps == 4 and model.tokens[: len(second) - 1] == second[:-1]
 
 
 def _measure_without_model(hybrid: HybridDrafter, *, verify_s: float) -> None:
