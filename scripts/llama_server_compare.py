@@ -43,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="llama-server-compare",
         description="llama-server (plain, ngram-mod, ngram-simple, ngram-mod + draft model) and "
-        "specchat serve (plain; suffix index; with the draft model) on the demo models, through one "
-        "`specchat bench --server` run.",
+        "specchat serve (plain; suffix index; with the draft model) on the demo models, through "
+        "one `specchat bench --server` run.",
     )
     parser.add_argument("--llama-server", type=Path, required=True, help="the llama-server binary")
     add_run_arguments(parser, prompts=DEFAULT_PROMPTS, repeat=1)

@@ -294,17 +294,10 @@ class HybridDrafter:
         """Index the prompt, and have the draft model read it now, as prompt time, when it will
         pay over the reply; else a round reads it later if a long match runs out (propose)."""
         self.suffix.prefill(history)
-        # A new conversation shares with what the model read only their common start.
-        limit = min(self._model_at, len(history))
-        same = 0
-        while same < limit and self._model_read[same] == history[same]:
-            same += 1
+        same = self._model_shares(history)
         self._model_at = self._model_known = same
         behind = len(history) - same
-        if behind and self.suffix.peek(history, MAX_GAMMA).match_length >= _REPEAT_MATCH:
-            # The prompt ends as an earlier one did (a question asked again word for word):
-            # the first round weighs the suffix index's proposal against the model, which
-            # reads only if that pays, instead of putting its reading before the first token.
+        if behind and self._asked_again(history):
             return
         plain = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
         model_only = self._model_only(MAX_GAMMA)
@@ -315,6 +308,23 @@ class HybridDrafter:
             if not self._worth_catching_up(behind, model_only, plain):
                 return
         self._catch_up(history, behind)
+
+    def reads_first(self, history: Sequence[int]) -> bool:
+        return len(history) > self._model_shares(history) and not self._asked_again(history)
+
+    def _model_shares(self, history: Sequence[int]) -> int:
+        """A new conversation shares with what the model read only their common start."""
+        limit = min(self._model_at, len(history))
+        same = 0
+        while same < limit and self._model_read[same] == history[same]:
+            same += 1
+        return same
+
+    def _asked_again(self, history: Sequence[int]) -> bool:
+        """The prompt ends as an earlier one did (a question asked again word for word): the
+        first round weighs the suffix index's proposal against the model, which reads only if
+        that pays, instead of putting its reading before the first token."""
+        return self.suffix.peek(history, MAX_GAMMA).match_length >= _REPEAT_MATCH
 
     def learn(self, record: RoundRecord) -> None:
         self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))

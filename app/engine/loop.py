@@ -111,13 +111,11 @@ class SpeculativeEngine:
         self._grammar = start_constraint(config.constraint, self.target, len(tokens))
         draft_grammar = config.constraint is not None and config.constraint.draft
         constrain_draft(self.drafter, self._grammar if draft_grammar else None)
-        # New text (not a retry): a draft model reads it once the first token is out, from a
-        # plain first round, so neither its reading nor a first round's drafting delays the reply.
-        model_reads = (
-            mode in ("draft", "hybrid") and self.target.tokens[: len(tokens) - 1] != tokens[:-1]
-        )
-        self.target.feed(tokens[:-1], 0)
         draft_prefill_s, prompt_unread = 0.0, mode != "plain" and self.drafter is not None
+        # A draft model reads new text after the first token, from a plain first round, so that
+        # neither its reading nor a first round's drafting delays the reply.
+        model_reads = prompt_unread and bool(self.drafter and self.drafter.reads_first(tokens[:-1]))
+        self.target.feed(tokens[:-1], 0)
         self._draft_behind = False
         if controller is not None:
             controller.begin_reply()

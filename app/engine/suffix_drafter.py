@@ -183,6 +183,10 @@ class SuffixDrafter:
         """Index the prompt now, so its cost counts as prompt time."""
         self._sync(history)
 
+    def reads_first(self, history: Sequence[int]) -> bool:
+        del history  # indexing costs microseconds a token, not a model pass
+        return False
+
     def close(self) -> None:
         """Nothing native to free."""
 

@@ -87,6 +87,9 @@ class GreedyProposals:
     def prefill(self, history: Sequence[int]) -> None:
         self.inner.prefill(history)
 
+    def reads_first(self, history: Sequence[int]) -> bool:
+        return self.inner.reads_first(history)
+
     def learn(self, record: RoundRecord) -> None:
         self.inner.learn(record)
 

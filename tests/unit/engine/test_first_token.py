@@ -39,6 +39,9 @@ class LoggedDrafter:
         self.log.append("prefill")
         self.inner.prefill(history)
 
+    def reads_first(self, history: Sequence[int]) -> bool:
+        return self.inner.reads_first(history)
+
     def learn(self, record: RoundRecord) -> None:
         self.inner.learn(record)
 

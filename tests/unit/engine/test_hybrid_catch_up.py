@@ -340,3 +340,17 @@ def test_a_draft_model_keeps_drafting_until_its_rate_stands_on_a_few_rounds() ->
 
     first_plain = steps.index(0)
     assert first_plain >= 7 and all(steps[:first_plain])
+
+
+def test_only_new_text_for_the_draft_model_waits_for_the_first_token() -> None:
+    model, hybrid = _hybrid()
+    fresh = _conversation(60, 0)
+    assert hybrid.reads_first(fresh)
+
+    # Ends as an earlier stretch did, as a question asked again word for word: the suffix
+    # index drafts the first round, and the model reads only if that pays.
+    assert not hybrid.reads_first([*fresh, *fresh[:20]])
+
+    hybrid.prefill(fresh)  # nothing measured yet: read at once
+    assert model.tokens == fresh
+    assert not hybrid.reads_first(fresh)  # a retry: nothing to read
