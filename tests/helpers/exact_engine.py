@@ -72,17 +72,16 @@ class Case:
     runs: int = 1500
 
 
-class GreedyProposals:
-    """The real ModelDrafter proposing its argmax, a point-mass q, while the target samples."""
+class ForwardingDrafter:
+    """A drafter that hands every call to `inner`: the base of wrappers that change one."""
 
-    mode = ModelDrafter.mode
-
-    def __init__(self, inner: ModelDrafter) -> None:
+    def __init__(self, inner: Drafter) -> None:
         self.inner = inner
+        self.mode = inner.mode
         self.label = inner.label
 
     def propose(self, ask: DraftRequest) -> Draft:
-        return self.inner.propose(replace(ask, sampling=replace(ask.sampling, temperature=0.0)))
+        return self.inner.propose(ask)
 
     def prefill(self, history: Sequence[int]) -> None:
         self.inner.prefill(history)
@@ -95,6 +94,13 @@ class GreedyProposals:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class GreedyProposals(ForwardingDrafter):
+    """The real ModelDrafter proposing its argmax, a point-mass q, while the target samples."""
+
+    def propose(self, ask: DraftRequest) -> Draft:
+        return self.inner.propose(replace(ask, sampling=replace(ask.sampling, temperature=0.0)))
 
 
 def make_drafter(kind: DrafterKind, clock: Callable[[], float]) -> Drafter | None:

@@ -12,7 +12,7 @@ from app.engine.drafters import Draft, DraftRequest, ModelDrafter
 from app.engine.events import Event, FinishEvent, TokenEvent
 from app.engine.gamma import fixed
 from app.engine.loop import SpeculativeEngine
-from app.metrics.rounds import RoundRecord
+from tests.helpers.exact_engine import ForwardingDrafter
 from tests.helpers.fake_llama import FakeLlama, Logits
 
 N_VOCAB = 64
@@ -24,12 +24,12 @@ def count_up(history: Sequence[int]) -> Logits:
     return row
 
 
-class LoggedDrafter:
+class LoggedDrafter(ForwardingDrafter):
     """The real ModelDrafter, logging each call into the same list as the reply's tokens."""
 
     def __init__(self, inner: ModelDrafter, log: list[str]) -> None:
-        self.inner, self.log = inner, log
-        self.mode, self.label = inner.mode, inner.label
+        super().__init__(inner)
+        self.log = log
 
     def propose(self, ask: DraftRequest) -> Draft:
         self.log.append("propose")
@@ -38,15 +38,6 @@ class LoggedDrafter:
     def prefill(self, history: Sequence[int]) -> None:
         self.log.append("prefill")
         self.inner.prefill(history)
-
-    def reads_first(self, history: Sequence[int]) -> bool:
-        return self.inner.reads_first(history)
-
-    def learn(self, record: RoundRecord) -> None:
-        self.inner.learn(record)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def _engine(log: list[str]) -> SpeculativeEngine:
