@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from app.engine.confidence import KeepDrafting, KeptByMargin, SurvivalStop, survival_threshold
 from app.engine.gamma_estimates import (
+    LOSS_MARGIN,
     MIN_PROBE_INTERVAL,
     MIN_SECONDS,
     Acceptance,
@@ -45,9 +46,6 @@ _CHANGE_Z = 4.0
 # Draft one position past the best γ this often, so deeper positions keep being measured and γ
 # can grow when acceptance does.
 _EXPLORE_EVERY = 6
-# Speculation must lose by more than this share of plain speed before it is paused: a timer's
-# jitter or a neighbour process must not switch off a draft that pays.
-_LOSS_MARGIN = 0.05
 # A loss this large (measured below 0.75× plain) is no timing noise: two rounds of it suffice.
 # Smaller losses must persist for a whole window of rounds.
 _CLEAR_LOSS = 0.25
@@ -344,7 +342,7 @@ class GammaController:
         """(predicted, measured) speculative rates when both lose to plain, else None."""
         _, predicted = self._best(self._short)
         measured = self._measured_rate()
-        if predicted < plain_rate and measured < plain_rate * (1.0 - _LOSS_MARGIN):
+        if predicted < plain_rate and measured < plain_rate * (1.0 - LOSS_MARGIN):
             return predicted, measured
         return None
 

@@ -14,6 +14,9 @@ from app.metrics.measured import judged_positions
 
 # Guards divisions by measured times that a coarse clock may report as zero.
 MIN_SECONDS = 1e-9
+# A draft must lose by more than this share of the rate it is weighed against before it is set
+# aside: a timer's jitter or a neighbour process must not switch off a draft that pays.
+LOSS_MARGIN = 0.05
 # Pseudo-observations pulling a sparsely measured position towards the pooled acceptance, so one
 # unlucky round at a deep position does not decide γ.
 _SHRINK = 8.0

@@ -33,7 +33,10 @@ round, which weighs the suffix index's proposal against the model first.
 The draft model's own rate is measured only on the rounds it drafts, so a few short first
 rounds (γ auto still finding its lengths) must not shut it out: a short gap is read until that
 rate stands on about seven rounds, and a model left out for a while, with nothing from the
-suffix index and little to read, drafts a round anyway, less often each time it loses.
+suffix index and little to read, drafts a round anyway, less often each time it loses. A
+model a few tokens behind is set aside for plain steps only when it loses by more than timing
+noise (γ auto's LOSS_MARGIN): whether a round drafts at all is γ auto's call, and a 3 % dip in
+the model's measured rate must not hand its rounds to single plain steps.
 
 The choice reads only the drafts' own figures and the target's past verdicts, never the
 target's distribution at the positions being drafted, so it changes which tokens are proposed,
@@ -47,7 +50,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from app.engine.drafters import Draft, DraftRequest, ModelDrafter
-from app.engine.gamma_estimates import MIN_SECONDS, DraftCost, VerifyCurve
+from app.engine.gamma_estimates import LOSS_MARGIN, MIN_SECONDS, DraftCost, VerifyCurve
 from app.engine.hybrid_rates import FADE, FadingRate, FadingRounds, FadingRuns, expected_kept
 from app.engine.sampling import FloatArray
 from app.engine.suffix_drafter import SuffixDrafter, SuffixProposal
@@ -265,6 +268,10 @@ class HybridDrafter:
             return True  # γ auto is still finding the model's lengths: its first rounds are short
         catchup_s = behind * self._catchup_s / self._catchup_tokens
         without_rate = without.rate if unread_rate is None else unread_rate
+        if behind < _MIN_TIMED_GAP:
+            # Reading a few tokens costs about a pass, and whether to draft at all is γ auto's
+            # call: only a loss beyond timing noise sets a model this close aside.
+            return with_model.rate > without_rate * (1.0 - LOSS_MARGIN)
         if with_model.rate <= without_rate:
             return False
         payback = float(_PAYBACK_TOKENS)
