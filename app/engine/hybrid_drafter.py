@@ -36,7 +36,8 @@ rate stands on about seven rounds, and a model left out for a while, with nothin
 suffix index and little to read, drafts a round anyway, less often each time it loses. A
 model a few tokens behind is set aside for plain steps only when it loses by more than timing
 noise (γ auto's LOSS_MARGIN): whether a round drafts at all is γ auto's call, and a 3 % dip in
-the model's measured rate must not hand its rounds to single plain steps.
+the model's measured rate must not hand its rounds to single plain steps. At a γ set by hand
+the model is never set aside: the choice is only between sources, and γ runs as set.
 
 The choice reads only the drafts' own figures and the target's past verdicts, never the
 target's distribution at the positions being drafted, so it changes which tokens are proposed,
@@ -54,6 +55,7 @@ from app.engine.gamma_estimates import LOSS_MARGIN, MIN_SECONDS, DraftCost, Veri
 from app.engine.hybrid_rates import FADE, FadingRate, FadingRounds, FadingRuns, expected_kept
 from app.engine.sampling import FloatArray
 from app.engine.suffix_drafter import SuffixDrafter, SuffixProposal
+from app.llama.handle import common_prefix
 from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.rounds import DraftMode, RoundRecord
 
@@ -121,23 +123,19 @@ class HybridDrafter:
         # Seconds per token the draft model takes to read a gap in one batch (its prefill rate).
         self._catchup_s = 0.0
         self._catchup_tokens = 0.0
-        # What the draft model's cache holds: the first _model_at tokens of _model_read, of
-        # which the first _model_known are the chat's; after them come the suffix tokens it
-        # read and its own draft, as many of them the chat's as the target kept.
-        self._model_read: Sequence[int] = ()
-        self._model_at = 0
-        self._model_known = 0
 
     def propose(self, ask: DraftRequest) -> Draft:
         history = ask.history
         found = self.suffix.peek(history, max(ask.max_tokens, ask.free_limit or 0))
         self.suffix.remember(found)
         behind = max(0, len(history) - 1 - self._model_holds(history))
-        plan = self._plan(found, ask.max_tokens, behind)
+        # A γ set by hand (no free limit: not γ auto) runs as set: the model always drafts.
+        as_set = ask.free_limit is None
+        plan = self._plan(found, ask.max_tokens, behind, as_set)
         timing_s = 0.0
         if plan.model_tokens and self._reading_unknown(behind):
             behind, timing_s = self._time_reading(history[:-1], behind)
-            plan = self._plan(found, ask.max_tokens, behind)
+            plan = self._plan(found, ask.max_tokens, behind, as_set)
         suffix = list(plan.suffix)
         # Only a model far behind was out of play: a round that merely left it a few tokens
         # behind was one the suffix index won on its merits, and would flatter the rate.
@@ -153,7 +151,6 @@ class HybridDrafter:
         drafted = self.model_drafter.propose(
             replace(ask, history=[*history, *suffix], max_tokens=plan.model_tokens, free_limit=None)
         )
-        self._held_after_drafting(history, suffix, drafted)
         if not suffix:
             return replace(drafted, catchup_s=catchup_s)
         certain: list[FloatArray | None] = [None] * len(suffix)
@@ -176,30 +173,13 @@ class HybridDrafter:
         if behind >= _MIN_TIMED_GAP:
             self._catchup_s = self._catchup_s * FADE + seconds
             self._catchup_tokens = self._catchup_tokens * FADE + behind
-        self._model_read, self._model_at, self._model_known = history, len(history), len(history)
         return seconds
 
     def _model_holds(self, history: Sequence[int]) -> int:
-        """How many of `history`'s first tokens the draft model's cache holds. Its kept draft
-        tokens are there already: counted as a gap, they would make every catch-up look
-        dearer than it is and reading look faster than it is."""
-        held = min(self._model_known, len(history))
-        limit = min(self._model_at, len(history))
-        while held < limit and self._model_read[held] == history[held]:
-            held += 1
-        return held
-
-    def _held_after_drafting(
-        self, history: Sequence[int], suffix: Sequence[int], drafted: Draft
-    ) -> None:
-        """Record what the cache holds after the model drafted from history and suffix: every
-        pass fed the tokens before the one it proposed."""
-        if drafted.steps == 0:  # no pass ran: it holds what catching up read
-            self._model_read, self._model_at = history, len(history) - 1
-            self._model_known = self._model_at
-            return
-        fed = [*history, *suffix, *drafted.tokens[: drafted.steps - 1]]
-        self._model_read, self._model_at, self._model_known = fed, len(fed), len(history)
+        """How many of `history`'s first tokens the draft model's cache holds, read from the
+        cache itself (a reset elsewhere, a new conversation): its kept draft tokens are there
+        already, and counted as a gap they would make every catch-up look dearer than it is."""
+        return common_prefix(self.model_drafter.model.tokens, history)
 
     def _reading_unknown(self, behind: int) -> bool:
         return not self._catchup_tokens and behind > _EAGER_READ
@@ -215,12 +195,14 @@ class HybridDrafter:
         measured = self._model_rounds.rate if self._measured() else None
         return _Plan((), gamma, measured or self._rate(0, 0.0, gamma, 1.0))
 
-    def _plan(self, proposal: SuffixProposal, gamma: int, behind: int = 0) -> _Plan:
+    def _plan(
+        self, proposal: SuffixProposal, gamma: int, behind: int = 0, as_set: bool = False
+    ) -> _Plan:
         model_only = self._model_only(gamma)
         found = proposal.tokens
         if not found or proposal.source is None:
             without_model = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
-            if self._worth_catching_up(behind, model_only, without_model):
+            if as_set or self._worth_catching_up(behind, model_only, without_model):
                 self._retry_after = _FIRST_RETRY
                 return model_only
             if behind <= _PAYBACK_TOKENS and self._rounds_without_model >= self._retry_after:
@@ -230,7 +212,7 @@ class HybridDrafter:
         keep = self.suffix.kept_by_match.keep_rate(proposal.match_length, proposal.source)
         kept = proposal.expected_accepted
         suffix_only = _Plan(found, 0, self._rate(len(found), kept, 0, 0.0))
-        if not self._worth_catching_up(behind, model_only, suffix_only):
+        if not as_set and not self._worth_catching_up(behind, model_only, suffix_only):
             return suffix_only
         plans = [model_only, suffix_only]
         prefix = found[: max(0, gamma - 1)]
@@ -301,9 +283,7 @@ class HybridDrafter:
         """Index the prompt, and have the draft model read it now, as prompt time, when it will
         pay over the reply; else a round reads it later if a long match runs out (propose)."""
         self.suffix.prefill(history)
-        same = self._model_shares(history)
-        self._model_at = self._model_known = same
-        behind = len(history) - same
+        behind = len(history) - self._model_holds(history)
         if behind and self._asked_again(history):
             return
         plain = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
@@ -317,15 +297,7 @@ class HybridDrafter:
         self._catch_up(history, behind)
 
     def reads_first(self, history: Sequence[int]) -> bool:
-        return len(history) > self._model_shares(history) and not self._asked_again(history)
-
-    def _model_shares(self, history: Sequence[int]) -> int:
-        """A new conversation shares with what the model read only their common start."""
-        limit = min(self._model_at, len(history))
-        same = 0
-        while same < limit and self._model_read[same] == history[same]:
-            same += 1
-        return same
+        return len(history) > self._model_holds(history) and not self._asked_again(history)
 
     def _asked_again(self, history: Sequence[int]) -> bool:
         """The prompt ends as an earlier one did (a question asked again word for word): the

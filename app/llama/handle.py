@@ -35,3 +35,15 @@ class ModelHandle(Protocol):
     def detokenize(self, tokens: Sequence[int], *, special: bool = False) -> str: ...
 
     def close(self) -> None: ...
+
+
+def common_prefix(cached: Sequence[int], history: Sequence[int]) -> int:
+    """How many of `history`'s first tokens a cache holding `cached` already holds."""
+    n = min(len(cached), len(history))
+    # The usual case is that history extends the cache: one C-speed list compare.
+    if list(history[:n]) == list(cached[:n]):
+        return n
+    i = 0
+    while i < n and cached[i] == history[i]:
+        i += 1
+    return i

@@ -30,6 +30,7 @@ from app.llama.backend import (
 )
 from app.llama.config import ModelConfig
 from app.llama.facts import ModelFacts, held_on_host, placement_of, precheck_model_file
+from app.llama.handle import common_prefix
 from app.llama.threads import CoreGovernor, default_thread_count, shared_governor
 
 log = logging.getLogger(__name__)
@@ -338,15 +339,7 @@ class LlamaModel:
         self.tokens.clear()
 
     def _common_prefix(self, history: Sequence[int]) -> int:
-        cached = self.tokens
-        n = min(len(cached), len(history))
-        # Fast path: the usual case is that history extends the cache (C-speed list compare).
-        if list(history[:n]) == cached[:n]:
-            return n
-        i = 0
-        while i < n and cached[i] == history[i]:
-            i += 1
-        return i
+        return common_prefix(self.tokens, history)
 
     def _decode(self, chunk: Sequence[int], start_pos: int, n_outputs: int) -> None:
         batch = self._batch

@@ -25,7 +25,10 @@ def next_token(history: Sequence[int]) -> Logits:
 
 
 def _ask(history: Sequence[int], max_tokens: int) -> DraftRequest:
-    return DraftRequest(history, max_tokens, SamplingConfig(), np.random.default_rng(0), 0.0)
+    """A round under γ auto, which gives a free limit; only then may the model sit out."""
+    return DraftRequest(
+        history, max_tokens, SamplingConfig(), np.random.default_rng(0), 0.0, free_limit=max_tokens
+    )
 
 
 def test_a_draft_model_left_behind_reads_the_gap_outside_its_timed_passes() -> None:
@@ -322,6 +325,17 @@ def test_a_draft_model_that_lost_its_first_rounds_gets_a_round_again_later() -> 
     assert [i for i, s in enumerate(steps) if s] == [0, 17]
 
 
+def test_a_draft_model_cache_emptied_elsewhere_is_known_to_need_reading() -> None:
+    model, hybrid = _cheap_kept_model_after_a_first_chat()
+    prompt = _conversation(40, 0)[:-1]
+    assert not hybrid.reads_first(prompt)
+
+    model.reset()  # as a benchmark does between runs: the hybrid is not told
+    assert hybrid.reads_first(prompt)
+    hybrid.prefill(prompt)
+    assert model.tokens == prompt
+
+
 def test_a_draft_model_up_to_date_is_not_set_aside_for_a_loss_within_timing_noise() -> None:
     _, hybrid = _hybrid()
     # Its rounds ran at about 48.5 tokens/s against plain decoding's 50: 3 % is timing noise,
@@ -338,6 +352,19 @@ def test_a_draft_model_up_to_date_is_not_set_aside_for_a_loss_within_timing_nois
         hybrid.learn(RoundRecord(100 + i, "hybrid", n, n, n, n + 1, 0.0208 * n, 0.02, n))
 
     assert all(steps)
+
+
+def test_at_a_gamma_set_by_hand_a_losing_draft_model_still_drafts_every_round() -> None:
+    _, hybrid = _hybrid()
+    _teach(hybrid, verify_s=0.02, draft_pass_s=0.05)  # about 23 tokens/s against 50
+    history = _conversation(40, 0)
+    hybrid.prefill(history[:-1])
+    for i in range(20):
+        ask = DraftRequest(history, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
+        draft = hybrid.propose(ask)
+        assert draft.steps == 4
+        history = [*history, *draft.tokens, (history[-1] + 5) % N_VOCAB]
+        hybrid.learn(RoundRecord(100 + i, "hybrid", 4, 4, 0, 1, 0.2, 0.02, 4))
 
 
 def test_a_draft_model_keeps_drafting_until_its_rate_stands_on_a_few_rounds() -> None:
