@@ -33,11 +33,12 @@ round, which weighs the suffix index's proposal against the model first.
 The draft model's own rate is measured only on the rounds it drafts, so a few short first
 rounds (γ auto still finding its lengths) must not shut it out: a short gap is read until that
 rate stands on about seven rounds, and a model left out for a while, with nothing from the
-suffix index and little to read, drafts a round anyway, less often each time it loses. A
-model a few tokens behind is set aside for plain steps only when it loses by more than timing
-noise (γ auto's LOSS_MARGIN): whether a round drafts at all is γ auto's call, and a 3 % dip in
-the model's measured rate must not hand its rounds to single plain steps. At a γ set by hand
-the model is never set aside: the choice is only between sources, and γ runs as set.
+suffix index and little to read, drafts a round anyway, less often each time it loses.
+Against plain steps the model's rate counts as winning within timing noise (γ auto's
+LOSS_MARGIN): whether a round drafts at all is γ auto's call, and a 3 % dip in its measured
+rate must not hand its rounds to single plain steps; it must still earn back its reading
+(about 5 ms a token for the demo's Q4_1 draft, a third of a pass). At a γ set by hand the model
+is never set aside: the choice is only between sources, and γ runs as set.
 
 The choice reads only the drafts' own figures and the target's past verdicts, never the
 target's distribution at the positions being drafted, so it changes which tokens are proposed,
@@ -202,7 +203,7 @@ class HybridDrafter:
         found = proposal.tokens
         if not found or proposal.source is None:
             without_model = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
-            if as_set or self._worth_catching_up(behind, model_only, without_model):
+            if as_set or self._worth_catching_up(behind, model_only, without_model, plain=True):
                 self._retry_after = _FIRST_RETRY
                 return model_only
             if behind <= _PAYBACK_TOKENS and self._rounds_without_model >= self._retry_after:
@@ -229,7 +230,9 @@ class HybridDrafter:
             )
         return max(plans, key=lambda p: p.rate)
 
-    def _worth_catching_up(self, behind: int, with_model: _Plan, without: _Plan) -> bool:
+    def _worth_catching_up(
+        self, behind: int, with_model: _Plan, without: _Plan, *, plain: bool = False
+    ) -> bool:
         """Whether the draft model, `behind` tokens behind, should read them: the time its
         rounds save over the payback span, at the measured rates, outweighs the reading.
         Past a long gap, the rounds without the model deliver what they measured while it was
@@ -250,10 +253,10 @@ class HybridDrafter:
             return True  # γ auto is still finding the model's lengths: its first rounds are short
         catchup_s = behind * self._catchup_s / self._catchup_tokens
         without_rate = without.rate if unread_rate is None else unread_rate
-        if behind < _MIN_TIMED_GAP:
-            # Reading a few tokens costs about a pass, and whether to draft at all is γ auto's
-            # call: only a loss beyond timing noise sets a model this close aside.
-            return with_model.rate > without_rate * (1.0 - LOSS_MARGIN)
+        if plain and unread_rate is None:
+            # Against plain steps a model within timing noise of them keeps its place (whether
+            # to draft at all is γ auto's call); it must still earn back its reading.
+            without_rate *= 1.0 - LOSS_MARGIN
         if with_model.rate <= without_rate:
             return False
         payback = float(_PAYBACK_TOKENS)
@@ -288,11 +291,11 @@ class HybridDrafter:
             return
         plain = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
         model_only = self._model_only(MAX_GAMMA)
-        if not self._worth_catching_up(behind, model_only, plain):
+        if not self._worth_catching_up(behind, model_only, plain, plain=True):
             return
         if self._reading_unknown(behind):
             behind, _ = self._time_reading(history, behind)
-            if not self._worth_catching_up(behind, model_only, plain):
+            if not self._worth_catching_up(behind, model_only, plain, plain=True):
                 return
         self._catch_up(history, behind)
 
