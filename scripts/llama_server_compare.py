@@ -26,6 +26,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.llama.config import FLASH_ATTENTION_CHOICES
 from scripts.llama_tools_compare import add_run_arguments, no_repack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="llama-server's flash attention (its default: auto, on for the CPU backend; "
         "SpecChat keeps it off for a model held in host memory)",
     )
+    parser.add_argument(
+        "--specchat-flash-attn",
+        choices=FLASH_ATTENTION_CHOICES,
+        default="auto",
+        help="specchat serve's --flash-attn",
+    )
     return parser
 
 
@@ -72,6 +79,7 @@ def server_specs(args: argparse.Namespace, target: Path, draft: Path) -> list[Se
     with_draft = ["-md", str(draft), "-td", threads, "-tbd", threads]
     specchat = [sys.executable, "-m", "app.cli", "serve", "--target", str(target)]
     specchat += ["--threads", threads, "--n-ctx", ctx, "--max-tokens", str(args.max_tokens)]
+    specchat += ["--flash-attn", args.specchat_flash_attn]
     return [
         ServerSpec("llama plain", llama),
         ServerSpec("llama ngram-mod", [*llama, "--spec-type", "ngram-mod"]),

@@ -14,7 +14,7 @@ from app.engine.chat_template import render_chat
 from app.engine.config import MAX_SEED, GenerationConfig, SamplingConfig, check_model_config
 from app.engine.gamma import DEFAULT_GAMMA_SETTING, GAMMA_HELP, GammaSetting, parse_gamma
 from app.errors import InvalidSettingError, user_message
-from app.llama.config import ModelConfig
+from app.llama.config import FLASH_ATTENTION_CHOICES, ModelConfig
 
 DEMO = "demo"
 # `--draft` spellings besides a GGUF path and `demo`, the same in every sub-command.
@@ -72,6 +72,13 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, target_required: boo
         type=int,
         default=None,
         help="CPU threads per model (default: automatic, see docs/threads.md)",
+    )
+    parser.add_argument(
+        "--flash-attn",
+        choices=FLASH_ATTENTION_CHOICES,
+        default="auto",
+        help="llama.cpp's flash attention for both models (auto: off for a model in host "
+        "memory, where it slows verification on some CPUs; docs/benchmarks.md)",
     )
     parser.add_argument(
         "--chat-template-file",

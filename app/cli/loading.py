@@ -67,6 +67,7 @@ def target_config(args: argparse.Namespace) -> ModelConfig:
         n_threads=args.threads,
         rpc_servers=target_endpoints(args),
         chat_template=chat_template_file(args),
+        flash_attn=args.flash_attn,
     )
 
 
@@ -78,6 +79,7 @@ def draft_config(args: argparse.Namespace, path: str) -> ModelConfig:
         n_gpu_layers=args.draft_n_gpu_layers,
         n_threads=args.threads,
         rpc_servers=draft_endpoints(args),
+        flash_attn=args.flash_attn,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from app.errors import InvalidSettingError
 
@@ -10,6 +11,9 @@ from app.errors import InvalidSettingError
 MAX_INT32 = 2**31 - 1
 # More threads than any desktop has cores only adds scheduling overhead.
 MAX_THREADS = 1024
+
+FlashAttention = Literal["auto", "on", "off"]
+FLASH_ATTENTION_CHOICES: tuple[FlashAttention, ...] = ("auto", "on", "off")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +32,10 @@ class ModelConfig:
     # A Jinja chat template used instead of the file's tokenizer.chat_template (llama-server's
     # --chat-template-file): for files whose template is missing, broken or lacks tools.
     chat_template: str | None = None
+    # llama.cpp's flash attention. "auto": off for a model held in host memory, where on some
+    # CPUs it attends a verification's rows several times slower (app/llama/facts.py), and
+    # llama.cpp's own choice otherwise; on other CPUs it decodes faster deep in a context.
+    flash_attn: FlashAttention = "auto"
 
     def validate(self, *, min_rows: int = 1) -> None:
         """`min_rows`: the rows one pass must hold (the engine asks for its longest
@@ -42,6 +50,10 @@ class ModelConfig:
             )
         if not min_rows <= self.n_batch <= MAX_INT32:
             raise InvalidSettingError(f"batch size must be in {min_rows}..{MAX_INT32}")
+        if self.flash_attn not in FLASH_ATTENTION_CHOICES:
+            raise InvalidSettingError(
+                f"flash attention must be auto, on or off, got {self.flash_attn!r}"
+            )
         for name, threads in (("threads", self.n_threads), ("batch threads", self.n_threads_batch)):
             if threads is not None and not 1 <= threads <= MAX_THREADS:
                 raise InvalidSettingError(

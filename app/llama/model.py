@@ -136,11 +136,13 @@ class LlamaModel:
         params.n_threads_batch = config.n_threads_batch or threads
         self.threads = threads
         params.no_perf = True
-        params.flash_attn_type = (
-            lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        params.flash_attn_type = {
+            "on": lib.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+            "off": lib.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+            "auto": lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
             if held_on_host(self.placement)
-            else lib.LLAMA_FLASH_ATTN_TYPE_AUTO
-        )
+            else lib.LLAMA_FLASH_ATTN_TYPE_AUTO,
+        }[config.flash_attn]
         # One unified cache: tree branches share n_ctx, and extra sequence ids cost no memory.
         params.n_seq_max = MAX_BRANCHES
         params.kv_unified = True
