@@ -3,7 +3,7 @@ outside its timed passes, so its cost per pass stays what a pass costs."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
@@ -308,17 +308,7 @@ def test_a_draft_model_that_lost_its_first_rounds_gets_a_round_again_later() -> 
     _, hybrid = _hybrid()
     # Its rounds so far ran at about 23 tokens/s against plain decoding's 50.
     _teach(hybrid, verify_s=0.02, draft_pass_s=0.05)
-    history = _conversation(40, 0)  # no repeats: the suffix index has nothing
-    hybrid.prefill(history[:-1])
-    steps = []
-    for i in range(40):
-        draft = hybrid.propose(_ask(history, 4))
-        steps.append(draft.steps)
-        history = [*history, *draft.tokens, (history[-1] + len(draft.tokens) + 1) % N_VOCAB]
-        drafted = len(draft.tokens)
-        hybrid.learn(
-            RoundRecord(100 + i, "hybrid", drafted, drafted, 0, 1, 0.05 * drafted, 0.02, drafted)
-        )
+    steps = _model_steps(hybrid, 40, draft_pass_s=0.05, kept=False)
 
     # Up to date, it drafts the first round; then plain steps, and after 16 of them one more
     # round of the model; having lost it again, the next waits 32.
@@ -341,30 +331,44 @@ def test_a_draft_model_up_to_date_is_not_set_aside_for_a_loss_within_timing_nois
     # Its rounds ran at about 48.5 tokens/s against plain decoding's 50: 3 % is timing noise,
     # and whether to draft at all is γ auto's call.
     _teach(hybrid, verify_s=0.02, draft_pass_s=0.0208)
-    history = _conversation(40, 0)  # no repeats: the suffix index has nothing
-    hybrid.prefill(history[:-1])
-    steps = []
-    for i in range(20):
-        draft = hybrid.propose(_ask(history, 4))
-        steps.append(draft.steps)
-        history = [*history, *draft.tokens, (history[-1] + len(draft.tokens) + 1) % N_VOCAB]
-        n = len(draft.tokens)
-        hybrid.learn(RoundRecord(100 + i, "hybrid", n, n, n, n + 1, 0.0208 * n, 0.02, n))
-
-    assert all(steps)
+    assert all(_model_steps(hybrid, 20, draft_pass_s=0.0208, kept=True))
 
 
 def test_at_a_gamma_set_by_hand_a_losing_draft_model_still_drafts_every_round() -> None:
     _, hybrid = _hybrid()
     _teach(hybrid, verify_s=0.02, draft_pass_s=0.05)  # about 23 tokens/s against 50
+    steps = _model_steps(hybrid, 20, draft_pass_s=0.05, kept=False, ask=_ask_as_set)
+    assert steps == [4] * 20
+
+
+def _ask_as_set(history: Sequence[int], max_tokens: int) -> DraftRequest:
+    """A round at a γ set by hand: no free limit."""
+    return DraftRequest(history, max_tokens, SamplingConfig(), np.random.default_rng(0), 0.0)
+
+
+def _model_steps(
+    hybrid: HybridDrafter,
+    n_rounds: int,
+    *,
+    draft_pass_s: float,
+    kept: bool,
+    ask: Callable[[Sequence[int], int], DraftRequest] = _ask,
+) -> list[int]:
+    """Rounds of γ 4 on a conversation the suffix index has nothing on, each model token
+    costing draft_pass_s a pass and all kept or all rejected: the passes each round ran."""
     history = _conversation(40, 0)
     hybrid.prefill(history[:-1])
-    for i in range(20):
-        ask = DraftRequest(history, 4, SamplingConfig(), np.random.default_rng(0), 0.0)
-        draft = hybrid.propose(ask)
-        assert draft.steps == 4
-        history = [*history, *draft.tokens, (history[-1] + 5) % N_VOCAB]
-        hybrid.learn(RoundRecord(100 + i, "hybrid", 4, 4, 0, 1, 0.2, 0.02, 4))
+    steps = []
+    for i in range(n_rounds):
+        draft = hybrid.propose(ask(history, 4))
+        steps.append(draft.steps)
+        history = [*history, *draft.tokens, (history[-1] + len(draft.tokens) + 1) % N_VOCAB]
+        n = len(draft.tokens)
+        accepted = n if kept else 0
+        hybrid.learn(
+            RoundRecord(i, "hybrid", n, n, accepted, accepted + 1, draft_pass_s * n, 0.02, n)
+        )
+    return steps
 
 
 def test_a_draft_model_keeps_drafting_until_its_rate_stands_on_a_few_rounds() -> None:
