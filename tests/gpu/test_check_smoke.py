@@ -79,7 +79,14 @@ def test_cpu_smoke_runs_every_step(tmp_path: Path, stand_in_bundle: Path) -> Non
     assert sum(r["acceptance_rate"] for r in copy_g4) / len(copy_g4) > 0.5
     bench = report["bench"]["tiny"]
     labels = [c["label"] for c in bench["configs"]]
-    assert len(labels) == 4 and all(c["predicted_speedup"] for c in bench["configs"])
+    assert len(labels) == 4
+    # A γ set by hand drafts as set, and every configuration that drafted is priced. γ auto may
+    # keep a draft out of every round once γ 4 has measured it slower than plain (on one CPU
+    # thread a tiny draft's pass costs about the tiny target's), leaving nothing to price.
+    for config in bench["configs"]:
+        assert config["drafted"] or config["gamma"] == "auto", config["label"]
+        if config["drafted"]:
+            assert config["predicted_speedup"], config["label"]
     assert "## specchat bench: tiny" in md and "## Identity, acceptance and VRAM: tiny" in md
 
 
