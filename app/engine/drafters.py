@@ -27,7 +27,7 @@ from app.engine.sampling import (
     sample,
     top_probability,
 )
-from app.llama.handle import ModelHandle
+from app.llama.handle import ModelHandle, common_prefix
 from app.metrics.rounds import DraftMode, RoundRecord
 
 
@@ -172,7 +172,7 @@ class ModelDrafter:
         self.model.feed(history, 0)
 
     def reads_first(self, history: Sequence[int]) -> bool:
-        return self.model.tokens[: len(history)] != list(history)
+        return common_prefix(self.model.tokens, history) < len(history)
 
     def learn(self, record: RoundRecord) -> None:
         """γ auto does the learning for a draft model."""

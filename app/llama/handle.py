@@ -40,10 +40,15 @@ class ModelHandle(Protocol):
 def common_prefix(cached: Sequence[int], history: Sequence[int]) -> int:
     """How many of `history`'s first tokens a cache holding `cached` already holds."""
     n = min(len(cached), len(history))
-    # The usual case is that history extends the cache: one C-speed list compare.
-    if list(history[:n]) == list(cached[:n]):
+    # The usual case is that history extends the cache: one C-speed list compare, on slices
+    # that are lists already when the inputs are (every pass of both models runs this).
+    if _listed(history[:n]) == _listed(cached[:n]):
         return n
     i = 0
     while i < n and cached[i] == history[i]:
         i += 1
     return i
+
+
+def _listed(tokens: Sequence[int]) -> list[int]:
+    return tokens if isinstance(tokens, list) else list(tokens)

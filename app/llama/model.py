@@ -262,7 +262,7 @@ class LlamaModel:
         n_rows = n_logits
         if self.uniform_batches and n_logits > 0:
             n_rows = min(max(n_logits, _MIN_UNIFORM_ROWS), n_hist)
-        keep = self._common_prefix(history)
+        keep = common_prefix(self.tokens, history)
         # Rows we need logits for must be decoded now, even if the cache already holds them.
         keep = min(keep, n_hist - n_rows)
         if self.uniform_batches and 0 < n_hist - keep < _MIN_UNIFORM_ROWS:
@@ -339,9 +339,6 @@ class LlamaModel:
         if self._ctx is not None:
             self._lib.llama_memory_clear(self._memory, True)
         self.tokens.clear()
-
-    def _common_prefix(self, history: Sequence[int]) -> int:
-        return common_prefix(self.tokens, history)
 
     def _decode(self, chunk: Sequence[int], start_pos: int, n_outputs: int) -> None:
         batch = self._batch

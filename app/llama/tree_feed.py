@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.errors import ContextOverflowError, KvCacheFullError
+from app.llama.handle import common_prefix
 from app.llama.model import LlamaModel
 
 Rows = npt.NDArray[np.float32]
@@ -90,7 +91,7 @@ def feed_tree(
         raise ValueError("a tree follows a history of at least one token")
     if n_hist + max(depth) > model.n_ctx:
         raise ContextOverflowError(n_hist + max(depth), model.n_ctx)
-    keep = min(model._common_prefix(history), n_hist - 1)
+    keep = min(common_prefix(model.tokens, history), n_hist - 1)
     model.truncate(keep)
     keep = min(keep, len(model.tokens))  # a cache that cannot drop a suffix starts over
     if n_hist - keep + n_nodes > model.n_batch:
