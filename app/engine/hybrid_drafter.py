@@ -68,6 +68,10 @@ _PAYBACK_TOKENS = 128
 # Gaps shorter than this are read in about a pass's time, whatever their length: they would
 # make the reading speed look slower than a long catch-up's.
 _MIN_TIMED_GAP = 16
+# A gap this short (after a round the target kept whole: the draft's last token, not yet read,
+# and the target's own) is read in the model's first draft pass, as the draft model alone reads
+# it: a pass of its own each round would cost as much as drafting one more token.
+_READ_IN_FIRST_PASS = 2
 # Gaps up to this long are read at once while the rate without the model is unknown (a chat
 # question costs about a pass to read); longer ones wait for that rate, and the first such gap
 # of unknown reading speed has this much read to time it.
@@ -148,7 +152,9 @@ class HybridDrafter:
         # Rounds drafted by the suffix index alone left the draft model behind. Reading those
         # tokens is timed apart: billed to its passes, it would make the draft model look too
         # slow to be worth its place, and the suffix index would win rounds it should not.
-        catchup_s = timing_s + self._catch_up(history[:-1], behind)
+        catchup_s = timing_s
+        if behind > _READ_IN_FIRST_PASS:
+            catchup_s += self._catch_up(history[:-1], behind)
         drafted = self.model_drafter.propose(
             replace(ask, history=[*history, *suffix], max_tokens=plan.model_tokens, free_limit=None)
         )

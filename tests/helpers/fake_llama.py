@@ -78,6 +78,7 @@ class FakeLlama:
         self.tokens: list[int] = []
         self.closed = False
         self.decoded = 0  # tokens run through the "model", as a cost counter for tests
+        self.passes = 0  # calls that ran the "model" on at least one token
         self._eog = frozenset(eog)
 
     @property
@@ -101,6 +102,8 @@ class FakeLlama:
         while keep < limit and self.tokens[keep] == history[keep]:
             keep += 1
         self.decoded += n_hist - keep
+        if n_hist > keep:
+            self.passes += 1
         self.tokens = list(history)
         rows = np.empty((n_logits, self.n_vocab), dtype=np.float32)
         for j in range(n_logits):

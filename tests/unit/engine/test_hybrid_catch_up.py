@@ -304,6 +304,22 @@ def test_draft_tokens_the_target_kept_are_not_counted_as_a_gap_read() -> None:
     assert draft.steps == 0 and model.decoded - read <= 64
 
 
+def test_after_a_round_kept_whole_the_model_reads_its_last_tokens_in_its_first_pass() -> None:
+    model, hybrid = _hybrid()
+    _teach(hybrid, verify_s=0.02, draft_pass_s=0.005)
+    history = _conversation(40, 0)
+    hybrid.prefill(history[:-1])
+    for i in range(3):
+        passes = model.passes
+        draft = hybrid.propose(_ask(history, 4))
+        # Its last draft token and the target's own are two tokens behind: read apart, they
+        # would cost a pass no round's rate shows.
+        assert draft.steps == 4 and model.passes - passes == 4
+        assert draft.catchup_s == 0.0
+        history = [*history, *draft.tokens, (draft.tokens[-1] + 1) % N_VOCAB]
+        hybrid.learn(RoundRecord(i, "hybrid", 4, 4, 4, 5, 0.02, 0.03, 4))
+
+
 def test_a_draft_model_that_lost_its_first_rounds_gets_a_round_again_later() -> None:
     _, hybrid = _hybrid()
     # Its rounds so far ran at about 23 tokens/s against plain decoding's 50.
