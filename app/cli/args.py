@@ -87,18 +87,27 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, target_required: boo
     )
 
 
+# The sampling flags, each named after the SamplingConfig field it sets (`--top-k`: top_k) and
+# defaulting to that field's default, so the CLI and the engine cannot disagree on what "off" is.
+_SAMPLING_FLAGS: tuple[tuple[str, type[float] | type[int], str], ...] = (
+    ("temperature", float, "0 = greedy"),
+    ("top_k", int, "0 = off"),
+    ("top_p", float, "nucleus sampling; 1 = off"),
+    ("min_p", float, "0 = off"),
+    ("repeat_penalty", float, "1 = off"),
+    ("seed", int, f"0..{MAX_SEED} for a reproducible sampled reply (default: random)"),
+)
+
+
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    parser.add_argument("--top-k", type=int, default=0, help="0 = off")
-    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling; 1 = off")
-    parser.add_argument("--min-p", type=float, default=0.0, help="0 = off")
-    parser.add_argument("--repeat-penalty", type=float, default=1.0, help="1 = off")
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help=f"0..{MAX_SEED} for a reproducible sampled reply (default: random)",
-    )
+    defaults = SamplingConfig()
+    for name, kind, help_text in _SAMPLING_FLAGS:
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            type=kind,
+            default=getattr(defaults, name),
+            help=help_text,
+        )
     parser.add_argument("--max-tokens", type=int, default=256, help="longest reply in tokens")
     parser.add_argument(
         "--p-min",
@@ -158,14 +167,7 @@ def _progress_line(done: int, total: int, message: str) -> None:
 
 
 def sampling_from_args(args: argparse.Namespace) -> SamplingConfig:
-    return SamplingConfig(
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        min_p=args.min_p,
-        repeat_penalty=args.repeat_penalty,
-        seed=args.seed,
-    )
+    return SamplingConfig(**{name: getattr(args, name) for name, _kind, _help in _SAMPLING_FLAGS})
 
 
 def generation_from_args(args: argparse.Namespace, gamma: GammaSetting) -> GenerationConfig:
