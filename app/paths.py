@@ -1,4 +1,5 @@
-"""Where SpecChat keeps its data. SPECCHAT_DATA_DIR overrides the platform default (tests)."""
+"""Where SpecChat keeps its data (SPECCHAT_DATA_DIR overrides the platform default, for tests),
+and when two paths name the same file."""
 
 from __future__ import annotations
 
@@ -52,3 +53,12 @@ def demo_models_dir() -> Path:
 
 def database_path() -> Path:
     return data_dir() / "conversations.sqlite3"
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file, through links and relative parts; a path that cannot
+    be resolved is compared as written."""
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return a == b

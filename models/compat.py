@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import DraftIncompatibleError
+from app.paths import same_file
 from models.gguf import GGUFInfo, inspect_gguf
 
 __all__ = [
@@ -132,13 +133,6 @@ class DraftVerdict:
         return self.compatibility.reason
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return a == b
-
-
 def rank_drafts(target: GGUFInfo, candidates: Iterable[GGUFInfo]) -> list[DraftVerdict]:
     """Judge every candidate (the target's own file is left out).
 
@@ -149,7 +143,7 @@ def rank_drafts(target: GGUFInfo, candidates: Iterable[GGUFInfo]) -> list[DraftV
     target_size = max(target.size_bytes, 1)
     verdicts: list[DraftVerdict] = []
     for info in candidates:
-        if _same_file(info.path, target.path):
+        if same_file(info.path, target.path):
             continue
         compat = check_compatibility(target, info)
         ratio = info.size_bytes / target_size

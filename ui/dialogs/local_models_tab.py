@@ -19,7 +19,7 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QFileDialog, QListWidgetItem
 
-from app.paths import models_dir
+from app.paths import models_dir, same_file
 from models.cli import default_draft_path
 from models.discovery import ModelEntry, discover_models
 from ui.dialogs.local_models_layout import LocalModelsLayout
@@ -33,7 +33,6 @@ from ui.dialogs.model_library import (
     judge,
     made_draft_status,
     make_draft_file,
-    same_path,
 )
 from ui.dialogs.tables import make_item
 from ui.messages import describe
@@ -147,7 +146,7 @@ class LocalModelsTab(LocalModelsLayout):
     def select_model(self, path: Path) -> bool:
         """Select the row of `path`; False when it is not listed (yet)."""
         for row, entry in enumerate(self._entries):
-            if same_path(entry.path, path):
+            if same_file(entry.path, path):
                 self.models_table.selectRow(row)
                 return True
         return False
@@ -155,7 +154,7 @@ class LocalModelsTab(LocalModelsLayout):
     def add_folder(self, folder: Path) -> None:
         """Search `folder` too (remembered through foldersChanged) and rescan."""
         folder = Path(folder).expanduser()
-        if not any(same_path(folder, d) for d in self._extra_dirs):
+        if not any(same_file(folder, d) for d in self._extra_dirs):
             self._extra_dirs.append(folder)
             self._show_folders()
             self.foldersChanged.emit(self.extra_dirs)
@@ -173,7 +172,7 @@ class LocalModelsTab(LocalModelsLayout):
             self.add_folder(path)
 
     def remove_folder(self, folder: Path) -> None:
-        kept = [d for d in self._extra_dirs if not same_path(d, Path(folder))]
+        kept = [d for d in self._extra_dirs if not same_file(d, Path(folder))]
         if len(kept) == len(self._extra_dirs):
             return
         self._extra_dirs = kept
@@ -276,9 +275,9 @@ class LocalModelsTab(LocalModelsLayout):
         self._update_buttons()
 
     def _in_use(self, path: Path) -> str:
-        if self._loaded_target is not None and same_path(path, self._loaded_target):
+        if self._loaded_target is not None and same_file(path, self._loaded_target):
             return "target"
-        if self._loaded_draft is not None and same_path(path, self._loaded_draft):
+        if self._loaded_draft is not None and same_file(path, self._loaded_draft):
             return "draft"
         return ""
 

@@ -18,7 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ui.dialogs.model_library import AMBER, GREEN, RED, Details, same_path
+from app.paths import same_file
+from ui.dialogs.model_library import AMBER, GREEN, RED, Details
 from ui.dialogs.tables import make_item, make_table
 from ui.named_widgets import named_label
 
@@ -97,7 +98,7 @@ class ModelDetailsPane(QWidget):
         bold = QFont(self.drafts_table.font())
         bold.setBold(True)
         for row, draft in enumerate(details.drafts):
-            in_use = self.loaded_draft is not None and same_path(draft.path, self.loaded_draft)
+            in_use = self.loaded_draft is not None and same_file(draft.path, self.loaded_draft)
             verdict = f"{IN_USE}; {draft.verdict}" if in_use else draft.verdict
             cells = [
                 make_item(draft.name, tip=str(draft.path)),

@@ -18,6 +18,7 @@ from typing import Literal
 from PySide6.QtGui import QColor
 
 from app.errors import DraftIncompatibleError, InvalidSettingError
+from app.paths import same_file
 from models.compat import check_compatibility, rank_drafts
 from models.describe import detail_rows, format_params
 from models.discovery import ModelEntry
@@ -68,13 +69,6 @@ def entry_cells(entry: ModelEntry) -> list[str]:
         opt(info.context_length),
         f"{info.vocab_type or DASH}/{info.vocab_size}",
     ]
-
-
-def same_path(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return a == b
 
 
 def inside(path: Path, folder: Path) -> bool:
@@ -206,7 +200,7 @@ def make_draft_file(target: Path, out: Path, type_name: str) -> MadeDraft:
 
     target_info = inspect_gguf(target)
     if out.exists():
-        if same_path(out, target):
+        if same_file(out, target):
             raise InvalidSettingError(f"{out.name} is the target itself; choose another type")
         raise InvalidSettingError(
             f"{out.name} already exists in {out.parent}; it is in the list already"

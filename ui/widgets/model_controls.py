@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.llama.resources import format_bytes
+from app.paths import same_file
 from ui.named_widgets import named_label, push_button
 from ui.settings import DRAFT_NGRAM, DRAFT_NONE
 from ui.widgets.gamma_box import GammaBox
@@ -212,7 +213,4 @@ def _same(a: str, b: str) -> bool:
         return True
     if not a or not b or DRAFT_NGRAM in (a, b):
         return False
-    try:
-        return Path(a).resolve() == Path(b).resolve()
-    except OSError:
-        return False
+    return same_file(Path(a), Path(b))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from app.engine.builtin_templates import BuiltinTemplate, builtin_template
 from app.errors import SpecChatError
+from app.paths import same_file
 from models.compat import check_compatibility, rank_drafts
 from models.discovery import discover_models
 from models.gguf import GGUFInfo, inspect_gguf
@@ -180,9 +181,4 @@ def vet_new_file(path: str, target_path: str | None) -> Vetted:
 
 
 def _same(a: str, b: str | None) -> bool:
-    if b is None:
-        return False
-    try:
-        return Path(a).resolve() == Path(b).resolve()
-    except OSError:
-        return a == b
+    return b is not None and same_file(Path(a), Path(b))
