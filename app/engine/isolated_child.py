@@ -31,7 +31,7 @@ from app.engine.runtime import DraftVetter, Runtime
 from app.engine.tool_calls import ToolDialect, ToolOffer
 from app.errors import SpecChatError
 from app.llama import rpc
-from app.llama.backend import LLAMA_LOG_NAME
+from app.llama.backend import LLAMA_LOG_NAME, send_output_to_log
 from app.llama.config import ModelConfig
 from app.llama.facts import MemoryUsage, ModelFacts
 from app.llama.model import LoadProgress
@@ -223,12 +223,9 @@ Answer = Progress | Returned | Raised | Done | Event
 
 
 def _redirect_output(log_path: str) -> None:
-    # llama.cpp writes its abort message straight to file descriptor 2; the parent shows the
-    # user one line made from it, never the raw dump on its own terminal.
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    # The parent shows the user one line made from llama.cpp's abort message, never the raw
+    # dump on its own terminal.
+    send_output_to_log(log_path)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     llama_log = logging.getLogger(LLAMA_LOG_NAME)

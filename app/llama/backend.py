@@ -80,6 +80,16 @@ def _load_backend_libraries() -> None:
         lib.ggml_backend_load_all_from_path(str(library_dir()).encode())
 
 
+def send_output_to_log(log_path: str) -> None:
+    """Point this process's stdout and stderr at the log file `log_path`, for a child process
+    that runs llama.cpp: llama.cpp writes its abort message straight to file descriptor 2, and
+    the parent reads why its child died from that log (app/engine/crash_log.py)."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
 def last_llama_error() -> str:
     # llama.cpp logs the specific cause ("error loading model: tensor ... data is not within
     # the file bounds ...") before the generic "failed to load model"; prefer the cause.

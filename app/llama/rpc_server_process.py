@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import InvalidSettingError, RpcError
+from app.llama.backend import send_output_to_log
 
 START_TIMEOUT_S = 120.0  # loading llama.cpp on a busy machine takes seconds
 _POLL_S = 0.1
@@ -43,10 +44,7 @@ class ServerSettings:
 
 
 def _serve(settings: ServerSettings, log_path: str, lifeline: Connection) -> None:
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    send_output_to_log(log_path)
     os.environ["GGML_NO_BACKTRACE"] = "1"  # an abort here is survived, not debugged
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle
 
