@@ -156,9 +156,7 @@ class LocalModelsTab(LocalModelsLayout):
         folder = Path(folder).expanduser()
         if not any(same_file(folder, d) for d in self._extra_dirs):
             self._extra_dirs.append(folder)
-            self._show_folders()
-            self.foldersChanged.emit(self.extra_dirs)
-            self.modelsChanged.emit()
+            self._folders_changed()
         self.refresh()
 
     def add_file(self, path: Path) -> None:
@@ -176,10 +174,15 @@ class LocalModelsTab(LocalModelsLayout):
         if len(kept) == len(self._extra_dirs):
             return
         self._extra_dirs = kept
+        self._folders_changed()
+        self.refresh()
+
+    def _folders_changed(self) -> None:
+        """The searched folders were edited: list them, have the window remember them, and
+        let it know the models on offer may differ."""
         self._show_folders()
         self.foldersChanged.emit(self.extra_dirs)
         self.modelsChanged.emit()
-        self.refresh()
 
     def show_landed(self, path: Path) -> None:
         """A file arrived (a download): list it and select it."""
