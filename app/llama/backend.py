@@ -29,6 +29,8 @@ recent_log_lines: list[str] = []  # the last lines llama.cpp logged
 buffer_lines: list[str] = []  # "<device> model buffer size = N MiB" lines of the latest load
 BUFFER_LINE = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([0-9.]+) MiB")
 _log_callback: object = None  # kept referenced: llama.cpp holds the raw pointer
+_decoding_thread: threading.Thread | None = None  # the thread that ran the last pass
+_warned_of_threads = False
 
 
 def ensure_backend() -> None:
@@ -78,6 +80,31 @@ def _load_backend_libraries() -> None:
     if lib.ggml_backend_reg_count() == 0:
         lib.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
         lib.ggml_backend_load_all_from_path(str(library_dir()).encode())
+
+
+def check_decoding_thread() -> None:
+    """Called before every pass: warns when one runs on a second thread of this process while
+    the thread of the one before it still lives (once a process).
+
+    llama.cpp's CPU backend keeps an OpenMP thread team per calling thread, and a team keeps
+    its cores busy while its thread lives: after one pass on another, still living, thread,
+    plain decoding of the demo target ran at 28 tok/s against 42-49 (2 cores). So every front
+    end runs all of its passes on one owner thread (app/engine/job_queue.py); this says when
+    one does not.
+    """
+    global _decoding_thread, _warned_of_threads  # noqa: PLW0603 - as llama.cpp's thread teams
+    current = threading.current_thread()
+    previous, _decoding_thread = _decoding_thread, current
+    if previous is None or previous is current or _warned_of_threads:
+        return
+    if previous.is_alive():
+        _warned_of_threads = True
+        logging.getLogger(__name__ + ".threads").warning(
+            "llama.cpp ran a pass on thread %r while thread %r, which ran passes before, "
+            "still lives: both threads' CPU workers now compete for the cores (about half speed)",
+            current.name,
+            previous.name,
+        )
 
 
 def send_output_to_log(log_path: str) -> None:

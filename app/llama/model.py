@@ -23,6 +23,7 @@ from app.errors import Cancelled, ContextOverflowError, KvCacheFullError, ModelL
 from app.llama import rpc
 from app.llama.backend import (
     buffer_lines,
+    check_decoding_thread,
     ensure_backend,
     extra_buffers_safe,
     last_llama_error,
@@ -352,6 +353,7 @@ class LlamaModel:
             batch.seq_id[i][0] = _SEQ  # type: ignore[attr-defined]
             batch.logits[i] = 1 if i >= first_output else 0  # type: ignore[attr-defined]
         batch.n_tokens = n  # type: ignore[attr-defined]
+        check_decoding_thread()
         rc = self._lib.llama_decode(self._ctx, batch)
         if rc != 0:
             # The caller (feed) drops whatever part of this call reached the cache.

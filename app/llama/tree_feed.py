@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.errors import ContextOverflowError, KvCacheFullError
+from app.llama.backend import check_decoding_thread
 from app.llama.handle import common_prefix
 from app.llama.model import LlamaModel
 
@@ -145,6 +146,7 @@ def _decode_tree(
                 batch.seq_id[i][k] = seq
             batch.logits[i] = 1 if i >= n_pending - 1 else 0
         batch.n_tokens = n
+        check_decoding_thread()
         rc = lib.llama_decode(model._ctx, batch)
     finally:
         lib.llama_batch_free(batch)
