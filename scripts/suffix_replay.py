@@ -10,8 +10,8 @@ other prompts' replies.
 Printed: per match-length bucket, how many positions had such a match, how often its first token
 was kept and the per-token keep rate (kept / (kept + rejections)); then, replaying rounds, tokens
 per round and an estimated speed against plain with each round priced 1 + ROW_COST per drafted
-token (the demo target's verify cost on this CPU, docs/benchmarks.md: c_verify 1.60 at γ 3,
-2.09 at γ 7), for prompt lookup and for the suffix drafter at several minimum match lengths;
+token (the demo target's verify cost measured by the bench on a 2-core CPU: c_verify 1.60 at
+γ 3, 2.09 at γ 7), for prompt lookup and for the suffix drafter at several minimum match lengths;
 last, per bench class of single prompts, the ceiling of any drafter that reads only the chat:
 an oracle that, wherever the history's last two tokens occurred before, drafts exactly as far
 as the reply goes on as after one of those places, priced the same way, beside the suffix
