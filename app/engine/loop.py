@@ -231,9 +231,10 @@ class SpeculativeEngine:
             rounds,
             prompt_tokens=len(prompt_ids),
             generated_tokens=len(reply),
-            prompt_s=t_generation - t_request + draft_prefill_s,
+            prompt_s=t_generation - t_request,
+            # The draft model reads the prompt after the first token: the tokens after it wait.
             draft_prefill_s=draft_prefill_s,
-            generation_s=t_end - t_generation - draft_prefill_s,
+            generation_s=t_end - t_generation,
             ttft_s=ttft,
             plain_step_s=self.plain_step_s,
         )

@@ -35,12 +35,14 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "per_position_acceptance": (
         "for draft position i: rounds that accepted i / rounds that drafted i"
     ),
-    "tokens_per_second": "generated tokens / generation wall time (prompt processing excluded)",
+    "tokens_per_second": (
+        "generated tokens / generation wall time (the target's prompt processing excluded)"
+    ),
     "ttft_s": "time from request to first generated token",
     "draft_s": "wall time spent drafting",
     "draft_prefill_s": (
         "wall time the draft spent reading the prompt (a draft model reads it once the first "
-        "token is out); prompt time, not generation time"
+        "token is out, so it is generation time: the tokens after the first wait for it)"
     ),
     "draft_catchup_s": (
         "wall time the draft spent reading tokens accepted while speculation was paused "

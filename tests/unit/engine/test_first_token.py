@@ -71,10 +71,24 @@ def test_a_new_message_gets_its_first_token_before_the_draft_model_reads_it() ->
     rounds = finish.result.rounds
     assert rounds[0].drafted == 0 and rounds[1].drafted == 3
     assert finish.result.token_ids == list(range(24, 36))
-    stats = finish.result.stats
-    # The draft's reading is prompt time: in prompt_s, not in the generation rate.
-    assert stats.draft_prefill_s > 0
-    assert stats.prompt_s >= stats.draft_prefill_s
+
+
+def test_the_draft_models_reading_counts_in_the_generation_time_it_delays() -> None:
+    log: list[str] = []
+    target = FakeLlama(count_up, N_VOCAB, name="target.gguf")
+    draft = FakeLlama(count_up, N_VOCAB, name="draft.gguf")
+    # A token read costs the draft a second and the target a millisecond on this clock.
+    clock = lambda: draft.decoded + target.decoded * 1e-3  # noqa: E731
+    drafter = LoggedDrafter(ModelDrafter(draft, N_VOCAB, clock=clock), log)
+    engine = SpeculativeEngine(target, drafter, clock=clock)
+    _reply(engine, [1, 2, 3], log)
+    stats = _reply(engine, [1, 2, 3, 20, 21, 22, 23], log).result.stats
+
+    # Read after the first token, the draft's reading holds up every token after it: it is
+    # in the generation time (and so in tokens per second), not in the prompt's.
+    assert stats.draft_prefill_s >= 4.0
+    assert stats.prompt_s < 1.0
+    assert stats.generation_s >= stats.draft_prefill_s
 
 
 def test_a_prompt_the_models_hold_already_drafts_from_its_first_round() -> None:
