@@ -289,8 +289,9 @@ class HybridDrafter:
         return (1.0 + suffix_kept + model_kept) / (verify + drafting)
 
     def prefill(self, history: Sequence[int]) -> None:
-        """Index the prompt, and have the draft model read it now, as prompt time, when it will
-        pay over the reply; else a round reads it later if a long match runs out (propose)."""
+        """Index the prompt, and have the draft model read it now (after the first token) when
+        that will pay over the reply; else a round reads it later if a long match runs out
+        (propose)."""
         self.suffix.prefill(history)
         behind = len(history) - self._model_holds(history)
         if behind and self._asked_again(history):

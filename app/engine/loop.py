@@ -299,10 +299,10 @@ class SpeculativeEngine:
     def _draft_reads(self, tokens: list[int]) -> float:
         """Seconds the drafter took to read, in one batch, all but the last token.
 
-        Timed apart from drafting: the prompt is prompt time, and tokens accepted while the
-        draft sat idle are a one-off cost of having paused. Billed to the next draft steps,
-        either would make the draft look too dear (γ auto's first estimate; whether a paused
-        draft is worth resuming).
+        Timed apart from drafting (though inside the generation time, which it delays): the
+        prompt is read once a reply, and tokens accepted while the draft sat idle are a one-off
+        cost of having paused. Billed to the next draft steps, either would make the draft look
+        too dear (γ auto's first estimate; whether a paused draft is worth resuming).
         """
         assert self.drafter is not None
         self._draft_behind = False

@@ -180,7 +180,7 @@ class SuffixDrafter:
         return Draft(tokens, probs, 0, self._clock() - start, suffix_tokens=len(tokens))
 
     def prefill(self, history: Sequence[int]) -> None:
-        """Index the prompt now, so its cost counts as prompt time."""
+        """Index the prompt now, once, rather than in the first round's proposal."""
         self._sync(history)
 
     def reads_first(self, history: Sequence[int]) -> bool:
