@@ -19,16 +19,18 @@ the F32 target's speed on a CPU), so a gap is read only if the time the model's 
 over the span they usually hold the rounds (at most a 128-token reply), outweighs reading it.
 When the suffix index does as well alone (a question asked again, a text revised, code pasted
 to be returned with a change), the model is not read, and the reply starts as soon as the target
-has read the prompt. What the rounds deliver without the model is measured on the rounds that
-ran while it was far behind, out of play (the suffix index where it proposes, plain steps
-elsewhere), never on suffix rounds chosen over a model that had read or nearly had: those are
-only the suffix index's best. A long prompt (over 64 tokens) is therefore not read before that
-rate is known: the first rounds run without the model (a few tokens at worst at the slower
-rate), then the reading is weighed against what they delivered. Where reading speed is not
-known yet, a first 64-token part of a long gap is read to time it when the weighing wants the
-model; the rest is weighed again at that speed. A prompt that ends as an earlier one did (the
-suffix index has seen its last 16 tokens: a question asked again) is not read before the first
-round, which weighs the suffix index's proposal against the model first.
+has read the prompt. What the rounds deliver without the model is measured on this reply's
+rounds that ran while it was far behind, out of play (the suffix index where it proposes, plain
+steps elsewhere), never on suffix rounds chosen over a model that had read or nearly had: those
+are only the suffix index's best. Another reply's rounds say nothing of this one's: a chat
+question's plain steps would have a pasted text that the reply copies read in vain. So a long
+prompt (over 64 tokens) is never read before this reply's first rounds: they run without the
+model (a few tokens at worst at the slower rate), then the reading is weighed against what they
+delivered. Where reading speed is not known yet, a first 64-token part of a long gap is read to
+time it when the weighing wants the model; the rest is weighed again at that speed. A prompt
+that ends as an earlier one did (the suffix index has seen its last 16 tokens: a question asked
+again) is not read before the first round, which weighs the suffix index's proposal against the
+model first.
 
 The draft model's own rate is measured only on the rounds it drafts, so a few short first
 rounds (γ auto still finding its lengths) must not shut it out: a short gap is read until that
@@ -289,25 +291,25 @@ class HybridDrafter:
         return (1.0 + suffix_kept + model_kept) / (verify + drafting)
 
     def prefill(self, history: Sequence[int]) -> None:
-        """Index the prompt, and have the draft model read it now (after the first token) when
-        that will pay over the reply; else a round reads it later if a long match runs out
-        (propose)."""
+        """Index the prompt, and have the draft model read a short gap now (after the first
+        token) when that will pay over the reply; a long one waits for this reply's first
+        rounds to say what drafting without the model delivers (propose)."""
         self.suffix.prefill(history)
+        # Another reply's rounds say nothing of this one's: a chat question's plain steps
+        # would have a pasted text, which the suffix index copies, read in vain.
+        self._unread_rounds = FadingRounds()
+        self._last_round_unread = False
         behind = len(history) - self._model_holds(history)
-        if behind and self._asked_again(history):
+        # One token over _EAGER_READ: the reply's first, when the model reads after it.
+        if behind == 0 or behind > _EAGER_READ + 1 or self._asked_again(history):
             return
         plain = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
-        model_only = self._model_only(MAX_GAMMA)
-        if not self._worth_catching_up(behind, model_only, plain, plain=True):
-            return
-        if self._reading_unknown(behind):
-            behind, _ = self._time_reading(history, behind)
-            if not self._worth_catching_up(behind, model_only, plain, plain=True):
-                return
-        self._catch_up(history, behind)
+        if self._worth_catching_up(behind, self._model_only(MAX_GAMMA), plain, plain=True):
+            self._catch_up(history, behind)
 
     def reads_first(self, history: Sequence[int]) -> bool:
-        return len(history) > self._model_holds(history) and not self._asked_again(history)
+        behind = len(history) - self._model_holds(history)
+        return 0 < behind <= _EAGER_READ and not self._asked_again(history)
 
     def _asked_again(self, history: Sequence[int]) -> bool:
         """The prompt ends as an earlier one did (a question asked again word for word): the

@@ -135,7 +135,6 @@ def test_one_stalled_round_does_not_keep_the_draft_model_out_of_use() -> None:
 
 def test_where_the_suffix_index_keeps_taking_over_a_gap_must_pay_within_the_models_runs() -> None:
     model, hybrid = _cheap_kept_model_after_a_first_chat()
-    _measure_without_model(hybrid, verify_s=0.02)
     # A text being revised: one model round, then the suffix index takes a long stretch (16
     # tokens, more than a pass reads), and again.
     for i in range(20):
@@ -149,7 +148,7 @@ def test_where_the_suffix_index_keeps_taking_over_a_gap_must_pay_within_the_mode
     # 200 tokens to read (0.2 s): a whole reply would earn it back, a run of one or two model
     # rounds would not.
     second = _conversation(200, 3)
-    hybrid.prefill(second[:-1])
+    _measure_without_model(hybrid, verify_s=0.02, conversation=second)
     draft = hybrid.propose(_ask(second, 4))
 
     assert draft.steps == 0 and model.decoded == read
@@ -157,7 +156,6 @@ def test_where_the_suffix_index_keeps_taking_over_a_gap_must_pay_within_the_mode
 
 def test_a_few_suffix_tokens_or_a_plain_round_do_not_cut_the_models_payback_span() -> None:
     model, hybrid = _cheap_kept_model_after_a_first_chat()
-    _measure_without_model(hybrid, verify_s=0.02)
     # A chat: model rounds, between them a plain round (a reply's first) or a phrase of three
     # tokens the suffix index has seen; the model reads either gap in one pass.
     for i in range(20):
@@ -171,19 +169,21 @@ def test_a_few_suffix_tokens_or_a_plain_round_do_not_cut_the_models_payback_span
 
     # The same 200 tokens as above: a whole reply earns them back.
     second = _conversation(200, 3)
-    hybrid.prefill(second[:-1])
+    _measure_without_model(hybrid, verify_s=0.02, conversation=second)
     draft = hybrid.propose(_ask(second, 4))
 
     assert draft.steps == 4 and model.tokens[: len(second) - 1] == second[:-1]
 
 
-def _measure_without_model(hybrid: HybridDrafter, *, verify_s: float) -> None:
+def _measure_without_model(
+    hybrid: HybridDrafter, *, verify_s: float, conversation: Sequence[int]
+) -> None:
     """A long conversation the model has not read, with nothing to repeat: plain steps of
-    verify_s each until what the rounds deliver without the model is known; then it reads."""
-    long = _conversation(300, 11)
-    hybrid.prefill(long[:-1])
+    verify_s each until what this reply's rounds deliver without the model is known; then it
+    reads if that pays."""
+    hybrid.prefill(conversation[:-1])
     for i in range(4):
-        hybrid.propose(_ask(long, 4))
+        hybrid.propose(_ask(conversation, 4))
         hybrid.learn(RoundRecord(1000 + i, "hybrid", 4, 0, 0, 1, 0.0, verify_s, 0))
 
 
@@ -239,6 +239,29 @@ def test_a_long_prompt_stays_unread_while_the_suffix_index_delivers_as_much_alon
     draft = hybrid.propose(_ask(fresh, 4))
 
     assert draft.steps == 0 and draft.catchup_s == 0.0 and model.decoded == read
+
+
+def test_a_long_prompt_is_weighed_on_its_own_replys_rounds_not_on_an_earlier_replys() -> None:
+    model, hybrid = _cheap_kept_model_after_a_first_chat()
+    # A chat reply ran plain steps at 50 tokens/s until the model read its 300-token prompt.
+    _measure_without_model(hybrid, verify_s=0.02, conversation=_conversation(300, 11))
+    read = model.decoded
+
+    # Then text pasted to be returned with a change: 150 tokens that the reply copies. Those
+    # plain steps would have it read (0.15 s, earned back at 50 tokens/s), and in vain.
+    pasted = _conversation(150, 600)
+    prompt = [*pasted, 900]
+    hybrid.prefill(prompt[:-1])
+    assert model.decoded == read
+    history = [*prompt, *pasted[:2]]
+    for i in range(6):
+        draft = hybrid.propose(_ask(history, 16))
+        assert draft.tokens and draft.steps == 0 and draft.catchup_s == 0.0
+        history = [*history, *draft.tokens, pasted[len(history) - len(prompt) + len(draft.tokens)]]
+        n = len(draft.tokens)
+        hybrid.learn(RoundRecord(500 + i, "hybrid", n, n, n, n + 1, 0.0, 0.03, 0, n))
+
+    assert model.decoded == read
 
 
 def test_suffix_rounds_won_over_a_model_nearly_up_to_date_are_not_drafting_without_it() -> None:
