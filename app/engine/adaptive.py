@@ -8,8 +8,9 @@ checked. Each round it picks the γ with the most expected tokens per second and
 with plain decoding's one token per plain step. It pauses speculation only when both the
 prediction and the measured rate lose (a hybrid, whose prediction prices only its model: when
 the measured rate loses for a whole window), and resumes only when a cautious prediction
-(acceptance lowered by its own uncertainty) wins by a margin: the gap between the two
-thresholds keeps a draft near break-even from flipping. While paused it probes on a schedule
+(acceptance lowered by its own uncertainty) wins by a margin (a hybrid also when its probes in
+a reply ran faster than plain by that margin): the gap between the two thresholds keeps a
+draft near break-even from flipping. While paused it probes on a schedule
 whose cost is bounded, and every probe's outcome feeds the acceptance estimates the resume rule
 reads. One controller lives per draft for the whole session, so a reply starts from what
 earlier replies learned. For a draft model the chosen γ is a ceiling: the confidence stop
@@ -108,6 +109,10 @@ class GammaController:
         # Probes are few, so it forgets faster than the short horizon: a bad patch's failures
         # must not outweigh the successes of a draft that has come back.
         self._probes = Acceptance(decay=1.0 - 2.0 / window)
+        # A hybrid's probes as run (tokens, seconds, their catch-up reading included) this
+        # reply: its suffix tokens, which no prediction prices, show only there.
+        self._probe_tokens = 0
+        self._probe_seconds = 0.0
         # The level of the reply at hand, against the long-run figures' shape.
         self._difficulty = TextDifficulty(prior=_DIFFICULTY_PRIOR, fade=_DIFFICULTY_FADE)
         # How often draft tokens are kept by how sure the draft was of them.
@@ -160,6 +165,7 @@ class GammaController:
         self._losing_streak = 0
         self._confirming = False
         self._difficulty.clear()
+        self._clear_probe_rate()
         if self._off:
             self._plain_since_probe = self._probe_interval
 
@@ -221,7 +227,13 @@ class GammaController:
         self._spec_rounds += 1
         self._since_plain += 1
         self._prediction_partial = self._prediction_partial or record.mode == "hybrid"
-        if 2 * record.accepted < record.drafted or self._spec_rounds >= _WARMUP_ROUNDS:
+        # A hybrid's suffix tokens say nothing of how far its model's tokens are kept: counted,
+        # rounds of a weak match would shorten the model's drafts, a long one lengthen them.
+        judged = (
+            record.model_verdict if record.mode == "hybrid" else (record.drafted, record.accepted)
+        )
+        losing = judged is not None and 2 * judged[1] < judged[0]
+        if losing or self._spec_rounds >= _WARMUP_ROUNDS:
             self._warming_up = False
         # Per pass the draft ran: a draft cut short by p_min still paid for the pass that
         # stopped it. A drafter without passes (prompt lookup) is priced per proposed token.
@@ -230,11 +242,6 @@ class GammaController:
         if steps:
             self._draft.add(steps, max(record.draft_s, 0.0))
         self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
-        # A hybrid's suffix tokens say nothing of how far its model's tokens are kept: counted,
-        # rounds of a weak match would shorten the model's drafts, a long one lengthen them.
-        judged = (
-            record.model_verdict if record.mode == "hybrid" else (record.drafted, record.accepted)
-        )
         if judged is not None:
             if not self._off:
                 self._observe_difficulty(*judged)
@@ -242,6 +249,8 @@ class GammaController:
         if self._off:
             if judged is not None:
                 self._probes.add(*judged)
+            self._probe_tokens += record.emitted
+            self._probe_seconds += record.draft_s + record.verify_s + record.draft_catchup_s
             self._observe_probe()
             return
         self._recent.append((record.emitted, record.draft_s + record.verify_s))
@@ -271,21 +280,36 @@ class GammaController:
         return max(1, min(gamma, _MAX_PROBE_GAMMA, self._max_gamma))
 
     def _observe_probe(self) -> None:
-        """Resume when the cautious prediction wins; else schedule the next probe."""
+        """Resume when the cautious prediction wins, or a hybrid's probes this reply ran
+        faster than plain decoding; else schedule the next probe."""
         self._plain_since_probe = 0
         plain_rate = self._plain_rate()
+        wins = plain_rate * (1.0 + _RESUME_MARGIN)
         gamma, cautious = self._best_cautious()
-        if cautious > plain_rate * (1.0 + _RESUME_MARGIN):
-            self._long.copy_from(self._short)  # the regime before the pause no longer holds
-            self._recent.clear()
-            self._losing_streak = 0
-            self._off = False
-            self._notices.append(
-                f"speculation resumed: at γ={gamma} the probes' acceptance predicts at "
-                f"least {cautious / plain_rate:.2f}× plain decoding"
+        if cautious > wins:
+            self._resume(
+                f"at γ={gamma} the probes' acceptance predicts at least "
+                f"{cautious / plain_rate:.2f}× plain decoding"
             )
             return
+        # A hybrid is paused on its measured rate, so it resumes on it: its prediction prices
+        # only the model's tokens, and would keep it paused where the suffix index pays.
+        probed = self._probe_tokens / max(self._probe_seconds, MIN_SECONDS)
+        if self._prediction_partial and probed > wins:
+            self._resume(f"this reply's probes ran at {probed / plain_rate:.2f}× plain decoding")
+            return
         self._probe_interval = self._next_probe_interval()
+
+    def _resume(self, why: str) -> None:
+        self._long.copy_from(self._short)  # the regime before the pause no longer holds
+        self._recent.clear()
+        self._losing_streak = 0
+        self._off = False
+        self._notices.append(f"speculation resumed: {why}")
+
+    def _clear_probe_rate(self) -> None:
+        self._probe_tokens = 0
+        self._probe_seconds = 0.0
 
     def _next_probe_interval(self) -> int:
         plain = self.plain_step_s or MIN_SECONDS
@@ -360,6 +384,7 @@ class GammaController:
         predicted, measured = verdict
         self._off = True
         self._probes.clear()
+        self._clear_probe_rate()
         self._plain_since_probe = 0
         self._probe_interval = self._next_probe_interval()
         self._notices.append(

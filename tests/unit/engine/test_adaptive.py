@@ -400,3 +400,42 @@ def test_two_bad_rounds_do_not_pause_a_hybrid_whose_suffix_tokens_pay() -> None:
         bad = _hybrid_round(i, good=False)
         controller.observe(bad if controller.next_gamma() else plain)
     assert controller.speculation_off
+
+
+def test_a_paused_hybrid_resumes_when_a_replys_probes_run_faster_than_plain() -> None:
+    """Paused on its measured rate, a hybrid resumes on it: its model alone would never
+    predict a win, and the suffix index's tokens show only in what its probes ran at."""
+    controller = GammaController()
+    plain = RoundRecord(0, "plain", 0, 0, 0, 1, 0.0, PLAIN_S, 0)
+    controller.observe(plain)
+    for i in range(120):
+        bad = _hybrid_round(i, good=False)
+        controller.observe(bad if controller.next_gamma() else plain)
+    assert controller.speculation_off
+
+    controller.begin_reply()  # a paused draft is probed at once on a new prompt
+    assert controller.next_gamma()
+    controller.observe(_hybrid_round(0, good=False))
+    assert controller.speculation_off  # a probe that loses leaves it paused
+    controller.begin_reply()
+    assert controller.next_gamma()
+    controller.observe(_hybrid_round(1, good=True))  # 9 tokens in 2.1 plain steps
+
+    notices = []
+    while (notice := controller.take_notice()) is not None:
+        notices.append(notice)
+    assert notices[-1] == "speculation resumed: this reply's probes ran at 4.29× plain decoding"
+    assert controller.next_gamma() > 0
+
+
+def test_a_hybrids_refused_suffix_tokens_do_not_end_its_models_warm_up() -> None:
+    """The warm-up keeps the initial γ until the draft's own tokens are judged: a weak match's
+    two refused suffix tokens, ahead of any model round, say nothing of the model."""
+    controller = GammaController(initial_gamma=5)
+    controller.observe(RoundRecord(0, "plain", 0, 0, 0, 1, 0.0, PLAIN_S, 0))
+    assert controller.next_gamma() == 5
+    controller.observe(
+        RoundRecord(1, "hybrid", 2, 2, 0, 1, 0.0, 1.4 * PLAIN_S, 0, suffix_drafted=2)
+    )
+
+    assert controller.next_gamma() == 5
