@@ -224,6 +224,24 @@ def test_a_long_prompt_waits_for_the_rate_without_the_model_and_is_read_when_tha
     assert model.tokens[: len(second) - 1] == second[:-1]
 
 
+def test_a_long_prompt_dear_to_read_waits_for_rounds_in_proportion_before_it_is_read() -> None:
+    model, hybrid = _cheap_kept_model_after_a_first_chat()
+    # 420 tokens, 0.42 s to read: plain steps at 50 tokens/s against the model's ~190 earn it
+    # back over the model's usual run, but three 20 ms rounds are too few to stake it on.
+    prompt = _conversation(420, 5)
+    hybrid.prefill(prompt[:-1])
+    rounds_before_reading = None
+    for i in range(30):
+        if hybrid.propose(_ask(prompt, 4)).steps:
+            rounds_before_reading = i
+            break
+        hybrid.learn(RoundRecord(600 + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
+
+    # Rounds whose time (faded) makes a quarter of the reading's: 0.105 s of 20 ms rounds.
+    assert rounds_before_reading == 6
+    assert model.tokens[: len(prompt) - 1] == prompt[:-1]
+
+
 def test_a_long_prompt_stays_unread_while_the_suffix_index_delivers_as_much_alone() -> None:
     model, hybrid = _cheap_kept_model_after_a_first_chat()
     read = model.decoded
