@@ -1,40 +1,31 @@
-"""Adaptive draft length with auto-off, fed only by the timings of rounds already run.
+"""Adaptive draft length, fed only by the timings of rounds already run.
 
 The controller applies the cost model (app/metrics/cost_model.py) to live measurements:
 per-position conditional acceptance (so a draft that slips more at later positions is priced as
 it is) at the level of the text at hand (how often the draft misses on this reply against what
 the long-run figures expect), seconds per draft step, and verify seconds by the number of rows
 checked. Each round it picks the γ with the most expected tokens per second and compares that
-with plain decoding's one token per plain step. It pauses speculation only when both the
-prediction and the measured rate lose (a hybrid, whose prediction prices only its model: when
-the measured rate loses for a whole window), and resumes only when a cautious prediction
-(acceptance lowered by its own uncertainty) wins by a margin (a hybrid also when its probes in
-a reply ran faster than plain by that margin): the gap between the two thresholds keeps a
-draft near break-even from flipping. While paused it probes on a schedule
-whose cost is bounded, and every probe's outcome feeds the acceptance estimates the resume rule
-reads. One controller lives per draft for the whole session, so a reply starts from what
-earlier replies learned. For a draft model the chosen γ is a ceiling: the confidence stop
-(app/engine/confidence.py) ends each draft where the draft's own doubts say its tokens stop
-paying.
+with plain decoding's one token per plain step; when speculation pauses and resumes is decided
+by app/engine/auto_off.py on these prices. One controller lives per draft for the whole session,
+so a reply starts from what earlier replies learned. For a draft model the chosen γ is a
+ceiling: the confidence stop (app/engine/confidence.py) ends each draft where the draft's own
+doubts say its tokens stop paying.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Sequence
 
+from app.engine.auto_off import AutoOff
 from app.engine.confidence import KeepDrafting, KeptByMargin, SurvivalStop, survival_threshold
 from app.engine.gamma_estimates import (
-    LOSS_MARGIN,
-    MIN_PROBE_INTERVAL,
     MIN_SECONDS,
     Acceptance,
     DraftCost,
     TextDifficulty,
     VerifyCurve,
     fastest_length,
-    probe_interval,
     strays,
 )
 from app.metrics.cost_model import MAX_GAMMA, expected_tokens_by_length, expected_tokens_by_position
@@ -47,15 +38,6 @@ _CHANGE_Z = 4.0
 # Draft one position past the best γ this often, so deeper positions keep being measured and γ
 # can grow when acceptance does.
 _EXPLORE_EVERY = 6
-# A loss this large (measured below 0.75× plain) is no timing noise: two rounds of it suffice.
-# Smaller losses must persist for a whole window of rounds.
-_CLEAR_LOSS = 0.25
-# A paused draft resumes only when its cautious prediction beats plain by this share. Together
-# with the pause margin it leaves a band where neither switch fires.
-_RESUME_MARGIN = 0.05
-# Standard errors taken off each position's acceptance before the resume rule prices it: a
-# handful of kept tokens does not make a draft that lost for long look like a winner.
-_RESUME_Z = 1.0
 # The first rounds a draft ever runs stay at the initial γ while the draft keeps at least half
 # of its tokens, so that γ is first chosen from a few rounds of acceptance, not from one round.
 _WARMUP_ROUNDS = 3
@@ -63,9 +45,6 @@ _WARMUP_ROUNDS = 3
 # a draft pays cannot show that it pays (a draft costing half a plain step per pass pays only
 # past γ 3). Their cost is bounded by the probe schedule's budget, which prices the probe's γ.
 _MAX_PROBE_GAMMA = 8
-# Per round, how much of what the draft was worth is forgotten: a draft that paid 2.5× still
-# counts as having paid well about a hundred rounds later.
-_WORTH_FADE = 1.0 - 1.0 / 128
 # The text difficulty's prior, in expected misses: about three expected misses of evidence
 # (some 100 draft tokens of a draft that misses one in 30) weigh as much as the long-run level.
 _DIFFICULTY_PRIOR = 3.0
@@ -94,8 +73,6 @@ class GammaController:
         self._max_gamma = max_gamma
         self._initial_gamma = initial_gamma
         self._window = window
-        # Switching off on a single bad round would let noise decide.
-        self._patience = 2
         # Plain time drifts as the context grows, so it is re-measured now and then while on.
         self._remeasure_every = 96
         # Two horizons: the short one notices a change, the long one keeps γ steady when the
@@ -104,15 +81,6 @@ class GammaController:
         # its own text, not by the previous prompts'.
         self._short = Acceptance(decay=1.0 - 1.0 / window)
         self._long = Acceptance(decay=1.0 - 1.0 / (3 * window))
-        # What the probes since the last pause showed: the only acceptance the resume rule
-        # trusts, since the figures from before the pause describe what made it lose.
-        # Probes are few, so it forgets faster than the short horizon: a bad patch's failures
-        # must not outweigh the successes of a draft that has come back.
-        self._probes = Acceptance(decay=1.0 - 2.0 / window)
-        # A hybrid's probes as run (tokens, seconds, their catch-up reading included) this
-        # reply: its suffix tokens, which no prediction prices, show only there.
-        self._probe_tokens = 0
-        self._probe_seconds = 0.0
         # The level of the reply at hand, against the long-run figures' shape.
         self._difficulty = TextDifficulty(prior=_DIFFICULTY_PRIOR, fade=_DIFFICULTY_FADE)
         # How often draft tokens are kept by how sure the draft was of them.
@@ -123,27 +91,14 @@ class GammaController:
         self._round_stop: SurvivalStop | None = None
         self._verify = VerifyCurve(horizon=window, fade=1.0 - 1.0 / (8 * window))
         self._draft = DraftCost(horizon=window, fade=1.0 - 1.0 / (8 * window))
-        self._recent: deque[tuple[int, float]] = deque(maxlen=window)
-        self._off = False
-        self._losing_streak = 0
-        # Set when a losing streak asks for a fresh plain step before pausing.
-        self._confirming = False
         self._spec_rounds = 0
         self._warming_up = True
         self._since_plain = 0
-        self._probe_interval = MIN_PROBE_INTERVAL
-        self._plain_since_probe = 0
-        # The best the draft was lately worth (× plain), fading per round: sets how often a
-        # paused draft is probed.
-        self._worth = 0.0
-        self._notices: deque[str] = deque()
-        # A hybrid's prediction prices its model's tokens, not the suffix index's free ones: it
-        # undervalues the hybrid, so only a lasting loss pauses one, and its worth is measured.
-        self._prediction_partial = False
+        self._auto_off = AutoOff(self, window=window, max_gamma=max_gamma)
 
     @property
     def speculation_off(self) -> bool:
-        return self._off
+        return self._auto_off.off
 
     @property
     def plain_step_s(self) -> float | None:
@@ -152,22 +107,17 @@ class GammaController:
     @property
     def probe_interval(self) -> int:
         """Plain steps between probes while paused."""
-        return self._probe_interval
+        return self._auto_off.probe_interval
 
     def take_notice(self) -> str | None:
-        return self._notices.popleft() if self._notices else None
+        return self._auto_off.take_notice()
 
     def begin_reply(self) -> None:
         """Start a new reply from what earlier replies taught: acceptance and costs carry over
         (no warm-up once the draft has run), the measured-rate window does not. A paused draft
         is probed at once, since a new prompt may suit it."""
-        self._recent.clear()
-        self._losing_streak = 0
-        self._confirming = False
         self._difficulty.clear()
-        self._clear_probe_rate()
-        if self._off:
-            self._plain_since_probe = self._probe_interval
+        self._auto_off.begin_reply()
 
     def note_plain_step(self, seconds: float) -> None:
         """A plain step timed before this controller existed (another draft's reply): the unit
@@ -179,13 +129,11 @@ class GammaController:
         self._round_stop = None
         if self.plain_step_s is None:
             return 0
-        if self._off:
-            if self._plain_since_probe >= self._probe_interval:
-                return self._probe_gamma()
-            return 0
+        if self._auto_off.off:
+            return self._probe_gamma() if self._auto_off.probe_due else 0
         if self._warming_up:
             return self._initial_gamma
-        if self._confirming or self._since_plain >= self._remeasure_every:
+        if self._auto_off.confirming or self._since_plain >= self._remeasure_every:
             return 0
         gamma, rate = self._best_of(self._reply_acceptance())
         if self._confidence_stop and self._draft.measured:
@@ -216,17 +164,17 @@ class GammaController:
         when the draft reported them."""
         if len(margins) == record.drafted:
             self._kept_by_margin.add(margins, record.accepted)
-        self._worth *= _WORTH_FADE
+        self._auto_off.fade()
         if record.drafted == 0:
-            self._observe_plain(record.verify_s)
-            if record.draft_steps and not self._off:
-                # The draft ran and then proposed nothing (the p_min stop): its passes were
-                # wasted, which the measured rate must show.
-                self._recent.append((record.emitted, record.draft_s + record.verify_s))
+            self._verify.add(1, max(record.verify_s, MIN_SECONDS))
+            self._since_plain = 0
+            self._auto_off.on_plain_step(record.verify_s)
+            if record.draft_steps:
+                self._auto_off.on_empty_draft(record.emitted, record.draft_s + record.verify_s)
             return
         self._spec_rounds += 1
         self._since_plain += 1
-        self._prediction_partial = self._prediction_partial or record.mode == "hybrid"
+        self._auto_off.note_mode(record.mode)
         # A hybrid's suffix tokens say nothing of how far its model's tokens are kept: counted,
         # rounds of a weak match would shorten the model's drafts, a long one lengthen them.
         judged = (
@@ -243,22 +191,15 @@ class GammaController:
             self._draft.add(steps, max(record.draft_s, 0.0))
         self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
         if judged is not None:
-            if not self._off:
+            if not self._auto_off.off:
                 self._observe_difficulty(*judged)
             self._add_acceptance(*judged)
-        if self._off:
-            if judged is not None:
-                self._probes.add(*judged)
-            self._probe_tokens += record.emitted
-            self._probe_seconds += record.draft_s + record.verify_s + record.draft_catchup_s
-            self._observe_probe()
+        if self._auto_off.off:
+            if self._auto_off.on_probe(record, judged):
+                self._long.copy_from(self._short)  # the regime before the pause no longer holds
             return
-        self._recent.append((record.emitted, record.draft_s + record.verify_s))
         _, long_rate = self._best(self._long)
-        if self._prediction_partial:
-            long_rate = max(long_rate, self._measured_rate())
-        self._worth = max(self._worth, long_rate / (self._plain_rate() or math.inf))
-        self._check_losing()
+        self._auto_off.on_round(record, long_rate)
 
     def predicted_rate(self, gamma: int) -> float | None:
         """Expected tokens per second at this γ from the long-run figures, None before data."""
@@ -266,57 +207,28 @@ class GammaController:
             return None
         return self._rate(self._long.conditional(gamma), gamma)
 
-    def _observe_plain(self, seconds: float) -> None:
-        self._verify.add(1, max(seconds, MIN_SECONDS))
-        self._since_plain = 0
-        if self._off:
-            self._plain_since_probe += 1
-        if self._confirming:
-            self._confirming = False
-            self._confirm_losing(1.0 / max(seconds, MIN_SECONDS))
+    # What app/engine/auto_off.py prices its switch with.
+
+    def plain_rate(self) -> float:
+        plain = self.plain_step_s
+        # Engines are told to run a plain step first; without one the comparison is moot.
+        return 0.0 if plain is None else 1.0 / max(plain, MIN_SECONDS)
+
+    def recent_best(self) -> tuple[int, float]:
+        return self._best(self._short)
+
+    def best_of(self, acceptance: list[float]) -> tuple[int, float]:
+        return self._best_of(acceptance)
+
+    def probe_cost(self) -> float:
+        plain = self.plain_step_s or MIN_SECONDS
+        gamma = self._probe_gamma()
+        tokens = expected_tokens_by_position(self._short.conditional(gamma))
+        return self._round_seconds(gamma) / plain - tokens
 
     def _probe_gamma(self) -> int:
         gamma, _ = self._best(self._short)
         return max(1, min(gamma, _MAX_PROBE_GAMMA, self._max_gamma))
-
-    def _observe_probe(self) -> None:
-        """Resume when the cautious prediction wins, or a hybrid's probes this reply ran
-        faster than plain decoding; else schedule the next probe."""
-        self._plain_since_probe = 0
-        plain_rate = self._plain_rate()
-        wins = plain_rate * (1.0 + _RESUME_MARGIN)
-        gamma, cautious = self._best_cautious()
-        if cautious > wins:
-            self._resume(
-                f"at γ={gamma} the probes' acceptance predicts at least "
-                f"{cautious / plain_rate:.2f}× plain decoding"
-            )
-            return
-        # A hybrid is paused on its measured rate, so it resumes on it: its prediction prices
-        # only the model's tokens, and would keep it paused where the suffix index pays.
-        probed = self._probe_tokens / max(self._probe_seconds, MIN_SECONDS)
-        if self._prediction_partial and probed > wins:
-            self._resume(f"this reply's probes ran at {probed / plain_rate:.2f}× plain decoding")
-            return
-        self._probe_interval = self._next_probe_interval()
-
-    def _resume(self, why: str) -> None:
-        self._long.copy_from(self._short)  # the regime before the pause no longer holds
-        self._recent.clear()
-        self._losing_streak = 0
-        self._off = False
-        self._notices.append(f"speculation resumed: {why}")
-
-    def _clear_probe_rate(self) -> None:
-        self._probe_tokens = 0
-        self._probe_seconds = 0.0
-
-    def _next_probe_interval(self) -> int:
-        plain = self.plain_step_s or MIN_SECONDS
-        gamma = self._probe_gamma()
-        tokens = expected_tokens_by_position(self._short.conditional(gamma))
-        # What a probe costs beyond the plain steps its tokens would have taken.
-        return probe_interval(self._round_seconds(gamma) / plain - tokens, self._worth)
 
     def _reply_acceptance(self) -> list[float]:
         """Each position's acceptance for the next round: the long-run shape at the level of
@@ -347,57 +259,6 @@ class GammaController:
         """
         return strays(short_p, short_n, long_p, min_trials=self._window / 2, z=_CHANGE_Z)
 
-    def _check_losing(self) -> None:
-        plain_rate = self._plain_rate()
-        verdict = self._losing(plain_rate)
-        if verdict is None:
-            # A leaky count, not a strict streak: near break-even the measured rate's noise
-            # lets one round in a dozen look fine, which must not restart the count each time.
-            self._losing_streak = max(self._losing_streak - 1, 0)
-            return
-        self._losing_streak += 1
-        _, measured = verdict
-        clear = not self._prediction_partial and measured < plain_rate * (1.0 - _CLEAR_LOSS)
-        if self._losing_streak >= (self._patience if clear else self._window):
-            self._losing_streak = 0
-            self._confirming = True
-
-    def _losing(self, plain_rate: float) -> tuple[float, float] | None:
-        """(predicted, measured) speculative rates when both lose to plain, else None."""
-        _, predicted = self._best(self._short)
-        measured = self._measured_rate()
-        if predicted < plain_rate and measured < plain_rate * (1.0 - LOSS_MARGIN):
-            return predicted, measured
-        return None
-
-    def _measured_rate(self) -> float:
-        emitted = sum(e for e, _ in self._recent)
-        return emitted / max(math.fsum(s for _, s in self._recent), MIN_SECONDS)
-
-    def _confirm_losing(self, fresh_plain_rate: float) -> None:
-        # Judged against the plain step just timed, not the running mean: if the machine got
-        # slower, speculation's recent rounds slowed too, and pausing would compare today's
-        # speculation with yesterday's plain speed.
-        verdict = self._losing(fresh_plain_rate)
-        if verdict is None:
-            return
-        predicted, measured = verdict
-        self._off = True
-        self._probes.clear()
-        self._clear_probe_rate()
-        self._plain_since_probe = 0
-        self._probe_interval = self._next_probe_interval()
-        self._notices.append(
-            f"speculation paused: predicted {predicted / fresh_plain_rate:.2f}× and measured "
-            f"{measured / fresh_plain_rate:.2f}× plain decoding over the last "
-            f"{len(self._recent)} rounds; re-checking after {self._probe_interval} rounds"
-        )
-
-    def _plain_rate(self) -> float:
-        plain = self.plain_step_s
-        # Engines are told to run a plain step first; without one the comparison is moot.
-        return 0.0 if plain is None else 1.0 / max(plain, MIN_SECONDS)
-
     def _round_seconds(self, gamma: int) -> float:
         return self._draft.predict_up_to(gamma)[gamma - 1] + self._verify.predict(gamma + 1)
 
@@ -416,8 +277,3 @@ class GammaController:
 
     def _best(self, acceptance: Acceptance) -> tuple[int, float]:
         return self._best_of(acceptance.conditional(self._max_gamma))
-
-    def _best_cautious(self) -> tuple[int, float]:
-        """The best γ and its rate from the probes' acceptance, each position lowered by
-        _RESUME_Z standard deviations."""
-        return self._best_of(self._probes.cautious(self._max_gamma, _RESUME_Z))
