@@ -14,7 +14,7 @@ from app.engine.chat_template import render_chat
 from app.engine.config import MAX_SEED, GenerationConfig, SamplingConfig, check_model_config
 from app.engine.gamma import DEFAULT_GAMMA_SETTING, GAMMA_HELP, GammaSetting, parse_gamma
 from app.errors import InvalidSettingError, user_message
-from app.llama.config import FLASH_ATTENTION_CHOICES, ModelConfig
+from app.llama.config import DEFAULT_PROMPT_CACHE_MIB, FLASH_ATTENTION_CHOICES, ModelConfig
 
 DEMO = "demo"
 # `--draft` spellings besides a GGUF path and `demo`, the same in every sub-command.
@@ -81,6 +81,14 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, target_required: boo
         "memory, where it slows verification on some CPUs; docs/benchmarks.md)",
     )
     parser.add_argument(
+        "--prompt-cache",
+        type=int,
+        default=DEFAULT_PROMPT_CACHE_MIB,
+        metavar="MIB",
+        help="host memory for earlier conversations' KV cache states, so a prompt that comes "
+        "back is restored rather than re-read (as llama-server's --cache-ram); 0 = none",
+    )
+    parser.add_argument(
         "--chat-template-file",
         metavar="PATH",
         help="Jinja chat template to use instead of the target file's own (as llama-server's)",
@@ -126,7 +134,15 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
 def check_model_args(args: argparse.Namespace) -> None:
     """Flag values every model-loading command shares, checked before anything loads."""
     for gpu_layers in (args.n_gpu_layers, args.draft_n_gpu_layers):
-        check_model_config(ModelConfig("", args.n_ctx, gpu_layers, n_threads=args.threads))
+        check_model_config(
+            ModelConfig(
+                "",
+                args.n_ctx,
+                gpu_layers,
+                n_threads=args.threads,
+                prompt_cache_mib=args.prompt_cache,
+            )
+        )
 
 
 def resolve_model_path(value: str, *, role: str) -> str:

@@ -68,6 +68,7 @@ def target_config(args: argparse.Namespace) -> ModelConfig:
         rpc_servers=target_endpoints(args),
         chat_template=chat_template_file(args),
         flash_attn=args.flash_attn,
+        prompt_cache_mib=args.prompt_cache,
     )
 
 

@@ -117,7 +117,10 @@ class Runtime:
 
     def forget_history(self) -> None:
         """Chats were deleted: rebuild the past-chats index from the ones that remain, so no
-        deleted text is ever drafted again (the index cannot forget one document)."""
+        deleted text is ever drafted again (the index cannot forget one document). The
+        target's saved conversation states go too."""
+        if self.target is not None:
+            self.target.prompt_cache.clear()
         if self.history is not None:
             self.history.clear()
             self._rebuild_history()
@@ -181,7 +184,9 @@ class Runtime:
         if not vetted:
             self.check_draft(Path(config.path))
         # The draft never needs more context than the target; a smaller one saves KV memory.
-        draft_config = replace(config, n_ctx=min(config.n_ctx, target.n_ctx))
+        # Earlier conversations' states are kept for the target only: a hybrid reads a new
+        # conversation into its draft lazily, priced by the tokens the draft lacks.
+        draft_config = replace(config, n_ctx=min(config.n_ctx, target.n_ctx), prompt_cache_mib=0)
         check_model_config(draft_config)
         model = self._open_model(draft_config, progress=progress)
         facts = model.facts()

@@ -12,6 +12,9 @@ MAX_INT32 = 2**31 - 1
 # More threads than any desktop has cores only adds scheduling overhead.
 MAX_THREADS = 1024
 
+# About 8,000 tokens of an 8B model's cache (128 KiB a token at f16), 45,000 of the demo target's.
+DEFAULT_PROMPT_CACHE_MIB = 1024
+
 FlashAttention = Literal["auto", "on", "off"]
 FLASH_ATTENTION_CHOICES: tuple[FlashAttention, ...] = ("auto", "on", "off")
 
@@ -36,6 +39,9 @@ class ModelConfig:
     # CPUs it attends a verification's rows several times slower (app/llama/facts.py), and
     # llama.cpp's own choice otherwise; on other CPUs it decodes faster deep in a context.
     flash_attn: FlashAttention = "auto"
+    # Host memory for earlier conversations' KV cache states (app/llama/prompt_cache.py), as
+    # llama-server's --cache-ram: a prompt sent again is restored, not re-read. 0 keeps none.
+    prompt_cache_mib: int = DEFAULT_PROMPT_CACHE_MIB
 
     def validate(self, *, min_rows: int = 1) -> None:
         """`min_rows`: the rows one pass must hold (the engine asks for its longest
@@ -53,6 +59,10 @@ class ModelConfig:
         if self.flash_attn not in FLASH_ATTENTION_CHOICES:
             raise InvalidSettingError(
                 f"flash attention must be auto, on or off, got {self.flash_attn!r}"
+            )
+        if not 0 <= self.prompt_cache_mib <= MAX_INT32:
+            raise InvalidSettingError(
+                f"prompt cache must be 0 (none) or a size in MiB, got {self.prompt_cache_mib}"
             )
         for name, threads in (("threads", self.n_threads), ("batch threads", self.n_threads_batch)):
             if threads is not None and not 1 <= threads <= MAX_THREADS:

@@ -32,6 +32,13 @@ from app.llama.backend import (
 from app.llama.config import ModelConfig
 from app.llama.facts import ModelFacts, held_on_host, placement_of, precheck_model_file
 from app.llama.handle import common_prefix
+from app.llama.prompt_cache import (
+    MIN_RESTORE_GAIN,
+    MIN_SAVED_TOKENS,
+    PromptCache,
+    restore_sequence,
+    save_sequence,
+)
 from app.llama.threads import CoreGovernor, default_thread_count, shared_governor
 
 log = logging.getLogger(__name__)
@@ -68,6 +75,10 @@ class LlamaModel:
         self._ctx: ctypes.c_void_p | None = None
         self._batch: object | None = None
         self.tokens: list[int] = []
+        # Where the last decoding call began: tokens before it were settled by earlier calls,
+        # so dropping them starts another conversation, not a speculative rollback.
+        self._settled = 0
+        self._prompt_cache = PromptCache(config.prompt_cache_mib * 2**20)
         self._piece_cache: dict[int, bytes] = {}
         # A thread count the user chose is kept as it is; otherwise llama.cpp gets the cores
         # other processes leave free (app/llama/threads.py).
@@ -264,6 +275,8 @@ class LlamaModel:
         if self.uniform_batches and n_logits > 0:
             n_rows = min(max(n_logits, _MIN_UNIFORM_ROWS), n_hist)
         keep = common_prefix(self.tokens, history)
+        if n_hist - keep > MIN_RESTORE_GAIN and self._prompt_cache.budget_bytes:
+            keep = self._restore_longer(history, keep)
         # Rows we need logits for must be decoded now, even if the cache already holds them.
         keep = min(keep, n_hist - n_rows)
         if self.uniform_batches and 0 < n_hist - keep < _MIN_UNIFORM_ROWS:
@@ -289,6 +302,7 @@ class LlamaModel:
             self._forget_from(keep)
             raise
         self.tokens.extend(pending)
+        self._settled = keep
         if n_logits == 0:
             return np.empty((0, self.n_vocab), dtype=np.float32)
         ptr = self._lib.llama_get_logits(self._ctx)
@@ -325,7 +339,42 @@ class LlamaModel:
         """Forget every cached token from position n_keep on."""
         if n_keep >= len(self.tokens):
             return
+        if n_keep < self._settled:
+            self._save_live()
         self._forget_from(n_keep)
+
+    @property
+    def prompt_cache(self) -> PromptCache:
+        """Earlier conversations' cache states kept in host memory (app/llama/prompt_cache.py)."""
+        return self._prompt_cache
+
+    def _save_live(self) -> None:
+        """Keep the cache's state before it drops another conversation's settled tokens."""
+        if not self._prompt_cache.budget_bytes or len(self.tokens) < MIN_SAVED_TOKENS:
+            return
+        state = save_sequence(self._lib, self._ctx, _SEQ)
+        if state is not None:
+            self._prompt_cache.add(self.tokens, state)
+        self._settled = 0
+
+    def _restore_longer(self, history: Sequence[int], held: int) -> int:
+        """Restore a saved state that holds more of `history` than the cache's `held` tokens;
+        returns how many the cache holds now."""
+        found = self._prompt_cache.find(history, beyond=held + MIN_RESTORE_GAIN)
+        if found is None:
+            return held
+        saved, restored = found
+        if held < self._settled:
+            self._save_live()
+        self._lib.llama_memory_seq_rm(self._memory, _SEQ, -1, -1)
+        self.tokens.clear()
+        self._settled = 0
+        if not restore_sequence(self._lib, self._ctx, saved.state, _SEQ):
+            self._prompt_cache.discard(saved)
+            self._lib.llama_memory_seq_rm(self._memory, _SEQ, -1, -1)
+            return 0
+        self.tokens.extend(saved.tokens)
+        return restored
 
     def _forget_from(self, position: int) -> None:
         """Drop cache rows from `position` on, whether or not `tokens` lists them yet."""
@@ -337,9 +386,12 @@ class LlamaModel:
         del self.tokens[position:]
 
     def reset(self) -> None:
+        """Empty the cache, saved states included: the next prompt is read from scratch."""
         if self._ctx is not None:
             self._lib.llama_memory_clear(self._memory, True)
         self.tokens.clear()
+        self._settled = 0
+        self._prompt_cache.clear()
 
     def _decode(self, chunk: Sequence[int], start_pos: int, n_outputs: int) -> None:
         batch = self._batch
@@ -376,6 +428,7 @@ class LlamaModel:
             lib.llama_model_free(self._model)
             self._model = None
         self.tokens = []
+        self._prompt_cache.clear()
 
     @property
     def closed(self) -> bool:

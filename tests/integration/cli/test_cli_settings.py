@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 
+from app.cli.loading import target_config
 from app.cli.main import build_parser, main
 from app.engine.events import Event, TokenEvent
 from app.engine.gamma import GAMMA_HELP
 from app.engine.runtime import Runtime
+from app.llama.config import DEFAULT_PROMPT_CACHE_MIB
 from app.metrics.cost_model import MAX_GAMMA
 
 # (flags, what the one error line must name). Each is refused with exit status 2.
@@ -38,6 +40,7 @@ SHARED_MISTAKES = [
     (["--threads", "0"], "threads must be in 1..1024"),
     (["--threads", "-4"], "threads must be in 1..1024"),
     (["--n-gpu-layers", "-2"], "GPU layers must be -1"),
+    (["--prompt-cache", "-1"], "prompt cache must be 0 (none) or a size in MiB, got -1"),
     (["--max-tokens", "0"], "max tokens must be in 1..2147483647"),
     (["--gamma", "17"], f"gamma must be {GAMMA_HELP}, got '17'"),
     (["--gamma", "many"], f"gamma must be {GAMMA_HELP}, got 'many'"),
@@ -209,3 +212,13 @@ def test_a_reader_that_goes_away_ends_the_command_without_a_traceback(demo_model
         err = proc.stderr.read().decode()
     assert proc.wait(timeout=300) == 141
     assert "Traceback" not in err
+
+
+def test_the_prompt_cache_flag_sizes_the_targets_saved_states(demo_models: Any) -> None:
+    parser = build_parser()
+    target = ["--target", str(demo_models.q4_0)]
+    assert target_config(parser.parse_args(["serve", *target])).prompt_cache_mib == (
+        DEFAULT_PROMPT_CACHE_MIB
+    )
+    chosen = parser.parse_args(["serve", *target, "--prompt-cache", "0"])
+    assert target_config(chosen).prompt_cache_mib == 0
