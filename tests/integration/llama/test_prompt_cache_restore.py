@@ -57,6 +57,14 @@ def _reply(model: LlamaModel, history: list[int], steps: int) -> tuple[list[int]
     return history, logits
 
 
+def _two_conversations(model: LlamaModel) -> tuple[list[int], list[int]]:
+    """From an empty cache, a conversation and then another: the first is saved on leaving."""
+    model.reset()
+    first, _ = _reply(model, _conversation(model, 1000, 100), steps=3)
+    second, _ = _reply(model, _conversation(model, 3000, 100), steps=3)
+    return first, second
+
+
 def _counting(model: LlamaModel, monkeypatch: pytest.MonkeyPatch) -> _CountingDecode:
     counter = _CountingDecode(model._lib)
     monkeypatch.setattr(model, "_lib", counter)
@@ -81,9 +89,7 @@ def test_a_conversation_sent_again_is_restored_with_the_logits_it_had(
 def test_the_conversation_left_for_a_restored_one_is_kept_too(
     model: LlamaModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model.reset()
-    first, _ = _reply(model, _conversation(model, 1000, 100), steps=3)
-    second, _ = _reply(model, _conversation(model, 3000, 100), steps=3)
+    first, second = _two_conversations(model)
     model.feed([*first, 5], 1)
     counter = _counting(model, monkeypatch)
     model.feed([*second, 7], 1)
@@ -94,9 +100,7 @@ def test_the_conversation_left_for_a_restored_one_is_kept_too(
 def test_a_new_turn_extending_a_saved_conversation_reads_only_the_turn(
     model: LlamaModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model.reset()
-    first, _ = _reply(model, _conversation(model, 1000, 100), steps=3)
-    _reply(model, _conversation(model, 3000, 100), steps=3)
+    first, _ = _two_conversations(model)
     counter = _counting(model, monkeypatch)
     model.feed([*first, *range(5000, 5020)], 1)
     assert counter.rows == 20
@@ -112,9 +116,7 @@ def test_a_speculative_rollback_saves_nothing(model: LlamaModel) -> None:
 
 
 def test_reset_forgets_saved_states(model: LlamaModel) -> None:
-    model.reset()
-    _reply(model, _conversation(model, 1000, 100), steps=2)
-    _reply(model, _conversation(model, 3000, 100), steps=2)
+    _two_conversations(model)
     assert model.prompt_cache.bytes_used > 0
     model.reset()
     assert (len(model.prompt_cache), model.prompt_cache.bytes_used) == (0, 0)
@@ -133,8 +135,7 @@ def test_a_model_without_a_prompt_cache_re_reads_the_prompt(
     demo_models: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with _open(demo_models, prompt_cache_mib=0) as plain:
-        first, _ = _reply(plain, _conversation(plain, 1000, 100), steps=2)
-        _reply(plain, _conversation(plain, 3000, 100), steps=2)
+        first, _ = _two_conversations(plain)
         counter = _counting(plain, monkeypatch)
         plain.feed(first, 1)
         assert counter.rows == len(first) - 1  # all but the shared first token
