@@ -35,8 +35,10 @@ proposal against the model first.
 
 The draft model's own rate is measured only on the rounds it drafts, so a few short first
 rounds (γ auto still finding its lengths) must not shut it out: a short gap is read until that
-rate stands on about seven rounds, and a model left out for a while, with nothing from the
-suffix index and little to read, drafts a round anyway, less often each time it loses.
+rate stands on about seven rounds, or, while the target keeps nearly all of its few tokens a
+round, for its first 32 rounds (γ auto's stop is still learning which tokens survive). A model
+left out for a while, with nothing from the suffix index and little to read, drafts a round
+anyway, less often each time it loses.
 Against plain steps the model's rate counts as winning within timing noise (γ auto's
 LOSS_MARGIN): whether a round drafts at all is γ auto's call, and a 3 % dip in its measured
 rate must not hand its rounds to single plain steps; it must still earn back its reading
@@ -93,6 +95,16 @@ _LAST_RETRY = 128
 # Rounds (faded) the draft model drafts alone before its measured rate can keep it out of a
 # short gap: about seven, while γ auto's first rounds run short drafts.
 _TRUSTED_MODEL_ROUNDS = 6.0
+# A draft model whose tokens the target keeps this often, but whose rounds deliver fewer tokens
+# than this, is being cut short by γ auto's confidence stop, still learning which of its
+# tokens survive (a cold start: one bad first round makes it doubt every token). Its measured
+# rate then says what its caution costs, not what it is worth, and rounds of one kept token run
+# at about plain speed: so it keeps drafting short gaps for its first rounds, by when γ auto has
+# judged a few dozen of its tokens. Through a fresh server it had been set aside after seven
+# one-token rounds, and chat and code ran at plain speed (42.3 tok/s; 54.5 with this rule).
+_CUT_SHORT_KEEP = 0.8
+_CUT_SHORT_TOKENS = 3.0
+_LEARNING_ROUNDS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +136,7 @@ class HybridDrafter:
         self._draft = DraftCost(horizon=_HORIZON, fade=FADE)
         self._model_keep = FadingRate()
         self._model_rounds = FadingRounds()
+        self._model_rounds_run = 0  # not faded: how long γ auto has had to learn its lengths
         self._model_runs = FadingRuns()
         # Rounds that ran while the model was far behind: what drafting without it delivers.
         self._unread_rounds = FadingRounds()
@@ -262,7 +275,9 @@ class HybridDrafter:
             return True
         if self._model_rounds.rate is None:
             return True
-        if not long_gap and self._model_rounds.rounds < _TRUSTED_MODEL_ROUNDS:
+        if not long_gap and (
+            self._model_rounds.rounds < _TRUSTED_MODEL_ROUNDS or self._cut_short()
+        ):
             return True  # γ auto is still finding the model's lengths: its first rounds are short
         catchup_s = behind * self._catchup_s / self._catchup_tokens
         if long_gap and self._unread_rounds.seconds < _EVIDENCE_SHARE * catchup_s:
@@ -280,6 +295,13 @@ class HybridDrafter:
             payback = min(payback, run * self._model_rounds.tokens_per_round)
         saved_s = payback * (1.0 / without_rate - 1.0 / with_model.rate)
         return saved_s > catchup_s
+
+    def _cut_short(self) -> bool:
+        return (
+            self._model_rounds_run < _LEARNING_ROUNDS
+            and self._model_keep.value >= _CUT_SHORT_KEEP
+            and self._model_rounds.tokens_per_round < _CUT_SHORT_TOKENS
+        )
 
     def _measured(self) -> bool:
         return bool(self._verify.points()) and self._draft.measured
@@ -343,6 +365,7 @@ class HybridDrafter:
         self.suffix.learn(record)
         if model_drafted and not record.suffix_drafted:
             self._model_rounds.add(record.emitted, record.draft_s + record.verify_s)
+            self._model_rounds_run += 1
         if (verdict := record.model_verdict) is not None:
             judged, kept = verdict
             self._model_keep.add(kept, min(judged, kept + 1))

@@ -428,24 +428,39 @@ def _model_steps(
     return steps
 
 
-def test_a_draft_model_keeps_drafting_until_its_rate_stands_on_a_few_rounds() -> None:
-    _, hybrid = _hybrid()
+def _short_rounds(hybrid: HybridDrafter, n_rounds: int, *, kept: bool) -> list[int]:
+    """Rounds as γ auto's first ones: one token drafted, in 50 ms with verification, slower
+    than a 20 ms plain step; the passes each round ran (0: a plain step)."""
     history = _conversation(40, 0)  # no repeats: the suffix index has nothing
     hybrid.prefill(history[:-1])  # nothing measured yet: read, and its reading timed
     steps = []
-    for i in range(12):
+    for i in range(n_rounds):
         draft = hybrid.propose(_ask(history, 4))
         steps.append(draft.steps)
         history = [*history, *draft.tokens, (history[-1] + len(draft.tokens) + 1) % N_VOCAB]
-        # Short rounds, as γ auto's first ones: 2 tokens in 50 ms, slower than a 20 ms plain
-        # step.
         drafted = min(1, len(draft.tokens))
+        accepted = drafted if kept else 0
         hybrid.learn(
-            RoundRecord(i, "hybrid", drafted, drafted, drafted, drafted + 1, 0.03, 0.02, drafted)
+            RoundRecord(i, "hybrid", drafted, drafted, accepted, accepted + 1, 0.03, 0.02, drafted)
         )
+    return steps
 
+
+def test_a_draft_model_keeps_drafting_until_its_rate_stands_on_a_few_rounds() -> None:
+    _, hybrid = _hybrid()
+    steps = _short_rounds(hybrid, 12, kept=False)
     first_plain = steps.index(0)
     assert first_plain >= 7 and all(steps[:first_plain])
+
+
+def test_a_kept_draft_model_cut_short_keeps_drafting_while_gamma_auto_learns_its_lengths() -> None:
+    _, hybrid = _hybrid()
+    # Every token kept, but one a round: γ auto's stop still doubts its tokens. Its rate (40
+    # tokens/s against plain's 50) is its caution's, so it goes on for its learning rounds;
+    # past them, if its rounds stay short, that rate decides.
+    steps = _short_rounds(hybrid, 40, kept=True)
+    first_plain = steps.index(0)
+    assert first_plain >= 32 and all(steps[:first_plain])
 
 
 def test_only_new_text_for_the_draft_model_waits_for_the_first_token() -> None:
