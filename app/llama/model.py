@@ -5,7 +5,9 @@ for more than the last row, sizes its batch by n_ctx x n_seq_max, and hides the 
 KV cache always mirrors `self.tokens` (the ids it holds, in order). `feed()` takes the full token
 history, keeps the longest common prefix already in the cache, drops the rest with
 `llama_memory_seq_rm`, decodes only what is new, and returns logits for just the rows asked for.
-That one primitive is prefill, plain decoding, draft steps, verification and rollback.
+That one primitive is prefill, plain decoding, draft steps, verification and rollback; when a
+conversation comes back after another, it also restores that conversation's saved cache state
+instead of decoding it again (app/llama/prompt_cache.py).
 """
 
 from __future__ import annotations
