@@ -11,6 +11,7 @@ from typing import Any, TypeVar, cast
 
 from PySide6.QtCore import QByteArray, QObject, QSettings, Signal
 
+from app.llama.config import DEFAULT_PROMPT_CACHE_MIB
 from app.paths import create_private_file, data_dir
 
 # Values of "models/draft" (stored on disk: do not change).
@@ -33,6 +34,8 @@ DEFAULTS: dict[str, Any] = {
     "models/draft_gpu_layers": -1,
     "models/n_ctx": 4096,
     "models/n_threads": 0,  # 0 = automatic: the physical cores other programs leave free
+    # Host memory for the target's cache states of chats left for another (0 = none).
+    "models/prompt_cache_mib": DEFAULT_PROMPT_CACHE_MIB,
     # llama.cpp RPC workers ("host:port,host:port") that hold the target's or the draft's
     # layers; empty = this machine only.
     "models/target_rpc": "",

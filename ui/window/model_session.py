@@ -187,6 +187,7 @@ class ModelSession(QObject):
             ),
             n_threads=threads if threads > 0 else None,
             rpc_servers=self._workers("models/draft_rpc" if draft else "models/target_rpc"),
+            prompt_cache_mib=0 if draft else s.get_int("models/prompt_cache_mib"),
         )
 
     def _workers(self, key: str) -> tuple[str, ...]:

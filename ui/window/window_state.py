@@ -21,6 +21,7 @@ RELOADING_SETTINGS = (
     "models/draft_gpu_layers",
     "models/n_threads",
     "models/n_ctx",
+    "models/prompt_cache_mib",
     "models/target_rpc",
     "models/draft_rpc",
 )

@@ -13,6 +13,7 @@ import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from app.llama.config import DEFAULT_PROMPT_CACHE_MIB
 from tests.helpers.qt_window import REPLY_TIMEOUT_MS, StallProbe, send
 from tests.helpers.timing import report_timing
 from ui.settings import DRAFT_NGRAM
@@ -362,6 +363,23 @@ def test_gpu_layers_reload_the_models(window: MainWindow, qtbot: QtBot) -> None:
     finally:
         with qtbot.waitSignal(window.catalogChanged, timeout=REPLY_TIMEOUT_MS):
             window.settings_panel.target_layers.setValue(-1)
+
+
+def test_the_saved_chats_setting_sizes_the_targets_prompt_cache(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    default = window.settings_panel.prompt_cache.value()
+    assert default == DEFAULT_PROMPT_CACHE_MIB
+    with qtbot.waitSignal(window.catalogChanged, timeout=REPLY_TIMEOUT_MS):
+        window.settings_panel.prompt_cache.setValue(0)
+    try:
+        loaded = window.models.loaded
+        assert loaded is not None and loaded.target is not None
+        assert loaded.target.prompt_cache_mib == 0
+        assert window.state == UiState.Idle
+    finally:
+        with qtbot.waitSignal(window.catalogChanged, timeout=REPLY_TIMEOUT_MS):
+            window.settings_panel.prompt_cache.setValue(default)
 
 
 def test_a_conversation_too_long_for_the_context_says_so(window: MainWindow, qtbot: QtBot) -> None:
