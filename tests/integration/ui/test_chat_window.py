@@ -6,13 +6,17 @@ One window is shared by the module (see conftest.chat); tests leave it idle with
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QSpinBox
 from pytestqt.qtbot import QtBot
 
+from app.engine.model_host import LoadedState
 from app.llama.config import DEFAULT_PROMPT_CACHE_MIB
 from tests.helpers.qt_window import REPLY_TIMEOUT_MS, StallProbe, send
 from tests.helpers.timing import report_timing
@@ -351,41 +355,40 @@ def test_gamma_auto_system_prompt_and_sampling_reach_the_engine(
     assert stats["mode"] == "hybrid"
 
 
-def test_gpu_layers_reload_the_models(window: MainWindow, qtbot: QtBot) -> None:
+@contextmanager
+def _reloaded_with(
+    window: MainWindow, qtbot: QtBot, box: QSpinBox, value: int
+) -> Iterator[LoadedState[Any]]:
+    """Set a load setting and wait for the models to reload with it; put it back after."""
+    before = box.value()
     with qtbot.waitSignal(window.catalogChanged, timeout=REPLY_TIMEOUT_MS):
-        window.settings_panel.target_layers.setValue(0)
+        box.setValue(value)
     try:
         loaded = window.models.loaded
         assert loaded is not None and loaded.target is not None
-        assert loaded.target.n_gpu_layers == 0
-        assert loaded.draft.config is not None and loaded.draft.config.n_gpu_layers == -1
         assert window.state == UiState.Idle
+        yield loaded
     finally:
         with qtbot.waitSignal(window.catalogChanged, timeout=REPLY_TIMEOUT_MS):
-            window.settings_panel.target_layers.setValue(-1)
+            box.setValue(before)
+
+
+def test_gpu_layers_reload_the_models(window: MainWindow, qtbot: QtBot) -> None:
+    with _reloaded_with(window, qtbot, window.settings_panel.target_layers, 0) as loaded:
+        assert loaded.target is not None and loaded.target.n_gpu_layers == 0
+        assert loaded.draft.config is not None and loaded.draft.config.n_gpu_layers == -1
 
 
 def test_the_saved_chats_setting_sizes_the_targets_prompt_cache(
     window: MainWindow, qtbot: QtBot
 ) -> None:
-    default = window.settings_panel.prompt_cache.value()
-    assert default == DEFAULT_PROMPT_CACHE_MIB
-    with qtbot.waitSignal(window.catalogChanged, timeout=REPLY_TIMEOUT_MS):
-        window.settings_panel.prompt_cache.setValue(0)
-    try:
-        loaded = window.models.loaded
-        assert loaded is not None and loaded.target is not None
-        assert loaded.target.prompt_cache_mib == 0
-        assert window.state == UiState.Idle
-    finally:
-        with qtbot.waitSignal(window.catalogChanged, timeout=REPLY_TIMEOUT_MS):
-            window.settings_panel.prompt_cache.setValue(default)
+    assert window.settings_panel.prompt_cache.value() == DEFAULT_PROMPT_CACHE_MIB
+    with _reloaded_with(window, qtbot, window.settings_panel.prompt_cache, 0) as loaded:
+        assert loaded.target is not None and loaded.target.prompt_cache_mib == 0
 
 
 def test_a_conversation_too_long_for_the_context_says_so(window: MainWindow, qtbot: QtBot) -> None:
-    with qtbot.waitSignal(window.catalogChanged, timeout=REPLY_TIMEOUT_MS):
-        window.settings_panel.context.setValue(256)
-    try:
+    with _reloaded_with(window, qtbot, window.settings_panel.context, 256):
         window.prompt.setPlainText("Please summarise: " + "the cat sat on the mat. " * 80)
         with qtbot.waitSignal(window.replyFailed, timeout=REPLY_TIMEOUT_MS) as failed:
             window.send()
@@ -394,8 +397,5 @@ def test_a_conversation_too_long_for_the_context_says_so(window: MainWindow, qtb
         assert window.banner.text == message
         assert window.state == UiState.Idle
         assert window.send_button.isEnabled() and not window.stop_button.isEnabled()
-    finally:
-        with qtbot.waitSignal(window.catalogChanged, timeout=REPLY_TIMEOUT_MS):
-            window.settings_panel.context.setValue(2048)
     window.new_chat()
     assert send(qtbot, window, "Hi!")["generated_tokens"] > 0
