@@ -42,6 +42,7 @@ from app.llama.prompt_cache import (
     save_sequence,
 )
 from app.llama.threads import CoreGovernor, default_thread_count, shared_governor
+from app.llama.token_text import TokenText
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ LoadProgress = Callable[[float], bool]
 """Called with 0..1 while weights load; returning False cancels the load."""
 
 
-class LlamaModel:
+class LlamaModel(TokenText):
     """A loaded GGUF model with its own context and KV cache."""
 
     def __init__(
@@ -205,60 +206,6 @@ class LlamaModel:
             n_gpu_layers=n_layer if n_gpu < 0 else min(n_gpu, n_layer),
             placement=self.placement,
         )
-
-    # -- text <-> tokens ----------------------------------------------------------------------
-
-    def tokenize(
-        self, text: str, *, add_special: bool = True, parse_special: bool = False
-    ) -> list[int]:
-        data = text.encode("utf-8")
-        capacity = len(data) + 16
-        while True:
-            out = (self._lib.llama_token * capacity)()
-            n = self._lib.llama_tokenize(
-                self.vocab, data, len(data), out, capacity, add_special, parse_special
-            )
-            if n >= 0:
-                return list(out[:n])
-            capacity = -n
-
-    def token_bytes(self, token: int, *, special: bool = False) -> bytes:
-        """The bytes a token stands for; special tokens render as "" unless special=True."""
-        key = -1 - token if special else token
-        piece = self._piece_cache.get(key)
-        if piece is None:
-            buf = ctypes.create_string_buffer(64)
-            n = self._lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
-            if n < 0:  # a piece can outgrow any fixed buffer; ask again with the size given
-                buf = ctypes.create_string_buffer(-n)
-                n = self._lib.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
-            piece = buf.raw[:n]
-            self._piece_cache[key] = piece
-        return piece
-
-    def detokenize(self, tokens: Sequence[int], *, special: bool = False) -> str:
-        pieces = (self.token_bytes(t, special=special) for t in tokens)
-        return b"".join(pieces).decode("utf-8", "replace")
-
-    def is_eog(self, token: int) -> bool:
-        return token in self._eog_ids
-
-    def token_text(self, token: int) -> str:
-        """The vocabulary's raw text for a token id, as compatibility checks compare it."""
-        raw = self._lib.llama_vocab_get_text(self.vocab, token)
-        return (raw or b"").decode("utf-8", "replace")
-
-    @property
-    def bos_id(self) -> int:
-        return int(self._lib.llama_vocab_bos(self.vocab))
-
-    @property
-    def eos_id(self) -> int:
-        return int(self._lib.llama_vocab_eos(self.vocab))
-
-    @property
-    def add_bos(self) -> bool:
-        return bool(self._lib.llama_vocab_get_add_bos(self.vocab))
 
     # -- decoding -----------------------------------------------------------------------------
 
