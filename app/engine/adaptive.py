@@ -135,7 +135,7 @@ class GammaController:
             return self._initial_gamma
         if self._auto_off.confirming or self._since_plain >= self._remeasure_every:
             return 0
-        gamma, rate = self._best_of(self._reply_acceptance())
+        gamma, rate = self.best_of(self._reply_acceptance())
         if self._confidence_stop and self._draft.measured:
             # The confidence stop decides where this round's draft ends; γ is only its ceiling.
             self._round_stop = self._stop_rule(rate)
@@ -218,7 +218,13 @@ class GammaController:
         return self._best(self._short)
 
     def best_of(self, acceptance: list[float]) -> tuple[int, float]:
-        return self._best_of(acceptance)
+        """The γ in 1..max_gamma with the most expected tokens per second (the shorter on a
+        tie), and that rate. acceptance[i] is position i + 1's conditional acceptance."""
+        return fastest_length(
+            expected_tokens_by_length(acceptance[: self._max_gamma]),
+            self._draft.predict_up_to(self._max_gamma),
+            self._verify.predict_up_to(self._max_gamma + 1),
+        )
 
     def probe_cost(self) -> float:
         plain = self.plain_step_s or MIN_SECONDS
@@ -266,14 +272,5 @@ class GammaController:
         tokens = expected_tokens_by_position(acceptance)
         return tokens / max(self._round_seconds(gamma), MIN_SECONDS)
 
-    def _best_of(self, acceptance: list[float]) -> tuple[int, float]:
-        """The γ in 1..max_gamma with the most expected tokens per second (the shorter on a
-        tie), and that rate. acceptance[i] is position i + 1's conditional acceptance."""
-        return fastest_length(
-            expected_tokens_by_length(acceptance[: self._max_gamma]),
-            self._draft.predict_up_to(self._max_gamma),
-            self._verify.predict_up_to(self._max_gamma + 1),
-        )
-
     def _best(self, acceptance: Acceptance) -> tuple[int, float]:
-        return self._best_of(acceptance.conditional(self._max_gamma))
+        return self.best_of(acceptance.conditional(self._max_gamma))
