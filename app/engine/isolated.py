@@ -317,7 +317,7 @@ class IsolatedRuntime:
 
     def memory(self) -> MemoryUsage:
         if self._conn is None:
-            return MemoryUsage(0, 0, 0, 0, 0, 0)
+            return MemoryUsage()
         return self._call(child.Memory())
 
     def worker_memory(self) -> list[rpc.WorkerMemory]:

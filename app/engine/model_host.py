@@ -130,7 +130,7 @@ class LoadedState(Generic[DemoT]):
         return sum(w.free_bytes for w in self.workers if w.endpoint in endpoints)
 
 
-NO_MEMORY = MemoryUsage(0, 0, 0, 0, 0, 0)
+NO_MEMORY = MemoryUsage()
 
 
 def _ignore_progress(_stage: str, _fraction: float) -> None:
@@ -303,6 +303,17 @@ class ModelHost(Generic[DemoT]):
         except SpecChatError:
             dialect = DESCRIBED
         return LoadedState(self._target, self._draft, memory, self._demo, workers, dialect)
+
+    def memory_now(self) -> MemoryUsage | None:
+        """What the loaded models hold as of now (saved conversations grow with every reply);
+        None with none loaded or when the child cannot answer."""
+        if self._target is None:
+            return None
+        try:
+            return self._runtime.memory()
+        except SpecChatError as exc:
+            log.warning("could not read the models' memory: %s", exc)
+            return None
 
     def check_lost(self) -> LoadedState[DemoT] | None:
         """After a failed job: what is held now if the models went with it (an RPC worker

@@ -380,9 +380,10 @@ class Runtime:
             yield event
 
     def memory(self) -> MemoryUsage:
-        """Bytes of the target and of the selected draft."""
+        """Bytes of the target and of the selected draft, saved conversations as they are now."""
         t = self._target_facts
         d = self.draft_facts(self._selected) if self._selected is not None else None
+        saved = self.target.prompt_cache.bytes_used if self.target is not None else 0
         return MemoryUsage(
             target_weights=t.weights_bytes if t else 0,
             target_kv=t.kv_cache_bytes if t else 0,
@@ -390,6 +391,7 @@ class Runtime:
             draft_kv=d.kv_cache_bytes if d else 0,
             target_gpu_layers=t.n_gpu_layers if t else 0,
             draft_gpu_layers=d.n_gpu_layers if d else 0,
+            target_saved=saved,
         )
 
     def close(self) -> None:

@@ -87,7 +87,10 @@ class MetricsPanel(QWidget):
         )
         self.memory.setWordWrap(True)
         self.target_memory = _value_label(
-            "targetMemoryLabel", "Target model: weights and KV cache (f16, full context)."
+            "targetMemoryLabel",
+            "Target model: weights and KV cache (f16, full context); saved chats: earlier "
+            "conversations' cache states kept in RAM so that going back to one does not read it "
+            "again (Settings, Saved chats).",
         )
         self.draft_memory = _value_label(
             "draftMemoryLabel",
@@ -187,16 +190,17 @@ class MetricsPanel(QWidget):
                 for w in workers
             )
         )
-        self.target_memory.setText(
-            f"weights {format_bytes(usage.target_weights)} · KV {format_bytes(usage.target_kv)}"
-            if usage.target_weights
-            else "not loaded"
-        )
+        target = _held(usage.target_weights, usage.target_kv)
+        if usage.target_saved:
+            target += f" · saved chats {format_bytes(usage.target_saved)}"
+        self.target_memory.setText(target if usage.target_weights else "not loaded")
         if draft_kind == "model":
-            self.draft_memory.setText(
-                f"weights {format_bytes(usage.draft_weights)} · KV {format_bytes(usage.draft_kv)}"
-            )
+            self.draft_memory.setText(_held(usage.draft_weights, usage.draft_kv))
         elif draft_kind == "ngram":
             self.draft_memory.setText("chat history: no model, no extra memory")
         else:
             self.draft_memory.setText("none")
+
+
+def _held(weights: int, kv: int) -> str:
+    return f"weights {format_bytes(weights)} · KV {format_bytes(kv)}"

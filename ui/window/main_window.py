@@ -368,7 +368,7 @@ class MainWindow(WindowLayout):
 
     def _refresh_memory(self) -> None:
         loaded = self.models.loaded
-        usage = loaded.memory if loaded else MemoryUsage(0, 0, 0, 0, 0, 0)
+        usage = loaded.memory if loaded else MemoryUsage()
         kind = loaded.draft.kind if loaded else "none"
         workers = loaded.workers if loaded else ()
         self.metrics.show_memory(self.gpu.read(), process_ram_bytes(), usage, kind, workers)

@@ -10,6 +10,7 @@ its signals.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from app.engine.model_host import DraftSetting, LoadedState, LoadRequest, LoadTi
 from app.errors import InvalidSettingError, user_message
 from app.llama import rpc
 from app.llama.config import ModelConfig
+from app.llama.facts import MemoryUsage
 from models.demo import DemoModels
 from models.library import save_library
 from ui.messages import describe
@@ -80,6 +82,7 @@ class ModelSession(QObject):
         worker.modelsLoaded.connect(self._on_models_loaded, queued)
         worker.loadFailed.connect(self._on_load_failed, queued)
         worker.modelsLost.connect(self._on_models_lost, queued)
+        worker.memoryChanged.connect(self._on_memory_changed, queued)
         settings.changed.connect(self._on_setting_changed)
         self._save_library()
 
@@ -235,6 +238,11 @@ class ModelSession(QObject):
             self._lost = (self._loaded.target.path, self.draft_value)
         self._loaded = state
         self.modelsLoaded.emit(state)
+
+    def _on_memory_changed(self, usage: MemoryUsage) -> None:
+        # The worker reports in order, so this follows the load that holds these models.
+        if self._loaded is not None and self._loaded.target is not None:
+            self._loaded = dataclasses.replace(self._loaded, memory=usage)
 
     def _on_load_failed(self, failure: LoadFailure) -> None:
         self._choice = None

@@ -67,6 +67,8 @@ class EngineWorker(QObject):
         modelsLoaded(LoadedState): a load request finished and these models are held.
         loadFailed(LoadFailure): a load failed or was cancelled; `state` is what is held now.
         modelsLost(LoadedState): the models went away outside a load (an RPC worker died).
+        memoryChanged(MemoryUsage): what the loaded models hold after a reply, a server request
+            or a read-back changed their saved conversations.
         tokenReceived(TokenEvent), roundReceived(RoundRecord), noticeReceived(str):
             a generation's stream, in order.
         generationFinished(GenerationResult), generationFailed(GenerationFailure).
@@ -79,6 +81,7 @@ class EngineWorker(QObject):
     modelsLoaded = Signal(object)
     loadFailed = Signal(object)
     modelsLost = Signal(object)
+    memoryChanged = Signal(object)
     tokenReceived = Signal(object)
     roundReceived = Signal(object)
     noticeReceived = Signal(str)
@@ -163,6 +166,7 @@ class EngineWorker(QObject):
         ticket = Ticket(request.request_id, request.control)
         if drive(self.models.runtime, job, sink, ticket) == "failed":
             self._check_lost()
+        self._report_memory()
 
     @Slot(object)
     def serve(self, owner: WaitList) -> None:
@@ -187,6 +191,7 @@ class EngineWorker(QObject):
         # Local server requests run here, on the models the chat uses: one owner per model.
         self.models.jobs.run(job, sink, ticket)
         self._check_lost()
+        self._report_memory()
         # The request took the models' caches; read the chat back into them once requests
         # pause, so the next reply does not re-read the whole conversation before its first
         # token. A request that comes first makes the read-back moot.
@@ -195,6 +200,12 @@ class EngineWorker(QObject):
     def _restore_chat(self, served: int) -> None:
         if served == self._served:
             self.models.read_chat_back()
+            self._report_memory()
+
+    def _report_memory(self) -> None:
+        usage = self.models.memory_now()
+        if usage is not None:
+            self.memoryChanged.emit(usage)
 
     @Slot(object)
     def run_task(self, task: RuntimeTask) -> None:

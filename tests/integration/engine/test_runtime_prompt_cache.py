@@ -37,7 +37,9 @@ def test_forgetting_the_history_forgets_saved_conversations(demo_models: Any) ->
         target.feed([*first, 7], 1)  # a plain step settles the conversation's tokens
         target.feed([target.bos_id, *range(3000, 3100)], 1)
         assert len(target.prompt_cache) == 1
+        assert runtime.memory().target_saved == target.prompt_cache.bytes_used > 0
         runtime.forget_history()
         assert (len(target.prompt_cache), target.prompt_cache.bytes_used) == (0, 0)
+        assert runtime.memory().target_saved == 0
     finally:
         runtime.close()

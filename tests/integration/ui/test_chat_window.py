@@ -18,6 +18,7 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.model_host import LoadedState
 from app.llama.config import DEFAULT_PROMPT_CACHE_MIB
+from app.llama.resources import format_bytes
 from tests.helpers.qt_window import REPLY_TIMEOUT_MS, StallProbe, send
 from tests.helpers.timing import report_timing
 from ui.settings import DRAFT_NGRAM
@@ -385,6 +386,27 @@ def test_the_saved_chats_setting_sizes_the_targets_prompt_cache(
     assert window.settings_panel.prompt_cache.value() == DEFAULT_PROMPT_CACHE_MIB
     with _reloaded_with(window, qtbot, window.settings_panel.prompt_cache, 0) as loaded:
         assert loaded.target is not None and loaded.target.prompt_cache_mib == 0
+
+
+def test_the_memory_panel_counts_the_chats_the_target_keeps(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    window.settings.set("generation/max_tokens", 24)
+    send(qtbot, window, LONG_PROMPT)
+    loaded = window.models.loaded
+    assert loaded is not None
+    before = loaded.memory.target_saved
+    window.new_chat()
+    # The new conversation takes the cache; the first one's state is saved as it goes.
+    send(qtbot, window, "Name three colours.")
+
+    def saved() -> int:
+        loaded = window.models.loaded
+        return loaded.memory.target_saved if loaded is not None else 0
+
+    qtbot.waitUntil(lambda: saved() > before, timeout=REPLY_TIMEOUT_MS)
+    window._refresh_memory()
+    assert window.metrics.target_memory.text().endswith(f"saved chats {format_bytes(saved())}")
 
 
 def test_a_conversation_too_long_for_the_context_says_so(window: MainWindow, qtbot: QtBot) -> None:
