@@ -21,6 +21,7 @@ from app.errors import Cancelled, ModelLoadError
 from app.llama.config import ModelConfig
 from app.llama.facts import ModelFacts
 from app.llama.model import LoadProgress
+from app.llama.prompt_cache import PromptCache
 from tests.helpers.fake_llama import FakeLlama, LogitFn, Logits
 
 SPECIALS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
@@ -134,6 +135,7 @@ class FakeModel(FakeLlama):
         self.config = config
         self.n_batch = config.n_batch
         self.step_s = step_s
+        self.prompt_cache = PromptCache(0)  # a fake restores nothing, so it saves nothing
 
     @staticmethod
     def factory(
