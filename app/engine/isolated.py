@@ -37,7 +37,7 @@ from app.engine.tool_calls import ToolDialect, ToolOffer
 from app.errors import Cancelled, RpcConnectError, SpecChatError
 from app.llama import rpc
 from app.llama.config import ModelConfig
-from app.llama.facts import MemoryUsage, ModelFacts
+from app.llama.facts import NO_MEMORY, MemoryUsage, ModelFacts
 from app.llama.model import LoadProgress
 from app.metrics.rounds import DraftMode
 
@@ -317,7 +317,7 @@ class IsolatedRuntime:
 
     def memory(self) -> MemoryUsage:
         if self._conn is None:
-            return MemoryUsage()
+            return NO_MEMORY
         return self._call(child.Memory())
 
     def worker_memory(self) -> list[rpc.WorkerMemory]:

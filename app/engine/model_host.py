@@ -27,7 +27,7 @@ from app.engine.session import EngineSession
 from app.engine.tool_calls import DESCRIBED, ToolDialect
 from app.errors import Cancelled, DraftIncompatibleError, SpecChatError
 from app.llama.config import ModelConfig
-from app.llama.facts import MemoryUsage
+from app.llama.facts import NO_MEMORY, MemoryUsage
 from app.llama.rpc import WorkerMemory
 
 log = logging.getLogger(__name__)
@@ -128,9 +128,6 @@ class LoadedState(Generic[DemoT]):
         (models.memory.plan_fit's remote_free_bytes) may count besides local VRAM."""
         endpoints = self.target.rpc_servers if self.target is not None else ()
         return sum(w.free_bytes for w in self.workers if w.endpoint in endpoints)
-
-
-NO_MEMORY = MemoryUsage()
 
 
 def _ignore_progress(_stage: str, _fraction: float) -> None:

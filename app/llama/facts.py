@@ -55,15 +55,14 @@ class ModelFacts:
 
 @dataclass(frozen=True, slots=True)
 class MemoryUsage:
-    """Bytes held by each model, so the draft's own cost in memory is visible; all 0 when
-    nothing is loaded."""
+    """Bytes held by each model, so the draft's own cost in memory is visible."""
 
-    target_weights: int = 0
-    target_kv: int = 0
-    draft_weights: int = 0
-    draft_kv: int = 0
-    target_gpu_layers: int = 0
-    draft_gpu_layers: int = 0
+    target_weights: int
+    target_kv: int
+    draft_weights: int
+    draft_kv: int
+    target_gpu_layers: int
+    draft_gpu_layers: int
     # Earlier conversations' cache states the target keeps in host memory (its prompt cache,
     # app/llama/prompt_cache.py): they grow with use, so they are read after every reply, not
     # at load like the rest, and never count against a GPU.
@@ -72,6 +71,9 @@ class MemoryUsage:
     @property
     def total(self) -> int:
         return self.target_weights + self.target_kv + self.draft_weights + self.draft_kv
+
+
+NO_MEMORY = MemoryUsage(0, 0, 0, 0, 0, 0)  # nothing loaded
 
 
 def placement_of(lines: Sequence[str]) -> tuple[tuple[str, int], ...]:
