@@ -87,10 +87,12 @@ class MetricsPanel(QWidget):
         )
         self.memory.setWordWrap(True)
         self.target_memory = _value_label(
-            "targetMemoryLabel",
-            "Target model: weights and KV cache (f16, full context); saved chats: earlier "
-            "conversations' cache states kept in RAM so that going back to one does not read it "
-            "again (Settings, Saved chats).",
+            "targetMemoryLabel", "Target model: weights and KV cache (f16, full context)."
+        )
+        self.saved_memory = _value_label(
+            "savedChatsMemoryLabel",
+            "Earlier conversations' cache states the target keeps in RAM, so that going back to "
+            "one does not read it again (Settings, Saved chats).",
         )
         self.draft_memory = _value_label(
             "draftMemoryLabel",
@@ -108,6 +110,7 @@ class MetricsPanel(QWidget):
         memory_form.addRow(self.workers_memory)
         self.workers_memory.hide()
         memory_form.addRow("Target", self.target_memory)
+        memory_form.addRow("Saved chats", self.saved_memory)
         memory_form.addRow("Draft", self.draft_memory)
 
         layout = QVBoxLayout(self)
@@ -190,10 +193,11 @@ class MetricsPanel(QWidget):
                 for w in workers
             )
         )
-        target = _held(usage.target_weights, usage.target_kv)
-        if usage.target_saved:
-            target += f" · saved chats {format_bytes(usage.target_saved)}"
-        self.target_memory.setText(target if usage.target_weights else "not loaded")
+        self.target_memory.setText(
+            _held(usage.target_weights, usage.target_kv) if usage.target_weights else "not loaded"
+        )
+        saved = usage.target_saved
+        self.saved_memory.setText(format_bytes(saved) if saved else "none")
         if draft_kind == "model":
             self.draft_memory.setText(_held(usage.draft_weights, usage.draft_kv))
         elif draft_kind == "ngram":

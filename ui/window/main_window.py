@@ -17,7 +17,6 @@ from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 
 from app.engine.config import GenerationConfig
 from app.engine.model_host import LoadedState
-from app.llama.facts import NO_MEMORY
 from app.llama.resources import GpuProbe, process_ram_bytes
 from app.paths import models_dir
 from app.store import ConversationStore
@@ -368,7 +367,7 @@ class MainWindow(WindowLayout):
 
     def _refresh_memory(self) -> None:
         loaded = self.models.loaded
-        usage = loaded.memory if loaded else NO_MEMORY
+        usage = self.models.memory
         kind = loaded.draft.kind if loaded else "none"
         workers = loaded.workers if loaded else ()
         self.metrics.show_memory(self.gpu.read(), process_ram_bytes(), usage, kind, workers)

@@ -10,7 +10,6 @@ its signals.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ from app.engine.model_host import DraftSetting, LoadedState, LoadRequest, LoadTi
 from app.errors import InvalidSettingError, user_message
 from app.llama import rpc
 from app.llama.config import ModelConfig
-from app.llama.facts import MemoryUsage
+from app.llama.facts import NO_MEMORY, MemoryUsage
 from models.demo import DemoModels
 from models.library import save_library
 from ui.messages import describe
@@ -67,6 +66,7 @@ class ModelSession(QObject):
         self._models_folder = models_folder
         self._busy = busy  # True while a reply is generated: loads wait for it
         self._loaded: LoadedState[DemoModels] | None = None
+        self._memory: MemoryUsage | None = None  # reported since the last load, if any
         self._catalog: Catalog | None = None
         self._ticket: LoadTicket | None = None
         self._in_flight = 0
@@ -91,6 +91,13 @@ class ModelSession(QObject):
     @property
     def loaded(self) -> LoadedState[DemoModels] | None:
         return self._loaded
+
+    @property
+    def memory(self) -> MemoryUsage:
+        """What the loaded models hold now: the load's figures, then each reply's report."""
+        if self._memory is not None:
+            return self._memory
+        return self._loaded.memory if self._loaded is not None else NO_MEMORY
 
     @property
     def catalog(self) -> Catalog | None:
@@ -236,13 +243,17 @@ class ModelSession(QObject):
     def _on_models_lost(self, state: LoadedState[DemoModels]) -> None:
         if self._loaded is not None and self._loaded.target is not None:
             self._lost = (self._loaded.target.path, self.draft_value)
-        self._loaded = state
+        self._hold(state)
         self.modelsLoaded.emit(state)
+
+    def _hold(self, state: LoadedState[DemoModels]) -> None:
+        self._loaded = state
+        self._memory = None  # the load's own figures until the next reply reports
 
     def _on_memory_changed(self, usage: MemoryUsage) -> None:
         # The worker reports in order, so this follows the load that holds these models.
         if self._loaded is not None and self._loaded.target is not None:
-            self._loaded = dataclasses.replace(self._loaded, memory=usage)
+            self._memory = usage
 
     def _on_load_failed(self, failure: LoadFailure) -> None:
         self._choice = None
@@ -254,7 +265,7 @@ class ModelSession(QObject):
 
     def _after_load(self, state: LoadedState[DemoModels]) -> None:
         self._in_flight -= 1
-        self._loaded = state
+        self._hold(state)
         if state.target is not None:
             self._lost = None
         self._remember_choice(state)

@@ -393,20 +393,13 @@ def test_the_memory_panel_counts_the_chats_the_target_keeps(
 ) -> None:
     window.settings.set("generation/max_tokens", 24)
     send(qtbot, window, LONG_PROMPT)
-    loaded = window.models.loaded
-    assert loaded is not None
-    before = loaded.memory.target_saved
+    before = window.models.memory.target_saved
     window.new_chat()
     # The new conversation takes the cache; the first one's state is saved as it goes.
     send(qtbot, window, "Name three colours.")
-
-    def saved() -> int:
-        loaded = window.models.loaded
-        return loaded.memory.target_saved if loaded is not None else 0
-
-    qtbot.waitUntil(lambda: saved() > before, timeout=REPLY_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.models.memory.target_saved > before, timeout=REPLY_TIMEOUT_MS)
     window._refresh_memory()
-    assert window.metrics.target_memory.text().endswith(f"saved chats {format_bytes(saved())}")
+    assert window.metrics.saved_memory.text() == format_bytes(window.models.memory.target_saved)
 
 
 def test_a_conversation_too_long_for_the_context_says_so(window: MainWindow, qtbot: QtBot) -> None:

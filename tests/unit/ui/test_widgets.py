@@ -146,13 +146,14 @@ def test_memory_readout_with_and_without_a_gpu(qtbot: QtBot) -> None:
     panel.show_memory(None, 900 * 2**20, usage, "model")
     assert panel.memory.text() == "No GPU · process RAM 900.0 MiB"
     assert panel.target_memory.text() == "weights 500.0 MiB · KV 90.0 MiB"
+    assert panel.saved_memory.text() == "none"
     assert panel.draft_memory.text() == "weights 92.0 MiB · KV 45.0 MiB"
     panel.show_memory(GpuMemory("RTX", 3 * 2**30, 24 * 2**30), 2**30, usage, "ngram")
     assert panel.memory.text().startswith("VRAM 3.0 GiB / 24.0 GiB (RTX)")
     assert "no extra memory" in panel.draft_memory.text()
     saved = dataclasses.replace(usage, target_saved=7 * 2**20)
     panel.show_memory(None, 2**30, saved, "model")
-    assert panel.target_memory.text() == "weights 500.0 MiB · KV 90.0 MiB · saved chats 7.0 MiB"
+    assert panel.saved_memory.text() == "7.0 MiB"
 
 
 def test_charts_paint_their_data(qtbot: QtBot) -> None:
