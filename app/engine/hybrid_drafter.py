@@ -26,9 +26,10 @@ are only the suffix index's best. Another reply's rounds say nothing of this one
 question's plain steps would have a pasted text that the reply copies read in vain. So a long
 prompt (over 64 tokens) is never read before this reply's first rounds: they run without the
 model (a few tokens at worst at the slower rate), then the reading is weighed against what they
-delivered, once they have run for a quarter of the reading's time (a few noisy rounds must not
-stake a second of reading). Where reading speed is not known yet, a first 64-token part of a
-long gap is read to time it when the weighing wants the model; the rest is weighed again at that
+delivered, once they have run (faded, about the last 30 rounds) for as long as the reading
+would take (as in ski rental: a reply's opening rounds say little of its body). Where reading
+speed is not known yet, a first 64-token part of a long gap is read to time it when the weighing
+wants the model; the rest is weighed again at that
 speed. A prompt that ends as an earlier one did (the suffix index has seen its last 16 tokens: a
 question asked again) is not read before the first round, which weighs the suffix index's
 proposal against the model first.
@@ -81,10 +82,6 @@ _READ_IN_FIRST_PASS = 2
 # question costs about a pass to read); longer ones wait for that rate, and the first such gap
 # of unknown reading speed has this much read to time it.
 _EAGER_READ = 64
-# A long gap is read only once this reply's rounds without the model have run for this share
-# of the reading's time: the first few rounds' rate is too noisy to stake a second on (a quoted
-# text's refused first matches had 407 tokens read, 1.6 s, that the suffix index then copied).
-_EVIDENCE_SHARE = 0.25
 # A prompt whose last this-many tokens the suffix index has seen before is not read at once.
 _REPEAT_MATCH = 16
 # Rounds without the draft model, where the suffix index has nothing and the model is within
@@ -280,8 +277,14 @@ class HybridDrafter:
         ):
             return True  # γ auto is still finding the model's lengths: its first rounds are short
         catchup_s = behind * self._catchup_s / self._catchup_tokens
-        if long_gap and self._unread_rounds.seconds < _EVIDENCE_SHARE * catchup_s:
-            return False  # a few rounds' rate must not stake a reading many times their time
+        if long_gap and self._unread_rounds.seconds < catchup_s:
+            # As in ski rental, the reading is bought only once the rounds without the model
+            # have taken as long as it would (faded: about the last 30 rounds' time, so a gap
+            # dearer than that stays unread). A reply's opening says little of its body: a
+            # revision's first sentence is new and its rest copies the text before, and a
+            # reading staked on a quarter of its time (four rounds) had 208 tokens read,
+            # 0.64 s, that the suffix index then copied.
+            return False
         without_rate = without.rate if unread_rate is None else unread_rate
         if plain and unread_rate is None:
             # Against plain steps a model within timing noise of them keeps its place (whether

@@ -11,6 +11,7 @@ import pytest
 from app.engine.config import SamplingConfig
 from app.engine.drafters import DraftRequest, ModelDrafter
 from app.engine.hybrid_drafter import HybridDrafter
+from app.engine.hybrid_rates import FADE
 from app.engine.suffix_drafter import SuffixDrafter
 from app.metrics.rounds import RoundRecord
 from tests.helpers.fake_llama import FakeLlama, Logits
@@ -179,12 +180,20 @@ def _measure_without_model(
     hybrid: HybridDrafter, *, verify_s: float, conversation: Sequence[int]
 ) -> None:
     """A long conversation the model has not read, with nothing to repeat: plain steps of
-    verify_s each until what this reply's rounds deliver without the model is known; then it
-    reads if that pays."""
+    verify_s each until they have taken (faded) as long as reading it would, 1 ms a token;
+    the next round reads it if that pays."""
     hybrid.prefill(conversation[:-1])
-    for i in range(4):
+    for i in range(_rounds_to_cover((len(conversation) - 1) * 1e-3, verify_s)):
         hybrid.propose(_ask(conversation, 4))
         hybrid.learn(RoundRecord(1000 + i, "hybrid", 4, 0, 0, 1, 0.0, verify_s, 0))
+
+
+def _rounds_to_cover(seconds: float, round_s: float) -> int:
+    """Rounds of round_s each until their time, faded as the hybrid fades it, reaches seconds."""
+    total, rounds = 0.0, 0
+    while total < seconds:
+        total, rounds = total * FADE + round_s, rounds + 1
+    return rounds
 
 
 def test_a_long_gap_of_unknown_reading_speed_has_a_part_read_to_time_it_first() -> None:
@@ -215,8 +224,10 @@ def test_a_long_prompt_waits_for_the_rate_without_the_model_and_is_read_when_tha
     assert len(model.tokens) < 100  # the reply starts before the model reads the prompt
     plain = hybrid.propose(_ask(second, 4))
     assert plain.tokens == [] and plain.catchup_s == 0.0
-    # Plain steps at 50 tokens/s, against the model's ~190: reading 300 tokens (0.3 s) pays.
-    for i in range(4):
+    # Plain steps at 50 tokens/s, against the model's ~190: reading 300 tokens (0.3 s) pays,
+    # and is done once they have taken as long (20 rounds of 20 ms, faded).
+    for i in range(_rounds_to_cover(0.299, 0.02)):
+        assert model.tokens[: len(second) - 1] != second[:-1]
         hybrid.learn(RoundRecord(100 + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
         draft = hybrid.propose(_ask(second, 4))
 
@@ -227,18 +238,18 @@ def test_a_long_prompt_waits_for_the_rate_without_the_model_and_is_read_when_tha
 def test_a_long_prompt_dear_to_read_waits_for_rounds_in_proportion_before_it_is_read() -> None:
     model, hybrid = _cheap_kept_model_after_a_first_chat()
     # 420 tokens, 0.42 s to read: plain steps at 50 tokens/s against the model's ~190 earn it
-    # back over the model's usual run, but three 20 ms rounds are too few to stake it on.
+    # back over the model's usual run, but a few 20 ms rounds are too few to stake it on.
     prompt = _conversation(420, 5)
     hybrid.prefill(prompt[:-1])
     rounds_before_reading = None
-    for i in range(30):
+    for i in range(40):
         if hybrid.propose(_ask(prompt, 4)).steps:
             rounds_before_reading = i
             break
         hybrid.learn(RoundRecord(600 + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
 
-    # Rounds whose time (faded) makes a quarter of the reading's: 0.105 s of 20 ms rounds.
-    assert rounds_before_reading == 6
+    # Rounds that have taken (faded) as long as the reading would: 33 of 20 ms.
+    assert rounds_before_reading == _rounds_to_cover(0.419, 0.02) == 33
     assert model.tokens[: len(prompt) - 1] == prompt[:-1]
 
 
@@ -296,7 +307,7 @@ def test_suffix_rounds_won_over_a_model_nearly_up_to_date_are_not_drafting_witho
     # they alone say what drafting without it delivers, so the model is read.
     second = _conversation(300, 500)
     hybrid.prefill(second[:-1])
-    for i in range(4):
+    for i in range(_rounds_to_cover(0.299, 0.02)):  # as long as reading it takes
         hybrid.propose(_ask(second, 4))
         hybrid.learn(RoundRecord(400 + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
     draft = hybrid.propose(_ask(second, 4))
