@@ -29,10 +29,9 @@ model (a few tokens at worst at the slower rate), then the reading is weighed ag
 delivered, once they have run (faded, about the last 30 rounds) for as long as the reading
 would take (as in ski rental: a reply's opening rounds say little of its body). Where reading
 speed is not known yet, a first 64-token part of a long gap is read to time it when the weighing
-wants the model; the rest is weighed again at that
-speed. A prompt that ends as an earlier one did (the suffix index has seen its last 16 tokens: a
-question asked again) is not read before the first round, which weighs the suffix index's
-proposal against the model first.
+wants the model; the rest is weighed again at that speed. A prompt that ends as an earlier one
+did (the suffix index has seen its last 16 tokens: a question asked again) is not read before
+the first round, which weighs the suffix index's proposal against the model first.
 
 The draft model's own rate is measured only on the rounds it drafts, so a few short first
 rounds (γ auto still finding its lengths) must not shut it out: a short gap is read until that

@@ -283,23 +283,17 @@ class ModelHost(Generic[DemoT]):
     # -- what is held -------------------------------------------------------------------------
 
     def state(self) -> LoadedState[DemoT]:
-        try:
-            memory = self._runtime.memory()
-            workers = (
-                tuple(self._runtime.worker_memory())
-                if isinstance(self._runtime, IsolatedRuntime)
-                else ()
-            )
-        except SpecChatError as exc:  # the child died as it was asked
-            log.warning("could not read the models' memory: %s", exc)
-            memory, workers = NO_MEMORY, ()
+        memory = self.memory_now()
+        workers = self._worker_memory() if memory is not None else ()
         if self._runtime.target_facts is None:  # none loaded, or the child died as it was asked
             return LoadedState(None, NO_DRAFT, NO_MEMORY, self._demo)
         try:
             dialect = self._runtime.tool_dialect()
         except SpecChatError:
             dialect = DESCRIBED
-        return LoadedState(self._target, self._draft, memory, self._demo, workers, dialect)
+        return LoadedState(
+            self._target, self._draft, memory or NO_MEMORY, self._demo, workers, dialect
+        )
 
     def memory_now(self) -> MemoryUsage | None:
         """What the loaded models hold as of now (saved conversations grow with every reply);
@@ -308,9 +302,18 @@ class ModelHost(Generic[DemoT]):
             return None
         try:
             return self._runtime.memory()
-        except SpecChatError as exc:
+        except SpecChatError as exc:  # the child died as it was asked
             log.warning("could not read the models' memory: %s", exc)
             return None
+
+    def _worker_memory(self) -> tuple[WorkerMemory, ...]:
+        if not isinstance(self._runtime, IsolatedRuntime):
+            return ()
+        try:
+            return tuple(self._runtime.worker_memory())
+        except SpecChatError as exc:
+            log.warning("could not read the RPC workers' memory: %s", exc)
+            return ()
 
     def check_lost(self) -> LoadedState[DemoT] | None:
         """After a failed job: what is held now if the models went with it (an RPC worker
