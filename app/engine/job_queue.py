@@ -33,6 +33,8 @@ from app.engine.runtime import Runtime
 from app.engine.session import EngineSession
 from app.engine.tool_calls import ToolOffer
 from app.errors import ContextOverflowError, SpecChatError, user_message
+from app.llama.facts import MemoryUsage
+from app.llama.handle import common_prefix
 from app.metrics.rounds import DraftMode
 
 log = logging.getLogger(__name__)
@@ -156,6 +158,9 @@ class OwnerStats:
     failed: int = 0
     rejected: int = 0
     last_cancel: CancelRecord | None = None
+    # What the models hold, read after each job on the thread that runs them (the saved
+    # conversations grow with every reply); None until read, or when the models cannot answer.
+    memory: MemoryUsage | None = None
 
 
 Outcome = Literal["served", "cancelled", "failed"]
@@ -189,6 +194,16 @@ class JobRunner:
             with self._lock:
                 self._stats.running = False
         self._record(outcome, ticket)
+        self.read_memory()
+
+    def read_memory(self) -> None:
+        """Note what the models hold now; on the thread that runs the jobs."""
+        try:
+            memory: MemoryUsage | None = self._runtime.memory()
+        except SpecChatError:  # the child died: the next request says so
+            memory = None
+        with self._lock:
+            self._stats.memory = memory
 
     def reject(self) -> None:
         with self._lock:
@@ -312,6 +327,7 @@ class RuntimeOwner(WaitList):
         self._runtime.close()
 
     def _run(self) -> None:
+        self._runner.read_memory()
         while (item := self.take(wait=True)) is not None:
             self._runner.run(*item)
 
@@ -390,8 +406,4 @@ def _cached_prefix(runtime: EngineSession, prompt_ids: Sequence[int]) -> int:
     A runtime in a child process (RPC workers) does not show its cache: 0 is reported."""
     target = runtime.target if isinstance(runtime, Runtime) else None
     cached = target.tokens if target is not None else []
-    limit = min(len(cached), len(prompt_ids) - 1)
-    n = 0
-    while n < limit and cached[n] == prompt_ids[n]:
-        n += 1
-    return n
+    return common_prefix(cached, prompt_ids[:-1])

@@ -59,8 +59,11 @@ class ServerSettings:
 
 def create_app(owner: EngineOwner, settings: ServerSettings) -> Starlette:
     async def health(_request: Request) -> Response:
+        requests = owner.health()
+        # What the models hold (weights, KV caches, saved conversations) as of the last request.
+        memory = requests.pop("memory", None)
         return JSONResponse(
-            {"status": "ok", "model": settings.model_id, "requests": owner.health()}
+            {"status": "ok", "model": settings.model_id, "memory": memory, "requests": requests}
         )
 
     async def models(_request: Request) -> Response:

@@ -104,6 +104,28 @@ def test_health_needs_no_key(server: Server) -> None:
     assert payload["status"] == "ok"
 
 
+def test_health_reports_the_models_memory_with_the_conversations_the_target_saved(
+    server: Server,
+) -> None:
+    # Two long conversations in turn: the second drops the first's settled tokens from the
+    # target's cache, and the prompt cache saves their state.
+    for topic in ("rivers", "mountains"):
+        status, _ = server.request("POST", CHAT, chat(messages=[_long_question(topic)]))
+        assert status == 200
+    status, payload = server.request("GET", "/health", key=None)
+
+    assert status == 200
+    memory = payload["memory"]
+    assert memory["target_weights"] > 0 and memory["draft_weights"] > 0
+    assert memory["target_saved"] > 0
+    assert "memory" not in payload["requests"]
+
+
+def _long_question(topic: str) -> dict[str, str]:
+    facts = " ".join(f"Fact {i} about {topic} is worth knowing." for i in range(8))
+    return {"role": "user", "content": f"{facts} Summarise these facts about {topic}."}
+
+
 def test_default_bind_listens_on_loopback_only(server: Server) -> None:
     listening = [
         c.laddr

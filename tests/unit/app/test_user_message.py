@@ -29,6 +29,7 @@ from app.errors import (
     SpecChatError,
     user_message,
 )
+from app.llama.facts import NO_MEMORY, MemoryUsage
 from app.server.errors import refused
 from ui.messages import describe
 
@@ -171,6 +172,9 @@ class _Refusing:
 
     def generate(self, *_args: object) -> Iterator[Event]:
         raise self.error
+
+    def memory(self) -> MemoryUsage:
+        return NO_MEMORY
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,8 @@ from app.engine.control import GenerationControl
 from app.engine.events import Event, FinishEvent, RoundEvent, TokenEvent
 from app.engine.job_queue import Failed, Job, OwnerEvent, QueueFullError, RuntimeOwner, Started
 from app.engine.result import GenerationResult
-from app.errors import ContextOverflowError, InvalidSettingError
+from app.errors import ContextOverflowError, InvalidSettingError, SpecChatError
+from app.llama.facts import MemoryUsage
 from app.metrics.rounds import RoundRecord
 from app.metrics.summary import summarize
 
@@ -36,6 +37,9 @@ class ScriptedRuntime:
         self.gate.set()
         self.started: list[str] = []
         self.closed = False
+        # Bytes of saved conversations: each reply saves 100 more, as a prompt cache would.
+        self.saved = 0
+        self.memory_fails = False
 
     def text_prompt(self, text: str) -> list[int]:
         return [ord(c) for c in text]
@@ -70,9 +74,15 @@ class ScriptedRuntime:
             )  # fmt: skip
             text = "".join(chr(65 + r.index) for r in rounds)
             ids_out = [65 + r.index for r in rounds]
+            self.saved += 100
             yield FinishEvent(GenerationResult(text, ids_out, reason, "plain", stats, (), ()))
 
         return events()
+
+    def memory(self) -> MemoryUsage:
+        if self.memory_fails:
+            raise SpecChatError("the engine process ended")
+        return MemoryUsage(1000, 10, 0, 0, 0, 0, target_saved=self.saved)
 
     def close(self) -> None:
         self.closed = True
@@ -228,3 +238,31 @@ def test_stop_accepting_ends_the_running_job_and_tells_the_waiting_ones(
     assert isinstance(finish, FinishEvent) and finish.result.finish_reason == "cancelled"
     assert runtime.started == ["a"]
     assert owner.health()["queued"] == 0
+
+
+def test_health_reports_what_the_models_hold_as_of_the_last_job(runtime: ScriptedRuntime) -> None:
+    owner = make_owner(runtime)
+    for name in "ab":
+        sink = Collector()
+        owner.submit(text_job(name), sink)
+        sink.wait()
+    owner.close()  # the memory is read after each job, on the owner's thread
+
+    memory = owner.health()["memory"]
+    assert memory["target_weights"] == 1000
+    assert memory["target_saved"] == 200
+
+
+def test_models_that_cannot_report_their_memory_leave_it_unknown_and_keep_serving(
+    runtime: ScriptedRuntime,
+) -> None:
+    runtime.memory_fails = True
+    owner = make_owner(runtime)
+    sink = Collector()
+    owner.submit(text_job("a"), sink)
+    events = sink.wait()
+    owner.close()
+
+    assert isinstance(events[-1], FinishEvent)
+    assert owner.health()["memory"] is None
+    assert owner.health()["served"] == 1
