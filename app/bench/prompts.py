@@ -6,7 +6,8 @@ every figure is broken down by class. Many of SpecChat's users write Vietnamese 
 hence those two classes. All texts were written for this project.
 
 A prompt file is either JSON (a list of strings, or of objects with "text" and optional
-"class", "name" and "chat") or plain text with prompts separated by lines holding only `---`.
+"class", "name", "chat", and "before" and "recall", lists of earlier user turns as
+BenchPrompt describes) or plain text with prompts separated by lines holding only `---`.
 """
 
 from __future__ import annotations
@@ -314,12 +315,30 @@ def _from_json(path: Path, raw: str) -> list[BenchPrompt]:
                 f"prompt file {path}: item {i + 1} must be a string or an object with a "
                 '"text" string'
             )
+        chat = bool(item.get("chat", True))
+        before, recall = (_turns(path, i, item, key, chat) for key in ("before", "recall"))
         prompts.append(
             BenchPrompt(
                 str(item.get("class", FILE_CLASS)),
                 str(item.get("name", default_name)),
                 item["text"],
-                bool(item.get("chat", True)),
+                chat,
+                before,
+                recall,
             )
         )
     return prompts
+
+
+def _turns(path: Path, i: int, item: dict[str, Any], key: str, chat: bool) -> tuple[str, ...]:
+    """An item's earlier user turns (`before`: this conversation's; `recall`: an earlier one's)."""
+    turns = item.get(key, [])
+    if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
+        raise InvalidSettingError(
+            f'prompt file {path}: item {i + 1}: "{key}" must be a list of strings'
+        )
+    if turns and not chat:
+        raise InvalidSettingError(
+            f'prompt file {path}: item {i + 1}: "{key}" needs a chat prompt ("chat": true)'
+        )
+    return tuple(turns)

@@ -123,9 +123,30 @@ def test_prompt_files_json_and_text(tmp_path: Path) -> None:
     assert [p.text for p in load_prompts(str(as_text))] == ["first\nprompt", "second"]
 
 
+def test_a_prompt_file_carries_earlier_turns_of_a_dialogue(tmp_path: Path) -> None:
+    path = tmp_path / "dialogues.json"
+    revise = {"text": "Now shorter.", "class": "revision", "before": ["Describe a tide."]}
+    again = {"text": "What is a tide?", "recall": ["What is a tide?"]}
+    path.write_text(json.dumps([revise, again]), encoding="utf-8")
+
+    loaded = load_prompts(str(path))
+
+    assert [(p.before, p.recall) for p in loaded] == [
+        (("Describe a tide.",), ()),
+        ((), ("What is a tide?",)),
+    ]
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(None, "does not exist"), ("{}", "JSON list"), ("[1]", "item 1"), ("---\n", "no prompts")],
+    [
+        (None, "does not exist"),
+        ("{}", "JSON list"),
+        ("[1]", "item 1"),
+        ("---\n", "no prompts"),
+        ('[{"text": "x", "before": "not a list"}]', '"before" must be a list of strings'),
+        ('[{"text": "x", "recall": ["y"], "chat": false}]', '"recall" needs a chat prompt'),
+    ],
 )
 def test_prompt_file_errors_are_one_line(tmp_path: Path, content: str | None, message: str) -> None:
     path = tmp_path / ("p.json" if content and content.startswith(("{", "[")) else "p.txt")
