@@ -43,6 +43,7 @@ from tests.helpers.bench_data import round_record, run_record
 # One llama.cpp thread per model: the suite shares two cores with other work, and llama.cpp's
 # spinning thread pool slows down many times over when it has more threads than free cores.
 THREADS = 1
+ROOT = Path(__file__).resolve().parents[3]
 
 # -- pure parts -------------------------------------------------------------------------------
 
@@ -135,6 +136,12 @@ def test_a_prompt_file_carries_earlier_turns_of_a_dialogue(tmp_path: Path) -> No
         (("Describe a tide.",), ()),
         ((), ("What is a tide?",)),
     ]
+
+
+def test_the_revision_dialogues_in_the_docs_load_as_dialogues() -> None:
+    dialogues = load_prompts(str(ROOT / "docs" / "prompts" / "revision-dialogues.json"))
+    assert len(dialogues) == 8
+    assert all(p.prompt_class == "revision" and len(p.before) == 1 for p in dialogues)
 
 
 @pytest.mark.parametrize(
