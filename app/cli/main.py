@@ -32,7 +32,7 @@ from app.engine.chat_template import ChatMessage
 from app.engine.config import MAX_PROMPT_FILE_BYTES, GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, NoticeEvent, TokenEvent
-from app.engine.job_queue import Job, job_events
+from app.engine.job_driver import Job, job_events
 from app.engine.result import GenerationResult
 from app.errors import InvalidSettingError, RpcWorkerLostError, SpecChatError, user_message
 from app.llama.facts import ModelFacts

@@ -23,7 +23,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.engine.job_queue import EngineOwner, Failed, Job, QueueFullError, Started, Ticket
+from app.engine.job_driver import Failed, Job, Started, Ticket
+from app.engine.job_queue import EngineOwner, QueueFullError
 from app.server.body import read_json
 from app.server.errors import ApiError, error_response, refused
 from app.server.formats import ReplyFormat

@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Any
 
-from app.engine.job_queue import Started
+from app.engine.job_driver import Started
 from app.engine.logprobs import TokenLogprob
 from app.engine.result import GenerationResult
 from app.server.logprob_format import CompletionLogprobs, chat_logprobs

@@ -17,7 +17,7 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from app.engine.events import FinishEvent, TokenEvent
-from app.engine.job_queue import Failed, OwnerEvent, Ticket
+from app.engine.job_driver import Failed, OwnerEvent, Ticket
 from app.engine.logprobs import TokenLogprob
 from app.engine.result import GenerationResult
 from app.server.stops import StopMatcher

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.engine.gamma import parse_gamma
-from app.engine.job_queue import Started
+from app.engine.job_driver import Started
 from app.engine.result import FinishReason, GenerationResult
 from app.metrics.measured import ratio
 from app.server.schemas import NMax

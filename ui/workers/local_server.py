@@ -14,7 +14,8 @@ from PySide6.QtCore import QObject, Signal
 
 from app.engine.config import GenerationConfig
 from app.engine.gamma import OFF
-from app.engine.job_queue import DEFAULT_QUEUE_SIZE, Job, Sink, Ticket, WaitList
+from app.engine.job_driver import Job, Sink, Ticket
+from app.engine.job_queue import DEFAULT_QUEUE_SIZE, WaitList
 from app.engine.tool_calls import DESCRIBED, ToolDialect
 from app.server.app import ServerSettings, create_app
 from app.server.host import BackgroundServer, listen

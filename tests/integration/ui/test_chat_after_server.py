@@ -12,7 +12,8 @@ from pytestqt.qtbot import QtBot
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.gamma import fixed
-from app.engine.job_queue import Job, WaitList
+from app.engine.job_driver import Job
+from app.engine.job_queue import WaitList
 from app.engine.runtime import Runtime
 from app.llama.config import ModelConfig
 from models.compat import check_draft_file

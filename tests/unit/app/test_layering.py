@@ -120,7 +120,7 @@ def test_a_planted_import_of_a_room_above_is_caught(tmp_path: Path) -> None:
     (tmp_path / "app/llama/model.py").write_text("from app.engine.config import ModelConfig\n")
     (tmp_path / "app/metrics/summary.py").write_text("from app.llama.model import LlamaModel\n")
     (tmp_path / "app/engine/loop.py").write_text("import app.server.app\n")
-    (tmp_path / "ui/workers/engine.py").write_text("from app.engine.job_queue import Job\n")
+    (tmp_path / "ui/workers/engine.py").write_text("from app.engine.job_driver import Job\n")
     (tmp_path / "ui/window/main.py").write_text("from app.server.owner import JobRunner\n")
     (tmp_path / "ui/workers/local_server.py").write_text("from app.server.app import create_app\n")
     (tmp_path / "app/server/app.py").write_text("from app.cli.serve import main\n")

@@ -11,7 +11,8 @@ from app import errors
 from app.cli.report import print_error
 from app.engine.config import GenerationConfig
 from app.engine.events import Event
-from app.engine.job_queue import Failed, Job, JobRunner, OwnerEvent, QueueFullError, Ticket
+from app.engine.job_driver import Failed, Job, OwnerEvent, Ticket
+from app.engine.job_queue import JobRunner, QueueFullError
 from app.errors import (
     TERMINAL,
     WINDOW,

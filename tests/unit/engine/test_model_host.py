@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.engine.config import GenerationConfig
-from app.engine.job_queue import Job, Ticket
+from app.engine.job_driver import Job, Ticket
 from app.engine.model_host import (
     NO_DRAFT,
     DraftSetting,

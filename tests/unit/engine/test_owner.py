@@ -15,7 +15,8 @@ import pytest
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event, FinishEvent, RoundEvent, TokenEvent
-from app.engine.job_queue import Failed, Job, OwnerEvent, QueueFullError, RuntimeOwner, Started
+from app.engine.job_driver import Failed, Job, OwnerEvent, Started
+from app.engine.job_queue import QueueFullError, RuntimeOwner
 from app.engine.result import GenerationResult
 from app.errors import ContextOverflowError, InvalidSettingError, SpecChatError
 from app.llama.facts import MemoryUsage

@@ -12,7 +12,8 @@ import pytest
 from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
-from app.engine.job_queue import Failed, Job, OwnerEvent, Started, WaitList
+from app.engine.job_driver import Failed, Job, OwnerEvent, Started
+from app.engine.job_queue import WaitList
 from tests.unit.engine.test_owner import N_CTX, ScriptedRuntime
 from ui.workers.engine import EngineWorker
 from ui.workers.requests import GenerateRequest, GenerationFailure

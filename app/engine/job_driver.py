@@ -1,0 +1,194 @@
+"""One job from start to end: what it asks, what its receiver hears, and `drive`, the one way
+it runs, whoever asked for it (a server request, a window reply, `specchat generate`).
+
+A receiver (`Sink`) hears `Started` (or `Failed`), then the engine's events (TokenEvent,
+RoundEvent, NoticeEvent) and a FinishEvent; the job's `Ticket` stops it between engine rounds,
+or before it starts. Queues and owners of the models are app/engine/job_queue.py's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from app.engine.chat_template import ChatMessage
+from app.engine.config import GenerationConfig
+from app.engine.control import GenerationControl
+from app.engine.events import Event, FinishEvent, RoundEvent
+from app.engine.runtime import Runtime
+from app.engine.session import EngineSession
+from app.engine.tool_calls import ToolOffer
+from app.errors import ContextOverflowError, SpecChatError, user_message
+from app.llama.handle import common_prefix
+from app.metrics.rounds import DraftMode
+
+log = logging.getLogger(__name__)
+
+_INTERNAL = "the engine failed; see the server log"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One reply to generate: a chat (messages) or a raw text prompt, with its settings."""
+
+    config: GenerationConfig
+    messages: tuple[ChatMessage, ...] | None = None
+    prompt: str | None = None
+    tools: ToolOffer | None = None  # functions a chat reply may call
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """The job left the queue and its prompt fits; cached_tokens were reused from the cache."""
+
+    prompt_ids: tuple[int, ...]
+    cached_tokens: int
+    mode: DraftMode
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt_ids)
+
+
+FailureKind = Literal["invalid", "context", "cancelled", "internal"]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The job ended without a reply; `message` is one readable line. `error` is what the engine
+    raised, if anything, for a front end that words its own sentence (the window)."""
+
+    message: str
+    kind: FailureKind
+    error: Exception | None = field(default=None, compare=False, repr=False)
+
+
+OwnerEvent = Started | Failed | Event
+Sink = Callable[[OwnerEvent], None]
+
+
+class Ticket:
+    """A submitted job's handle: cancel it, and see how promptly the cancel took effect."""
+
+    def __init__(self, job_id: int, control: GenerationControl | None = None) -> None:
+        self.job_id = job_id
+        # The window's replies bring their own, which its Stop button and speculation toggle set.
+        self.control = control or GenerationControl()
+        self._lock = threading.Lock()
+        self._done = False
+        self.rounds = 0
+        # Engine rounds completed when cancel() came, and when the job finally stopped.
+        self.rounds_at_cancel: int | None = None
+        self.cancelled_at: float | None = None
+        self.cancel_reason = ""
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Stop the job between rounds; a no-op once it has finished.
+
+        reason says why in the server's log and /health, e.g. "client disconnected"."""
+        with self._lock:
+            if self._done or self.rounds_at_cancel is not None:
+                return
+            self.rounds_at_cancel = self.rounds
+            self.cancelled_at = time.perf_counter()
+            self.cancel_reason = reason
+        self.control.stop()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.rounds_at_cancel is not None
+
+    def _count_round(self) -> None:
+        with self._lock:
+            self.rounds += 1
+
+    def finish(self) -> None:
+        """The job has ended: a later cancel() is a no-op and counts nothing."""
+        with self._lock:
+            self._done = True
+
+
+Outcome = Literal["served", "cancelled", "failed"]
+
+
+def job_events(
+    session: EngineSession, job: Job, control: GenerationControl
+) -> tuple[list[int], Iterator[Event]]:
+    """The job's prompt ids and its reply's events: the one way from a job to the engine, for
+    the CLI, the server and the window alike.
+
+    The prompt is rendered now (a Stop on control ends a slow chat template); the reply starts
+    when the events are first read, after the caller has looked at the prompt."""
+    if job.messages is not None:
+        prompt_ids = session.chat_prompt(job.messages, control, tools=job.tools)
+    else:
+        prompt_ids = session.text_prompt(job.prompt or "")
+    return prompt_ids, session.generate(prompt_ids, job.config, control)
+
+
+def drive(session: EngineSession, job: Job, sink: Sink, ticket: Ticket) -> Outcome:
+    """Run one job to its end and tell `sink` on the way: Started (or Failed), the engine's
+    events, a FinishEvent. The one job driver, for the server's requests and the window's
+    replies alike; it counts nothing (JobRunner does, for the server)."""
+    if ticket.cancelled:
+        deliver(sink, ticket, Failed("cancelled before it started", "cancelled"))
+        return "cancelled"
+    try:
+        prompt_ids, events = job_events(session, job, ticket.control)
+        cached = _cached_prefix(session, prompt_ids)
+        # The engine checks the prompt against the context before its first event, so a
+        # refusal arrives here, before the client is told the job started.
+        first = next(events)
+    except SpecChatError as exc:
+        kind: FailureKind = "context" if isinstance(exc, ContextOverflowError) else "invalid"
+        deliver(sink, ticket, Failed(user_message(exc), kind, exc))
+        return "failed"
+    except Exception as exc:
+        log.exception("request %d failed", ticket.job_id)
+        deliver(sink, ticket, Failed(_INTERNAL, "internal", exc))
+        return "failed"
+    mode: DraftMode = "plain" if job.config.gamma.is_off else session.mode
+    deliver(sink, ticket, Started(tuple(prompt_ids), cached, mode))
+    finish: Outcome = "served"
+    try:
+        for event in itertools.chain([first], events):
+            if isinstance(event, RoundEvent):
+                ticket._count_round()
+            elif isinstance(event, FinishEvent):
+                if event.result.finish_reason == "cancelled":
+                    finish = "cancelled"
+                # Done before the receiver hears of it, so a late cancel() is a no-op.
+                ticket.finish()
+            deliver(sink, ticket, event)
+    except Exception as exc:
+        log.exception("request %d failed while generating", ticket.job_id)
+        deliver(sink, ticket, Failed(_INTERNAL, "internal", exc))
+        return "failed"
+    return finish
+
+
+def deliver(sink: Sink, ticket: Ticket, event: OwnerEvent) -> None:
+    """Hand `event` to the job's receiver; one that fails cancels the job, not the owner."""
+    if isinstance(event, Failed):
+        ticket.finish()  # a job's last event: a later cancel() must not count
+    try:
+        sink(event)
+    except Exception:
+        # A receiver that can no longer take events (its client or event loop is gone) must not
+        # kill the owner thread; stop generating for it instead.
+        log.debug("request %d: its receiver failed; cancelling", ticket.job_id, exc_info=True)
+        ticket.cancel("receiver gone")
+
+
+def _cached_prefix(runtime: EngineSession, prompt_ids: Sequence[int]) -> int:
+    """Prompt tokens the target's cache already holds (the engine feeds all but the last).
+
+    A runtime in a child process (RPC workers) does not show its cache: 0 is reported."""
+    target = runtime.target if isinstance(runtime, Runtime) else None
+    cached = target.tokens if target is not None else []
+    return common_prefix(cached, prompt_ids[:-1])
