@@ -109,7 +109,6 @@ class JobRunner:
             with self._lock:
                 self._stats.running = False
         self._record(outcome, ticket)
-        self.read_memory()
 
     def read_memory(self) -> None:
         """Note what the models hold now; on the thread that runs the jobs."""
@@ -117,6 +116,11 @@ class JobRunner:
             memory: MemoryUsage | None = self._runtime.memory()
         except SpecChatError:  # the child died: the next request says so
             memory = None
+        self.note_memory(memory)
+
+    def note_memory(self, memory: MemoryUsage | None) -> None:
+        """Report `memory` in health(): for an owner that reads the models' memory anyway
+        (the window's engine worker, after replies, requests and loads), so it is read once."""
         with self._lock:
             self._stats.memory = memory
 
@@ -245,3 +249,4 @@ class RuntimeOwner(WaitList):
         self._runner.read_memory()
         while (item := self.take(wait=True)) is not None:
             self._runner.run(*item)
+            self._runner.read_memory()

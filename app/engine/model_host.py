@@ -297,14 +297,16 @@ class ModelHost(Generic[DemoT]):
 
     def memory_now(self) -> MemoryUsage | None:
         """What the loaded models hold as of now (saved conversations grow with every reply);
-        None with none loaded or when the child cannot answer."""
-        if self._target is None:
-            return None
-        try:
-            return self._runtime.memory()
-        except SpecChatError as exc:  # the child died as it was asked
-            log.warning("could not read the models' memory: %s", exc)
-            return None
+        None with none loaded or when the child cannot answer. The local server's health
+        reports the same figure from then on, so a request's end reads it once, not twice."""
+        memory: MemoryUsage | None = None
+        if self._runtime.target_facts is not None:
+            try:
+                memory = self._runtime.memory()
+            except SpecChatError as exc:  # the child died as it was asked
+                log.warning("could not read the models' memory: %s", exc)
+        self.jobs.note_memory(memory)
+        return memory
 
     def _worker_memory(self) -> tuple[WorkerMemory, ...]:
         if not isinstance(self._runtime, IsolatedRuntime):

@@ -55,3 +55,29 @@ def test_the_chat_is_read_back_into_the_caches_after_a_request(
     qtbot.waitUntil(
         lambda: runtime.target is not None and runtime.target.tokens == chat, timeout=10_000
     )
+
+
+def test_the_window_server_reports_the_memory_the_engine_read_once_per_request(
+    worker: tuple[EngineWorker, Runtime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine, runtime = worker
+    reads: list[int] = []
+    read_memory = runtime.memory
+
+    def counted() -> Any:
+        reads.append(1)
+        return read_memory()
+
+    monkeypatch.setattr(runtime, "memory", counted)
+    messages = ({"role": "user", "content": "Name three rivers of Europe."},)
+    engine.generate(GenerateRequest(1, messages, CONFIG, GenerationControl()))
+    # Before any request the server already reports what the chat's reply left in the models.
+    before = engine.models.jobs.health()["memory"]
+    assert before is not None and before["target_weights"] > 0
+
+    reads.clear()
+    waiting = WaitList(engine.models.jobs)
+    waiting.submit(Job(CONFIG, prompt="A text about mountains and lakes"), lambda _event: None)
+    engine.serve(waiting)
+    assert len(reads) == 1
+    assert engine.models.jobs.health()["memory"]["target_kv"] > 0
