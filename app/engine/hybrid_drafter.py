@@ -17,21 +17,22 @@ The draft model reads the conversation only when that pays. Reading a long promp
 small quantized draft more than the target (the demo's Q4_1 draft reads a batch at a third of
 the F32 target's speed on a CPU), so a gap is read only if the time the model's rounds save,
 over the span they usually hold the rounds (at most a 128-token reply), outweighs reading it.
-When the suffix index does as well alone (a question asked again, a text revised, code pasted
-to be returned with a change), the model is not read, and the reply starts as soon as the target
+When the suffix index does as well alone (a question asked again, a text revised, code pasted to
+be returned with a change), the model is not read, and the reply starts as soon as the target
 has read the prompt. What the rounds deliver without the model is measured on this reply's
 rounds that ran while it was far behind, out of play (the suffix index where it proposes, plain
 steps elsewhere), never on suffix rounds chosen over a model that had read or nearly had: those
 are only the suffix index's best. Another reply's rounds say nothing of this one's: a chat
 question's plain steps would have a pasted text that the reply copies read in vain. So a long
-prompt (over 64 tokens) is never read before this reply's first rounds: they run without the
-model (a few tokens at worst at the slower rate), then the reading is weighed against what they
-delivered, once they have run (faded, about the last 30 rounds) for as long as the reading
-would take (as in ski rental: a reply's opening rounds say little of its body). Where reading
-speed is not known yet, a first 64-token part of a long gap is read to time it when the weighing
-wants the model; the rest is weighed again at that speed. A prompt that ends as an earlier one
-did (the suffix index has seen its last 16 tokens: a question asked again) is not read before
-the first round, which weighs the suffix index's proposal against the model first.
+prompt (over 128 tokens: more than a question) is never read before this reply's first rounds:
+they run without the model (a few tokens at worst at the slower rate), then the reading is
+weighed against what they delivered, once they have run (faded, about the last 30 rounds) for as
+long as the reading would take (as in ski rental: a reply's opening rounds say little of its
+body). Where reading speed is not known yet, a first 64-token part of a long gap is read to time
+it when the weighing wants the model; the rest is weighed again at that speed. A prompt that
+ends as an earlier one did (the suffix index has seen its last 16 tokens: a question asked
+again) is not read before the first round, which weighs the suffix index's proposal against the
+model first.
 
 The draft model's own rate is measured only on the rounds it drafts, so a few short first
 rounds (γ auto still finding its lengths) must not shut it out: a short gap is read until that
@@ -77,10 +78,15 @@ _MIN_TIMED_GAP = 16
 # and the target's own) is read in the model's first draft pass, as the draft model alone reads
 # it: a pass of its own each round would cost as much as drafting one more token.
 _READ_IN_FIRST_PASS = 2
-# Gaps up to this long are read at once while the rate without the model is unknown (a chat
-# question costs about a pass to read); longer ones wait for that rate, and the first such gap
-# of unknown reading speed has this much read to time it.
-_EAGER_READ = 64
+# Gaps up to this long are read at once while the rate without the model is unknown; longer
+# ones wait for that rate. Waiting or not costs at most one reading either way (ski rental), so
+# what decides is how likely the reply is new text, not the reading's price: a gap of up to 128
+# tokens (about 90 words with the chat template's) is a question or an instruction, rarely a
+# text to copy. At 64, an 85-token question (the bench's "sql") ran 15 plain steps, 0.38 s,
+# before the 0.29 s reading the draft model alone does at once, and ran at 0.90× it.
+_EAGER_READ = 128
+# The first long gap of unknown reading speed has this much read to time it.
+_TIMING_READ = 64
 # A prompt whose last this-many tokens the suffix index has seen before is not read at once.
 _REPEAT_MATCH = 16
 # Rounds without the draft model, where the suffix index has nothing and the model is within
@@ -211,8 +217,8 @@ class HybridDrafter:
         """Read the first part of a long gap of unknown reading speed to time it (the model
         keeps what it read): the tokens still behind, and the seconds it took."""
         start = len(history) - behind
-        seconds = self._catch_up(history[: start + _EAGER_READ], _EAGER_READ)
-        return behind - _EAGER_READ, seconds
+        seconds = self._catch_up(history[: start + _TIMING_READ], _TIMING_READ)
+        return behind - _TIMING_READ, seconds
 
     def _model_only(self, gamma: int) -> _Plan:
         measured = self._model_rounds.rate if self._measured() else None

@@ -122,6 +122,20 @@ def test_a_prompt_is_read_at_once_when_the_model_will_earn_it_back() -> None:
     assert draft.steps == 4 and draft.suffix_tokens == 0
 
 
+@pytest.mark.parametrize(("length", "read_at_once"), [(120, True), (140, False)])
+def test_a_question_is_read_at_once_and_a_text_longer_than_one_waits(
+    length: int, read_at_once: bool
+) -> None:
+    """Up to 128 tokens a prompt is a question or an instruction: the model reads it at once,
+    as the draft model alone does; beyond, it may be a text the reply copies, and waits."""
+    model, hybrid = _cheap_kept_model_after_a_first_chat()
+
+    second = _conversation(length, 5)
+    hybrid.prefill(second[:-1])
+
+    assert (model.tokens == second[:-1]) is read_at_once
+
+
 def test_one_stalled_round_does_not_keep_the_draft_model_out_of_use() -> None:
     model, hybrid = _cheap_kept_model_after_a_first_chat()
     # The machine stalls for two seconds in one 17-token round of the draft model.
