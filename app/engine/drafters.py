@@ -59,6 +59,8 @@ class DraftRequest:
     p_min: float
     stop: KeepDrafting | None = None
     free_limit: int | None = None
+    # Tokens the reply may still produce (its budget left): the most a reading can pay back over.
+    reply_left: int | None = None
 
 
 class Drafter(Protocol):

@@ -16,23 +16,24 @@ any cost and reliability.
 The draft model reads the conversation only when that pays. Reading a long prompt can cost a
 small quantized draft more than the target (the demo's Q4_1 draft reads a batch at a third of
 the F32 target's speed on a CPU), so a gap is read only if the time the model's rounds save,
-over the span they usually hold the rounds (at most a 128-token reply), outweighs reading it.
-When the suffix index does as well alone (a question asked again, a text revised, code pasted to
-be returned with a change), the model is not read, and the reply starts as soon as the target
-has read the prompt. What the rounds deliver without the model is measured on this reply's
-rounds that ran while it was far behind, out of play (the suffix index where it proposes, plain
-steps elsewhere), never on suffix rounds chosen over a model that had read or nearly had: those
-are only the suffix index's best. Another reply's rounds say nothing of this one's: a chat
-question's plain steps would have a pasted text that the reply copies read in vain. So a long
-prompt (over 128 tokens: more than a question) is never read before this reply's first rounds:
-they run without the model (a few tokens at worst at the slower rate), then the reading is
-weighed against what they delivered, once they have run (faded, about the last 30 rounds) for as
-long as the reading would take (as in ski rental: a reply's opening rounds say little of its
-body). Where reading speed is not known yet, a first 64-token part of a long gap is read to time
-it when the weighing wants the model; the rest is weighed again at that speed. A prompt that
-ends as an earlier one did (the suffix index has seen its last 16 tokens: a question asked
-again) is not read before the first round, which weighs the suffix index's proposal against the
-model first.
+over the span they usually hold the rounds (at most a 128-token reply, and never more than the
+reply's token budget left: bought 48 tokens into the bench's "rename" reply, which ended at 60,
+a reading took a third of its time), outweighs reading it. When the suffix index does as well
+alone (a question asked again, a text revised, code pasted to be returned with a change), the
+model is not read, and the reply starts as soon as the target has read the prompt. What the
+rounds deliver without the model is measured on this reply's rounds that ran while it was far
+behind, out of play (the suffix index where it proposes, plain steps elsewhere), never on suffix
+rounds chosen over a model that had read or nearly had: those are only the suffix index's best.
+Another reply's rounds say nothing of this one's: a chat question's plain steps would have a
+pasted text that the reply copies read in vain. So a long prompt (over 128 tokens: more than a
+question) is never read before this reply's first rounds: they run without the model (a few
+tokens at worst at the slower rate), then the reading is weighed against what they delivered,
+once they have run (faded, about the last 30 rounds) for as long as the reading would take (as
+in ski rental: a reply's opening rounds say little of its body). Where reading speed is not
+known yet, a first 64-token part of a long gap is read to time it when the weighing wants the
+model; the rest is weighed again at that speed. A prompt that ends as an earlier one did (the
+suffix index has seen its last 16 tokens: a question asked again) is not read before the first
+round, which weighs the suffix index's proposal against the model first.
 
 The draft model's own rate is measured only on the rounds it drafts, so a few short first
 rounds (γ auto still finding its lengths) must not shut it out: a short gap is read until that
@@ -150,9 +151,12 @@ class HybridDrafter:
         # Seconds per token the draft model takes to read a gap in one batch (its prefill rate).
         self._catchup_s = 0.0
         self._catchup_tokens = 0.0
+        # What this reply may still produce: a reading cannot pay back over more.
+        self._reply_left: int | None = None
 
     def propose(self, ask: DraftRequest) -> Draft:
         history = ask.history
+        self._reply_left = ask.reply_left
         found = self.suffix.peek(history, max(ask.max_tokens, ask.free_limit or 0))
         self.suffix.remember(found)
         behind = max(0, len(history) - 1 - self._model_holds(history))
@@ -301,6 +305,8 @@ class HybridDrafter:
         run = self._model_runs.mean
         if run is not None:
             payback = min(payback, run * self._model_rounds.tokens_per_round)
+        if self._reply_left is not None:
+            payback = min(payback, self._reply_left)
         saved_s = payback * (1.0 / without_rate - 1.0 / with_model.rate)
         return saved_s > catchup_s
 
@@ -332,6 +338,7 @@ class HybridDrafter:
         token) when that will pay over the reply; a long one waits for this reply's first
         rounds to say what drafting without the model delivers (propose)."""
         self.suffix.prefill(history)
+        self._reply_left = None
         # Another reply's rounds say nothing of this one's: a chat question's plain steps
         # would have a pasted text, which the suffix index copies, read in vain.
         self._unread_rounds = FadingRounds()

@@ -152,7 +152,7 @@ class SpeculativeEngine:
             under_auto = controller is not None and control.gamma is None
             draft_stop = controller.draft_stop() if controller and under_auto else None
             free_limit = min(self._free_draft_limit, remaining - 1, room) if under_auto else None
-            draft = self._draft(tokens, gamma, config, draft_stop, free_limit)
+            draft = self._draft(tokens, gamma, config, draft_stop, free_limit, reply_left=remaining)
             catchup_s += draft.catchup_s
             # A token tree verifies in one pass, or as its main branch where tree_round says.
             tree = tree_round(
@@ -317,12 +317,16 @@ class SpeculativeEngine:
         config: GenerationConfig,
         stop: KeepDrafting | None,
         free_limit: int | None,
+        *,
+        reply_left: int,
     ) -> Draft:
         if gamma == 0 or self.drafter is None:
             return Draft([])
         rng = np.random.default_rng(self._draft_seed(config, len(tokens)))
         return self.drafter.propose(
-            DraftRequest(tokens, gamma, config.sampling, rng, config.p_min, stop, free_limit)
+            DraftRequest(
+                tokens, gamma, config.sampling, rng, config.p_min, stop, free_limit, reply_left
+            )
         )
 
     @staticmethod

@@ -4,6 +4,7 @@ outside its timed passes, so its cost per pass stays what a pass costs."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -247,6 +248,23 @@ def test_a_long_prompt_waits_for_the_rate_without_the_model_and_is_read_when_tha
 
     assert draft.steps == 4 and draft.catchup_s > 0.0
     assert model.tokens[: len(second) - 1] == second[:-1]
+
+
+@pytest.mark.parametrize(("reply_left", "read"), [(128, True), (10, False)])
+def test_a_reading_must_pay_back_within_what_the_reply_may_still_produce(
+    reply_left: int, read: bool
+) -> None:
+    """The same slow plain steps as above: with 10 tokens left to produce, the model's ~190
+    tokens/s would save 0.15 s at most, less than the 0.3 s reading; with 128 left, it pays."""
+    model, hybrid = _cheap_kept_model_after_a_first_chat()
+    second = _conversation(300, 5)
+    hybrid.prefill(second[:-1])
+
+    for i in range(2 * _rounds_to_cover(0.299, 0.02)):
+        hybrid.learn(RoundRecord(100 + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
+        hybrid.propose(replace(_ask(second, 4), reply_left=reply_left))
+
+    assert (model.tokens[: len(second) - 1] == second[:-1]) is read
 
 
 def test_a_long_prompt_dear_to_read_waits_for_rounds_in_proportion_before_it_is_read() -> None:
