@@ -63,6 +63,8 @@ class Figures:
     speedup: float | None
     speedup_min: float | None
     speedup_max: float | None
+    # The widest spread (max / min) of one prompt's paired speedups over its repeats.
+    speedup_repeat_spread: float | None
     speedup_second_half: float | None
     drafted: int
     accepted: int
@@ -176,6 +178,7 @@ def figures_for(
     # was, which a single aggregate figure hides.
     plain_by_key = {(p.phase, p.prompt, p.repeat): p for p in plain_runs}
     paired: list[float] = []
+    by_prompt: dict[tuple[int, int], list[float]] = {}
     mismatched = 0
     for run in runs:
         twin = plain_by_key.get((run.phase, run.prompt, run.repeat))
@@ -187,6 +190,10 @@ def figures_for(
         twin_tps = ratio(twin.generated_tokens, twin.generation_s)
         if run_tps is not None and twin_tps:
             paired.append(run_tps / twin_tps)
+            by_prompt.setdefault((run.phase, run.prompt), []).append(run_tps / twin_tps)
+    # Between prompts the spread is the workload's (a question asked again drafts ten times as
+    # fast as a new one); between repeats of one prompt, the machine's.
+    repeat_spread = max((max(v) / min(v) for v in by_prompt.values() if len(v) > 1), default=None)
 
     rounds = [r for run in runs for r in run.rounds]
     spec_rounds = [r for r in rounds if r.speculative]
@@ -215,6 +222,7 @@ def figures_for(
         speedup=speedup,
         speedup_min=min(paired) if paired else None,
         speedup_max=max(paired) if paired else None,
+        speedup_repeat_spread=repeat_spread,
         speedup_second_half=speedup_tail,
         drafted=drafted,
         accepted=accepted,
