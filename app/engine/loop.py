@@ -13,22 +13,19 @@ from __future__ import annotations
 import codecs
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.engine.acceptance import accept_or_correct
 from app.engine.confidence import KeepDrafting
 from app.engine.config import GenerationConfig
 from app.engine.constraint import ConstraintCursor, start_constraint
 from app.engine.control import GenerationControl
 from app.engine.drafters import Draft, Drafter, DraftRequest, constrain_draft
 from app.engine.events import Event, FinishEvent, NoticeEvent, RoundEvent, TokenEvent
-from app.engine.logprobs import TokenLogprob, token_logprob
 from app.engine.result import FinishReason, GenerationResult
-from app.engine.sampling import FloatArray, distribution, greedy_token, sample
 from app.engine.token_tree import tree_round
+from app.engine.verification import Verdict, verify_rows
 from app.errors import ContextOverflowError, InvalidSettingError
 from app.llama.handle import ModelHandle
 from app.metrics.cost_model import free_draft_limit
@@ -39,13 +36,6 @@ if TYPE_CHECKING:
     from app.engine.adaptive import GammaController
 
 Clock = Callable[[], float]
-
-
-@dataclass(slots=True)
-class _Verdict:
-    emitted: list[int]
-    accepted: int
-    logprobs: list[TokenLogprob] = field(default_factory=list)  # when the reply asks
 
 
 class SpeculativeEngine:
@@ -164,7 +154,7 @@ class SpeculativeEngine:
                 verify_s = clock() - t_verify
                 verdict = self._verify(tokens, draft, rows, config, rng)
             else:
-                verdict, verify_s = _Verdict(tree.emitted, tree.accepted), tree.seconds
+                verdict, verify_s = Verdict(tree.emitted, tree.accepted), tree.seconds
 
             emitted: list[int] = []
             stop = False
@@ -343,57 +333,11 @@ class SpeculativeEngine:
         rows: np.ndarray,
         config: GenerationConfig,
         rng: np.random.Generator,
-    ) -> _Verdict:
-        """Apply the exact acceptance rule to each draft position, in order."""
-        history = list(tokens)
-        verdict = _Verdict([], 0)
-
-        def emit(token: int) -> None:
-            # Row i follows history + the i tokens emitted before it, as the grammar does now.
-            if config.logprobs is not None:
-                row = rows[len(verdict.emitted)]
-                verdict.logprobs.append(
-                    token_logprob(row, history, config, token, self.target, grammar=self._grammar)
-                )
-            verdict.emitted.append(token)
-
-        for i, proposed in enumerate(draft.tokens):
-            if config.sampling.greedy:
-                best = self._greedy(rows[i], history, config)
-                if best != proposed:
-                    emit(best)
-                    return verdict
-            else:
-                p = self._distribution(rows[i], history, config)
-                kept, token = accept_or_correct(p, draft.probs[i], proposed, rng)
-                if not kept:
-                    emit(token)
-                    return verdict
-            emit(proposed)
-            history.append(proposed)
-            verdict.accepted = i + 1
-            if self.target.is_eog(proposed):
-                return verdict
-        last = rows[len(draft.tokens)]
-        if config.sampling.greedy:
-            emit(self._greedy(last, history, config))
-        else:
-            emit(sample(self._distribution(last, history, config), rng))
-        return verdict
-
-    # A grammar, when the reply has one, masks the target's row before the sampling transform,
-    # its state following the history (app/engine/constraint.py).
-
-    def _greedy(self, row: np.ndarray, history: list[int], config: GenerationConfig) -> int:
-        if self._grammar is None:
-            return greedy_token(row, history, config.sampling)
-        return self._grammar.greedy(row, history, config.sampling)
-
-    def _distribution(
-        self, row: np.ndarray, history: list[int], config: GenerationConfig
-    ) -> FloatArray:
-        masked = row if self._grammar is None else self._grammar.mask(row, history)
-        return distribution(masked, history, config.sampling)
+    ) -> Verdict:
+        """The round's verdict, under the reply's grammar as it stands after `tokens`."""
+        return verify_rows(
+            tokens, draft, rows, config, rng, target=self.target, grammar=self._grammar
+        )
 
     def _observe_plain_step(self, seconds: float) -> None:
         # A moving average: the first decode after a prompt is noisier than the rest.

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.engine import acceptance, drafters, hybrid_drafter, loop
+from app.engine import acceptance, drafters, hybrid_drafter, verification
 from app.engine.config import SamplingConfig
 from app.engine.drafters import Draft, DraftRequest, ModelDrafter
 from app.engine.hybrid_drafter import HybridDrafter
@@ -369,7 +369,7 @@ def stale_penalty_history(monkeypatch: pytest.MonkeyPatch) -> None:
         return distribution(logits, history[: round_start[0]], config)
 
     monkeypatch.setattr(SpeculativeEngine, "_verify", verify)
-    monkeypatch.setattr(loop, "distribution", stale)
+    monkeypatch.setattr(verification, "distribution", stale)
 
 
 def bonus_from_wrong_row(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -412,7 +412,7 @@ def point_mass_kept_when_most_likely(monkeypatch: pytest.MonkeyPatch) -> None:
             return token == x, token
         return real(p, q, x, rng)
 
-    monkeypatch.setattr(loop, "accept_or_correct", accept)
+    monkeypatch.setattr(verification, "accept_or_correct", accept)
 
 
 def hybrid_q_on_the_wrong_tokens(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.engine import verification
 from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.constraint import ConstraintCursor
 from app.engine.drafters import DraftRequest, ModelDrafter
@@ -107,11 +108,11 @@ def test_the_harness_rejects_a_grammar_applied_to_the_draft_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def unmasked(
-        self: SpeculativeEngine, row: np.ndarray, history: list[int], config: GenerationConfig
+        row: np.ndarray, history: list[int], config: GenerationConfig, _grammar: object
     ) -> FloatArray:
         return distribution(row, history, config.sampling)
 
-    monkeypatch.setattr(SpeculativeEngine, "_distribution", unmasked)
+    monkeypatch.setattr(verification, "_distribution", unmasked)
     runs = run_engine(SAMPLED, NoCountingUpSpec())
     p_value, described = _min_p_value(SAMPLED, runs)
     assert p_value < ALPHA, f"a grammar on the draft only passed: {described}"
