@@ -190,7 +190,7 @@ def figures_for(
         twin_tps = ratio(twin.generated_tokens, twin.generation_s)
         if run_tps is not None and twin_tps:
             paired.append(run_tps / twin_tps)
-            by_prompt.setdefault((run.phase, run.prompt), []).append(run_tps / twin_tps)
+            by_prompt.setdefault((run.phase, run.prompt), []).append(paired[-1])
     # Between prompts the spread is the workload's (a question asked again drafts ten times as
     # fast as a new one); between repeats of one prompt, the machine's.
     repeat_spread = max((max(v) / min(v) for v in by_prompt.values() if len(v) > 1), default=None)

@@ -151,22 +151,19 @@ class HybridDrafter:
         # Seconds per token the draft model takes to read a gap in one batch (its prefill rate).
         self._catchup_s = 0.0
         self._catchup_tokens = 0.0
-        # What this reply may still produce: a reading cannot pay back over more.
-        self._reply_left: int | None = None
 
     def propose(self, ask: DraftRequest) -> Draft:
         history = ask.history
-        self._reply_left = ask.reply_left
         found = self.suffix.peek(history, max(ask.max_tokens, ask.free_limit or 0))
         self.suffix.remember(found)
         behind = max(0, len(history) - 1 - self._model_holds(history))
         # A γ set by hand (no free limit: not γ auto) runs as set: the model always drafts.
         as_set = ask.free_limit is None
-        plan = self._plan(found, ask.max_tokens, behind, as_set)
+        plan = self._plan(found, ask.max_tokens, behind, as_set, ask.reply_left)
         timing_s = 0.0
         if plan.model_tokens and self._reading_unknown(behind):
             behind, timing_s = self._time_reading(history[:-1], behind)
-            plan = self._plan(found, ask.max_tokens, behind, as_set)
+            plan = self._plan(found, ask.max_tokens, behind, as_set, ask.reply_left)
         suffix = list(plan.suffix)
         # Only a model far behind was out of play: a round that merely left it a few tokens
         # behind was one the suffix index won on its merits, and would flatter the rate.
@@ -229,13 +226,20 @@ class HybridDrafter:
         return _Plan((), gamma, measured or self._rate(0, 0.0, gamma, 1.0))
 
     def _plan(
-        self, proposal: SuffixProposal, gamma: int, behind: int = 0, as_set: bool = False
+        self,
+        proposal: SuffixProposal,
+        gamma: int,
+        behind: int = 0,
+        as_set: bool = False,
+        reply_left: int | None = None,
     ) -> _Plan:
         model_only = self._model_only(gamma)
         found = proposal.tokens
         if not found or proposal.source is None:
             without_model = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
-            if as_set or self._worth_catching_up(behind, model_only, without_model, plain=True):
+            if as_set or self._worth_catching_up(
+                behind, model_only, without_model, plain=True, reply_left=reply_left
+            ):
                 self._retry_after = _FIRST_RETRY
                 return model_only
             if behind <= _PAYBACK_TOKENS and self._rounds_without_model >= self._retry_after:
@@ -245,7 +249,9 @@ class HybridDrafter:
         keep = self.suffix.kept_by_match.keep_rate(proposal.match_length, proposal.source)
         kept = proposal.expected_accepted
         suffix_only = _Plan(found, 0, self._rate(len(found), kept, 0, 0.0))
-        if not as_set and not self._worth_catching_up(behind, model_only, suffix_only):
+        if not as_set and not self._worth_catching_up(
+            behind, model_only, suffix_only, reply_left=reply_left
+        ):
             return suffix_only
         plans = [model_only, suffix_only]
         prefix = found[: max(0, gamma - 1)]
@@ -263,7 +269,13 @@ class HybridDrafter:
         return max(plans, key=lambda p: p.rate)
 
     def _worth_catching_up(
-        self, behind: int, with_model: _Plan, without: _Plan, *, plain: bool = False
+        self,
+        behind: int,
+        with_model: _Plan,
+        without: _Plan,
+        *,
+        plain: bool = False,
+        reply_left: int | None = None,
     ) -> bool:
         """Whether the draft model, `behind` tokens behind, should read them: the time its
         rounds save over the payback span, at the measured rates, outweighs the reading.
@@ -305,8 +317,8 @@ class HybridDrafter:
         run = self._model_runs.mean
         if run is not None:
             payback = min(payback, run * self._model_rounds.tokens_per_round)
-        if self._reply_left is not None:
-            payback = min(payback, self._reply_left)
+        if reply_left is not None:  # no reading pays back over more than the reply has left
+            payback = min(payback, reply_left)
         saved_s = payback * (1.0 / without_rate - 1.0 / with_model.rate)
         return saved_s > catchup_s
 
@@ -338,7 +350,6 @@ class HybridDrafter:
         token) when that will pay over the reply; a long one waits for this reply's first
         rounds to say what drafting without the model delivers (propose)."""
         self.suffix.prefill(history)
-        self._reply_left = None
         # Another reply's rounds say nothing of this one's: a chat question's plain steps
         # would have a pasted text, which the suffix index copies, read in vain.
         self._unread_rounds = FadingRounds()

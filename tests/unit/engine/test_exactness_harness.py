@@ -174,9 +174,7 @@ def hybrid_always_both(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every round with a suffix match drafts both: its tokens first, the draft model after
     them. Which source drafts is the drafter's choice alone, so sampling stays exact."""
 
-    def plan(
-        self: HybridDrafter, proposal: Any, gamma: int, behind: int = 0, as_set: bool = False
-    ) -> Any:
+    def plan(self: HybridDrafter, proposal: Any, gamma: int, *_rest: object) -> Any:
         prefix = proposal.tokens[: max(1, gamma - 1)]
         return hybrid_drafter._Plan(prefix, max(1, gamma - len(prefix)), 1.0)
 
