@@ -60,10 +60,10 @@ from dataclasses import dataclass, replace
 
 from app.engine.drafters import Draft, DraftRequest, ModelDrafter
 from app.engine.gamma_estimates import LOSS_MARGIN, MIN_SECONDS, DraftCost, VerifyCurve
+from app.engine.gap_reader import MIN_TIMED_GAP, GapReader
 from app.engine.hybrid_rates import FADE, FadingRate, FadingRounds, FadingRuns, expected_kept
 from app.engine.sampling import FloatArray
 from app.engine.suffix_drafter import SuffixDrafter, SuffixProposal
-from app.llama.handle import common_prefix
 from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.rounds import DraftMode, RoundRecord
 
@@ -72,9 +72,6 @@ _HORIZON = 32
 # the server's default budget is 128). Where the suffix index keeps taking rounds back (a text
 # being revised), the span is the model's usual run of rounds in a row, measured.
 _PAYBACK_TOKENS = 128
-# Gaps shorter than this are read in about a pass's time, whatever their length: they would
-# make the reading speed look slower than a long catch-up's.
-_MIN_TIMED_GAP = 16
 # A gap this short (after a round the target kept whole: the draft's last token, not yet read,
 # and the target's own) is read in the model's first draft pass, as the draft model alone reads
 # it: a pass of its own each round would cost as much as drafting one more token.
@@ -131,7 +128,6 @@ class HybridDrafter:
     ) -> None:
         self.suffix = suffix
         self.model_drafter = model
-        self._clock = clock
         self.label = model.label
         # Verification seconds by rows, γ auto's own estimate (concave on a CPU).
         self._verify = VerifyCurve(horizon=_HORIZON, fade=FADE)
@@ -148,21 +144,19 @@ class HybridDrafter:
         # would keep it out for good. So it gets a round now and then.
         self._rounds_without_model = 0
         self._retry_after = _FIRST_RETRY
-        # Seconds per token the draft model takes to read a gap in one batch (its prefill rate).
-        self._catchup_s = 0.0
-        self._catchup_tokens = 0.0
+        self._reader = GapReader(model, clock)
 
     def propose(self, ask: DraftRequest) -> Draft:
         history = ask.history
         found = self.suffix.peek(history, max(ask.max_tokens, ask.free_limit or 0))
         self.suffix.remember(found)
-        behind = max(0, len(history) - 1 - self._model_holds(history))
+        behind = max(0, self._reader.behind(history) - 1)
         # A γ set by hand (no free limit: not γ auto) runs as set: the model always drafts.
         as_set = ask.free_limit is None
         plan = self._plan(found, ask.max_tokens, behind, as_set, ask.reply_left)
         timing_s = 0.0
         if plan.model_tokens and self._reading_unknown(behind):
-            behind, timing_s = self._time_reading(history[:-1], behind)
+            behind, timing_s = self._reader.read_part(history[:-1], behind, _TIMING_READ)
             plan = self._plan(found, ask.max_tokens, behind, as_set, ask.reply_left)
         suffix = list(plan.suffix)
         # Only a model far behind was out of play: a round that merely left it a few tokens
@@ -177,7 +171,7 @@ class HybridDrafter:
         # slow to be worth its place, and the suffix index would win rounds it should not.
         catchup_s = timing_s
         if behind > _READ_IN_FIRST_PASS:
-            catchup_s += self._catch_up(history[:-1], behind)
+            catchup_s += self._reader.read(history[:-1], behind)
         drafted = self.model_drafter.propose(
             replace(ask, history=[*history, *suffix], max_tokens=plan.model_tokens, free_limit=None)
         )
@@ -195,31 +189,8 @@ class HybridDrafter:
             catchup_s=catchup_s,
         )
 
-    def _catch_up(self, history: Sequence[int], behind: int) -> float:
-        """Have the draft model read `history` (`behind` tokens it lacks); the seconds it took."""
-        start = self._clock()
-        self.model_drafter.prefill(history)
-        seconds = self._clock() - start
-        if behind >= _MIN_TIMED_GAP:
-            self._catchup_s = self._catchup_s * FADE + seconds
-            self._catchup_tokens = self._catchup_tokens * FADE + behind
-        return seconds
-
-    def _model_holds(self, history: Sequence[int]) -> int:
-        """How many of `history`'s first tokens the draft model's cache holds, read from the
-        cache itself (a reset elsewhere, a new conversation): its kept draft tokens are there
-        already, and counted as a gap they would make every catch-up look dearer than it is."""
-        return common_prefix(self.model_drafter.model.tokens, history)
-
     def _reading_unknown(self, behind: int) -> bool:
-        return not self._catchup_tokens and behind > _EAGER_READ
-
-    def _time_reading(self, history: Sequence[int], behind: int) -> tuple[int, float]:
-        """Read the first part of a long gap of unknown reading speed to time it (the model
-        keeps what it read): the tokens still behind, and the seconds it took."""
-        start = len(history) - behind
-        seconds = self._catch_up(history[: start + _TIMING_READ], _TIMING_READ)
-        return behind - _TIMING_READ, seconds
+        return not self._reader.speed.known and behind > _EAGER_READ
 
     def _model_only(self, gamma: int) -> _Plan:
         measured = self._model_rounds.rate if self._measured() else None
@@ -289,7 +260,7 @@ class HybridDrafter:
         unread_rate = self._unread_rounds.rate if long_gap else None
         if unread_rate is None and long_gap:
             return False
-        if self._catchup_tokens == 0.0 or not self._measured():
+        if not self._reader.speed.known or not self._measured():
             return True
         if self._model_rounds.rate is None:
             return True
@@ -297,7 +268,7 @@ class HybridDrafter:
             self._model_rounds.rounds < _TRUSTED_MODEL_ROUNDS or self._cut_short()
         ):
             return True  # γ auto is still finding the model's lengths: its first rounds are short
-        catchup_s = behind * self._catchup_s / self._catchup_tokens
+        catchup_s = self._reader.speed.seconds_for(behind)
         if long_gap and self._unread_rounds.seconds < catchup_s:
             # As in ski rental, the reading is bought only once the rounds without the model
             # have taken as long as it would (faded: about the last 30 rounds' time, so a gap
@@ -354,16 +325,16 @@ class HybridDrafter:
         # would have a pasted text, which the suffix index copies, read in vain.
         self._unread_rounds = FadingRounds()
         self._last_round_unread = False
-        behind = len(history) - self._model_holds(history)
+        behind = self._reader.behind(history)
         # One token over _EAGER_READ: the reply's first, when the model reads after it.
         if behind == 0 or behind > _EAGER_READ + 1 or self._asked_again(history):
             return
         plain = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
         if self._worth_catching_up(behind, self._model_only(MAX_GAMMA), plain, plain=True):
-            self._catch_up(history, behind)
+            self._reader.read(history, behind)
 
     def reads_first(self, history: Sequence[int]) -> bool:
-        behind = len(history) - self._model_holds(history)
+        behind = self._reader.behind(history)
         return 0 < behind <= _EAGER_READ and not self._asked_again(history)
 
     def _asked_again(self, history: Sequence[int]) -> bool:
@@ -382,7 +353,7 @@ class HybridDrafter:
         # tokens leave it a pass's reading behind: counted, they would cut every payback span.
         if record.drafted and not record.suffix_drafted:
             self._model_runs.model_round()
-        elif record.suffix_drafted == record.drafted and record.accepted >= _MIN_TIMED_GAP:
+        elif record.suffix_drafted == record.drafted and record.accepted >= MIN_TIMED_GAP:
             self._model_runs.other_round()
         model_drafted = record.drafted - record.suffix_drafted
         self._rounds_without_model = 0 if model_drafted else self._rounds_without_model + 1
