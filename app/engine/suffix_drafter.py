@@ -33,14 +33,17 @@ from app.engine.history_corpus import HistoryCorpus
 from app.engine.sampling import FloatArray
 from app.engine.suffix_cursor import Cursor
 from app.engine.suffix_index import Match, SuffixIndex
+from app.engine.suffix_resume import FOLLOWED_MATCH, WINDOW_TOKENS, CopyWindow
 from app.engine.token_tree import TreeDraft
 from app.engine.token_tree_policy import TreeGate, TreeMode
 from app.engine.token_tree_suffix import grow_tree
 from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.rounds import DraftMode, RoundRecord
 
-Source = Literal["conversation", "history"]
-SOURCES: tuple[Source, ...] = ("conversation", "history")
+# "resume": the text a match was following, picked up again after the reply edited it
+# (app/engine/suffix_resume.py); its keep rates are bucketed by that match's length.
+Source = Literal["conversation", "history", "resume"]
+SOURCES: tuple[Source, ...] = ("conversation", "history", "resume")
 
 # Lower edges of the match-length buckets: fine where the hit rate changes fastest.
 MATCH_BUCKETS = (0, 2, 3, 4, 6, 8, 12, 16, 24, 32)
@@ -67,6 +70,8 @@ def prior_keep_rate(match_length: int, source: Source = "conversation") -> float
     chats (there p < min_survival at 2 tokens: nothing is drafted until verdicts say more)."""
     if source == "history":
         return (match_length - 1) / (match_length + 4.0)
+    if source == "resume":  # an anchor of one token, if a local one: below a match's own
+        return match_length / (match_length + 2.0)
     return match_length / (match_length + 1.0)
 
 
@@ -108,6 +113,10 @@ class KeptByMatchLength:
 
 def _bucket(match_length: int) -> int:
     return bisect.bisect_right(MATCH_BUCKETS, match_length) - 1
+
+
+def _expected(keep_rate: float, tokens: int) -> float:
+    return sum(keep_rate**i for i in range(1, tokens + 1))
 
 
 def draft_length(keep_rate: float, min_survival: float, max_tokens: int) -> int:
@@ -156,6 +165,8 @@ class SuffixDrafter:
         self.trees = TreeGate(trees)
         # Where the last peek() matched and the keep rate it drafted at, for growing a tree.
         self._peeked: tuple[SuffixIndex, Match, float] | None = None
+        # What the last match went on with, to pick it up again after an edit.
+        self._window: CopyWindow | None = None
 
     # -- the Drafter protocol -----------------------------------------------------------------
 
@@ -181,6 +192,7 @@ class SuffixDrafter:
 
     def prefill(self, history: Sequence[int]) -> None:
         """Index the prompt now, once, rather than in the first round's proposal."""
+        self._window = None  # another reply's text: what it was copying is not this one's
         self._sync(history)
 
     def reads_first(self, history: Sequence[int]) -> bool:
@@ -215,16 +227,39 @@ class SuffixDrafter:
         length, source, index, match = self._longest_match()
         self._peeked = None
         if length < self.min_match or index is None or match is None:
-            return SuffixProposal((), 0, 0.0, None)
+            return self._resume(history, max_tokens)
         keep_rate = self.kept_by_match.keep_rate(length, source)
         self._peeked = (index, match, keep_rate)
+        budget = self._budget(keep_rate, max_tokens)
+        if length < FOLLOWED_MATCH:  # not a text being followed: nothing to pick up later
+            branches = index.continuations(match, budget) if budget else []
+            tokens = branches[0].tokens if branches else ()
+        else:
+            branches = index.continuations(match, max(budget, WINDOW_TOKENS))
+            window = branches[0].tokens if branches else ()
+            self._window = CopyWindow(len(history), window, length) if window else None
+            tokens = window[:budget]
+        return SuffixProposal(tokens, length, _expected(keep_rate, len(tokens)), source)
+
+    def _resume(self, history: Sequence[int], max_tokens: int) -> SuffixProposal:
+        """The text the last match followed, picked up again after an edit, if it is."""
+        window = self._window
+        resumed = window.resumed(history) if window is not None else ()
+        if window is None or not resumed:
+            return SuffixProposal((), 0, 0.0, None)
+        self._window = window.after(len(history), resumed)
+        keep_rate = self.kept_by_match.keep_rate(window.match_length, "resume")
+        tokens = resumed[: self._budget(keep_rate, max_tokens)]
+        if not tokens:
+            return SuffixProposal((), 0, 0.0, None)
+        return SuffixProposal(
+            tokens, window.match_length, _expected(keep_rate, len(tokens)), "resume"
+        )
+
+    def _budget(self, keep_rate: float, max_tokens: int) -> int:
         if keep_rate < LONG_DRAFT_KEEP_RATE:
             max_tokens = min(max_tokens, MAX_GAMMA)
-        budget = draft_length(keep_rate, self.min_survival, max_tokens)
-        branches = index.continuations(match, budget) if budget else []
-        tokens = branches[0].tokens if branches else ()
-        expected = sum(keep_rate**i for i in range(1, len(tokens) + 1))
-        return SuffixProposal(tokens, length, expected, source)
+        return draft_length(keep_rate, self.min_survival, max_tokens)
 
     @property
     def indexed_tokens(self) -> int:
@@ -282,6 +317,7 @@ class SuffixDrafter:
         return head == self._head and tail == self._tail
 
     def _restart(self, offset: int) -> None:
+        self._window = None
         self._conversation = SuffixIndex()
         self._offset = offset
         self._seen = offset
