@@ -252,8 +252,9 @@ class HybridDrafter:
         rounds save over the payback span, at the measured rates, outweighs the reading.
         Past a long gap, the rounds without the model deliver what they measured while it was
         far behind, and the gap waits until that is known; a short gap is weighed against this
-        round's plan. Until the model's own rate and the reading speed are measured, it reads
-        (and they get measured); a short gap, until its rate stands on a few rounds."""
+        round's plan. Until the reading speed is measured, it reads (and it gets measured);
+        until the model's own rate is, a short gap is read until that rate stands on a few
+        rounds, and a long one once ski rental allows and the model could pay it back at all."""
         if behind == 0:
             return True
         long_gap = behind > _EAGER_READ
@@ -261,8 +262,6 @@ class HybridDrafter:
         if unread_rate is None and long_gap:
             return False
         if not self._reader.speed.known or not self._measured():
-            return True
-        if self._model_rounds.rate is None:
             return True
         if not long_gap and (
             self._model_rounds.rounds < _TRUSTED_MODEL_ROUNDS or self._cut_short()
@@ -277,6 +276,15 @@ class HybridDrafter:
             # reading staked on a quarter of its time (four rounds) had 208 tokens read,
             # 0.64 s, that the suffix index then copied.
             return False
+        if self._model_rounds.rate is None:
+            # Unmeasured, the model gets its chance (its rate gets measured), unless even
+            # keeping every token it drafts it could not earn the reading back from what the
+            # rounds without it deliver: a 163-token reading (0.54 s) bought so, 115 tokens
+            # before the end of the bench's "rename" reply while its rounds ran at 100 tok/s,
+            # took that reply to 36 tok/s against 50.
+            return unread_rate is None or self._could_pay_back(
+                behind, with_model.model_tokens, unread_rate, reply_left
+            )
         without_rate = without.rate if unread_rate is None else unread_rate
         if plain and unread_rate is None:
             # Against plain steps a model within timing noise of them keeps its place (whether
@@ -293,6 +301,14 @@ class HybridDrafter:
         saved_s = payback * (1.0 / without_rate - 1.0 / with_model.rate)
         return saved_s > catchup_s
 
+    def _could_pay_back(
+        self, behind: int, model_tokens: int, without_rate: float, reply_left: int | None
+    ) -> bool:
+        best = self._rate(0, 0.0, model_tokens, 1.0, model_keep=1.0)
+        payback = min(_PAYBACK_TOKENS, reply_left if reply_left is not None else _PAYBACK_TOKENS)
+        saved_s = payback * (1.0 / without_rate - 1.0 / best)
+        return saved_s > self._reader.speed.seconds_for(behind)
+
     def _cut_short(self) -> bool:
         return (
             self._model_rounds_run < _LEARNING_ROUNDS
@@ -303,11 +319,20 @@ class HybridDrafter:
     def _measured(self) -> bool:
         return bool(self._verify.points()) and self._draft.measured
 
-    def _rate(self, n_suffix: int, suffix_kept: float, n_model: int, reach: float) -> float:
+    def _rate(
+        self,
+        n_suffix: int,
+        suffix_kept: float,
+        n_model: int,
+        reach: float,
+        *,
+        model_keep: float | None = None,
+    ) -> float:
         """Expected tokens per second of a draft of n_suffix suffix tokens then n_model model
         tokens, the model's tokens judged only when every suffix token before them is kept
-        (chance `reach`)."""
-        model_kept = reach * expected_kept(self._model_keep.value, n_model)
+        (chance `reach`), each kept with chance `model_keep` (default: as measured)."""
+        keep = self._model_keep.value if model_keep is None else model_keep
+        model_kept = reach * expected_kept(keep, n_model)
         verify = self._verify.predict(n_suffix + n_model + 1) if self._measured() else None
         if verify is None:
             # Nothing measured yet: tokens that cost no pass win on expected tokens alone.
