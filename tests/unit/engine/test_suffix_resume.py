@@ -67,6 +67,16 @@ def test_only_a_long_match_leaves_a_text_to_pick_up() -> None:
     assert drafter.peek([*short, TEXT[5]], MAX_GAMMA).tokens == ()
 
 
+def test_a_text_picked_up_is_not_picked_up_again_from_there() -> None:
+    drafter = _following()
+    resumed = drafter.peek([*COPYING, TEXT[23]], MAX_GAMMA)
+    assert resumed.source == "resume" and resumed.tokens[0] == TEXT[24]
+    # The same history asks again: the same proposal. Its first tokens refused for one found
+    # further on, nothing: an anchor on an anchor is chance.
+    assert drafter.peek([*COPYING, TEXT[23]], MAX_GAMMA) == resumed
+    assert drafter.peek([*COPYING, TEXT[23], TEXT[26]], MAX_GAMMA).tokens == ()
+
+
 def test_a_new_reply_does_not_pick_up_the_last_one_s_text() -> None:
     drafter = _following()
     drafter.prefill([*COPYING])  # the same conversation, a new reply
