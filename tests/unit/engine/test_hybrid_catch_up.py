@@ -179,12 +179,16 @@ def test_a_long_prompt_waits_for_the_rate_without_the_model_and_is_read_when_tha
     assert model.tokens[: len(second) - 1] == second[:-1]
 
 
-@pytest.mark.parametrize(("reply_left", "read"), [(128, True), (10, False)])
+@pytest.mark.parametrize(
+    ("reply_left", "read"), [(128, True), (40, True), (24, False), (10, False)]
+)
 def test_a_reading_must_pay_back_within_what_the_reply_may_still_produce(
     reply_left: int, read: bool
 ) -> None:
-    """The same slow plain steps as above: with 10 tokens left to produce, the model's ~190
-    tokens/s would save 0.15 s at most, less than the 0.3 s reading; with 128 left, it pays."""
+    """The same slow plain steps as above, the model at ~210 tokens/s: 15 ms saved a token.
+    With 10 tokens left, 0.15 s at most, less than the 0.3 s reading; with 128 left, it pays.
+    The reply may end sooner than its budget, so a long reading must save 1.5 times its cost:
+    24 tokens left (0.37 s) do not buy it, 40 (0.61 s) do."""
     model, hybrid = cheap_kept_model_after_a_first_chat()
     second = conversation(300, 5)
     hybrid.prefill(second[:-1])
@@ -198,9 +202,10 @@ def test_a_reading_must_pay_back_within_what_the_reply_may_still_produce(
 
 def test_a_long_prompt_dear_to_read_waits_for_rounds_in_proportion_before_it_is_read() -> None:
     model, hybrid = cheap_kept_model_after_a_first_chat()
-    # 420 tokens, 0.42 s to read: plain steps at 50 tokens/s against the model's ~190 earn it
-    # back over the model's usual run, but a few 20 ms rounds are too few to stake it on.
-    prompt = conversation(420, 5)
+    # 350 tokens, 0.35 s to read: plain steps at 50 tokens/s against the model's ~210 earn it
+    # back 1.5 times over the model's usual run (about 36 tokens: 0.55 s), but a few 20 ms
+    # rounds are too few to stake it on.
+    prompt = conversation(350, 5)
     hybrid.prefill(prompt[:-1])
     rounds_before_reading = None
     for i in range(40):
@@ -209,8 +214,8 @@ def test_a_long_prompt_dear_to_read_waits_for_rounds_in_proportion_before_it_is_
             break
         hybrid.learn(RoundRecord(600 + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
 
-    # Rounds that have taken (faded) as long as the reading would: 33 of 20 ms.
-    assert rounds_before_reading == rounds_to_cover(0.419, 0.02) == 33
+    # Rounds that have taken (faded) as long as the reading would: 25 of 20 ms.
+    assert rounds_before_reading == rounds_to_cover(0.349, 0.02) == 25
     assert model.tokens[: len(prompt) - 1] == prompt[:-1]
 
 
