@@ -31,12 +31,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.engine import acceptance, drafters, hybrid_drafter, verification
+from app.engine import acceptance, drafters, hybrid_drafter, suffix_drafter, verification
 from app.engine.config import SamplingConfig
 from app.engine.drafters import Draft, DraftRequest, ModelDrafter
 from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.loop import SpeculativeEngine
 from app.engine.sampling import FloatArray, distribution, sample
+from app.engine.suffix_drafter import SuffixDrafter
 from tests.helpers.exact_engine import (
     EOS,
     PROMPT,
@@ -181,11 +182,33 @@ def hybrid_always_both(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(HybridDrafter, "_plan", plan)
 
 
+# Lengths of the drafts the suffix index picked its text up again with (the variant below).
+RESUMED: list[int] = []
+
+
+def resume_after_any_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suffix index picks its text up again after a break that follows any match, not only
+    a 16-token one (the toy prompt's matches are short): a resumed draft is a point mass made
+    from the history alone, like the index's own, so sampling stays exact."""
+    RESUMED.clear()
+    monkeypatch.setattr(suffix_drafter, "FOLLOWED_MATCH", 2)
+    real = SuffixDrafter._resume
+
+    def counted(self: SuffixDrafter, history: Sequence[int], max_tokens: int) -> Any:
+        proposal = real(self, history, max_tokens)
+        if proposal.tokens:
+            RESUMED.append(len(proposal.tokens))
+        return proposal
+
+    monkeypatch.setattr(SuffixDrafter, "_resume", counted)
+
+
 VALID_VARIANTS: list[tuple[str, Patch, str]] = [
     ("consistent q at temperature 1", consistent_q_at_temperature_one, "sampled-g6"),
     ("confidence stop, sampled draft", confidence_stop_at_near_ties, "sampled-g6"),
     ("confidence stop, greedy draft", confidence_stop_at_near_ties, "greedy-g6"),
     ("hybrid, suffix then draft model every round", hybrid_always_both, "hybrid-g4"),
+    ("suffix index picking its text up after every break", resume_after_any_match, "suffix-g4"),
 ]
 N_WINDOWS = sum(len(windows(c.length)) for c in CASES) + sum(
     len(windows(CASE[name].length)) for _, _, name in VALID_VARIANTS
@@ -307,6 +330,8 @@ def test_the_harness_accepts_a_valid_variant_of_the_draft(
     assert any(r.accepted < r.drafted for r in runs.rounds)
     if case.drafter == "hybrid":  # mixed drafts ran, and some reached the model's tokens
         assert any(r.source == "both" and r.accepted > r.suffix_drafted for r in runs.rounds)
+    if variant is resume_after_any_match:  # resumed drafts ran, and not only a few
+        assert len(RESUMED) >= 100
 
 
 @pytest.mark.parametrize("case_name", ["sampled-g6", "greedy-g6"])
