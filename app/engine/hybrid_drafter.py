@@ -29,7 +29,8 @@ pasted text that the reply copies read in vain. So a long prompt (over 128 token
 question) is never read before this reply's first rounds: they run without the model (a few
 tokens at worst at the slower rate), then the reading is weighed against what they delivered,
 once they have run (faded, about the last 30 rounds) for as long as the reading would take (as
-in ski rental: a reply's opening rounds say little of its body). Where reading speed is not
+in ski rental: a reply's opening rounds say little of its body), and must then save 1.5 times
+its cost, since the reply may end before its token budget. Where reading speed is not
 known yet, a first 64-token part of a long gap is read to time it when the weighing wants the
 model; the rest is weighed again at that speed. A prompt that ends as an earlier one did (the
 suffix index has seen its last 16 tokens: a question asked again) is not read before the first
@@ -38,9 +39,10 @@ round, which weighs the suffix index's proposal against the model first.
 The draft model's own rate is measured only on the rounds it drafts, so a few short first
 rounds (γ auto still finding its lengths) must not shut it out: a short gap is read until that
 rate stands on about seven rounds, or, while the target keeps nearly all of its few tokens a
-round, for its first 32 rounds (γ auto's stop is still learning which tokens survive). A model
-left out for a while, with nothing from the suffix index and little to read, drafts a round
-anyway, less often each time it loses.
+round, for its first 32 rounds (γ auto's stop is still learning which tokens survive). Past a
+long gap, a model not yet measured is read only within ski rental, and only if, keeping every
+token it drafts, it could earn the reading back. A model left out for a while, with nothing
+from the suffix index and little to read, drafts a round anyway, less often each time it loses.
 Against plain steps the model's rate counts as winning within timing noise (γ auto's
 LOSS_MARGIN): whether a round drafts at all is γ auto's call, and a 3 % dip in its measured
 rate must not hand its rounds to single plain steps; it must still earn back its reading
