@@ -90,3 +90,16 @@ def rounds_to_cover(seconds: float, round_s: float) -> int:
     while total < seconds:
         total, rounds = total * FADE + round_s, rounds + 1
     return rounds
+
+
+def plain_rounds_before_reading(
+    hybrid: HybridDrafter, prompt: Sequence[int], *, first_round: int, limit: int = 40
+) -> int | None:
+    """A prompt the suffix index has nothing on, answered by plain steps of 20 ms until a round
+    has the draft model draft: how many ran before it (None: none within `limit`)."""
+    hybrid.prefill(prompt[:-1])
+    for i in range(limit):
+        if hybrid.propose(ask(prompt, 4)).steps:
+            return i
+        hybrid.learn(RoundRecord(first_round + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
+    return None

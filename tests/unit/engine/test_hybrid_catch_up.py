@@ -20,6 +20,7 @@ from tests.helpers.hybrid_rounds import (
     conversation,
     fake_hybrid,
     measure_without_model,
+    plain_rounds_before_reading,
     rounds_to_cover,
     teach,
 )
@@ -206,16 +207,10 @@ def test_a_long_prompt_dear_to_read_waits_for_rounds_in_proportion_before_it_is_
     # back 1.5 times over the model's usual run (about 36 tokens: 0.55 s), but a few 20 ms
     # rounds are too few to stake it on.
     prompt = conversation(350, 5)
-    hybrid.prefill(prompt[:-1])
-    rounds_before_reading = None
-    for i in range(40):
-        if hybrid.propose(ask(prompt, 4)).steps:
-            rounds_before_reading = i
-            break
-        hybrid.learn(RoundRecord(600 + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
+    rounds = plain_rounds_before_reading(hybrid, prompt, first_round=600)
 
     # Rounds that have taken (faded) as long as the reading would: 25 of 20 ms.
-    assert rounds_before_reading == rounds_to_cover(0.349, 0.02) == 25
+    assert rounds == rounds_to_cover(0.349, 0.02) == 25
     assert model.tokens[: len(prompt) - 1] == prompt[:-1]
 
 

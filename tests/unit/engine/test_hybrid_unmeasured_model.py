@@ -8,7 +8,13 @@ from __future__ import annotations
 from app.engine.hybrid_drafter import HybridDrafter
 from app.metrics.rounds import RoundRecord
 from tests.helpers.fake_llama import FakeLlama
-from tests.helpers.hybrid_rounds import ask, conversation, fake_hybrid, rounds_to_cover
+from tests.helpers.hybrid_rounds import (
+    ask,
+    conversation,
+    fake_hybrid,
+    plain_rounds_before_reading,
+    rounds_to_cover,
+)
 
 
 def _unmeasured_model() -> tuple[FakeLlama, HybridDrafter]:
@@ -28,17 +34,11 @@ def test_an_unmeasured_model_waits_for_ski_rental_before_a_long_reading() -> Non
     model, hybrid = _unmeasured_model()
     # 300 tokens, 0.3 s to read, that the suffix index has nothing on: plain steps of 20 ms.
     prompt = conversation(300, 5)
-    hybrid.prefill(prompt[:-1])
-    rounds_before_reading = None
-    for i in range(40):
-        if hybrid.propose(ask(prompt, 4)).steps:
-            rounds_before_reading = i
-            break
-        hybrid.learn(RoundRecord(100 + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
+    rounds = plain_rounds_before_reading(hybrid, prompt, first_round=100)
 
     # Read once the rounds without it have taken (faded) as long as the reading would, not as
     # soon as their rate is known (three rounds).
-    assert rounds_before_reading == rounds_to_cover(0.299, 0.02)
+    assert rounds == rounds_to_cover(0.299, 0.02)
     assert model.tokens[: len(prompt) - 1] == prompt[:-1]
 
 
