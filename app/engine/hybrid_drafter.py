@@ -61,15 +61,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from app.engine.drafters import Draft, DraftRequest, ModelDrafter
-from app.engine.gamma_estimates import LOSS_MARGIN, MIN_SECONDS, DraftCost, VerifyCurve
+from app.engine.gamma_estimates import LOSS_MARGIN
 from app.engine.gap_reader import MIN_TIMED_GAP, GapReader
-from app.engine.hybrid_rates import FADE, FadingRate, FadingRounds, FadingRuns, expected_kept
+from app.engine.hybrid_pricing import RoundPricing
+from app.engine.hybrid_rates import FadingRounds, FadingRuns, expected_kept
 from app.engine.sampling import FloatArray
 from app.engine.suffix_drafter import SuffixDrafter, SuffixProposal
 from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.rounds import DraftMode, RoundRecord
 
-_HORIZON = 32
 # Tokens over which a catch-up must pay for itself, at most: about one reply (the bench's and
 # the server's default budget is 128). Where the suffix index keeps taking rounds back (a text
 # being revised), the span is the model's usual run of rounds in a row, measured.
@@ -136,11 +136,7 @@ class HybridDrafter:
         self.suffix = suffix
         self.model_drafter = model
         self.label = model.label
-        # Verification seconds by rows, γ auto's own estimate (concave on a CPU).
-        self._verify = VerifyCurve(horizon=_HORIZON, fade=FADE)
-        # Draft seconds by the passes a round ran, γ auto's own estimate too.
-        self._draft = DraftCost(horizon=_HORIZON, fade=FADE)
-        self._model_keep = FadingRate()
+        self._pricing = RoundPricing()
         self._model_rounds = FadingRounds()
         self._model_rounds_run = 0  # not faded: how long γ auto has had to learn its lengths
         self._model_runs = FadingRuns()
@@ -200,8 +196,8 @@ class HybridDrafter:
         return not self._reader.speed.known and behind > _EAGER_READ
 
     def _model_only(self, gamma: int) -> _Plan:
-        measured = self._model_rounds.rate if self._measured() else None
-        return _Plan((), gamma, measured or self._rate(0, 0.0, gamma, 1.0))
+        measured = self._model_rounds.rate if self._pricing.measured else None
+        return _Plan((), gamma, measured or self._pricing.rate(0, 0.0, gamma, 1.0))
 
     def _plan(
         self,
@@ -214,7 +210,7 @@ class HybridDrafter:
         model_only = self._model_only(gamma)
         found = proposal.tokens
         if not found or proposal.source is None:
-            without_model = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
+            without_model = _Plan((), 0, self._pricing.rate(0, 0.0, 0, 0.0))
             if as_set or self._worth_catching_up(
                 behind, model_only, without_model, plain=True, reply_left=reply_left
             ):
@@ -226,7 +222,7 @@ class HybridDrafter:
             return without_model
         keep = self.suffix.kept_by_match.keep_rate(proposal.match_length, proposal.source)
         kept = proposal.expected_accepted
-        suffix_only = _Plan(found, 0, self._rate(len(found), kept, 0, 0.0))
+        suffix_only = _Plan(found, 0, self._pricing.rate(len(found), kept, 0, 0.0))
         if not as_set and not self._worth_catching_up(
             behind, model_only, suffix_only, reply_left=reply_left
         ):
@@ -239,7 +235,7 @@ class HybridDrafter:
                 _Plan(
                     prefix,
                     gamma - len(prefix),
-                    self._rate(
+                    self._pricing.rate(
                         len(prefix), expected_kept(keep, len(prefix)), gamma - len(prefix), survive
                     ),
                 )
@@ -268,7 +264,7 @@ class HybridDrafter:
         unread_rate = self._unread_rounds.rate if long_gap else None
         if unread_rate is None and long_gap:
             return False
-        if not self._reader.speed.known or not self._measured():
+        if not self._reader.speed.known or not self._pricing.measured:
             return True
         if not long_gap and (
             self._model_rounds.rounds < _TRUSTED_MODEL_ROUNDS or self._cut_short()
@@ -311,7 +307,7 @@ class HybridDrafter:
     def _could_pay_back(
         self, behind: int, model_tokens: int, without_rate: float, reply_left: int | None
     ) -> bool:
-        best = self._rate(0, 0.0, model_tokens, 1.0, model_keep=1.0)
+        best = self._pricing.rate(0, 0.0, model_tokens, 1.0, model_keep=1.0)
         payback = min(_PAYBACK_TOKENS, reply_left if reply_left is not None else _PAYBACK_TOKENS)
         saved_s = payback * (1.0 / without_rate - 1.0 / best)
         return saved_s > self._reader.speed.seconds_for(behind)
@@ -319,34 +315,9 @@ class HybridDrafter:
     def _cut_short(self) -> bool:
         return (
             self._model_rounds_run < _LEARNING_ROUNDS
-            and self._model_keep.value >= _CUT_SHORT_KEEP
+            and self._pricing.model_keep.value >= _CUT_SHORT_KEEP
             and self._model_rounds.tokens_per_round < _CUT_SHORT_TOKENS
         )
-
-    def _measured(self) -> bool:
-        return bool(self._verify.points()) and self._draft.measured
-
-    def _rate(
-        self,
-        n_suffix: int,
-        suffix_kept: float,
-        n_model: int,
-        reach: float,
-        *,
-        model_keep: float | None = None,
-    ) -> float:
-        """Expected tokens per second of a draft of n_suffix suffix tokens then n_model model
-        tokens, the model's tokens judged only when every suffix token before them is kept
-        (chance `reach`), each kept with chance `model_keep` (default: as measured)."""
-        keep = self._model_keep.value if model_keep is None else model_keep
-        model_kept = reach * expected_kept(keep, n_model)
-        verify = self._verify.predict(n_suffix + n_model + 1) if self._measured() else None
-        if verify is None:
-            # Nothing measured yet: tokens that cost no pass win on expected tokens alone.
-            return 1.0 + suffix_kept + model_kept - 0.5 * n_model
-        passes = n_model + (1 if n_suffix and n_model else 0)  # the model reads the suffix
-        drafting = self._draft.predict_up_to(passes)[-1] if passes else 0.0
-        return (1.0 + suffix_kept + model_kept) / (verify + drafting)
 
     def prefill(self, history: Sequence[int]) -> None:
         """Index the prompt, and have the draft model read a short gap now (after the first
@@ -361,7 +332,7 @@ class HybridDrafter:
         # One token over _EAGER_READ: the reply's first, when the model reads after it.
         if behind == 0 or behind > _EAGER_READ + 1 or self._asked_again(history):
             return
-        plain = _Plan((), 0, self._rate(0, 0.0, 0, 0.0))
+        plain = _Plan((), 0, self._pricing.rate(0, 0.0, 0, 0.0))
         if self._worth_catching_up(behind, self._model_only(MAX_GAMMA), plain, plain=True):
             self._reader.read(history, behind)
 
@@ -376,7 +347,7 @@ class HybridDrafter:
         return self.suffix.peek(history, MAX_GAMMA).match_length >= _REPEAT_MATCH
 
     def learn(self, record: RoundRecord) -> None:
-        self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
+        self._pricing.learn(record)
         if self._last_round_unread:
             self._unread_rounds.add(record.emitted, record.draft_s + record.verify_s)
             self._last_round_unread = False
@@ -395,11 +366,6 @@ class HybridDrafter:
         if model_drafted and not record.suffix_drafted:
             self._model_rounds.add(record.emitted, record.draft_s + record.verify_s)
             self._model_rounds_run += 1
-        if (verdict := record.model_verdict) is not None:
-            judged, kept = verdict
-            self._model_keep.add(kept, min(judged, kept + 1))
-        if record.draft_steps:
-            self._draft.add(record.draft_steps, max(record.draft_s, MIN_SECONDS))
 
     def close(self) -> None:
         self.model_drafter.close()
