@@ -28,6 +28,7 @@ from app.engine.runtime import DRAFT, Runtime
 from app.engine.suffix_drafter import SuffixDrafter
 from app.errors import Cancelled, InvalidSettingError
 from app.llama.config import ModelConfig
+from app.metrics.cost_model import free_draft_limit
 
 THREADS = 1
 PROMPT = [BenchPrompt("prompt", "colours", "Name three colours.")]
@@ -224,3 +225,34 @@ def test_multi_turn_prompts_answer_their_earlier_turns_first(demo_models: Any) -
     finally:
         runtime.close()
         history.cleanup()
+
+
+def test_the_warm_up_verifies_the_widest_round_twice_before_anything_is_timed(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first pass of a new width costs more than later ones (fresh memory for its logits);
+    # the warm-up pays it, twice over with the first result held, as a round holds the last.
+    target = runtime.target
+    assert target is not None
+    feed = target.feed
+    calls: list[tuple[int, int, bool]] = []  # history length, rows, before the first timed run
+    timed: list[int] = []
+
+    def spy(history: Any, n_logits: int) -> Any:
+        calls.append((len(history), n_logits, not timed))
+        return feed(history, n_logits)
+
+    def progress(done: int, _total: int, _message: str) -> None:
+        if not timed:
+            assert target.tokens == []  # the first timed run starts cold all the same
+        timed.append(done)
+
+    monkeypatch.setattr(target, "feed", spy)
+    prompts = [*PROMPT, BenchPrompt("prompt", "longer", "Name three colours and three fruits.")]
+    settings = BenchSettings([DraftChoice("lookup", None)], [fixed(2)], prompts, BASE)
+    bench_on_runtime(runtime, settings, progress=progress)
+    longest = max(len(ids) for ids in prompt_ids_for(runtime, prompts, BASE))
+    rows = free_draft_limit(target.n_batch) + 1
+    widest = (longest + max(BASE.max_tokens, rows), rows, True)
+    assert calls.count(widest) == 2
+    assert max(n for _, n, _ in calls) == rows
