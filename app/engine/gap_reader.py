@@ -32,7 +32,7 @@ class ReadingSpeed:
     def known(self) -> bool:
         return self.tokens > 0.0
 
-    def seconds_for(self, tokens: int) -> float:
+    def seconds_for(self, tokens: float) -> float:
         """Seconds to read `tokens` at the measured speed (known only)."""
         return tokens * self.seconds / self.tokens
 
