@@ -151,6 +151,7 @@ class HybridDrafter:
 
     def propose(self, ask: DraftRequest) -> Draft:
         history = ask.history
+        self.suffix.judge_set_aside(history)
         found = self.suffix.peek(history, max(ask.max_tokens, ask.free_limit or 0))
         self.suffix.remember(found)
         behind = max(0, self._reader.behind(history) - 1)
@@ -162,6 +163,7 @@ class HybridDrafter:
             behind, timing_s = self._reader.read_part(history[:-1], behind, _TIMING_READ)
             plan = self._plan(found, ask.max_tokens, behind, as_set, ask.reply_left)
         suffix = list(plan.suffix)
+        self.suffix.set_aside(history, None if suffix else found)
         # Only a model far behind was out of play: a round that merely left it a few tokens
         # behind was one the suffix index won on its merits, and would flatter the rate.
         self._last_round_unread = plan.model_tokens == 0 and behind > _EAGER_READ

@@ -167,6 +167,8 @@ class SuffixDrafter:
         self._peeked: tuple[SuffixIndex, Match, float] | None = None
         # What the last match went on with, to pick it up again after an edit.
         self._window: CopyWindow | None = None
+        # A proposal another source drafted in place of, and the history length it was made at.
+        self._set_aside: tuple[int, SuffixProposal] | None = None
 
     # -- the Drafter protocol -----------------------------------------------------------------
 
@@ -193,6 +195,7 @@ class SuffixDrafter:
     def prefill(self, history: Sequence[int]) -> None:
         """Index the prompt now, once, rather than in the first round's proposal."""
         self._window = None  # another reply's text: what it was copying is not this one's
+        self._set_aside = None
         self._sync(history)
 
     def reads_first(self, history: Sequence[int]) -> bool:
@@ -213,6 +216,33 @@ class SuffixDrafter:
         """The target's verdict on the last proposal: `accepted` of its `drafted` tokens kept."""
         if drafted > 0:
             self.kept_by_match.add(self.last_match_length, accepted, drafted, self.last_source)
+
+    def set_aside(self, history: Sequence[int], proposal: SuffixProposal | None) -> None:
+        """Another source drafts this round in place of `proposal`; what the target emits
+        judges it all the same (judge_set_aside, next round)."""
+        if proposal is None or not proposal.tokens or proposal.source is None:
+            self._set_aside = None
+        else:
+            self._set_aside = (len(history), proposal)
+
+    def judge_set_aside(self, history: Sequence[int]) -> None:
+        """Score the proposal set aside last round on the tokens emitted since: kept while
+        they agree, a miss at the first that does not, nothing beyond the last emitted. The
+        target emits its own tokens whatever was drafted (under sampling, the proposed token
+        with chance p, its chance of being kept as a draft), so the verdict is the one the
+        proposal would have had: without it, a match length the draft model usually wins is
+        judged only on the rounds it loses, and its keep rate stays near the prior."""
+        aside, self._set_aside = self._set_aside, None
+        if aside is None or not self._extends(history):
+            return
+        at, proposal = aside
+        followed = history[at : at + len(proposal.tokens)]
+        kept = next(
+            (i for i, (a, b) in enumerate(zip(proposal.tokens, followed, strict=False)) if a != b),
+            len(followed),
+        )
+        if followed and proposal.source is not None:
+            self.kept_by_match.add(proposal.match_length, kept, len(followed), proposal.source)
 
     def remember(self, proposal: SuffixProposal) -> None:
         """Make `proposal` the one the next observe() scores (propose() does it; a drafter
