@@ -12,8 +12,8 @@ What makes the comparison honest:
   first run of a prompt is what a user gets. γ auto keeps what earlier runs with the same draft
   taught it, as it does from one reply to the next in a chat session.
 - One untimed warm-up run per model first, so page-ins and thread start-up are nobody's cost,
-  then one target pass as wide and as deep as any round will verify, so that llama.cpp's
-  buffers grown on first use are not charged to whichever configuration gets there first.
+  then two target passes as wide and as deep as any round verifies, so that memory first
+  used for that many logits is not charged to whichever configuration gets there first.
 - The engine has the draft read the prompt with the target, before the first round: prompt
   processing is in the time to first token for both and in tokens per second for neither.
 - Greedy output of every configuration is compared token for token with plain decoding's.

@@ -8,10 +8,11 @@ measured: the suffix index's keep rate by match length (SuffixDrafter), the draf
 rate, draft seconds by passes and verification seconds by rows (γ auto's DraftCost and
 VerifyCurve). The draft model alone is priced by the tokens per second its own rounds
 delivered: γ auto's confidence stop ends its drafts where it turns unsure, which a keep rate
-compounded over the whole γ would underrate. So a long, reliable match never pays for a
-draft-model pass, and a weak one does not displace a good draft. llama.cpp's
-`--spec-type ngram-*,draft-simple` instead takes the n-gram proposal whenever there is one, at
-any cost and reliability.
+compounded over the whole γ would underrate. The suffix proposal alone, while the model
+drafts, also owes the reading of what it emits, which the model does before its next draft. So
+a long, reliable match never pays for a draft-model pass, and a weak one does not displace a
+good draft. llama.cpp's `--spec-type ngram-*,draft-simple` instead takes the n-gram proposal
+whenever there is one, at any cost and reliability.
 
 The draft model reads the conversation only when that pays. Reading a long prompt can cost a
 small quantized draft more than the target (the demo's Q4_1 draft reads a batch at a third of

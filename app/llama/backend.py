@@ -138,7 +138,9 @@ def extra_buffers_safe(cpuinfo: str = "/proc/cpuinfo") -> bool:
     Not on a CPU with AMX: llama.cpp's AMX matrix multiply crashes the process on the first
     pass over quantized weights there (llama.cpp#20824, seen on Sapphire Rapids virtual
     machines), and a crash cannot be caught. Plain CPU buffers are slower on some quantized
-    types, never wrong."""
+    types, never wrong. (On such a VM, llama-bench with `--repack 1` runs one-token passes,
+    which take AMX buffers' vector path, at about twice the speed, and segfaults at the first
+    batch of 64, in `ldtilecfg`: only the tile path crashes, but every prompt takes it.)"""
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as handle:
             flags = next((line for line in handle if line.startswith("flags")), "")
