@@ -26,7 +26,7 @@ rounds deliver without the model is measured on this reply's rounds that ran whi
 behind, out of play (the suffix index where it proposes, plain steps elsewhere), never on suffix
 rounds chosen over a model that had read or nearly had: those are only the suffix index's best.
 Another reply's rounds say nothing of this one's: a chat question's plain steps would have a
-pasted text that the reply copies read in vain. So a long prompt (over 128 tokens: more than a
+pasted text that the reply copies read in vain. So a long prompt (over 96 tokens: more than a
 question) is never read before this reply's first rounds: they run without the model (a few
 tokens at worst at the slower rate), then the reading is weighed against what they delivered,
 once they have run (faded, about the last 30 rounds) for as long as the reading would take (as
@@ -81,11 +81,14 @@ _PAYBACK_TOKENS = 128
 _READ_IN_FIRST_PASS = 2
 # Gaps up to this long are read at once while the rate without the model is unknown; longer
 # ones wait for that rate. Waiting or not costs at most one reading either way (ski rental), so
-# what decides is how likely the reply is new text, not the reading's price: a gap of up to 128
-# tokens (about 90 words with the chat template's) is a question or an instruction, rarely a
+# what decides is how likely the reply is new text, not the reading's price: a gap of up to 96
+# tokens (about 70 words with the chat template's) is a question or an instruction, rarely a
 # text to copy. At 64, an 85-token question (the bench's "sql") ran 15 plain steps, 0.38 s,
-# before the 0.29 s reading the draft model alone does at once, and ran at 0.90× it.
-_EAGER_READ = 128
+# before the 0.29 s reading the draft model alone does at once, and ran at 0.90× it. At 128,
+# the bench's "rename" (code to return with a rename, a 127-token gap through `specchat serve`,
+# whose draft model holds the chat template's start from the request before) had 0.5 s read
+# first and ran at 29.5 tok/s against the suffix index's 41.6.
+_EAGER_READ = 96
 # A long reading must save this many times its cost over the payback span: the span counts the
 # tokens the reply may still produce, but it can end sooner (no end of text is foreseen). In the
 # bench's "rename", 200 tokens (0.54 s) were read at a break-even of 78 tokens left, and the

@@ -73,11 +73,11 @@ def test_a_prompt_is_read_at_once_when_the_model_will_earn_it_back() -> None:
     assert draft.steps == 4 and draft.suffix_tokens == 0
 
 
-@pytest.mark.parametrize(("length", "read_at_once"), [(120, True), (140, False)])
+@pytest.mark.parametrize(("length", "read_at_once"), [(90, True), (110, False)])
 def test_a_question_is_read_at_once_and_a_text_longer_than_one_waits(
     length: int, read_at_once: bool
 ) -> None:
-    """Up to 128 tokens a prompt is a question or an instruction: the model reads it at once,
+    """Up to 96 tokens a prompt is a question or an instruction: the model reads it at once,
     as the draft model alone does; beyond, it may be a text the reply copies, and waits."""
     model, hybrid = cheap_kept_model_after_a_first_chat()
 
