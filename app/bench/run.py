@@ -157,6 +157,9 @@ def measure(bench: Measurement, labels: DraftLabels, phase: Phase | None = None)
     total = phase.total if phase.total is not None else len(schedule)
     if settings.warmup:
         _warm_up(bench, [bench.configs[i] for i in chosen], labels)
+        if phase.index == 0:  # later phases load drafts beside the same target
+            longest = max(bench.prompt_ids, key=len)
+            _widest_verification(bench.runtime, longest, settings.base.max_tokens)
     records: list[RunRecord] = []
     for offset, (slot, pi, rep) in enumerate(schedule):
         if bench.control.stop_requested:
@@ -225,8 +228,6 @@ def _warm_up(bench: Measurement, configs: Sequence[BenchConfig], labels: DraftLa
             generation=generation_for(config, short),
             control=bench.control,
         )
-    longest = max(bench.prompt_ids, key=len)
-    _widest_verification(bench.runtime, longest, bench.settings.base.max_tokens)
 
 
 def _widest_verification(runtime: Runtime, prompt_ids: Sequence[int], max_tokens: int) -> None:
@@ -242,8 +243,9 @@ def _widest_verification(runtime: Runtime, prompt_ids: Sequence[int], max_tokens
         return
     rows = free_draft_limit(target.n_batch) + 1
     length = min(target.n_ctx, len(prompt_ids) + max(max_tokens, rows))
+    rows = min(rows, length)
     history = [prompt_ids[i % len(prompt_ids)] for i in range(length)]
-    held = target.feed(history, min(rows, length))
-    target.feed(history, min(rows, length))
+    held = target.feed(history, rows)
+    target.feed(history, rows)
     del held
     runtime.reset_caches()

@@ -37,6 +37,7 @@ from app.engine.suffix_resume import FOLLOWED_MATCH, WINDOW_TOKENS, CopyWindow
 from app.engine.token_tree import TreeDraft
 from app.engine.token_tree_policy import TreeGate, TreeMode
 from app.engine.token_tree_suffix import grow_tree
+from app.llama.handle import common_prefix
 from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.rounds import DraftMode, RoundRecord
 
@@ -167,8 +168,9 @@ class SuffixDrafter:
         self._peeked: tuple[SuffixIndex, Match, float] | None = None
         # What the last match went on with, to pick it up again after an edit.
         self._window: CopyWindow | None = None
-        # A proposal another source drafted in place of, and the history length it was made at.
-        self._set_aside: tuple[int, SuffixProposal] | None = None
+        # A proposal another source drafted in place of: the history length it was made at, its
+        # tokens, match length and source.
+        self._set_aside: tuple[int, tuple[int, ...], int, Source] | None = None
 
     # -- the Drafter protocol -----------------------------------------------------------------
 
@@ -223,7 +225,8 @@ class SuffixDrafter:
         if proposal is None or not proposal.tokens or proposal.source is None:
             self._set_aside = None
         else:
-            self._set_aside = (len(history), proposal)
+            aside = (len(history), proposal.tokens, proposal.match_length, proposal.source)
+            self._set_aside = aside
 
     def judge_set_aside(self, history: Sequence[int]) -> None:
         """Score the proposal set aside last round on the tokens emitted since: kept while
@@ -235,14 +238,11 @@ class SuffixDrafter:
         aside, self._set_aside = self._set_aside, None
         if aside is None or not self._extends(history):
             return
-        at, proposal = aside
-        followed = history[at : at + len(proposal.tokens)]
-        kept = next(
-            (i for i, (a, b) in enumerate(zip(proposal.tokens, followed, strict=False)) if a != b),
-            len(followed),
-        )
-        if followed and proposal.source is not None:
-            self.kept_by_match.add(proposal.match_length, kept, len(followed), proposal.source)
+        at, tokens, match_length, source = aside
+        followed = history[at : at + len(tokens)]
+        if followed:
+            kept = common_prefix(tokens, followed)
+            self.kept_by_match.add(match_length, kept, len(followed), source)
 
     def remember(self, proposal: SuffixProposal) -> None:
         """Make `proposal` the one the next observe() scores (propose() does it; a drafter
