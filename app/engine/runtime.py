@@ -186,7 +186,12 @@ class Runtime:
         # The draft never needs more context than the target; a smaller one saves KV memory.
         # Earlier conversations' states are kept for the target only: a hybrid reads a new
         # conversation into its draft lazily, priced by the tokens the draft lacks.
-        draft_config = replace(config, n_ctx=min(config.n_ctx, target.n_ctx), prompt_cache_mib=0)
+        draft_config = replace(
+            config,
+            n_ctx=min(config.n_ctx, target.n_ctx),
+            prompt_cache_mib=0,
+            one_token_passes=True,
+        )
         check_model_config(draft_config)
         model = self._open_model(draft_config, progress=progress)
         facts = model.facts()

@@ -147,3 +147,15 @@ def extra_buffers_safe(cpuinfo: str = "/proc/cpuinfo") -> bool:
     except OSError:
         return True
     return "amx_int8" not in flags.split()
+
+
+def one_token_buffers(
+    one_token_passes: bool, on_host: bool, cpuinfo: str = "/proc/cpuinfo"
+) -> bool:
+    """Whether a model held in host memory that decodes a token a pass (a draft model) should
+    get llama.cpp's extra CPU buffers where they are otherwise unsafe (a CPU with AMX), and
+    read in one-token passes too. AMX buffers multiply one row with their vector kernels and
+    two or more with the tile kernels that crash (extra_buffers_safe), so passes of one token
+    never crash. On an AMX Xeon VM, the demo's Q4_1 draft ran a pass in 4.7 ms against 11.3
+    on plain buffers, and read 200 tokens one at a time in 0.70 s against 0.63 s in batches."""
+    return one_token_passes and on_host and not extra_buffers_safe(cpuinfo)

@@ -42,6 +42,10 @@ class ModelConfig:
     # Host memory for earlier conversations' KV cache states (app/llama/prompt_cache.py), as
     # llama-server's --cache-ram: a prompt sent again is restored, not re-read. 0 keeps none.
     prompt_cache_mib: int = DEFAULT_PROMPT_CACHE_MIB
+    # A draft model decodes a token a pass. On a CPU with AMX, such a model held in host memory
+    # reads in one-token passes too, which lets it use llama.cpp's AMX buffers safely
+    # (app/llama/backend.one_token_buffers).
+    one_token_passes: bool = False
 
     def validate(self, *, min_rows: int = 1) -> None:
         """`min_rows`: the rows one pass must hold (the engine asks for its longest

@@ -29,6 +29,7 @@ from app.llama.backend import (
     ensure_backend,
     extra_buffers_safe,
     last_llama_error,
+    one_token_buffers,
     recent_log_lines,
 )
 from app.llama.config import ModelConfig
@@ -100,7 +101,11 @@ class LlamaModel(TokenText):
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if config.n_gpu_layers < 0 else config.n_gpu_layers
-        model_params.use_extra_bufts = extra_buffers_safe()
+        on_host = not config.rpc_servers and (
+            config.n_gpu_layers == 0 or not rpc.local_accelerator()
+        )
+        self.one_token_passes = one_token_buffers(config.one_token_passes, on_host)
+        model_params.use_extra_bufts = extra_buffers_safe() or self.one_token_passes
         for endpoint in config.rpc_servers:
             rpc.add_server(endpoint)
         devices = rpc.model_devices(config.rpc_servers)
@@ -135,7 +140,9 @@ class LlamaModel(TokenText):
         self.n_ctx = int(llama_cpp.llama_n_ctx(self._ctx))
         # llama.cpp rounds n_ctx up (to a multiple of 256) but caps the batch at the n_ctx asked
         # for; a decode larger than its batch aborts the process, so chunk by what it set.
-        self.n_batch = int(llama_cpp.llama_n_batch(self._ctx))
+        # (llama.cpp asserts on contexts of a batch under a few tokens: one-token passes are
+        # this chunking's, not the context's.)
+        self.n_batch = 1 if self.one_token_passes else int(llama_cpp.llama_n_batch(self._ctx))
         self._eog_ids = frozenset(
             t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self.vocab, t)
         )
