@@ -4,6 +4,7 @@ model so."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -52,3 +53,25 @@ def test_a_runtime_loads_draft_models_for_one_token_passes(demo_models: Any) -> 
         assert runtime.target is not None and not runtime.target.config.one_token_passes
     finally:
         runtime.unload()
+
+
+def test_weights_llama_cpp_repacks_are_loaded_on_a_thread_that_has_ended(
+    demo_models: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its OpenMP team would otherwise slow every pass made on the engine's own thread."""
+    import llama_cpp
+
+    loaders: list[threading.Thread] = []
+    real = llama_cpp.llama_model_load_from_file
+
+    def load(*args: Any) -> Any:
+        loaders.append(threading.current_thread())
+        return real(*args)
+
+    monkeypatch.setattr(llama_cpp, "llama_model_load_from_file", load)
+    monkeypatch.setattr(llama_model, "one_token_buffers", lambda *_args: True)
+    config = ModelConfig(str(demo_models.q4_1), n_ctx=512, n_threads=2, one_token_passes=True)
+    with LlamaModel(config) as model:
+        assert model.one_token_passes
+        assert len(loaders) == 1 and loaders[0] is not threading.current_thread()
+        assert not loaders[0].is_alive()
