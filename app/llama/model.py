@@ -37,6 +37,7 @@ from app.llama.backend import (
 from app.llama.config import ModelConfig
 from app.llama.facts import ModelFacts, held_on_host, placement_of, precheck_model_file
 from app.llama.handle import common_prefix
+from app.llama.native import local_gpu
 from app.llama.prompt_cache import (
     MIN_RESTORE_GAIN,
     MIN_SAVED_TOKENS,
@@ -122,8 +123,11 @@ class LlamaModel(TokenText):
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if config.n_gpu_layers < 0 else config.n_gpu_layers
-        on_host = not config.rpc_servers and (
-            config.n_gpu_layers == 0 or not rpc.local_accelerator()
+        # Asked only for a draft: listing devices binds what some builds lack.
+        on_host = (
+            config.one_token_passes
+            and not config.rpc_servers
+            and (config.n_gpu_layers == 0 or not local_gpu())
         )
         self.one_token_passes = one_token_buffers(config.one_token_passes, on_host)
         model_params.use_extra_bufts = extra_buffers_safe() or self.one_token_passes

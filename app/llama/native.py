@@ -21,7 +21,7 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
-__all__ = ["libggml", "libllama", "library_dir"]
+__all__ = ["libggml", "libllama", "library_dir", "local_gpu"]
 
 
 def libllama() -> ctypes.CDLL:
@@ -30,6 +30,10 @@ def libllama() -> ctypes.CDLL:
 
     lib: ctypes.CDLL = bindings._lib
     return lib
+
+
+# ggml_backend_dev_type values of a GPU and an integrated GPU (ggml-backend.h).
+_GPU_KINDS = (1, 2)
 
 
 def libggml() -> ctypes.CDLL:
@@ -45,3 +49,20 @@ def library_dir() -> Path:
     import llama_cpp.llama_cpp as bindings  # noqa: PLC0415
 
     return Path(bindings.__file__).parent / "lib"
+
+
+def local_gpu() -> bool:
+    """Whether llama.cpp has a GPU of this machine to put layers on (it does by default).
+    Call after the backend is loaded. An RPC worker's devices are not this machine's."""
+    lib = libggml()
+    count, get = lib.ggml_backend_dev_count, lib.ggml_backend_dev_get
+    kind, name = lib.ggml_backend_dev_type, lib.ggml_backend_dev_name
+    count.argtypes, count.restype = [], ctypes.c_size_t
+    get.argtypes, get.restype = [ctypes.c_size_t], ctypes.c_void_p
+    kind.argtypes, kind.restype = [ctypes.c_void_p], ctypes.c_int
+    name.argtypes, name.restype = [ctypes.c_void_p], ctypes.c_char_p
+    for i in range(int(count())):
+        device = get(i)
+        if kind(device) in _GPU_KINDS and not (name(device) or b"").startswith(b"RPC"):
+            return True
+    return False

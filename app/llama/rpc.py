@@ -315,11 +315,6 @@ def local_devices() -> list[Device]:
     return [d for d in devices() if not d.remote]
 
 
-def local_accelerator() -> bool:
-    """Whether this machine has a GPU that llama.cpp offloads layers to."""
-    return any(d.kind in {"gpu", "igpu"} for d in local_devices())
-
-
 def find_device(name: str) -> int:
     """The handle of a local device by its llama.cpp name (CPU, CUDA0, Vulkan0, ...)."""
     handle = _ggml().ggml_backend_dev_by_name(name.encode())
