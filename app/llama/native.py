@@ -8,7 +8,8 @@ and has no binding for ggml's backend registry (ggml-backend.h) or its RPC backe
   through it (app/llama/backend.py): symbols looked up there come from the very libggml that
   libllama is linked to, so the backends land in the registry libllama reads.
 - `llama_cpp._ggml.libggml`, the libggml that llama-cpp-python loads for its own ggml helpers;
-  device listing and the RPC backend are bound on it (app/llama/rpc.py).
+  device listing and the RPC backend are bound on it (app/llama/rpc.py), and `local_gpu` below
+  binds the generic device functions alone (a bundle's libggml may lack the RPC ones).
 
 Neither has a public counterpart in llama-cpp-python 0.3 (pyproject.toml pins >=0.3.36,<0.4), and
 loading the libraries again by file name would repeat the package's own platform-specific search
