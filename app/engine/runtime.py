@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.engine.chat_prompt import chat_prompt_ids
@@ -183,15 +183,7 @@ class Runtime:
         self._require_free(label)
         if not vetted:
             self.check_draft(Path(config.path))
-        # The draft never needs more context than the target; a smaller one saves KV memory.
-        # Earlier conversations' states are kept for the target only: a hybrid reads a new
-        # conversation into its draft lazily, priced by the tokens the draft lacks.
-        draft_config = replace(
-            config,
-            n_ctx=min(config.n_ctx, target.n_ctx),
-            prompt_cache_mib=0,
-            one_token_passes=True,
-        )
+        draft_config = config.for_draft(target.n_ctx)
         check_model_config(draft_config)
         model = self._open_model(draft_config, progress=progress)
         facts = model.facts()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from app.errors import InvalidSettingError
@@ -46,6 +46,18 @@ class ModelConfig:
     # reads in one-token passes too, which lets it use llama.cpp's AMX buffers safely
     # (app/llama/backend.one_token_buffers).
     one_token_passes: bool = False
+
+    def for_draft(self, target_n_ctx: int) -> ModelConfig:
+        """This config as a draft model beside a target is loaded: it never needs more context
+        than the target (a smaller one saves KV memory); earlier conversations' states are kept
+        for the target only (a hybrid reads a new conversation into its draft lazily, priced by
+        the tokens the draft lacks); and it decodes one token a pass."""
+        return replace(
+            self,
+            n_ctx=min(self.n_ctx, target_n_ctx),
+            prompt_cache_mib=0,
+            one_token_passes=True,
+        )
 
     def validate(self, *, min_rows: int = 1) -> None:
         """`min_rows`: the rows one pass must hold (the engine asks for its longest

@@ -15,10 +15,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,13 +29,11 @@ from app.llama.backend import (
     ensure_backend,
     extra_buffers_safe,
     last_llama_error,
-    one_token_buffers,
     recent_log_lines,
 )
 from app.llama.config import ModelConfig
 from app.llama.facts import ModelFacts, held_on_host, placement_of, precheck_model_file
 from app.llama.handle import common_prefix
-from app.llama.native import local_gpu
 from app.llama.prompt_cache import (
     MIN_RESTORE_GAIN,
     MIN_SAVED_TOKENS,
@@ -47,6 +43,7 @@ from app.llama.prompt_cache import (
 )
 from app.llama.threads import CoreGovernor, default_thread_count, shared_governor
 from app.llama.token_text import TokenText
+from app.llama.weights import load_weights, reads_one_token_a_pass
 
 log = logging.getLogger(__name__)
 
@@ -58,25 +55,6 @@ MAX_BRANCHES = 8
 
 LoadProgress = Callable[[float], bool]
 """Called with 0..1 while weights load; returning False cancels the load."""
-
-
-def _load_weights(llama_cpp: Any, path: str, params: Any) -> Any:
-    """llama_model_load_from_file, on a thread of its own where llama.cpp repacks weights for
-    its extra CPU buffers: it repacks with an OpenMP team of the loading thread, and a team
-    slows every later pass made on another thread for as long as its own thread lives (see
-    check_decoding_thread). Loaded by `specchat serve`'s main thread and run on its engine
-    thread, the demo's Q4_1 draft took 36 ms a pass against 5.4 when loaded so."""
-    if not params.use_extra_bufts:
-        return llama_cpp.llama_model_load_from_file(path.encode(), params)
-    loaded: list[Any] = [None]
-
-    def load() -> None:
-        loaded[0] = llama_cpp.llama_model_load_from_file(path.encode(), params)
-
-    loader = threading.Thread(target=load, name="llama-load")
-    loader.start()
-    loader.join()
-    return loaded[0]
 
 
 class LlamaModel(TokenText):
@@ -123,13 +101,7 @@ class LlamaModel(TokenText):
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if config.n_gpu_layers < 0 else config.n_gpu_layers
-        # Asked only for a draft: listing devices binds what some builds lack.
-        on_host = (
-            config.one_token_passes
-            and not config.rpc_servers
-            and (config.n_gpu_layers == 0 or not local_gpu())
-        )
-        self.one_token_passes = one_token_buffers(config.one_token_passes, on_host)
+        self.one_token_passes = reads_one_token_a_pass(config)
         model_params.use_extra_bufts = extra_buffers_safe() or self.one_token_passes
         for endpoint in config.rpc_servers:
             rpc.add_server(endpoint)
@@ -149,7 +121,7 @@ class LlamaModel(TokenText):
             model_params.progress_callback = self._progress_cb
         recent_log_lines.clear()
         buffer_lines.clear()
-        self._model = _load_weights(llama_cpp, str(self.path), model_params)
+        self._model = load_weights(llama_cpp, str(self.path), model_params)
         self.placement = placement_of(buffer_lines)
         if not self._model:
             if cancelled:

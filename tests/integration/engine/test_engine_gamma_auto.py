@@ -17,7 +17,7 @@ from app.engine.drafters import Draft, DraftRequest, ModelDrafter
 from app.engine.events import FinishEvent, RoundEvent
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
-from app.llama import model as llama_model
+from app.llama import weights
 from app.llama.config import ModelConfig
 from tests.helpers.engine import engine_of, loaded_runtime, run_to_end
 
@@ -122,7 +122,7 @@ def dear_draft_runtime(demo_models: Any) -> Iterator[Runtime]:
     CPU with AMX a draft's one-token passes on AMX buffers cost so little that its drafts
     rarely stop before the ceiling."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(llama_model, "one_token_buffers", lambda *_args: False)
+        patch.setattr(weights, "one_token_buffers", lambda *_args: False)
         with _draft_alone(demo_models) as rt:
             yield rt
 

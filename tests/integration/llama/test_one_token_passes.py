@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from app.engine.runtime import DRAFT, Runtime
-from app.llama import model as llama_model
+from app.llama import weights
 from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 
@@ -35,7 +35,7 @@ def test_one_token_passes_draft_what_batches_draft(
         expected = _greedy(batched, prompt, 24)
     # Wherever this runs, take the one-token path an AMX CPU takes (elsewhere the extra
     # buffers are llama.cpp's default anyway).
-    monkeypatch.setattr(llama_model, "one_token_buffers", lambda *_args: True)
+    monkeypatch.setattr(weights, "one_token_buffers", lambda *_args: True)
     with LlamaModel(replace(config, one_token_passes=True)) as single:
         assert single.one_token_passes and single.n_batch == 1
         assert _greedy(single, prompt, 24) == expected
@@ -69,7 +69,7 @@ def test_weights_llama_cpp_repacks_are_loaded_on_a_thread_that_has_ended(
         return real(*args)
 
     monkeypatch.setattr(llama_cpp, "llama_model_load_from_file", load)
-    monkeypatch.setattr(llama_model, "one_token_buffers", lambda *_args: True)
+    monkeypatch.setattr(weights, "one_token_buffers", lambda *_args: True)
     config = ModelConfig(str(demo_models.q4_1), n_ctx=512, n_threads=2, one_token_passes=True)
     with LlamaModel(config) as model:
         assert model.one_token_passes
