@@ -23,6 +23,7 @@ from app.engine.gamma_estimates import (
     MIN_PROBE_INTERVAL,
     MIN_SECONDS,
     Acceptance,
+    paid_well,
     probe_interval,
 )
 from app.metrics.rounds import RoundRecord
@@ -86,6 +87,8 @@ class AutoOff:
         self._probe_seconds = 0.0
         self._probe_interval = MIN_PROBE_INTERVAL
         self._plain_since_probe = 0
+        # Plain steps the last probe spent reading what the draft had not read.
+        self._probe_reading = 0.0
         # The best the draft was lately worth (× plain), fading per round: sets how often a
         # paused draft is probed.
         self._worth = 0.0
@@ -119,13 +122,15 @@ class AutoOff:
         return self._notices.popleft() if self._notices else None
 
     def begin_reply(self) -> None:
-        """The measured-rate window starts afresh; a paused draft is probed at once, since a
-        new prompt may suit it."""
+        """The measured-rate window starts afresh. A paused draft is probed at once, since a
+        new prompt may suit it, if it lately paid well or is a hybrid (whose suffix tokens,
+        free to draft, show only in what probes run at); a draft model that did not pay keeps
+        its schedule, or every short reply would pay for a probe its budget does not cover."""
         self._recent.clear()
         self._losing_streak = 0
         self._confirming = False
         self._clear_probe_rate()
-        if self._off:
+        if self._off and (paid_well(self._worth) or self._prediction_partial):
             self._plain_since_probe = self._probe_interval
 
     def fade(self) -> None:
@@ -159,6 +164,9 @@ class AutoOff:
         self._probe_tokens += record.emitted
         self._probe_seconds += record.draft_s + record.verify_s + record.draft_catchup_s
         self._plain_since_probe = 0
+        # The next probe will read about as much as this one did (a paused draft model reads
+        # nothing between probes): that is part of its price.
+        self._probe_reading = record.draft_catchup_s * self._prices.plain_rate()
         plain_rate = self._prices.plain_rate()
         wins = plain_rate * (1.0 + _RESUME_MARGIN)
         gamma, cautious = self._prices.best_of(self._probes.cautious(self._max_gamma, _RESUME_Z))
@@ -197,7 +205,7 @@ class AutoOff:
         self._probe_seconds = 0.0
 
     def _next_probe_interval(self) -> int:
-        return probe_interval(self._prices.probe_cost(), self._worth)
+        return probe_interval(self._prices.probe_cost() + self._probe_reading, self._worth)
 
     def _check_losing(self, plain_rate: float) -> None:
         verdict = self._losing(plain_rate)

@@ -46,6 +46,9 @@ class Draft:
     # Seconds a draft model spent reading tokens accepted while it sat idle, kept out of
     # `seconds`: a one-off cost of having paused, like the loop's own catch-up.
     catchup_s: float = 0.0
+    # Drafted from the history's last tokens alone (DraftRequest.read_limit): the model's cache
+    # no longer follows the conversation and must read it afresh before drafting for real.
+    partial_context: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,10 @@ class DraftRequest:
     free_limit: int | None = None
     # Tokens the reply may still produce (its budget left): the most a reading can pay back over.
     reply_left: int | None = None
+    # A paused draft model's probe: read at most this many tokens not read yet, and when
+    # further behind, draft from the history's last read_limit tokens alone. A probe only
+    # judges the draft; reading the whole conversation for it would cost more than it can tell.
+    read_limit: int | None = None
 
 
 class Drafter(Protocol):
@@ -122,16 +129,17 @@ class ModelDrafter:
     def propose(self, ask: DraftRequest) -> Draft:
         # ask.free_limit does not apply: every token of a draft model costs a pass.
         sampling, p_min, stop = ask.sampling, ask.p_min, ask.stop
+        sequence, catchup_s = self._probe_context(ask)
+        partial = len(sequence) < len(ask.history)
         start = self._clock()
-        sequence = list(ask.history)
         tokens: list[int] = []
         probs: list[FloatArray | None] = []
         margins: list[float] = []
         steps = 0
-        grammar = None if self.constraint is None else self.constraint.follow(sequence)
+        grammar = None if self.constraint is None else self.constraint.follow(ask.history)
         if self.constraint is not None and grammar is None:
             # The history already breaks the grammar: nothing drafted after it can be kept.
-            return Draft([], [], 0, self._clock() - start)
+            return Draft([], [], 0, self._clock() - start, catchup_s=catchup_s)
         for _ in range(ask.max_tokens):
             row = self._logits_in_target_vocab(self.model.feed(sequence, 1)[0])
             steps += 1
@@ -168,7 +176,26 @@ class ModelDrafter:
                     break
         if grammar is not None:
             grammar.close()
-        return Draft(tokens, probs, steps, self._clock() - start, margins)
+        seconds = self._clock() - start
+        return Draft(
+            tokens, probs, steps, seconds, margins, catchup_s=catchup_s, partial_context=partial
+        )
+
+    def _probe_context(self, ask: DraftRequest) -> tuple[list[int], float]:
+        """The tokens to draft after and the seconds spent reading them first: under a read
+        limit, what the model has not read is read before drafting (timed apart, as a
+        catch-up), or, when more than the limit, the history's last read_limit tokens alone."""
+        sequence = list(ask.history)
+        if ask.read_limit is None or not sequence:
+            return sequence, 0.0
+        unread = len(sequence) - 1 - common_prefix(self.model.tokens, sequence[:-1])
+        if unread <= 0:
+            return sequence, 0.0
+        if unread > ask.read_limit:
+            sequence = sequence[-ask.read_limit :]
+        start = self._clock()
+        self.model.feed(sequence[:-1], 0)
+        return sequence, self._clock() - start
 
     def prefill(self, history: Sequence[int]) -> None:
         self.model.feed(history, 0)

@@ -281,14 +281,20 @@ def fastest_length(
 _PAID_WELL = 1.2
 _LEARNING_BUDGET_PAID = 0.04
 _LEARNING_BUDGET_UNPAID = 0.005
-# Bounds on the rounds between probes, whatever the budget says.
+# Bounds on the rounds between probes, whatever the budget says. Longer for a draft that did
+# not pay (256) failed a start paused by bad luck: it came back too late in 3 seeds of 20.
 MIN_PROBE_INTERVAL = 4
 _MAX_PROBE_INTERVAL = 64
+
+
+def paid_well(worth: float) -> bool:
+    """Whether a draft lately worth this (× plain) paid well enough to be checked often."""
+    return worth >= _PAID_WELL
 
 
 def probe_interval(loss: float, worth: float) -> int:
     """Rounds until a paused draft's next probe, so that probing costs at most its budget of
     plain time. `loss`: what a probe costs beyond the plain steps its tokens would have taken,
     in plain steps; `worth`: the best the draft was lately worth, × plain."""
-    budget = _LEARNING_BUDGET_PAID if worth >= _PAID_WELL else _LEARNING_BUDGET_UNPAID
+    budget = _LEARNING_BUDGET_PAID if paid_well(worth) else _LEARNING_BUDGET_UNPAID
     return max(MIN_PROBE_INTERVAL, min(math.ceil(max(loss, 0.0) / budget), _MAX_PROBE_INTERVAL))

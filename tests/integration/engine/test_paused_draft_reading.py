@@ -1,0 +1,60 @@
+"""A draft model γ auto has paused reads nothing of a new prompt, and its probes read a window
+of the conversation at most, on the demo target with the useless (pruned) draft: reading a
+long prompt one token a pass cost more than a short reply takes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from app.engine import gamma
+from app.engine.config import GenerationConfig
+from app.engine.drafters import ModelDrafter
+from app.engine.loop import PROBE_CONTEXT
+from app.llama.config import ModelConfig
+from models.prune import useless_draft
+from tests.helpers.engine import engine_of, loaded_runtime, run_to_end
+
+SHORT = [{"role": "user", "content": "Explain why the sky is blue."}]
+PASSAGE = (
+    "The lighthouse keeper climbed the spiral stairs each evening, trimmed the wick, wound the "
+    "clockwork that turned the lens, and wrote the weather into a leather book. "
+)
+LONG = [
+    {"role": "user", "content": PASSAGE * 4 + "\nGo on with the story: what did the keeper see?"}
+]
+
+
+def test_a_paused_draft_reads_only_what_its_probes_draft_after(demo_models: Any) -> None:
+    pruned = useless_draft(demo_models.q4_1, Path(demo_models.f32).parent)
+    with loaded_runtime(
+        ModelConfig(str(demo_models.f32), n_ctx=1024),
+        ModelConfig(str(pruned), n_ctx=1024),
+        suffix=False,
+    ) as rt:
+        drafter = rt.drafter
+        assert isinstance(drafter, ModelDrafter)
+        engine = engine_of(rt)
+        first, _ = run_to_end(
+            engine, rt.chat_prompt(SHORT), GenerationConfig(max_tokens=48, gamma=gamma.AUTO)
+        )
+        assert any(n.startswith("speculation paused") for n in first.notices), [
+            (r.gamma, r.drafted, r.accepted, round(r.draft_s * 1e3), round(r.verify_s * 1e3))
+            for r in first.rounds
+        ]
+
+        prompt = rt.chat_prompt(LONG)
+        assert len(prompt) > 4 * PROBE_CONTEXT
+        config = GenerationConfig(max_tokens=200, gamma=gamma.AUTO, exact=True)
+        result, _ = run_to_end(engine, prompt, config)
+        plain, _ = run_to_end(engine, prompt, config, speculative=False)
+
+    assert result.token_ids == plain.token_ids
+    assert result.stats.draft_prefill_s == 0.0
+    probes = [r for r in result.rounds if r.drafted]
+    assert probes, f"no probe ran in {len(result.token_ids)} tokens"
+    # Each probe read its window first, timed apart from drafting.
+    assert all(r.draft_catchup_s > 0.0 for r in probes)
+    assert all(r.gamma <= 2 for r in probes)
+    # The draft's cache holds the last probe's window and draft, not the prompt.
+    assert len(drafter.model.tokens) <= PROBE_CONTEXT + max(r.drafted for r in probes)

@@ -1,0 +1,106 @@
+"""What a paused draft's probes cost: whether a new reply probes at once, and the reading a
+probe did priced into the wait for the next one (app/engine/auto_off.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from app.engine.adaptive import GammaController
+from app.metrics.rounds import RoundRecord
+from tests.unit.engine.test_adaptive import PLAIN_S, Pair, constant, drive
+
+
+def _paused_useless() -> GammaController:
+    controller = GammaController()
+    drive(controller, Pair(constant(0.0), seed=1), 40)
+    assert controller.speculation_off
+    return controller
+
+
+def _paused_after_paying() -> GammaController:
+    """A draft that paid well for 150 rounds, then stopped being right."""
+
+    def acceptance(round_index: int, _position: int) -> float:
+        return 0.9 if round_index < 150 else 0.0
+
+    controller = GammaController()
+    pair = Pair(acceptance, seed=4)
+    while not controller.speculation_off:
+        assert pair.round_index < 200
+        controller.observe(pair.run(controller.next_gamma()))
+    return controller
+
+
+def _probe(controller: GammaController, reading_s: float) -> None:
+    """Run the probe now due: a γ = 1 round whose token is refused, after `reading_s` of
+    reading what the draft had not read."""
+    gamma = controller.next_gamma()
+    assert gamma > 0
+    controller.observe(
+        RoundRecord(
+            0,
+            "draft",
+            gamma,
+            gamma,
+            0,
+            1,
+            0.1 * PLAIN_S,
+            1.1 * PLAIN_S,
+            gamma,
+            draft_catchup_s=reading_s,
+        )
+    )
+    assert controller.speculation_off
+
+
+def _until_probe(controller: GammaController) -> None:
+    plain = RoundRecord(0, "plain", 0, 0, 0, 1, 0.0, PLAIN_S, 0)
+    while controller.next_gamma() == 0:
+        controller.observe(plain)
+
+
+def test_a_draft_that_never_paid_keeps_its_schedule_on_a_new_reply() -> None:
+    """A paused draft model that never paid would be probed, and would read the new prompt,
+    once per reply: short replies would pay for probes far beyond its budget."""
+    controller = _paused_useless()
+    _until_probe(controller)
+    _probe(controller, 0.0)
+    controller.begin_reply()
+    assert controller.next_gamma() == 0
+
+
+def test_a_draft_that_lately_paid_well_is_probed_at_once_on_a_new_reply() -> None:
+    controller = _paused_after_paying()
+    _until_probe(controller)
+    _probe(controller, 0.0)
+    assert controller.next_gamma() == 0
+    controller.begin_reply()
+    assert controller.next_gamma() > 0
+
+
+def test_a_paused_hybrid_is_probed_at_once_on_a_new_reply() -> None:
+    """A hybrid's suffix tokens cost no pass, and its probes are how it resumes."""
+    controller = GammaController()
+    controller.observe(RoundRecord(0, "plain", 0, 0, 0, 1, 0.0, PLAIN_S, 0))
+    pair = Pair(constant(0.0), seed=2)
+    for _ in range(40):
+        controller.observe(replace(pair.run(controller.next_gamma()), mode="hybrid"))
+        if controller.speculation_off:
+            break
+    while controller.next_gamma() == 0 and not controller.speculation_off:
+        controller.observe(RoundRecord(0, "plain", 0, 0, 0, 1, 0.0, PLAIN_S, 0))
+    assert controller.speculation_off
+    controller.begin_reply()
+    assert controller.next_gamma() > 0
+
+
+def test_a_probes_reading_lengthens_the_wait_for_the_next_one() -> None:
+    """Probing may cost a set share of plain time: a probe that had to read 1.5 plain steps'
+    worth of text before drafting costs that much more, so the next comes later."""
+    waits = []
+    for reading_s in (0.0, 1.5 * PLAIN_S):
+        controller = _paused_after_paying()
+        _until_probe(controller)
+        _probe(controller, reading_s)
+        waits.append(controller.probe_interval)
+    assert waits[1] > waits[0]
