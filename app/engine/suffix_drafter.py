@@ -43,8 +43,11 @@ from app.metrics.rounds import DraftMode, RoundRecord
 
 # "resume": the text a match was following, picked up again after the reply edited it
 # (app/engine/suffix_resume.py); its keep rates are bucketed by that match's length.
-Source = Literal["conversation", "history", "resume"]
-SOURCES: tuple[Source, ...] = ("conversation", "history", "resume")
+# "repeat": a past-chats match reaching back over the whole conversation (or REPEAT_CONTEXT
+# tokens of it): the same question asked again word for word, whose past reply the same
+# target, decoding greedily, gives again token for token.
+Source = Literal["conversation", "history", "repeat", "resume"]
+SOURCES: tuple[Source, ...] = ("conversation", "history", "repeat", "resume")
 
 # Lower edges of the match-length buckets: fine where the hit rate changes fastest.
 MATCH_BUCKETS = (0, 2, 3, 4, 6, 8, 12, 16, 24, 32)
@@ -58,6 +61,15 @@ LONG_DRAFT_KEEP_RATE = 0.99
 # Tokens of the history a cursor re-reads after the past-chats index changed; longer matches
 # are counted from there (the length policy is flat long before this).
 _RESYNC_TOKENS = 256
+# A past-chats match this long is a "repeat" even where the conversation is longer: it is as
+# much of a past exchange's prompt as the index keeps (app/engine/runtime.py).
+REPEAT_CONTEXT = 256
+# Before any verdict, a repeat's tokens are taken to be kept this often: greedy decoding
+# repeats itself exactly, so drafts run to the free limit from the first round (learnt as
+# `history`, one failed 34-token match elsewhere held a repeated question's first reply to
+# 16-token drafts for most of it, 180 tok/s against 400). Sampled replies part from the
+# past one soon; their misses bring the rate down within a round or two.
+_REPEAT_PRIOR = 0.995
 # How many tokens at each end of the history seen are compared to tell an extension from a new
 # or edited conversation: a wrong guess only costs poor drafts, never a wrong token.
 _SAMPLE_TOKENS = 16
@@ -71,6 +83,8 @@ def prior_keep_rate(match_length: int, source: Source = "conversation") -> float
     chats (there p < min_survival at 2 tokens: nothing is drafted until verdicts say more)."""
     if source == "history":
         return (match_length - 1) / (match_length + 4.0)
+    if source == "repeat":
+        return _REPEAT_PRIOR
     if source == "resume":  # an anchor of one token, if a local one: below a match's own
         return match_length / (match_length + 2.0)
     return match_length / (match_length + 1.0)
@@ -305,7 +319,9 @@ class SuffixDrafter:
             past = self._cursor.match
             past_length = self._cursor.index.continued_length(past)
             if past_length > own_length:
-                return past_length, "history", self._cursor.index, past
+                whole = past_length >= min(self._seen, REPEAT_CONTEXT)
+                source: Source = "repeat" if whole else "history"
+                return past_length, source, self._cursor.index, past
         if own_length == 0:
             return 0, "conversation", None, None
         return own_length, "conversation", self._conversation, own

@@ -35,13 +35,15 @@ def test_a_paused_draft_reads_only_what_its_probes_draft_after(demo_models: Any)
         drafter = rt.drafter
         assert isinstance(drafter, ModelDrafter)
         engine = engine_of(rt)
-        first, _ = run_to_end(
-            engine, rt.chat_prompt(SHORT), GenerationConfig(max_tokens=48, gamma=gamma.AUTO)
-        )
-        assert any(n.startswith("speculation paused") for n in first.notices), [
-            (r.gamma, r.drafted, r.accepted, round(r.draft_s * 1e3), round(r.verify_s * 1e3))
-            for r in first.rounds
-        ]
+        # γ auto pauses the useless draft within a reply or two (a slow first plain step,
+        # its unit of cost, can hold it off for a while).
+        notices: list[str] = []
+        for _ in range(4):
+            short = GenerationConfig(max_tokens=64, gamma=gamma.AUTO)
+            notices += run_to_end(engine, rt.chat_prompt(SHORT), short)[0].notices
+            if any(n.startswith("speculation paused") for n in notices):
+                break
+        assert notices and notices[-1].startswith("speculation paused"), notices
 
         prompt = rt.chat_prompt(LONG)
         assert len(prompt) > 4 * PROBE_CONTEXT

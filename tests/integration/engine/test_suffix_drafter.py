@@ -17,6 +17,7 @@ from app.engine.history_corpus import HistoryCorpus
 from app.engine.loop import SpeculativeEngine
 from app.engine.runtime import Runtime
 from app.engine.suffix_drafter import SuffixDrafter, draft_length
+from app.metrics.cost_model import MAX_GAMMA
 from tests.helpers.engine import run_to_end
 
 PASSAGE = list(range(100, 160))  # 60 distinct tokens: a text that occurs once
@@ -123,6 +124,28 @@ def test_past_chats_are_trusted_less_and_learnt_apart(tmp_path: Path) -> None:
         drafter.observe(len(past.tokens), len(past.tokens))
     assert len(drafter.peek([7, *PASSAGE[:8]], 40).tokens) > len(past.tokens)
     assert drafter.peek(_repeat(8), 40) == own  # the conversation's rates did not move
+
+
+def test_a_whole_conversation_found_in_past_chats_is_a_repeat_drafted_at_length(
+    tmp_path: Path,
+) -> None:
+    """The same question asked again word for word: greedy decoding gives the same reply, so
+    its drafts run to the limit from the first round. A match that does not reach back to the
+    conversation's start is a past chat's like any other, and a repeat's misses are learnt apart."""
+    corpus = HistoryCorpus(tmp_path, "test")
+    corpus.add(PASSAGE)
+    drafter = SuffixDrafter(corpus)
+    repeat = drafter.peek(PASSAGE[:10], 40)
+    assert (repeat.source, repeat.match_length) == ("repeat", 10)
+    assert list(repeat.tokens) == PASSAGE[10:50]
+    partial = drafter.peek([7, *PASSAGE[:10]], 40)
+    assert (partial.source, partial.match_length) == ("history", 10)
+    assert 0 < len(partial.tokens) <= MAX_GAMMA
+    for _ in range(2):
+        drafter.remember(repeat)
+        drafter.observe(3, len(repeat.tokens))
+    assert len(drafter.peek(PASSAGE[:10], 40).tokens) <= MAX_GAMMA
+    assert drafter.peek([7, *PASSAGE[:10]], 40) == partial
 
 
 def test_a_past_chat_added_mid_conversation_is_used_next_round(tmp_path: Path) -> None:
