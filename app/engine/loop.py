@@ -96,7 +96,7 @@ class SpeculativeEngine:
         t_request = clock()
         rng = np.random.default_rng(config.sampling.seed)
         mode: DraftMode = "plain" if config.gamma.is_off else self.mode
-        controller = self._gamma_controller(config) if mode != "plain" else None
+        controller = self.gamma_controller(config) if mode != "plain" else None
 
         if self.target.uniform_batches != config.exact:
             self.target.uniform_batches = config.exact
@@ -295,7 +295,9 @@ class SpeculativeEngine:
     def _paused(controller: GammaController | None) -> bool:
         return controller is not None and controller.speculation_off
 
-    def _gamma_controller(self, config: GenerationConfig) -> GammaController | None:
+    def gamma_controller(self, config: GenerationConfig) -> GammaController | None:
+        """γ auto's controller for the current draft (made on first use, kept across replies),
+        or None unless `config` asks for auto and a drafter is set."""
         if not config.gamma.is_auto or self.drafter is None:
             return None
         from app.engine.adaptive import GammaController  # noqa: PLC0415 - only for gamma=auto
