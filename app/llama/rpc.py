@@ -26,7 +26,7 @@ from typing import Any
 
 from app.errors import InvalidSettingError, RpcConnectError, RpcUnavailableError
 from app.llama import rpc_keys, rpc_tunnel
-from app.llama.native import libggml
+from app.llama.native import DEVICE_KINDS, RPC_DEVICE_PREFIX, bind, device_functions, is_local_gpu
 from app.llama.rpc_auth import MODE_CHECK, connect, new_client_id, open_stream
 
 DEFAULT_PORT = 50052
@@ -40,10 +40,6 @@ SECURITY_WARNING = (
     "reach the port can run computations on the worker and read and write any memory of its "
     "process, and the network sees the traffic in clear. Use it only on a network you trust."
 )
-
-# ggml_backend_dev_type (ggml-backend.h)
-_DEVICE_KINDS = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}
-_RPC_PREFIX = "RPC"
 
 _lock = threading.Lock()
 _lib: Any = None
@@ -61,7 +57,7 @@ class Device:
 
     @property
     def remote(self) -> bool:
-        return self.name.startswith(_RPC_PREFIX)
+        return self.name.startswith(RPC_DEVICE_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,28 +195,21 @@ def _ggml() -> Any:
     from app.llama.backend import ensure_backend  # noqa: PLC0415 - loads llama.cpp on first use
 
     ensure_backend()
-    lib = libggml()
+    lib = device_functions()
     vp, sz, cp, u32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_uint32
     psz = ctypes.POINTER(sz)
-    for name, args, res in (
-        ("ggml_backend_reg_by_name", [cp], vp),
-        ("ggml_backend_reg_get_proc_address", [vp, cp], vp),
-        ("ggml_backend_register", [vp], None),
-        ("ggml_backend_reg_dev_count", [vp], sz),
-        ("ggml_backend_reg_dev_get", [vp, sz], vp),
-        ("ggml_backend_dev_count", [], sz),
-        ("ggml_backend_dev_get", [sz], vp),
-        ("ggml_backend_dev_by_name", [cp], vp),
-        ("ggml_backend_dev_name", [vp], cp),
-        ("ggml_backend_dev_description", [vp], cp),
-        ("ggml_backend_dev_type", [vp], ctypes.c_int),
-        ("ggml_backend_dev_memory", [vp, psz, psz], None),
-        ("ggml_backend_rpc_get_device_memory", [cp, u32, psz, psz], None),
-        ("ggml_backend_rpc_start_server", [cp, cp, sz, sz, ctypes.POINTER(vp)], None),
-    ):
-        fn = getattr(lib, name)
-        fn.argtypes = args
-        fn.restype = res
+    bind(
+        lib,
+        (
+            ("ggml_backend_reg_by_name", [cp], vp),
+            ("ggml_backend_reg_get_proc_address", [vp, cp], vp),
+            ("ggml_backend_register", [vp], None),
+            ("ggml_backend_reg_dev_count", [vp], sz),
+            ("ggml_backend_reg_dev_get", [vp, sz], vp),
+            ("ggml_backend_rpc_get_device_memory", [cp, u32, psz, psz], None),
+            ("ggml_backend_rpc_start_server", [cp, cp, sz, sz, ctypes.POINTER(vp)], None),
+        ),
+    )
     _lib = lib
     return lib
 
@@ -230,7 +219,7 @@ def _describe(handle: int) -> Device:
     return Device(
         name=lib.ggml_backend_dev_name(handle).decode(),
         description=public_name((lib.ggml_backend_dev_description(handle) or b"").decode()),
-        kind=_DEVICE_KINDS.get(int(lib.ggml_backend_dev_type(handle)), "unknown"),
+        kind=DEVICE_KINDS.get(int(lib.ggml_backend_dev_type(handle)), "unknown"),
     )
 
 
@@ -248,7 +237,7 @@ def add_server(spec: str) -> list[Device]:
             token = rpc_keys.token_for(endpoint)
             native = endpoint if token is None else rpc_tunnel.tunnel_to(endpoint, token)
             _native[endpoint] = native
-            rpc_reg = lib.ggml_backend_reg_by_name(_RPC_PREFIX.encode())
+            rpc_reg = lib.ggml_backend_reg_by_name(RPC_DEVICE_PREFIX.encode())
             address = lib.ggml_backend_reg_get_proc_address(rpc_reg, b"ggml_backend_rpc_add_server")
             add = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)(address)
             reg = add(native.encode())
@@ -302,7 +291,7 @@ def model_devices(endpoints: Sequence[str]) -> ctypes.Array[ctypes.c_void_p] | N
     for i in range(int(lib.ggml_backend_dev_count())):
         handle = int(lib.ggml_backend_dev_get(i))
         device = _describe(handle)
-        if device.kind in {"gpu", "igpu"} and not device.remote:
+        if is_local_gpu(device.kind, device.name):
             handles.append(handle)  # local accelerators always take part, as in llama.cpp
     for endpoint in endpoints:
         handles.extend(_registered.get(endpoint) or [])
