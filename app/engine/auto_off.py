@@ -164,10 +164,10 @@ class AutoOff:
         self._probe_tokens += record.emitted
         self._probe_seconds += record.draft_s + record.verify_s + record.draft_catchup_s
         self._plain_since_probe = 0
+        plain_rate = self._prices.plain_rate()
         # The next probe will read about as much as this one did (a paused draft model reads
         # nothing between probes): that is part of its price.
-        self._probe_reading = record.draft_catchup_s * self._prices.plain_rate()
-        plain_rate = self._prices.plain_rate()
+        self._probe_reading = record.draft_catchup_s * plain_rate
         wins = plain_rate * (1.0 + _RESUME_MARGIN)
         gamma, cautious = self._prices.best_of(self._probes.cautious(self._max_gamma, _RESUME_Z))
         if cautious > wins:
