@@ -15,11 +15,9 @@ def reads_one_token_a_pass(config: ModelConfig) -> bool:
     """Whether this model decodes one token a pass on llama.cpp's extra CPU buffers: a draft
     held in host memory on a CPU with AMX (app/llama/backend.one_token_buffers). Devices are
     listed only for a draft: listing them binds what some builds lack."""
-    on_host = (
-        config.one_token_passes
-        and not config.rpc_servers
-        and (config.n_gpu_layers == 0 or not local_gpu())
-    )
+    if not config.one_token_passes:
+        return False
+    on_host = not config.rpc_servers and (config.n_gpu_layers == 0 or not local_gpu())
     return one_token_buffers(config.one_token_passes, on_host)
 
 
