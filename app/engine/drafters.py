@@ -201,7 +201,11 @@ class ModelDrafter:
         self.model.feed(history, 0)
 
     def reads_first(self, history: Sequence[int]) -> bool:
-        return common_prefix(self.model.tokens, history) < len(history)
+        return self.unread(history) > 0
+
+    def unread(self, history: Sequence[int]) -> int:
+        """How many tokens of `history` the model would read before drafting after it."""
+        return len(history) - common_prefix(self.model.tokens, history)
 
     def learn(self, record: RoundRecord) -> None:
         """γ auto does the learning for a draft model."""

@@ -124,6 +124,24 @@ class TextDifficulty:
 
 
 @dataclass
+class FadedRate:
+    """Tokens per second over the rounds just run: faded sums of tokens and of seconds, so a
+    round counts by its length in time, not once each."""
+
+    fade: float
+    tokens: float = 0.0
+    seconds: float = 0.0
+
+    def add(self, tokens: int, seconds: float) -> None:
+        self.tokens = self.tokens * self.fade + tokens
+        self.seconds = self.seconds * self.fade + seconds
+
+    @property
+    def rate(self) -> float | None:
+        return self.tokens / self.seconds if self.seconds > MIN_SECONDS else None
+
+
+@dataclass
 class RunningMean:
     """A mean that averages its first `horizon` samples evenly, then forgets exponentially."""
 

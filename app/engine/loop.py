@@ -21,14 +21,14 @@ from app.engine.confidence import KeepDrafting
 from app.engine.config import GenerationConfig
 from app.engine.constraint import ConstraintCursor, start_constraint
 from app.engine.control import GenerationControl
-from app.engine.drafters import Draft, Drafter, DraftRequest, constrain_draft
+from app.engine.drafters import Draft, Drafter, DraftRequest, ModelDrafter, constrain_draft
 from app.engine.events import Event, FinishEvent, NoticeEvent, RoundEvent, TokenEvent
 from app.engine.result import FinishReason, GenerationResult
 from app.engine.token_tree import tree_round
 from app.engine.verification import Verdict, verify_rows
 from app.errors import ContextOverflowError, InvalidSettingError
 from app.llama.handle import ModelHandle
-from app.metrics.cost_model import free_draft_limit
+from app.metrics.cost_model import MAX_GAMMA, MAX_STOPPED_GAMMA, free_draft_limit
 from app.metrics.rounds import DraftMode, RoundRecord
 from app.metrics.summary import summarize
 
@@ -112,6 +112,9 @@ class SpeculativeEngine:
         model_reads = prompt_unread and bool(self.drafter and self.drafter.reads_first(tokens[:-1]))
         self.target.feed(tokens[:-1], 0)
         self._draft_behind = False
+        # Set when γ auto judged that reading the prompt would cost this reply more than
+        # drafting saves it: the reply runs plain, the draft model reads it with the next.
+        unread_plain = False
         if controller is not None:
             controller.begin_reply()
         t_generation = clock()
@@ -142,15 +145,21 @@ class SpeculativeEngine:
                 # a window (PROBE_CONTEXT): the prompt may never be drafted after.
                 if paused:
                     self._draft_behind, prompt_unread = True, False
+                elif under_auto and not self._reading_pays(controller, tokens, remaining):
+                    self._draft_behind, prompt_unread, unread_plain = True, False, True
                 else:
-                    draft_prefill_s, prompt_unread = self._draft_reads(tokens), False
+                    draft_prefill_s = self._draft_reads(tokens, controller)
+                    prompt_unread = False
             t_round = clock()
-            gamma = self._round_gamma(config, control, controller, mode, prompt_unread)
+            # A γ set by hand mid-reply overrides that judgement, as it overrides γ auto.
+            gamma = self._round_gamma(
+                config, control, controller, mode, prompt_unread or (unread_plain and under_auto)
+            )
             # Never draft past the token budget or the context: the bonus token needs a row.
             gamma = max(0, min(gamma, remaining - 1, room))
             read_limit = PROBE_CONTEXT if paused and self._draft_behind else None
             catchup = gamma > 0 and self._draft_behind and read_limit is None
-            catchup_s = self._draft_reads(tokens) if catchup else 0.0
+            catchup_s = self._draft_reads(tokens, controller) if catchup else 0.0
             # A γ set by hand runs as set; under auto the controller may end the draft early,
             # and tokens that cost no draft pass may run past its γ.
             draft_stop = controller.draft_stop() if controller and under_auto else None
@@ -306,16 +315,26 @@ class SpeculativeEngine:
         controller = self._controllers.get(key)
         if controller is None:
             # Only a draft model says how sure it is of each token; lookup proposals are certain.
+            # Its confidence stop ends its drafts, under a ceiling one verification holds.
+            stops = self.drafter.mode in ("draft", "hybrid")
+            ceiling = min(MAX_STOPPED_GAMMA, self._free_draft_limit) if stops else MAX_GAMMA
             controller = GammaController(
-                initial_gamma=config.gamma.start,
-                confidence_stop=self.drafter.mode in ("draft", "hybrid"),
+                max_gamma=ceiling, initial_gamma=config.gamma.start, confidence_stop=stops
             )
             if self.plain_step_s is not None:
                 controller.note_plain_step(self.plain_step_s)
             self._controllers[key] = controller
         return controller
 
-    def _draft_reads(self, tokens: list[int]) -> float:
+    def _reading_pays(
+        self, controller: GammaController | None, tokens: list[int], remaining: int
+    ) -> bool:
+        """Whether γ auto would have a draft model read the text it lacks for this reply."""
+        if controller is None or not isinstance(self.drafter, ModelDrafter):
+            return True
+        return controller.reading_pays(self.drafter.unread(tokens[:-1]), remaining)
+
+    def _draft_reads(self, tokens: list[int], controller: GammaController | None) -> float:
         """Seconds the drafter took to read, in one batch, all but the last token.
 
         Timed apart from drafting (though inside the generation time, which it delays): the
@@ -325,9 +344,13 @@ class SpeculativeEngine:
         """
         assert self.drafter is not None
         self._draft_behind = False
+        unread = self.drafter.unread(tokens[:-1]) if isinstance(self.drafter, ModelDrafter) else 0
         start = self._clock()
         self.drafter.prefill(tokens[:-1])
-        return self._clock() - start
+        seconds = self._clock() - start
+        if controller is not None and unread:
+            controller.note_read(unread, seconds)
+        return seconds
 
     def _draft(
         self,

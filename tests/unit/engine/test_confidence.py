@@ -62,16 +62,30 @@ def test_one_more_token_must_make_more_than_its_time_at_the_running_rate() -> No
     assert survival_threshold(0.5, 1.5, 0.0) == float("inf")
 
 
-def _taught(confidence_stop: bool) -> GammaController:
-    """A controller after rounds where confident tokens were kept and near-ties rejected."""
-    controller = GammaController(initial_gamma=5, confidence_stop=confidence_stop)
+def _taught(confidence_stop: bool, overhead_s: float = 0.0) -> GammaController:
+    """A controller after rounds where confident tokens were kept and near-ties rejected;
+    each round spent `overhead_s` outside its passes."""
+    controller = GammaController(
+        max_gamma=MAX_GAMMA, initial_gamma=5, confidence_stop=confidence_stop
+    )
     controller.note_plain_step(PLAIN_S)
     for i in range(40):
         gamma = controller.next_gamma()
         margins = [SURE] * 5 + [TIE] if i % 2 else [SURE] * 6
         accepted = 5 if i % 2 else 6
         draft_s, verify_s = PLAIN_S * (0.3 + 0.4 * 6), PLAIN_S * 2.0
-        record = RoundRecord(i, "draft", gamma, 6, accepted, accepted + 1, draft_s, verify_s, 6)
+        record = RoundRecord(
+            i,
+            "draft",
+            gamma,
+            6,
+            accepted,
+            accepted + 1,
+            draft_s,
+            verify_s,
+            6,
+            overhead_s=overhead_s,
+        )
         controller.observe(record, margins)
     return controller
 
@@ -89,3 +103,15 @@ def test_without_the_stop_rounds_run_the_chosen_length() -> None:
     controller = _taught(confidence_stop=False)
     assert controller.next_gamma() < MAX_GAMMA
     assert controller.draft_stop() is None
+
+
+def test_a_token_is_priced_at_the_rate_the_rounds_delivered() -> None:
+    # The same rounds, but in one session each also spent as long again outside its passes:
+    # they delivered half the rate, so half as likely a token still pays for its pass and row.
+    # (The predicted rate reads passes only and would price both alike.)
+    lean, slow = _taught(True), _taught(True, overhead_s=PLAIN_S * 4.7)
+    for controller in (lean, slow):
+        assert controller.next_gamma() == MAX_GAMMA
+    lean_stop, slow_stop = lean.draft_stop(), slow.draft_stop()
+    assert isinstance(lean_stop, SurvivalStop) and isinstance(slow_stop, SurvivalStop)
+    assert slow_stop.threshold == pytest.approx(lean_stop.threshold / 2)

@@ -1,0 +1,49 @@
+"""γ auto's judgement of whether a draft model should read the text it lacks for a reply:
+the reading's measured cost against what drafting can save on the tokens left."""
+
+from __future__ import annotations
+
+from app.engine.adaptive import GammaController
+from app.metrics.rounds import RoundRecord
+
+PLAIN_S = 0.025
+
+
+def _measured(read_s_per_token: float = 0.003) -> GammaController:
+    """A controller whose draft read a prompt at `read_s_per_token` and whose rounds made 9
+    tokens in 4.5 plain steps: 2x plain, so each token drafted saves half a plain step."""
+    controller = GammaController(initial_gamma=8, confidence_stop=False)
+    controller.note_plain_step(PLAIN_S)
+    controller.note_read(100, 100 * read_s_per_token)
+    for i in range(8):
+        gamma = controller.next_gamma()
+        controller.observe(RoundRecord(i, "draft", gamma, 8, 8, 9, 2.5 * PLAIN_S, 2.0 * PLAIN_S, 8))
+    return controller
+
+
+def test_unmeasured_reading_is_assumed_to_pay() -> None:
+    controller = GammaController(initial_gamma=4)
+    controller.note_plain_step(PLAIN_S)
+    assert controller.reading_pays(10_000, 1)
+
+
+def test_a_long_prompt_pays_for_its_reading_only_with_enough_reply_left() -> None:
+    # 400 tokens read in 1.2 s; each token drafted saves 12.5 ms: 96 tokens pay for it.
+    controller = _measured()
+    assert not controller.reading_pays(400, 63)
+    assert not controller.reading_pays(400, 95)
+    assert controller.reading_pays(400, 97)
+    assert controller.reading_pays(40, 63)
+
+
+def test_slower_reading_needs_a_longer_reply() -> None:
+    assert _measured(0.002).reading_pays(400, 80)
+    assert not _measured(0.004).reading_pays(400, 80)
+
+
+def test_a_few_tokens_read_do_not_set_the_rate() -> None:
+    # Eight tokens in a second is a pass's fixed cost, not a rate per token.
+    controller = _measured()
+    for _ in range(20):
+        controller.note_read(8, 1.0)
+    assert controller.reading_pays(40, 63)
