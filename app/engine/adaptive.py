@@ -194,7 +194,9 @@ class GammaController:
             return
         self._spec_rounds += 1
         self._since_plain += 1
-        if not self._auto_off.off:
+        # Rounds with suffix tokens stay out of the stop's rate: their tokens cost no pass, and
+        # a run of them (an answer given again, 12x plain) would end the model's drafts early.
+        if not self._auto_off.off and record.suffix_drafted == 0:
             self._spec_rate.add(
                 record.emitted, record.draft_s + record.verify_s + record.overhead_s
             )
