@@ -65,6 +65,9 @@ class SpeculativeEngine:
         self._controllers: dict[tuple[str, str], GammaController] = {}
         # Accepted tokens the draft has not read yet (rounds that ran without it).
         self._draft_behind = False
+        # The prompt of the last reply whose prompt the draft model left unread because the
+        # reply could not pay for the reading (see _reading_pays).
+        self._left_unread: list[int] | None = None
         # The reply's grammar state after the tokens kept so far, when it has a grammar.
         self._grammar: ConstraintCursor | None = None
         self._free_draft_limit = free_draft_limit(getattr(target, "n_batch", None))
@@ -147,6 +150,7 @@ class SpeculativeEngine:
                     self._draft_behind, prompt_unread = True, False
                 elif under_auto and not self._reading_pays(controller, tokens, remaining):
                     self._draft_behind, prompt_unread, unread_plain = True, False, True
+                    self._left_unread = list(tokens)
                 else:
                     draft_prefill_s = self._draft_reads(tokens, controller)
                     prompt_unread = False
@@ -329,8 +333,15 @@ class SpeculativeEngine:
     def _reading_pays(
         self, controller: GammaController | None, tokens: list[int], remaining: int
     ) -> bool:
-        """Whether γ auto would have a draft model read the text it lacks for this reply."""
+        """Whether γ auto would have a draft model read the text it lacks for this reply.
+
+        Once only per conversation: reading what a reply left unread is a cost paid once, and
+        a conversation that goes on after such a reply has the replies to pay it back.
+        """
         if controller is None or not isinstance(self.drafter, ModelDrafter):
+            return True
+        left = self._left_unread
+        if left is not None and tokens[: len(left)] == left:
             return True
         return controller.reading_pays(self.drafter.unread(tokens[:-1]), remaining)
 

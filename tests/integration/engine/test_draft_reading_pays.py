@@ -1,6 +1,6 @@
 """γ auto has a draft model read a long prompt only when the reply's budget can pay for the
-reading, on the demo pair: the draft reads a token a pass, so a page of prompt costs more than
-a few drafted tokens save."""
+reading, or when the conversation goes on after a reply that left it unread, on the demo pair:
+the draft reads a token a pass, so a page of prompt costs more than a few drafted tokens save."""
 
 from __future__ import annotations
 
@@ -21,6 +21,15 @@ PASSAGE = (
 LONG: list[ChatMessage] = [
     {"role": "user", "content": PASSAGE * 4 + "\nSay in one line what the keeper did."}
 ]
+
+BAKERY = (
+    "Before dawn the baker lit the oven, weighed flour and salt on a brass scale, folded the "
+    "dough four times, and chalked the day's loaves on a slate by the door. "
+)
+OTHER: list[ChatMessage] = [
+    {"role": "user", "content": BAKERY * 4 + "\nName the one tool the baker used most."}
+]
+NEXT: list[ChatMessage] = [{"role": "user", "content": "Why that one?"}]
 
 
 def test_a_long_prompt_is_read_for_a_long_reply_and_left_unread_for_a_short_one(
@@ -55,6 +64,15 @@ def test_a_long_prompt_is_read_for_a_long_reply_and_left_unread_for_a_short_one(
         long_reply = GenerationConfig(max_tokens=200, gamma=gamma.AUTO, exact=True)
         read, _ = run_to_end(engine, prompt, long_reply)
         plain, _ = run_to_end(engine, prompt, long_reply, speculative=False)
-    assert read.stats.draft_prefill_s > 0.0
-    assert any(r.drafted for r in read.rounds)
-    assert read.token_ids == plain.token_ids
+        assert read.stats.draft_prefill_s > 0.0
+        assert any(r.drafted for r in read.rounds)
+        assert read.token_ids == plain.token_ids
+
+        # Left unread once more, then the conversation goes on: however short the next reply,
+        # the draft reads now, since the replies still to come can pay for it.
+        skipped, _ = run_to_end(engine, rt.chat_prompt(OTHER), short_reply)
+        assert skipped.stats.draft_prefill_s == 0.0
+        follow_up = rt.chat_prompt([*OTHER, {"role": "assistant", "content": skipped.text}, *NEXT])
+        went_on, _ = run_to_end(engine, follow_up, short_reply)
+    assert went_on.stats.draft_prefill_s > 0.0
+    assert any(r.drafted for r in went_on.rounds)
