@@ -148,9 +148,11 @@ class SpeculativeEngine:
                 # a window (PROBE_CONTEXT): the prompt may never be drafted after.
                 if paused:
                     self._draft_behind, prompt_unread = True, False
-                elif under_auto and not self._reading_pays(controller, tokens, remaining):
+                elif under_auto and (why := self._leave_unread(controller, tokens, remaining)):
                     self._draft_behind, prompt_unread, unread_plain = True, False, True
                     self._left_unread = list(tokens)
+                    notices.append(why)
+                    yield NoticeEvent(why)
                 else:
                     draft_prefill_s = self._draft_reads(tokens, controller)
                     prompt_unread = False
@@ -330,20 +332,27 @@ class SpeculativeEngine:
             self._controllers[key] = controller
         return controller
 
-    def _reading_pays(
+    def _leave_unread(
         self, controller: GammaController | None, tokens: list[int], remaining: int
-    ) -> bool:
-        """Whether γ auto would have a draft model read the text it lacks for this reply.
+    ) -> str | None:
+        """Why γ auto leaves the text a draft model lacks unread this reply (a notice), or
+        None when the model reads it.
 
         Once only per conversation: reading what a reply left unread is a cost paid once, and
         a conversation that goes on after such a reply has the replies to pay it back.
         """
         if controller is None or not isinstance(self.drafter, ModelDrafter):
-            return True
+            return None
         left = self._left_unread
         if left is not None and tokens[: len(left)] == left:
-            return True
-        return controller.reading_pays(self.drafter.unread(tokens[:-1]), remaining)
+            return None
+        unread = self.drafter.unread(tokens[:-1])
+        if controller.reading_pays(unread, remaining):
+            return None
+        return (
+            f"draft model off for this reply: reading the {unread} prompt tokens it lacks "
+            f"would cost more than drafting saves on {remaining} tokens"
+        )
 
     def _draft_reads(self, tokens: list[int], controller: GammaController | None) -> float:
         """Seconds the drafter took to read, in one batch, all but the last token.

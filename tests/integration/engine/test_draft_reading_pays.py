@@ -59,6 +59,7 @@ def test_a_long_prompt_is_read_for_a_long_reply_and_left_unread_for_a_short_one(
         assert skipped.stats.draft_prefill_s == 0.0
         assert not any(r.drafted for r in skipped.rounds)
         assert drafter.unread(prompt[:-1]) > 100
+        assert len(skipped.notices) == 1 and "draft model off for this reply" in skipped.notices[0]
         assert skipped.token_ids == plain.token_ids
 
         long_reply = GenerationConfig(max_tokens=200, gamma=gamma.AUTO, exact=True)
@@ -75,4 +76,5 @@ def test_a_long_prompt_is_read_for_a_long_reply_and_left_unread_for_a_short_one(
         follow_up = rt.chat_prompt([*OTHER, {"role": "assistant", "content": skipped.text}, *NEXT])
         went_on, _ = run_to_end(engine, follow_up, short_reply)
     assert went_on.stats.draft_prefill_s > 0.0
+    assert not went_on.notices
     assert any(r.drafted for r in went_on.rounds)
