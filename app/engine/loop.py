@@ -66,7 +66,7 @@ class SpeculativeEngine:
         # Accepted tokens the draft has not read yet (rounds that ran without it).
         self._draft_behind = False
         # The prompt of the last reply whose prompt the draft model left unread because the
-        # reply could not pay for the reading (see _reading_pays).
+        # reply could not pay for the reading (see _leave_unread).
         self._left_unread: list[int] | None = None
         # The reply's grammar state after the tokens kept so far, when it has a grammar.
         self._grammar: ConstraintCursor | None = None
@@ -116,7 +116,8 @@ class SpeculativeEngine:
         self.target.feed(tokens[:-1], 0)
         self._draft_behind = False
         # Set when γ auto judged that reading the prompt would cost this reply more than
-        # drafting saves it: the reply runs plain, the draft model reads it with the next.
+        # drafting saves it: the reply runs plain, and the draft model reads the prompt if the
+        # conversation goes on.
         unread_plain = False
         if controller is not None:
             controller.begin_reply()
