@@ -21,7 +21,8 @@ from app.engine.confidence import KeepDrafting
 from app.engine.config import GenerationConfig
 from app.engine.constraint import ConstraintCursor, start_constraint
 from app.engine.control import GenerationControl
-from app.engine.drafters import Draft, Drafter, DraftRequest, ModelDrafter, constrain_draft
+from app.engine.draft_reading import DraftReading
+from app.engine.drafters import Draft, Drafter, DraftRequest, constrain_draft
 from app.engine.events import Event, FinishEvent, NoticeEvent, RoundEvent, TokenEvent
 from app.engine.result import FinishReason, GenerationResult
 from app.engine.token_tree import tree_round
@@ -65,9 +66,8 @@ class SpeculativeEngine:
         self._controllers: dict[tuple[str, str], GammaController] = {}
         # Accepted tokens the draft has not read yet (rounds that ran without it).
         self._draft_behind = False
-        # The prompt of the last reply whose prompt the draft model left unread because the
-        # reply could not pay for the reading (see _leave_unread).
-        self._left_unread: list[int] | None = None
+        # When the drafter reads what it lacks, and when γ auto leaves a prompt unread.
+        self._reading = DraftReading(clock)
         # The reply's grammar state after the tokens kept so far, when it has a grammar.
         self._grammar: ConstraintCursor | None = None
         self._free_draft_limit = free_draft_limit(getattr(target, "n_batch", None))
@@ -149,9 +149,10 @@ class SpeculativeEngine:
                 # a window (PROBE_CONTEXT): the prompt may never be drafted after.
                 if paused:
                     self._draft_behind, prompt_unread = True, False
-                elif under_auto and (why := self._leave_unread(controller, tokens, remaining)):
+                elif under_auto and (
+                    why := self._reading.leave_unread(self.drafter, controller, tokens, remaining)
+                ):
                     self._draft_behind, prompt_unread, unread_plain = True, False, True
-                    self._left_unread = list(tokens)
                     notices.append(why)
                     yield NoticeEvent(why)
                 else:
@@ -333,45 +334,11 @@ class SpeculativeEngine:
             self._controllers[key] = controller
         return controller
 
-    def _leave_unread(
-        self, controller: GammaController | None, tokens: list[int], remaining: int
-    ) -> str | None:
-        """Why γ auto leaves the text a draft model lacks unread this reply (a notice), or
-        None when the model reads it.
-
-        Once only per conversation: reading what a reply left unread is a cost paid once, and
-        a conversation that goes on after such a reply has the replies to pay it back.
-        """
-        if controller is None or not isinstance(self.drafter, ModelDrafter):
-            return None
-        left = self._left_unread
-        if left is not None and tokens[: len(left)] == left:
-            return None
-        unread = self.drafter.unread(tokens[:-1])
-        if controller.reading_pays(unread, remaining):
-            return None
-        return (
-            f"draft model off for this reply: reading the {unread} prompt tokens it lacks "
-            f"would cost more than drafting saves on {remaining} tokens"
-        )
-
     def _draft_reads(self, tokens: list[int], controller: GammaController | None) -> float:
-        """Seconds the drafter took to read, in one batch, all but the last token.
-
-        Timed apart from drafting (though inside the generation time, which it delays): the
-        prompt is read once a reply, and tokens accepted while the draft sat idle are a one-off
-        cost of having paused. Billed to the next draft steps, either would make the draft look
-        too dear (γ auto's first estimate; whether a paused draft is worth resuming).
-        """
+        """The drafter reads all but the last token (DraftReading.read): it is no longer behind."""
         assert self.drafter is not None
         self._draft_behind = False
-        unread = self.drafter.unread(tokens[:-1]) if isinstance(self.drafter, ModelDrafter) else 0
-        start = self._clock()
-        self.drafter.prefill(tokens[:-1])
-        seconds = self._clock() - start
-        if controller is not None and unread:
-            controller.note_read(unread, seconds)
-        return seconds
+        return self._reading.read(self.drafter, tokens, controller)
 
     def _draft(
         self,

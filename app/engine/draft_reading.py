@@ -1,0 +1,67 @@
+"""The draft model reading what it lacks of the conversation: timed apart from drafting, and
+under γ auto left unread for a reply that cannot pay for the reading (docs/design.md, γ auto).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from app.engine.drafters import Drafter, ModelDrafter
+
+if TYPE_CHECKING:
+    from app.engine.adaptive import GammaController
+
+
+class DraftReading:
+    """Times the drafter's reads and judges, once per conversation, whether to skip one."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        # The prompt of the last reply whose prompt the draft model left unread.
+        self._left_unread: list[int] | None = None
+
+    def read(
+        self, drafter: Drafter, tokens: list[int], controller: GammaController | None
+    ) -> float:
+        """Seconds the drafter took to read, in one batch, all but the last token.
+
+        Timed apart from drafting (though inside the generation time, which it delays): the
+        prompt is read once a reply, and tokens accepted while the draft sat idle are a one-off
+        cost of having paused. Billed to the next draft steps, either would make the draft look
+        too dear (γ auto's first estimate; whether a paused draft is worth resuming).
+        """
+        unread = drafter.unread(tokens[:-1]) if isinstance(drafter, ModelDrafter) else 0
+        start = self._clock()
+        drafter.prefill(tokens[:-1])
+        seconds = self._clock() - start
+        if controller is not None and unread:
+            controller.note_read(unread, seconds)
+        return seconds
+
+    def leave_unread(
+        self,
+        drafter: Drafter | None,
+        controller: GammaController | None,
+        tokens: list[int],
+        remaining: int,
+    ) -> str | None:
+        """Why γ auto leaves the text a draft model lacks unread this reply (a notice), or
+        None when the model reads it.
+
+        Once only per conversation: reading what a reply left unread is a cost paid once, and
+        a conversation that goes on after such a reply has the replies to pay it back.
+        """
+        if controller is None or not isinstance(drafter, ModelDrafter):
+            return None
+        left = self._left_unread
+        if left is not None and tokens[: len(left)] == left:
+            return None
+        unread = drafter.unread(tokens[:-1])
+        if controller.reading_pays(unread, remaining):
+            return None
+        self._left_unread = list(tokens)
+        return (
+            f"draft model off for this reply: reading the {unread} prompt tokens it lacks "
+            f"would cost more than drafting saves on {remaining} tokens"
+        )
