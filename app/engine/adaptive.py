@@ -29,6 +29,7 @@ from app.engine.gamma_estimates import (
     fastest_length,
     strays,
 )
+from app.engine.gap_reader import MIN_TIMED_GAP, ReadingSpeed
 from app.metrics.cost_model import MAX_GAMMA, expected_tokens_by_length, expected_tokens_by_position
 from app.metrics.measured import judged_positions
 from app.metrics.rounds import RoundRecord
@@ -52,10 +53,6 @@ _DIFFICULTY_PRIOR = 3.0
 # Per round, how much of the reply's evidence on its difficulty is kept: misses come in bursts,
 # so the last dozen or so rounds tell more about the next one than the reply's first rounds.
 _DIFFICULTY_FADE = 0.93
-# Reads shorter than this are mostly a pass's fixed cost, and say little of the rate per token.
-_MIN_TIMED_READ = 16
-# A reading rate changes with the context's length only: a few prompts' reading is enough.
-_READ_FADE = 0.8
 
 
 class GammaController:
@@ -98,7 +95,7 @@ class GammaController:
         # token against (see _stop_rule).
         self._spec_rate = FadedRate(fade=1.0 - 1.0 / window)
         # How fast the draft model reads text it lacks (a new prompt), for reading_pays.
-        self._read_rate = FadedRate(fade=_READ_FADE)
+        self._read_speed = ReadingSpeed()
         self._verify = VerifyCurve(horizon=window, fade=1.0 - 1.0 / (8 * window))
         self._draft = DraftCost(horizon=window, fade=1.0 - 1.0 / (8 * window))
         self._spec_rounds = 0
@@ -230,8 +227,8 @@ class GammaController:
 
     def note_read(self, tokens: int, seconds: float) -> None:
         """The draft model read `tokens` it lacked in `seconds` (a prompt, or a catch-up)."""
-        if tokens >= _MIN_TIMED_READ:
-            self._read_rate.add(tokens, seconds)
+        if tokens >= MIN_TIMED_GAP:
+            self._read_speed.add(seconds, tokens)
 
     def reading_pays(self, unread: int, tokens_left: int) -> bool:
         """Whether a draft model that lacks `unread` tokens of the conversation should read
@@ -243,12 +240,11 @@ class GammaController:
         demo pair the draft reads 400 tokens in 1.3 s, and 64 tokens drafted save 0.8 s.
         Unmeasured, reading is assumed to pay.
         """
-        read_rate, plain_s = self._read_rate.rate, self.plain_step_s
-        spec_rate = self._spec_rate.rate
-        if read_rate is None or plain_s is None or spec_rate is None:
+        plain_s, spec_rate = self.plain_step_s, self._spec_rate.rate
+        if not self._read_speed.known or plain_s is None or spec_rate is None:
             return True
         saved = tokens_left * (plain_s - 1.0 / spec_rate)
-        return saved >= unread / read_rate
+        return saved >= self._read_speed.seconds_for(unread)
 
     def predicted_rate(self, gamma: int) -> float | None:
         """Expected tokens per second at this γ from the long-run figures, None before data."""

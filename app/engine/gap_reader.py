@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from app.engine.drafters import ModelDrafter
 from app.engine.hybrid_rates import FADE
-from app.llama.handle import common_prefix
 
 # Gaps shorter than this are read in about a pass's time, whatever their length: they would
 # make the reading speed look slower than a long catch-up's.
@@ -49,7 +48,7 @@ class GapReader:
         """How many of `history`'s tokens the draft model's cache lacks, read from the cache
         itself (a reset elsewhere, a new conversation): its kept draft tokens are there
         already, and counted as a gap they would make every reading look dearer than it is."""
-        return len(history) - common_prefix(self._drafter.model.tokens, history)
+        return self._drafter.unread(history)
 
     def read(self, history: Sequence[int], behind: int) -> float:
         """Have the draft model read `history` (`behind` tokens it lacks); the seconds it took."""
