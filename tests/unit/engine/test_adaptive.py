@@ -8,7 +8,6 @@ the same kind of noisy records the engine produces.
 from __future__ import annotations
 
 import itertools
-import random
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -20,50 +19,38 @@ from hypothesis import strategies as st
 from app.engine.adaptive import GammaController
 from app.metrics.cost_model import MAX_GAMMA, best_gamma, expected_tokens_by_position
 from app.metrics.rounds import RoundRecord
-
-PLAIN_S = 0.02
+from tests.helpers.gamma_sim import PLAIN_S, SimPair, constant
 
 
 @dataclass
-class Pair:
-    """A simulated target/draft pair. acceptance(round, position) is position's conditional
-    acceptance (1-based); costs are in plain steps."""
+class Pair(SimPair):
+    """The simulated pair with flat verification and a slowness by round, run one γ at a time
+    (drive) rather than through the engine's reply loop (simulate)."""
 
-    acceptance: Callable[[int, int], float]
     c_draft: float = 0.3
     c_verify: Callable[[int], float] = field(default=lambda _gamma: 1.0)
-    jitter: float = 0.05
     # The machine's slowness by round: 2.0 means every pass, plain or not, takes twice as long.
     slowness: Callable[[int], float] = field(default=lambda _round: 1.0)
-    seed: int = 0
-    rng: random.Random = field(init=False)
     round_index: int = field(default=0, init=False)
 
-    def __post_init__(self) -> None:
-        self.rng = random.Random(self.seed)
-
-    def _noise(self) -> float:
-        return (1.0 + self.rng.uniform(-self.jitter, self.jitter)) * self.slowness(self.round_index)
+    def noise(self) -> float:
+        return super().noise() * self.slowness(self.round_index)
 
     def run(self, gamma: int) -> RoundRecord:
         i = self.round_index
         if gamma == 0:
-            plain_s = PLAIN_S * self._noise()
+            plain_s = PLAIN_S * self.noise()
             self.round_index += 1
             return RoundRecord(i, "plain", 0, 0, 0, 1, 0.0, plain_s, 0)
         accepted = 0
         while accepted < gamma and self.rng.random() < self.acceptance(i, accepted + 1):
             accepted += 1
-        draft_s = gamma * self.c_draft * PLAIN_S * self._noise()
-        verify_s = self.c_verify(gamma) * PLAIN_S * self._noise()
+        draft_s = gamma * self.c_draft * PLAIN_S * self.noise()
+        verify_s = self.c_verify(gamma) * PLAIN_S * self.noise()
         self.round_index += 1
         return RoundRecord(
             i, "draft", gamma, gamma, accepted, accepted + 1, draft_s, verify_s, gamma
         )
-
-
-def constant(alpha: float) -> Callable[[int, int], float]:
-    return lambda _round, _position: alpha
 
 
 def drive(
