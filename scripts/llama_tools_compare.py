@@ -3,9 +3,10 @@
 
 Two questions, each answered in one interleaved run, repeat by repeat:
 - plain decoding: `specchat bench`'s plain rate at SpecChat's default thread policy against
-  `llama-bench` tg at its default threads, from an empty context and from a context as deep as
-  the prompts' mean length (`-d`): SpecChat's replies follow their prompts, and attention over
-  a few hundred tokens costs a 135M-parameter model a few percent a step;
+  `llama-bench` tg at its default threads, each from an empty context (SpecChat from one-word
+  raw prompts, `EMPTY_CONTEXT_PROMPTS`) and each after the prompts (`llama-bench -d` at their
+  mean length): attention over a few hundred tokens costs a 135M-parameter model a few percent
+  a step, so only the pairs at one depth compare the programs;
 - speculative decoding: `specchat bench` at its defaults (γ auto, the suffix index beside the
   draft model) against `llama-speculative-simple` with the same draft model at llama.cpp's
   defaults (common/common.h), on the same prompts: each rendered through the target's chat
@@ -34,6 +35,9 @@ from app.llama.backend import extra_buffers_safe
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PROMPTS = "builtin:chat,code,summarise,creative"
+# Raw text, no chat template: one token of context, as `llama-bench` tg's empty one (what the
+# model writes after them does not change what a plain step costs).
+EMPTY_CONTEXT_PROMPTS = ("Once", "The", "In", "We")
 _DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds")
 _ACCEPT = re.compile(r"accept\s+=\s+([0-9.]+)%")
 
@@ -175,6 +179,25 @@ def specchat_bench(
     }
 
 
+def specchat_empty_context(target: Path, max_tokens: int, work: Path) -> dict[str, Any]:
+    """SpecChat's plain rate from an empty context. `specchat bench` always runs a speculative
+    configuration beside plain; the suffix index alone is the cheapest."""
+    prompt_file = work / "empty-context.json"
+    texts = [{"text": text, "class": "empty", "chat": False} for text in EMPTY_CONTEXT_PROMPTS]
+    prompt_file.write_text(json.dumps(texts), encoding="utf-8")
+    out = work / "empty-context-bench.json"
+    command = [sys.executable, "-m", "app.cli", "bench", "--target", str(target)]
+    command += ["--draft", "suffix", "--gamma", "auto", "--prompts", str(prompt_file)]
+    command += ["--max-tokens", str(max_tokens), "--temperature", "0", "--quiet"]
+    subprocess.run([*command, "--json", str(out)], check=True, cwd=ROOT)
+    report = json.loads(out.read_text(encoding="utf-8"))
+    return {
+        "command": command,
+        "plain_tokens_per_second": report["plain"]["tokens_per_second"],
+        "prompt_tokens": [p["prompt_tokens"] for p in report["prompts"]],
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     bench_bin, spec_bin = args.bin / "llama-bench", args.bin / "llama-speculative-simple"
@@ -194,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = {
             "repeat": repeat,
             "specchat": ours,
+            "specchat_empty_context": specchat_empty_context(demo.f32, args.max_tokens, work),
             "llama_bench": llama_bench(bench_bin, demo.f32, args.max_tokens, depth),
             "speculative_simple": speculative_simple(
                 spec_bin, demo.f32, demo.q4_1, prompts, args.max_tokens
@@ -213,10 +237,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def summary_line(run: dict[str, Any]) -> str:
     ours, bench, spec = run["specchat"], run["llama_bench"], run["speculative_simple"]
     spec_off = run["speculative_simple_flash_attn_off"]
+    empty = run["specchat_empty_context"]["plain_tokens_per_second"]
     return (
-        f"repeat {run['repeat']}: plain {ours['plain_tokens_per_second']:.1f} vs llama-bench "
-        f"{bench['tokens_per_second']:.1f} tok/s ({bench['tokens_per_second_at_depth']:.1f} at "
-        f"depth {bench['depth']}; flash attention off "
+        f"repeat {run['repeat']}: plain from an empty context {empty:.1f} vs llama-bench "
+        f"{bench['tokens_per_second']:.1f} tok/s (flash attention off "
+        f"{bench['flash_attn_off_tokens_per_second']:.1f}); after the prompts "
+        f"{ours['plain_tokens_per_second']:.1f} vs {bench['tokens_per_second_at_depth']:.1f} at "
+        f"depth {bench['depth']} (flash attention off "
         f"{bench['flash_attn_off_tokens_per_second_at_depth']:.1f}); speculative "
         f"{ours['spec_tokens_per_second']:.1f} vs llama-speculative-simple "
         f"{spec['tokens_per_second']:.1f} tok/s (flash attention off "
@@ -231,6 +258,8 @@ def ratios(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
         return statistics.fmean(run[side][key] for run in runs)
 
     plain = mean("specchat", "plain_tokens_per_second")
+    empty = mean("specchat_empty_context", "plain_tokens_per_second")
+    bench_off = mean("llama_bench", "flash_attn_off_tokens_per_second")
     spec = mean("specchat", "spec_tokens_per_second")
     bench = mean("llama_bench", "tokens_per_second")
     bench_deep = mean("llama_bench", "tokens_per_second_at_depth")
@@ -238,8 +267,14 @@ def ratios(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
     bench_deep_off = mean("llama_bench", "flash_attn_off_tokens_per_second_at_depth")
     simple_off = mean("speculative_simple_flash_attn_off", "tokens_per_second")
     return {
-        "specchat_plain": plain,
+        "specchat_plain_empty_context": empty,
         "llama_bench_tg": bench,
+        "plain_over_llama_bench_empty_context": empty / bench,
+        "llama_bench_tg_flash_attn_off": bench_off,
+        "plain_over_llama_bench_empty_context_flash_attn_off": empty / bench_off,
+        "specchat_plain": plain,
+        # After the prompts against an empty context, as earlier reports paired them (kept so
+        # they compare); the other pairs run at one depth.
         "plain_over_llama_bench": plain / bench,
         "llama_bench_tg_at_prompt_depth": bench_deep,
         "plain_over_llama_bench_at_prompt_depth": plain / bench_deep,
