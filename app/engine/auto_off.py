@@ -86,6 +86,7 @@ class AutoOff:
         self._probe_tokens = 0
         self._probe_seconds = 0.0
         self._probe_interval = MIN_PROBE_INTERVAL
+        self._fruitless_probes = 0
         self._plain_since_probe = 0
         # Plain steps the last probe spent reading what the draft had not read.
         self._probe_reading = 0.0
@@ -182,6 +183,8 @@ class AutoOff:
         if self._prediction_partial and probed > wins:
             self._resume(f"this reply's probes ran at {probed / plain_rate:.2f}× plain decoding")
             return True
+        kept_none = judged is not None and judged[0] > 0 and judged[1] == 0
+        self._fruitless_probes = self._fruitless_probes + 1 if kept_none else 0
         self._probe_interval = self._next_probe_interval()
         return False
 
@@ -205,7 +208,9 @@ class AutoOff:
         self._probe_seconds = 0.0
 
     def _next_probe_interval(self) -> int:
-        return probe_interval(self._prices.probe_cost() + self._probe_reading, self._worth)
+        return probe_interval(
+            self._prices.probe_cost() + self._probe_reading, self._worth, self._fruitless_probes
+        )
 
     def _check_losing(self, plain_rate: float) -> None:
         verdict = self._losing(plain_rate)
@@ -241,6 +246,7 @@ class AutoOff:
         self._probes.clear()
         self._clear_probe_rate()
         self._plain_since_probe = 0
+        self._fruitless_probes = 0
         self._probe_interval = self._next_probe_interval()
         self._notices.append(
             f"speculation paused: predicted {predicted / fresh_plain_rate:.2f}× and measured "

@@ -104,3 +104,29 @@ def test_a_probes_reading_lengthens_the_wait_for_the_next_one() -> None:
         _probe(controller, reading_s)
         waits.append(controller.probe_interval)
     assert waits[1] > waits[0]
+
+
+def _kept_one(controller: GammaController) -> None:
+    """Run the probe now due: a γ = 2 round whose first token is kept, the second refused."""
+    assert controller.next_gamma() > 0
+    controller.observe(RoundRecord(0, "draft", 2, 2, 1, 2, 0.2 * PLAIN_S, 1.2 * PLAIN_S, 2))
+    assert controller.speculation_off
+
+
+def test_a_draft_that_never_paid_waits_longer_after_each_probe_that_kept_nothing() -> None:
+    """A probe costs a draft that never paid more than its budget of plain time allows at the
+    shortest gap: each probe in a row that kept none of its tokens doubles the gap, up to 512
+    rounds, and a probe that kept one brings back the short gap (bad luck, not a useless draft).
+    The probes read what the draft had not read (32 tokens, 1.5 plain steps), so the budget
+    alone would wait 300 rounds or more."""
+    controller = _paused_useless()
+    waits = []
+    for _ in range(5):
+        _until_probe(controller)
+        _probe(controller, 1.5 * PLAIN_S)
+        waits.append(controller.probe_interval)
+    assert 128 <= waits[0] < waits[1]
+    assert all(256 < wait <= 512 for wait in waits[2:])
+    _until_probe(controller)
+    _kept_one(controller)
+    assert controller.probe_interval <= 64
