@@ -228,13 +228,19 @@ class HybridDrafter:
             return without_model
         keep = self.suffix.kept_by_match.keep_rate(proposal.match_length, proposal.source)
         kept = proposal.expected_accepted
-        suffix_only = _Plan(found, 0, self._suffix_only_rate(len(found), kept, behind))
+        suffix_only = _Plan(found, 0, self._suffix_only_rate(len(found), kept, behind, gamma))
         if not as_set and not self._worth_catching_up(
             behind, model_only, suffix_only, reply_left=reply_left
         ):
             return suffix_only
         plans = [model_only, suffix_only]
-        prefix = found[: max(0, gamma - 1)]
+        # The model continues after the whole proposal or not at all. Cut at γ - 1 for one
+        # model token, a 64-token repeat of an earlier answer was priced over itself whole
+        # (the cut's price counts one pass for the model's reading of 23 tokens, which took it
+        # 76 ms in one-token passes), and it ran in rounds of 23 suffix tokens and 1 of the
+        # model's; the bench's repeated questions through `specchat serve` ran at 190 tok/s in
+        # one run of two, against 450-490 in 64-token suffix rounds.
+        prefix = found if len(found) < gamma else ()
         if prefix:
             survive = keep ** len(prefix)
             plans.append(
@@ -248,18 +254,22 @@ class HybridDrafter:
             )
         return max(plans, key=lambda p: p.rate)
 
-    def _suffix_only_rate(self, n_suffix: int, kept: float, behind: int) -> float:
+    def _suffix_only_rate(self, n_suffix: int, kept: float, behind: int, gamma: int) -> float:
         """The suffix proposal alone, less the reading it leaves the draft model while the
         model drafts: what the round emits, the model reads before its next draft. In chat,
         2-4-token matches had been priced over the model on that count (69-114 against 58-60
         tok/s) and kept 8 of the 34 tokens they drafted, each such round then read (5 ms a
-        token for the demo's Q4_1 draft) before the model drafted on."""
+        token for the demo's Q4_1 draft) before the model drafted on. A match as long as the
+        model's own draft owes nothing: it is likely to go on in the next round, leaving a gap
+        past what is read at once, weighed when the model wants it (charged, a 64-token repeat
+        of an earlier answer, kept whole, was priced at 85 tok/s, under the model's 97)."""
         rate = self._pricing.rate(n_suffix, kept, 0, 0.0)
         emitted = 1.0 + kept
         model_drafting = (
             self._pricing.measured
             and self._reader.speed.known
             and self._model_rounds.rate is not None
+            and n_suffix < gamma
             and behind + n_suffix + 1 <= _EAGER_READ  # a longer gap waits to be weighed
         )
         if not model_drafting:
