@@ -234,10 +234,10 @@ class HybridDrafter:
         ):
             return suffix_only
         plans = [model_only, suffix_only]
-        # The model continues after the whole proposal or not at all. Cut at γ - 1 for one
-        # model token, a 64-token repeat of an earlier answer was priced over itself whole
+        # The model continues after the whole proposal or not at all. A 64-token repeat of an
+        # earlier answer, cut at γ - 1 for one model token, was priced above the whole of it
         # (the cut's price counts one pass for the model's reading of 23 tokens, which took it
-        # 76 ms in one-token passes), and it ran in rounds of 23 suffix tokens and 1 of the
+        # 76 ms in one-token passes) and ran in rounds of 23 suffix tokens and 1 of the
         # model's; the bench's repeated questions through `specchat serve` ran at 190 tok/s in
         # one run of two, against 450-490 in 64-token suffix rounds.
         prefix = found if len(found) < gamma else ()
