@@ -152,16 +152,9 @@ def speculative_simple(
 def specchat_bench(
     target: Path, draft: Path, prompts: Sequence[tuple[str, str]], max_tokens: int, work: Path
 ) -> dict[str, Any]:
-    prompt_file = work / "prompts.json"
     texts = [{"text": text, "class": "compare"} for text, _ in prompts]
-    prompt_file.write_text(json.dumps(texts), encoding="utf-8")
-    out = work / "bench.json"
-    command = [sys.executable, "-m", "app.cli", "bench", "--target", str(target)]
     # γ auto is the default of generate, serve and the window; bench sweeps γ unless told.
-    command += ["--draft", str(draft), "--gamma", "auto", "--prompts", str(prompt_file)]
-    command += ["--max-tokens", str(max_tokens), "--temperature", "0", "--quiet"]
-    subprocess.run([*command, "--json", str(out)], check=True, cwd=ROOT)
-    report = json.loads(out.read_text(encoding="utf-8"))
+    command, report = _bench(target, str(draft), texts, max_tokens, work / "compare")
     spec = report["configs"][0]
     return {
         "command": command,
@@ -182,20 +175,27 @@ def specchat_bench(
 def specchat_empty_context(target: Path, max_tokens: int, work: Path) -> dict[str, Any]:
     """SpecChat's plain rate from an empty context. `specchat bench` always runs a speculative
     configuration beside plain; the suffix index alone is the cheapest."""
-    prompt_file = work / "empty-context.json"
     texts = [{"text": text, "class": "empty", "chat": False} for text in EMPTY_CONTEXT_PROMPTS]
-    prompt_file.write_text(json.dumps(texts), encoding="utf-8")
-    out = work / "empty-context-bench.json"
-    command = [sys.executable, "-m", "app.cli", "bench", "--target", str(target)]
-    command += ["--draft", "suffix", "--gamma", "auto", "--prompts", str(prompt_file)]
-    command += ["--max-tokens", str(max_tokens), "--temperature", "0", "--quiet"]
-    subprocess.run([*command, "--json", str(out)], check=True, cwd=ROOT)
-    report = json.loads(out.read_text(encoding="utf-8"))
+    command, report = _bench(target, "suffix", texts, max_tokens, work / "empty-context")
     return {
         "command": command,
         "plain_tokens_per_second": report["plain"]["tokens_per_second"],
         "prompt_tokens": [p["prompt_tokens"] for p in report["prompts"]],
     }
+
+
+def _bench(
+    target: Path, draft: str, texts: list[dict[str, Any]], max_tokens: int, stem: Path
+) -> tuple[list[str], dict[str, Any]]:
+    """`specchat bench` under γ auto, greedy, on the prompts `texts`: its command (without the
+    report's path) and its report."""
+    prompt_file, out = stem.with_suffix(".prompts.json"), stem.with_suffix(".bench.json")
+    prompt_file.write_text(json.dumps(texts), encoding="utf-8")
+    command = [sys.executable, "-m", "app.cli", "bench", "--target", str(target)]
+    command += ["--draft", draft, "--gamma", "auto", "--prompts", str(prompt_file)]
+    command += ["--max-tokens", str(max_tokens), "--temperature", "0", "--quiet"]
+    subprocess.run([*command, "--json", str(out)], check=True, cwd=ROOT)
+    return command, json.loads(out.read_text(encoding="utf-8"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
