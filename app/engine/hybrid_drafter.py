@@ -148,8 +148,13 @@ class HybridDrafter:
         found = proposal.tokens
         if not found or proposal.source is None:
             without_model = _Plan((), 0, self._pricing.rate(0, 0.0, 0, 0.0))
-            if as_set or self._worth_catching_up(
-                behind, model_only, without_model, plain=True, reply_left=reply_left
+            if as_set or self._catch_up.worth(
+                behind,
+                model_only.rate,
+                model_only.model_tokens,
+                without_model.rate,
+                plain=True,
+                reply_left=reply_left,
             ):
                 self._retry_after = _FIRST_RETRY
                 return model_only
@@ -160,8 +165,12 @@ class HybridDrafter:
         keep = self.suffix.kept_by_match.keep_rate(proposal.match_length, proposal.source)
         kept = proposal.expected_accepted
         suffix_only = _Plan(found, 0, self._suffix_only_rate(len(found), kept, behind, gamma))
-        if not as_set and not self._worth_catching_up(
-            behind, model_only, suffix_only, reply_left=reply_left
+        if not as_set and not self._catch_up.worth(
+            behind,
+            model_only.rate,
+            model_only.model_tokens,
+            suffix_only.rate,
+            reply_left=reply_left,
         ):
             return suffix_only
         plans = [model_only, suffix_only]
@@ -207,24 +216,6 @@ class HybridDrafter:
             return rate
         return emitted / (emitted / rate + self._reader.speed.seconds_for(emitted))
 
-    def _worth_catching_up(
-        self,
-        behind: int,
-        with_model: _Plan,
-        without: _Plan,
-        *,
-        plain: bool = False,
-        reply_left: int | None = None,
-    ) -> bool:
-        return self._catch_up.worth(
-            behind,
-            with_model.rate,
-            with_model.model_tokens,
-            without.rate,
-            plain=plain,
-            reply_left=reply_left,
-        )
-
     def prefill(self, history: Sequence[int]) -> None:
         """Index the prompt, and have the draft model read a short gap now (after the first
         token) when that will pay over the reply; a long one waits for this reply's first
@@ -237,7 +228,8 @@ class HybridDrafter:
         if behind == 0 or behind > EAGER_READ + 1 or self._asked_again(history):
             return
         plain = _Plan((), 0, self._pricing.rate(0, 0.0, 0, 0.0))
-        if self._worth_catching_up(behind, self._model_only(MAX_GAMMA), plain, plain=True):
+        model = self._model_only(MAX_GAMMA)
+        if self._catch_up.worth(behind, model.rate, model.model_tokens, plain.rate, plain=True):
             self._reader.read(history, behind)
 
     def reads_first(self, history: Sequence[int]) -> bool:
