@@ -119,18 +119,20 @@ class GammaController:
     def take_notice(self) -> str | None:
         return self._auto_off.take_notice()
 
-    def begin_reply(self) -> None:
-        """Start a new reply from what earlier replies taught: acceptance and costs carry over
-        (no warm-up once the draft has run), the measured-rate window does not. A paused draft
-        is probed at once, since a new prompt may suit it."""
+    def begin_reply(self, depth: int = 0) -> None:
+        """Start a new reply, `depth` tokens into its conversation, from what earlier replies
+        taught: acceptance and costs carry over (no warm-up once the draft has run; costs priced
+        at the new depth), the measured-rate window does not. A paused draft is probed at once,
+        since a new prompt may suit it."""
+        self._verify.depth = self._draft.depth = depth
         self._difficulty.clear()
         self._auto_off.begin_reply()
 
-    def note_plain_step(self, seconds: float) -> None:
-        """A plain step timed before this controller existed (another draft's reply): the unit
-        needs no fresh measurement."""
+    def note_plain_step(self, seconds: float, depth: int = 0) -> None:
+        """A plain step timed `depth` tokens into a conversation before this controller existed
+        (another draft's reply): the unit needs no fresh measurement."""
         if self.plain_step_s is None:
-            self._verify.add(1, max(seconds, MIN_SECONDS))
+            self._verify.add(1, max(seconds, MIN_SECONDS), depth)
 
     def next_gamma(self) -> int:
         self._round_stop = None
@@ -184,7 +186,7 @@ class GammaController:
             self._kept_by_margin.add(margins, record.accepted)
         self._auto_off.fade()
         if record.drafted == 0:
-            self._verify.add(1, max(record.verify_s, MIN_SECONDS))
+            self._verify.add(1, max(record.verify_s, MIN_SECONDS), record.depth)
             self._since_plain = 0
             self._auto_off.on_plain_step(record.verify_s)
             if record.draft_steps:
@@ -212,8 +214,8 @@ class GammaController:
         # A hybrid's suffix tokens cost no pass and are not its model's to price.
         steps = max(record.draft_steps, 0 if record.mode == "hybrid" else record.drafted)
         if steps:
-            self._draft.add(steps, max(record.draft_s, 0.0))
-        self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
+            self._draft.add(steps, max(record.draft_s, 0.0), record.depth)
+        self._verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS), record.depth)
         if judged is not None:
             if not self._auto_off.off:
                 self._observe_difficulty(*judged)

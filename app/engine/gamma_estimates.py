@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from app.engine.depth_cost import DepthSlope
 from app.metrics.cost_model import fit_verify_line
 from app.metrics.measured import judged_positions
 
@@ -157,23 +158,48 @@ class RunningMean:
 @dataclass
 class SecondsByCount:
     """Seconds measured per count (draft passes in a round, rows in a verification): a running
-    mean per count, and a weight per count that fades so counts not seen lately (an older
-    context length) count less."""
+    mean per count, and a weight per count that fades so counts not seen lately count less.
+
+    Each count also keeps the mean context depth of its samples, and every mean is carried to
+    the depth where prices are asked (`depth`: the latest pass's unless set) along the slope
+    the passes have proven (app/engine/depth_cost.py)."""
 
     horizon: int
     fade: float
     means: dict[int, RunningMean] = field(default_factory=dict)
     weights: dict[int, float] = field(default_factory=dict)
+    depth: int = 0
+    _depths: dict[int, RunningMean] = field(default_factory=dict)
+    _slope: DepthSlope = field(init=False)
 
-    def add(self, count: int, seconds: float) -> None:
+    def __post_init__(self) -> None:
+        self._slope = DepthSlope(self.fade)
+
+    def add(self, count: int, seconds: float, depth: int = 0) -> None:
         for n in self.weights:
             self.weights[n] *= self.fade
         self.means.setdefault(count, RunningMean(self.horizon)).add(seconds)
+        self._depths.setdefault(count, RunningMean(self.horizon)).add(depth)
         self.weights[count] = min(self.weights.get(count, 0.0) + 1.0, float(self.horizon))
+        self._slope.add(count, depth, max(seconds, MIN_SECONDS))
+        self.depth = depth
+
+    def mean_at(self, count: int) -> float | None:
+        """The mean seconds of `count`, carried to the current depth; None if never measured."""
+        m = self.means.get(count)
+        return m.value * self._depth_factor(count) if m is not None else None
 
     def points(self) -> list[tuple[int, float, float]]:
-        """(count, mean seconds, weight) of every count that still carries weight, by count."""
-        return sorted((n, self.means[n].value, w) for n, w in self.weights.items() if w > 0.0)
+        """(count, mean seconds at the current depth, weight) of every count that still
+        carries weight, by count."""
+        return sorted(
+            (n, self.means[n].value * self._depth_factor(n), w)
+            for n, w in self.weights.items()
+            if w > 0.0
+        )
+
+    def _depth_factor(self, count: int) -> float:
+        return self._slope.factor(self._depths[count].value, self.depth)
 
 
 @dataclass
@@ -220,10 +246,6 @@ class VerifyCurve(SecondsByCount):
     one-row pass, so it anchors the curve even when speculation has run at one γ only. Weights
     fade so that counts not seen lately (an older context length) count less.
     """
-
-    def mean_at(self, rows: int) -> float | None:
-        m = self.means.get(rows)
-        return m.value if m is not None else None
 
     def predict(self, rows: int) -> float:
         return self.predict_up_to(rows)[rows - 1]

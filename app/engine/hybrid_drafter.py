@@ -86,6 +86,7 @@ class HybridDrafter:
 
     def propose(self, ask: DraftRequest) -> Draft:
         history = ask.history
+        self._pricing.at_depth(len(history))
         self.suffix.judge_set_aside(history)
         found = self.suffix.peek(history, max(ask.max_tokens, ask.free_limit or 0))
         self.suffix.remember(found)
@@ -221,6 +222,7 @@ class HybridDrafter:
         token) when that will pay over the reply; a long one waits for this reply's first
         rounds to say what drafting without the model delivers (propose)."""
         self.suffix.prefill(history)
+        self._pricing.at_depth(len(history))
         self._catch_up.new_reply()
         self._last_round_unread = False
         behind = self._reader.behind(history)

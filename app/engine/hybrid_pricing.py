@@ -27,15 +27,19 @@ class RoundPricing:
     def measured(self) -> bool:
         return bool(self.verify.points()) and self.draft.measured
 
+    def at_depth(self, depth: int) -> None:
+        """Price the next drafts `depth` tokens into the conversation."""
+        self.verify.depth = self.draft.depth = depth
+
     def learn(self, record: RoundRecord) -> None:
-        self.verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
+        self.verify.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS), record.depth)
         if record.drafted == 0:
             return
         if (verdict := record.model_verdict) is not None:
             judged, kept = verdict
             self.model_keep.add(kept, min(judged, kept + 1))
         if record.draft_steps:
-            self.draft.add(record.draft_steps, max(record.draft_s, MIN_SECONDS))
+            self.draft.add(record.draft_steps, max(record.draft_s, MIN_SECONDS), record.depth)
 
     def rate(
         self,

@@ -60,6 +60,7 @@ class SpeculativeEngine:
         # Seconds of one plain target step, the cost model's unit (docs/design.md). Measured by a
         # plain round, refreshed by every later one.
         self.plain_step_s: float | None = None
+        self._plain_step_depth = 0  # the conversation's length at the latest plain step
         # γ auto's state per draft, kept across replies and draft switches: what a draft's
         # acceptance and costs were earlier in the session is the best prior for its next reply.
         # Costs are tied to this target, and an engine lives exactly as long as its target.
@@ -120,7 +121,7 @@ class SpeculativeEngine:
         # conversation goes on.
         unread_plain = False
         if controller is not None:
-            controller.begin_reply()
+            controller.begin_reply(len(tokens))
         t_generation = clock()
 
         reply: list[int] = []
@@ -158,7 +159,7 @@ class SpeculativeEngine:
                 else:
                     draft_prefill_s = self._draft_reads(tokens, controller)
                     prompt_unread = False
-            t_round = clock()
+            t_round, depth = clock(), len(tokens)
             # A γ set by hand mid-reply overrides that judgement, as it overrides γ auto.
             gamma = self._round_gamma(
                 config, control, controller, mode, prompt_unread or (unread_plain and under_auto)
@@ -229,6 +230,7 @@ class SpeculativeEngine:
                 suffix_drafted=draft.suffix_tokens,
                 tree_nodes=tree.nodes if tree else 0,
                 tree_bonus=tree.bonus if tree else 0,
+                depth=depth,
                 # From choosing γ to here, token events included (a consumer that is slow to
                 # take them shows); γ auto's learning after this point is not counted.
                 overhead_s=max(0.0, clock() - t_round - passes_s),
@@ -237,7 +239,7 @@ class SpeculativeEngine:
             if mode != "plain" and self.drafter is not None:
                 self.drafter.learn(record)
             if drafted == 0:
-                self._observe_plain_step(verify_s)
+                self._observe_plain_step(verify_s, depth)
             if draft.steps == 0 and emitted and mode == "draft":
                 # The draft model did not run this round, so it has not read these tokens.
                 # (Prompt lookup reads the history afresh each round: it is never behind.)
@@ -330,7 +332,7 @@ class SpeculativeEngine:
                 max_gamma=ceiling, initial_gamma=config.gamma.start, confidence_stop=stops
             )
             if self.plain_step_s is not None:
-                controller.note_plain_step(self.plain_step_s)
+                controller.note_plain_step(self.plain_step_s, self._plain_step_depth)
             self._controllers[key] = controller
         return controller
 
@@ -388,7 +390,8 @@ class SpeculativeEngine:
             tokens, draft, rows, config, rng, target=self.target, grammar=self._grammar
         )
 
-    def _observe_plain_step(self, seconds: float) -> None:
+    def _observe_plain_step(self, seconds: float, depth: int) -> None:
+        self._plain_step_depth = depth
         # A moving average: the first decode after a prompt is noisier than the rest.
         if self.plain_step_s is None:
             self.plain_step_s = seconds

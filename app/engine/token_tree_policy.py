@@ -71,12 +71,13 @@ class TreeGate:
         if record.drafted == 0:
             return
         if record.tree_nodes == 0:
-            self._linear.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS))
+            self._linear.add(record.drafted + 1, max(record.verify_s, MIN_SECONDS), record.depth)
             self._linear_rounds += 1
             self._since_tree += 1
             return
         self._tree_rounds += 1
         self._since_tree = 0
+        self._linear.depth = record.depth
         main_verify = self._linear.predict(record.drafted + 1) if self._linear_rounds else 0.0
         self._tokens = self._tokens * _FADE + record.accepted + 1
         self._seconds = self._seconds * _FADE + record.verify_s + record.draft_s

@@ -34,6 +34,8 @@ class RoundRecord:
     tree_nodes: for a token tree, the draft tokens the target verified, its main branch (the
     drafted tokens) and the alternatives beside it; 0 for a linear draft.
     tree_bonus: of the accepted tokens, how many the main branch alone would not have kept.
+    depth: tokens in the conversation when the round began, the context its passes attend to
+    (a pass costs more the deeper it is: app/engine/depth_cost.py).
     """
 
     index: int
@@ -50,6 +52,7 @@ class RoundRecord:
     overhead_s: float = 0.0
     tree_nodes: int = 0
     tree_bonus: int = 0
+    depth: int = 0
 
     @property
     def source(self) -> DraftSource:
