@@ -2,11 +2,11 @@
 
 Attention reads every cached token, so a pass costs more deep in a conversation than at its
 start. Measured on the demo target (2 threads, no flash attention, an AMD EPYC), from depth 32
-to 2048: one row 20.0 to 25.4 ms, eight rows 41 to 54 ms, 64 rows 150 to 275 ms. A cost measured at
-one depth and charged at another misprices every choice it feeds: a 65-row pass timed deep in
-a quoted passage priced 65 rows at 0.46 s where the next conversation's own took 0.13 s, and a
-plain step timed late in a long reply makes plain decoding look slower at the start of the
-next one.
+to 2048: one row 20.0 to 25.4 ms, eight rows 41 to 54 ms, 64 rows 150 to 275 ms. A cost
+measured at one depth and charged at another misprices every choice it feeds: a 65-row pass
+timed deep in a quoted passage priced 65 rows at 0.46 s where the next conversation's own took
+0.13 s, and a plain step timed late in a long reply makes plain decoding look slower at the
+start of the next one.
 
 The model: each count's cost (rows verified, draft passes) at depth D is its mean times
 1 + s·(D − d̄), d̄ the mean depth its samples were taken at and s one relative slope shared by
