@@ -171,9 +171,9 @@ class SecondsByCount:
     depth: int = 0
     _depths: dict[int, RunningMean] = field(default_factory=dict)
     _slope: DepthSlope = field(init=False)
-    # A hybrid prices dozens of drafts between two passes, all at one depth: points() once.
-    _points: tuple[tuple[int, int], list[tuple[int, float, float]]] | None = None
-    _added: int = 0
+    # A hybrid prices dozens of drafts between two passes, all at one depth: points() once
+    # per depth, until the next sample.
+    _points: tuple[int, tuple[tuple[int, float, float], ...]] | None = None
 
     def __post_init__(self) -> None:
         self._slope = DepthSlope(self.fade)
@@ -186,25 +186,24 @@ class SecondsByCount:
         self.weights[count] = min(self.weights.get(count, 0.0) + 1.0, float(self.horizon))
         self._slope.add(count, depth, max(seconds, MIN_SECONDS))
         self.depth = depth
-        self._added += 1
+        self._points = None
 
     def mean_at(self, count: int) -> float | None:
         """The mean seconds of `count`, carried to the current depth; None if never measured."""
         m = self.means.get(count)
         return m.value * self._depth_factor(count) if m is not None else None
 
-    def points(self) -> list[tuple[int, float, float]]:
+    def points(self) -> tuple[tuple[int, float, float], ...]:
         """(count, mean seconds at the current depth, weight) of every count that still
         carries weight, by count."""
-        key = (self._added, self.depth)
-        if self._points is None or self._points[0] != key:
+        if self._points is None or self._points[0] != self.depth:
             points = sorted(
                 (n, self.means[n].value * self._depth_factor(n), w)
                 for n, w in self.weights.items()
                 if w > 0.0
             )
-            self._points = (key, points)
-        return list(self._points[1])
+            self._points = (self.depth, tuple(points))
+        return self._points[1]
 
     def _depth_factor(self, count: int) -> float:
         return self._slope.factor(self._depths[count].value, self.depth)
