@@ -113,8 +113,8 @@ def measure(
     if proc.returncode != 0:
         raise RuntimeError(f"{candidate.label}: {proc.stderr.strip()[-300:]}")
     stats = json.loads(proc.stdout)["stats"]
-    if not stats["generated_tokens"]:
-        raise RuntimeError(f"{candidate.label}: the model generated nothing to time")
+    if stats["tokens_per_second"] is None:
+        raise RuntimeError(f"{candidate.label}: the model generated too little to time")
     return float(stats["tokens_per_second"])
 
 

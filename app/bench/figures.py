@@ -48,6 +48,11 @@ class RunRecord:
     def generated_tokens(self) -> int:
         return len(self.token_ids)
 
+    @property
+    def decoded_tokens(self) -> int:
+        """The tokens generation_s was spent on (app/metrics/measured.decoded)."""
+        return m.decoded(len(self.token_ids))
+
 
 @dataclass(frozen=True, slots=True)
 class Figures:
@@ -145,7 +150,7 @@ def _second_half(runs: Sequence[RunRecord]) -> tuple[int, float]:
     tokens = 0
     seconds = 0.0
     for run in runs:
-        half = run.generated_tokens / 2
+        half = run.decoded_tokens / 2
         done = 0
         for r in run.rounds:
             if done >= half:
@@ -162,9 +167,9 @@ def figures_for(
     greedy: bool,
 ) -> Figures:
     """Fold the runs of one configuration; plain_runs are plain decoding on the same prompts."""
-    tokens = sum(r.generated_tokens for r in runs)
+    tokens = sum(r.decoded_tokens for r in runs)
     seconds = math.fsum(r.generation_s for r in runs)
-    plain_tokens = sum(r.generated_tokens for r in plain_runs)
+    plain_tokens = sum(r.decoded_tokens for r in plain_runs)
     plain_seconds = math.fsum(r.generation_s for r in plain_runs)
     tps = ratio(tokens, seconds)
     plain_tps = ratio(plain_tokens, plain_seconds)
@@ -186,8 +191,8 @@ def figures_for(
             continue
         if run.token_ids != twin.token_ids:
             mismatched += 1
-        run_tps = ratio(run.generated_tokens, run.generation_s)
-        twin_tps = ratio(twin.generated_tokens, twin.generation_s)
+        run_tps = m.decode_rate(run.generated_tokens, run.generation_s)
+        twin_tps = m.decode_rate(twin.generated_tokens, twin.generation_s)
         if run_tps is not None and twin_tps:
             paired.append(run_tps / twin_tps)
             by_prompt.setdefault((run.phase, run.prompt), []).append(paired[-1])
@@ -216,7 +221,7 @@ def figures_for(
         identical = mismatched == 0
     return Figures(
         runs=len(runs),
-        generated_tokens=tokens,
+        generated_tokens=sum(r.generated_tokens for r in runs),
         generation_s=seconds,
         tokens_per_second=tps,
         speedup=speedup,

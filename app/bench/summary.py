@@ -12,7 +12,7 @@ from app.bench.plan import PLAIN_LABEL, BenchConfig
 from app.bench.prompts import BenchPrompt
 from app.engine.config import GenerationConfig
 from app.engine.gamma import AUTO_START_GAMMA, GammaSetting
-from app.metrics.measured import ratio
+from app.metrics.measured import decode_rate
 
 SCHEMA_VERSION = 1
 
@@ -223,7 +223,7 @@ def summarize(
                 "phase": r.phase,
                 "generated_tokens": r.generated_tokens,
                 "generation_s": r.generation_s,
-                "tokens_per_second": ratio(r.generated_tokens, r.generation_s),
+                "tokens_per_second": decode_rate(r.generated_tokens, r.generation_s),
                 "finish_reason": r.finish_reason,
                 # The γ of every round in order (0: a plain step), so auto's choices and its
                 # pauses can be read run by run; with the tokens each round kept, a run's

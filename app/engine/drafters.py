@@ -84,10 +84,6 @@ class Drafter(Protocol):
     def prefill(self, history: Sequence[int]) -> None:
         """Read the prompt before generation starts, so its cost is not billed to drafting."""
 
-    def reads_first(self, history: Sequence[int]) -> bool:
-        """Whether drafting from `history` would first have a model read text it has not
-        read: the engine then lets the reply's first token come before that reading."""
-
     def learn(self, record: RoundRecord) -> None:
         """The target's verdict on the last proposal (a drafter that learns nothing ignores it)."""
 
@@ -200,9 +196,6 @@ class ModelDrafter:
     def prefill(self, history: Sequence[int]) -> None:
         self.model.feed(history, 0)
 
-    def reads_first(self, history: Sequence[int]) -> bool:
-        return self.unread(history) > 0
-
     def unread(self, history: Sequence[int]) -> int:
         """How many tokens of `history` the model would read before drafting after it."""
         return len(history) - common_prefix(self.model.tokens, history)
@@ -271,10 +264,6 @@ class PromptLookupDrafter:
 
     def prefill(self, history: Sequence[int]) -> None:
         """Lookup reads the history afresh each round; nothing to prepare."""
-
-    def reads_first(self, history: Sequence[int]) -> bool:
-        del history  # lookup reads nothing ahead
-        return False
 
     def learn(self, record: RoundRecord) -> None:
         """Lookup keeps no figures."""

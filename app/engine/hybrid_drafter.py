@@ -226,7 +226,7 @@ class HybridDrafter:
         self._catch_up.new_reply()
         self._last_round_unread = False
         behind = self._reader.behind(history)
-        # One token over EAGER_READ: the reply's first, when the model reads after it.
+        # One token over EAGER_READ: the reply's first, drawn before the model reads.
         if behind == 0 or behind > EAGER_READ + 1 or self._asked_again(history):
             return
         plain = _Plan((), 0, self._pricing.rate(0, 0.0, 0, 0.0))
@@ -234,14 +234,10 @@ class HybridDrafter:
         if self._catch_up.worth(behind, model.rate, model.model_tokens, plain.rate, plain=True):
             self._reader.read(history, behind)
 
-    def reads_first(self, history: Sequence[int]) -> bool:
-        behind = self._reader.behind(history)
-        return 0 < behind <= EAGER_READ and not self._asked_again(history)
-
     def _asked_again(self, history: Sequence[int]) -> bool:
         """The prompt ends as an earlier one did (a question asked again word for word): the
         first round weighs the suffix index's proposal against the model, which reads only if
-        that pays, instead of putting its reading before the first token."""
+        that pays, instead of reading before that round."""
         return self.suffix.peek(history, MAX_GAMMA).match_length >= _REPEAT_MATCH
 
     def learn(self, record: RoundRecord) -> None:

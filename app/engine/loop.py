@@ -111,10 +111,10 @@ class SpeculativeEngine:
         draft_grammar = config.constraint is not None and config.constraint.draft
         constrain_draft(self.drafter, self._grammar if draft_grammar else None)
         draft_prefill_s, prompt_unread = 0.0, mode != "plain" and self.drafter is not None
-        # A draft model reads new text after the first token, from a plain first round, so that
-        # neither its reading nor a first round's drafting delays the reply.
-        model_reads = prompt_unread and bool(self.drafter and self.drafter.reads_first(tokens[:-1]))
-        self.target.feed(tokens[:-1], 0)
+        # The prompt's last token is read with the rest and the reply's first token drawn from
+        # its row, as llama-server does: the first token waits for no pass of its own, no
+        # reading and no draft. Every mode draws it so, plain included, so replies still match.
+        first_rows: np.ndarray | None = self.target.feed(tokens, 1)
         self._draft_behind = False
         # Set when γ auto judged that reading the prompt would cost this reply more than
         # drafting saves it: the reply runs plain, and the draft model reads the prompt if the
@@ -143,9 +143,10 @@ class SpeculativeEngine:
             if room < 0:
                 finish = "context"
                 break
+            prompt_step = first_rows is not None
             under_auto = controller is not None and control.gamma is None
             paused = under_auto and mode == "draft" and self._paused(controller)
-            if prompt_unread and (rounds or not model_reads):
+            if prompt_unread and not prompt_step:
                 # A draft model γ auto paused reads nothing until a probe, and the probe only
                 # a window (PROBE_CONTEXT): the prompt may never be drafted after.
                 if paused:
@@ -160,10 +161,11 @@ class SpeculativeEngine:
                     draft_prefill_s = self._draft_reads(tokens, controller)
                     prompt_unread = False
             t_round, depth = clock(), len(tokens)
-            # A γ set by hand mid-reply overrides that judgement, as it overrides γ auto.
-            gamma = self._round_gamma(
-                config, control, controller, mode, prompt_unread or (unread_plain and under_auto)
-            )
+            # No draft for the first token (the prompt's pass draws it), for a prompt the draft
+            # has not read, or in a reply γ auto left unread; a γ set by hand mid-reply
+            # overrides that judgement, as it overrides γ auto.
+            held = prompt_step or prompt_unread or (unread_plain and under_auto)
+            gamma = self._round_gamma(config, control, controller, mode, held)
             # Never draft past the token budget or the context: the bonus token needs a row.
             gamma = max(0, min(gamma, remaining - 1, room))
             read_limit = PROBE_CONTEXT if paused and self._draft_behind else None
@@ -189,7 +191,10 @@ class SpeculativeEngine:
             tree = tree_round(
                 self.target, tokens, draft, config, rng, clock=clock, grammar=self._grammar
             )
-            if tree is None:
+            if first_rows is not None:
+                verdict, verify_s = self._verify(tokens, draft, first_rows, config, rng), 0.0
+                first_rows = None
+            elif tree is None:
                 t_verify = clock()
                 rows = self.target.feed(tokens + draft.tokens, len(draft.tokens) + 1)
                 verify_s = clock() - t_verify
@@ -212,6 +217,12 @@ class SpeculativeEngine:
                 logprob = verdict.logprobs[i] if verdict.logprobs else None
                 yield TokenEvent(token, text, is_draft, len(reply) - 1, from_suffix, logprob)
             tokens.extend(emitted)
+            if prompt_step:
+                # Part of the prompt's pass, not a round: its time is the prompt's.
+                if stop:
+                    finish = "stop"
+                    break
+                continue
 
             drafted = len(draft.tokens)
             passes_s = draft.seconds + verify_s + catchup_s
@@ -294,13 +305,13 @@ class SpeculativeEngine:
         control: GenerationControl,
         controller: GammaController | None,
         mode: DraftMode,
-        prompt_unread: bool,
+        held: bool,
     ) -> int:
-        if mode == "plain" or prompt_unread or not control.speculative or self.drafter is None:
+        if mode == "plain" or held or not control.speculative or self.drafter is None:
             return 0
         if self.plain_step_s is None:
             # One plain step first: it measures the unit cost that c_draft and c_verify are
-            # expressed in, and it is the fastest way to a first token anyway.
+            # expressed in.
             return 0
         # A number set during the reply wins over γ auto from the next round on; the
         # controller keeps learning from those rounds, so switching back to Auto resumes well.

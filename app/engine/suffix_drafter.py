@@ -214,10 +214,6 @@ class SuffixDrafter:
         self._set_aside = None
         self._sync(history)
 
-    def reads_first(self, history: Sequence[int]) -> bool:
-        del history  # indexing costs microseconds a token, not a model pass
-        return False
-
     def close(self) -> None:
         """Nothing native to free."""
 

@@ -23,6 +23,17 @@ def mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
+def decoded(generated_tokens: int) -> int:
+    """The tokens a reply's generation time is spent on: all but the first, which is drawn from
+    the prompt's pass (llama-server counts its decode rate so too)."""
+    return max(generated_tokens - 1, 0)
+
+
+def decode_rate(generated_tokens: int, generation_s: float) -> float | None:
+    """Tokens per second of generation: those after the first, over the time after it."""
+    return ratio(decoded(generated_tokens), generation_s) if generated_tokens > 1 else None
+
+
 def judged_positions(drafted: int, accepted: int) -> int:
     """Draft positions the target judged in one round: every kept one plus the first refused.
 

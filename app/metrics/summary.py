@@ -36,7 +36,8 @@ METRIC_DEFINITIONS: dict[str, str] = {
         "for draft position i: rounds that accepted i / rounds that drafted i"
     ),
     "tokens_per_second": (
-        "generated tokens / generation wall time (the target's prompt processing excluded)"
+        "generated tokens after the first / wall time from the first token to the last (the "
+        "first is drawn from the prompt's pass, with the target's prompt processing)"
     ),
     "ttft_s": "time from request to first generated token",
     "draft_s": "wall time spent drafting",
@@ -139,7 +140,7 @@ def summarize(
         accepted_per_round=ratio(accepted, n_rounds),
         tokens_per_round=ratio(sum(r.emitted for r in rounds), n_rounds),
         per_position_acceptance=per_position_acceptance(rounds),
-        tokens_per_second=ratio(generated_tokens, generation_s),
+        tokens_per_second=measured.decode_rate(generated_tokens, generation_s),
         ttft_s=ttft_s,
         prompt_s=prompt_s,
         draft_prefill_s=draft_prefill_s,

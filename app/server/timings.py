@@ -11,7 +11,7 @@ from typing import Any
 from app.engine.gamma import parse_gamma
 from app.engine.job_driver import Started
 from app.engine.result import FinishReason, GenerationResult
-from app.metrics.measured import ratio
+from app.metrics.measured import decoded, ratio
 from app.server.schemas import NMax
 
 # GenerationStats fields that describe speculation, in the order clients see them.
@@ -43,7 +43,8 @@ def timings(result: GenerationResult, started: Started) -> dict[str, Any]:
         "prompt_per_second": ratio(prompt_n, s.prompt_s),
         "predicted_n": s.generated_tokens,
         "predicted_ms": predicted_ms,
-        "predicted_per_token_ms": ratio(predicted_ms, s.generated_tokens),
+        # Per token after the first, which the prompt's pass drew (as llama-server counts).
+        "predicted_per_token_ms": ratio(predicted_ms, decoded(s.generated_tokens)),
         "predicted_per_second": s.tokens_per_second,
         "draft_n": s.drafted,
         "draft_n_accepted": s.accepted,

@@ -66,7 +66,7 @@ class Case:
     drafter: DrafterKind
     gamma: int
     sampling: SamplingConfig
-    length: int  # max_tokens; γ + 1 lets the first round end on a bonus token
+    length: int  # max_tokens; γ + 2: the prompt's pass draws the first, then a full round
     p_min: float = 0.0
     adaptive: bool = False  # γ auto: the draft length changes between rounds, pauses too
     runs: int = 1500
@@ -85,9 +85,6 @@ class ForwardingDrafter:
 
     def prefill(self, history: Sequence[int]) -> None:
         self.inner.prefill(history)
-
-    def reads_first(self, history: Sequence[int]) -> bool:
-        return self.inner.reads_first(history)
 
     def learn(self, record: RoundRecord) -> None:
         self.inner.learn(record)

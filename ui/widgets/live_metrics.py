@@ -69,14 +69,14 @@ class LiveReply:
     def stats(self) -> GenerationStats:
         """The reply so far, in GenerationStats form.
 
-        tokens/s counts tokens after the first over the time since the first, which leaves out
-        prompt processing as the metric's definition asks.
+        tokens/s counts tokens after the first over the time since the first, as the metric's
+        definition asks.
         """
         span = (self.t_last - self.t_first) if self.t_first is not None and self.t_last else 0.0
         return summarize(
             self.rounds,
             prompt_tokens=0,
-            generated_tokens=max(self.n_tokens - 1, 0),
+            generated_tokens=self.n_tokens,
             prompt_s=0.0,
             generation_s=span,
             ttft_s=self.ttft_s,

@@ -332,9 +332,9 @@ def test_each_run_lists_the_draft_length_and_the_kept_tokens_of_every_round(
         gammas, accepted = run["gammas"], run["accepted"]
         assert len(gammas) == len(accepted) > 0, run["config"]
         assert all(0 <= a <= g for g, a in zip(gammas, accepted, strict=True)), run["config"]
-        # A round emits its kept tokens plus one from the target; only the last round can be
-        # cut short by the token budget.
-        emitted = sum(a + 1 for a in accepted)
+        # The prompt's pass draws the first token; a round emits its kept tokens plus one from
+        # the target; only the last round can be cut short by the token budget.
+        emitted = 1 + sum(a + 1 for a in accepted)
         assert emitted - (gammas[-1] + 1) < run["generated_tokens"] <= emitted, run["config"]
         if run["config"] == "plain":
             assert set(gammas) == {0} and set(accepted) == {0}

@@ -143,6 +143,9 @@ def test_same_seed_gives_same_sampled_reply(demo_models: Any, runtime: Runtime) 
     draft = LlamaModel(ModelConfig(str(demo_models.q4_1), n_ctx=1024))
     try:
         engine = SpeculativeEngine(target, ModelDrafter(draft, target.n_vocab))
+        # The engine times a plain step before it first drafts: a reply that does so runs its
+        # rounds apart from the ones after it.
+        run_to_end(engine, prompt, config)
         replies = []
         for _ in range(2):
             target.reset()
@@ -218,9 +221,9 @@ def test_stats_report_the_gamma_that_ran_not_the_one_asked_for(runtime: Runtime)
 
 def test_a_reply_whose_every_round_ran_plain_reports_mode_plain(runtime: Runtime) -> None:
     prompt = runtime.chat_prompt(QUESTION)
-    # One token: the only round is the plain step that times the unit cost, drafter or not.
+    # Two tokens: the prompt's pass draws the first, and the only round has no room to draft.
     result, _ = run_to_end(
-        engine_of(runtime), prompt, GenerationConfig(max_tokens=1, gamma=fixed(4))
+        engine_of(runtime), prompt, GenerationConfig(max_tokens=2, gamma=fixed(4))
     )
     assert [r.drafted for r in result.rounds] == [0]
     assert result.mode == "plain"

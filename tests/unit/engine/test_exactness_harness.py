@@ -59,54 +59,54 @@ from tests.helpers.plain_oracle import (
 ALPHA_FAMILY = 1e-3
 
 CASES = [
-    Case("sampled-g1", "sampled", 1, SamplingConfig(temperature=0.7, top_k=4), 3),
+    Case("sampled-g1", "sampled", 1, SamplingConfig(temperature=0.7, top_k=4), 4),
     Case(
         "sampled-g2",
         "sampled",
         2,
         SamplingConfig(temperature=1.4, top_p=0.85, repeat_penalty=1.3),
-        3,
+        4,
     ),
     Case(
         "sampled-g3",
         "sampled",
         3,
         SamplingConfig(temperature=0.8, min_p=0.08, repeat_penalty=1.6, repeat_last_n=4),
-        4,
+        5,
     ),
     Case(
         "sampled-g4",
         "sampled",
         4,
         SamplingConfig(temperature=0.6, top_k=4, top_p=0.9, min_p=0.05, repeat_penalty=1.2),
-        5,
+        6,
     ),
     Case(
         "sampled-g5-pmin",
         "sampled",
         5,
         SamplingConfig(temperature=0.9, top_k=3, repeat_penalty=1.3),
-        6,
+        7,
         p_min=0.4,
     ),
     Case(
-        "sampled-g6", "sampled", 6, SamplingConfig(temperature=0.5, top_k=3, repeat_penalty=1.4), 7
+        "sampled-g6", "sampled", 6, SamplingConfig(temperature=0.5, top_k=3, repeat_penalty=1.4), 8
     ),
-    Case("greedy-g2", "greedy", 2, SamplingConfig(temperature=0.8, top_k=4, repeat_penalty=1.3), 3),
-    Case("greedy-g4-pmin", "greedy", 4, SamplingConfig(temperature=1.2, top_p=0.8), 5, p_min=0.4),
-    Case("greedy-g6", "greedy", 6, SamplingConfig(temperature=0.6, top_k=3, min_p=0.1), 7),
+    Case("greedy-g2", "greedy", 2, SamplingConfig(temperature=0.8, top_k=4, repeat_penalty=1.3), 4),
+    Case("greedy-g4-pmin", "greedy", 4, SamplingConfig(temperature=1.2, top_p=0.8), 6, p_min=0.4),
+    Case("greedy-g6", "greedy", 6, SamplingConfig(temperature=0.6, top_k=3, min_p=0.1), 8),
     # No truncation: every reply stays possible, so only the counts can tell a bug apart.
     Case(
         "sampled-g2-full",
         "sampled",
         2,
         SamplingConfig(temperature=0.8, repeat_penalty=1.8, repeat_last_n=3),
-        3,
+        4,
     ),
-    Case("lookup-g3", "lookup", 3, SamplingConfig(temperature=0.7, repeat_penalty=1.1), 4),
-    Case("lookup-g6", "lookup", 6, SamplingConfig(temperature=0.5, top_k=3), 7),
+    Case("lookup-g3", "lookup", 3, SamplingConfig(temperature=0.7, repeat_penalty=1.1), 5),
+    Case("lookup-g6", "lookup", 6, SamplingConfig(temperature=0.5, top_k=3), 8),
     # The suffix index proposes what most often followed the longest match, a point mass.
-    Case("suffix-g4", "suffix", 4, SamplingConfig(temperature=0.7, repeat_penalty=1.1), 5),
+    Case("suffix-g4", "suffix", 4, SamplingConfig(temperature=0.7, repeat_penalty=1.1), 6),
     Case(
         "suffix-auto",
         "suffix",
@@ -116,7 +116,7 @@ CASES = [
         adaptive=True,
     ),
     # Suffix tokens (q a point mass) then draft-model tokens (q sampled) in one draft.
-    Case("hybrid-g4", "hybrid", 4, SamplingConfig(temperature=0.8, top_k=4), 5),
+    Case("hybrid-g4", "hybrid", 4, SamplingConfig(temperature=0.8, top_k=4), 6),
     Case(
         "hybrid-auto",
         "hybrid",

@@ -26,9 +26,9 @@ from tests.helpers.plain_oracle import windows
 ALPHA_FAMILY = 1e-3
 
 CASES = [
-    Case("tree-g4", "tree", 4, SamplingConfig(temperature=0.7, repeat_penalty=1.1), 5),
+    Case("tree-g4", "tree", 4, SamplingConfig(temperature=0.7, repeat_penalty=1.1), 6),
     Case("tree-g6-full", "tree", 6, SamplingConfig(temperature=0.9), 7),
-    Case("tree-auto", "tree", 4, SamplingConfig(temperature=0.6, top_k=4), 7, adaptive=True),
+    Case("tree-auto", "tree", 4, SamplingConfig(temperature=0.6, top_k=4), 8, adaptive=True),
 ]
 CASE = {case.name: case for case in CASES}
 ALPHA = ALPHA_FAMILY / sum(len(windows(case.length)) for case in CASES)

@@ -1,5 +1,6 @@
-"""A new message's first token comes before the draft model reads it: the reply's first round
-is a plain step, so neither the draft's reading nor a first round's drafting delays the reply."""
+"""A reply's first token is drawn from the prompt's own pass, before the draft model reads the
+new message and before anything is drafted: neither delays it, and it costs no pass of its own.
+"""
 
 from __future__ import annotations
 
@@ -66,11 +67,24 @@ def test_a_new_message_gets_its_first_token_before_the_draft_model_reads_it() ->
 
     finish = _reply(engine, [1, 2, 3, 20, 21, 22, 23], log)
 
-    assert log[0] == "token"
-    assert log.index("prefill") < log.index("propose")
-    rounds = finish.result.rounds
-    assert rounds[0].drafted == 0 and rounds[1].drafted == 3
+    assert log[:3] == ["token", "prefill", "propose"]
+    assert finish.result.rounds[0].drafted == 3  # the first round drafts
     assert finish.result.token_ids == list(range(24, 36))
+
+
+def test_the_first_token_costs_the_target_no_pass_of_its_own() -> None:
+    target = FakeLlama(count_up, N_VOCAB, name="target.gguf")
+    engine = SpeculativeEngine(target)
+    config = GenerationConfig(max_tokens=4, gamma=fixed(3))
+
+    events = list(engine.generate([1, 2, 3, 20], config))
+
+    finish = events[-1]
+    assert isinstance(finish, FinishEvent)
+    assert finish.result.token_ids == [21, 22, 23, 24]
+    # One pass reads the prompt and draws the first token; each later token is a plain step.
+    assert target.passes == 4
+    assert len(finish.result.rounds) == 3
 
 
 def test_the_draft_models_reading_counts_in_the_generation_time_it_delays() -> None:
@@ -101,5 +115,5 @@ def test_a_prompt_the_models_hold_already_drafts_from_its_first_round() -> None:
 
     finish = _reply(engine, prompt, log)  # asked again, as a retry does
 
-    assert log[:2] == ["prefill", "propose"]
+    assert log[:3] == ["token", "prefill", "propose"]
     assert finish.result.rounds[0].drafted == 3

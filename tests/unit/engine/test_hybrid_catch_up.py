@@ -349,10 +349,7 @@ def test_a_draft_model_that_lost_its_first_rounds_gets_a_round_again_later() -> 
 def test_a_draft_model_cache_emptied_elsewhere_is_known_to_need_reading() -> None:
     model, hybrid = cheap_kept_model_after_a_first_chat()
     prompt = conversation(40, 0)[:-1]
-    assert not hybrid.reads_first(prompt)
-
     model.reset()  # as a benchmark does between runs: the hybrid is not told
-    assert hybrid.reads_first(prompt)
     hybrid.prefill(prompt)
     assert model.tokens == prompt
 
@@ -437,15 +434,13 @@ def test_a_kept_draft_model_cut_short_keeps_drafting_while_gamma_auto_learns_its
     assert first_plain >= 32 and all(steps[:first_plain])
 
 
-def test_only_new_text_for_the_draft_model_waits_for_the_first_token() -> None:
+def test_new_text_is_read_at_once_unless_the_prompt_asks_again() -> None:
     model, hybrid = fake_hybrid()
     fresh = conversation(60, 0)
-    assert hybrid.reads_first(fresh)
+    hybrid.prefill(fresh)  # nothing measured yet: read at once
+    assert model.tokens == fresh
 
     # Ends as an earlier stretch did, as a question asked again word for word: the suffix
     # index drafts the first round, and the model reads only if that pays.
-    assert not hybrid.reads_first([*fresh, *fresh[:20]])
-
-    hybrid.prefill(fresh)  # nothing measured yet: read at once
+    hybrid.prefill([*fresh, *fresh[:20]])
     assert model.tokens == fresh
-    assert not hybrid.reads_first(fresh)  # a retry: nothing to read

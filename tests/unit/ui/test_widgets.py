@@ -122,7 +122,7 @@ def test_metrics_panel_labels_and_definitions(qtbot: QtBot) -> None:
     stats = summarize(
         [record(0, 0, 0), record(1, 4, 3)],
         prompt_tokens=10,
-        generated_tokens=5,
+        generated_tokens=6,  # the first, drawn from the prompt's pass, then the rounds' five
         prompt_s=0.1,
         generation_s=0.5,
         ttft_s=0.12,
