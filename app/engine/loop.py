@@ -113,8 +113,11 @@ class SpeculativeEngine:
         draft_prefill_s, prompt_unread = 0.0, mode != "plain" and self.drafter is not None
         # The prompt's last token is read with the rest and the reply's first token drawn from
         # its row, as llama-server does: the first token waits for no pass of its own, no
-        # reading and no draft. Every mode draws it so, plain included, so replies still match.
-        first_rows: np.ndarray | None = self.target.feed(tokens, 1)
+        # reading and no draft. Two rows are asked for so that the last token is computed in a
+        # batch even where the cache holds the whole prompt already (a reply asked for again): a
+        # one-row pass rounds differently (LlamaModel.uniform_batches), and the same prompt
+        # must give the same reply whatever the cache held, in every mode.
+        first_rows: np.ndarray | None = self.target.feed(tokens, min(2, len(tokens)))[-1:]
         self._draft_behind = False
         # Set when γ auto judged that reading the prompt would cost this reply more than
         # drafting saves it: the reply runs plain, and the draft model reads the prompt if the

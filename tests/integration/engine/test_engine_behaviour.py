@@ -259,3 +259,22 @@ def test_rounds_report_the_time_spent_outside_the_model_passes(runtime: Runtime)
     # The wall time of the reply holds every round's passes and overhead.
     passes = sum(r.draft_s + r.verify_s + r.draft_catchup_s for r in result.rounds)
     assert passes + result.stats.overhead_s <= result.stats.generation_s + 1e-6
+
+
+def test_a_prompt_asked_for_again_gives_the_first_token_the_same_row(demo_models: Any) -> None:
+    """The second time, the cache holds the whole prompt; its last token is still computed in a
+    batch, not in a one-row pass, which rounds differently: the same prompt, the same row."""
+    target = LlamaModel(ModelConfig(str(demo_models.f32), n_ctx=512))
+    try:
+        engine = SpeculativeEngine(target)
+        prompt = target.tokenize("The capital of France is")
+        config = GenerationConfig(max_tokens=1, logprobs=5)
+        cold, events = run_to_end(engine, prompt, config)
+        assert target.tokens == prompt  # the prompt, last token included, is cached
+        warm, again = run_to_end(engine, prompt, config)
+    finally:
+        target.close()
+    first = [e.logprob for e in events if isinstance(e, TokenEvent)]
+    second = [e.logprob for e in again if isinstance(e, TokenEvent)]
+    assert first and first == second
+    assert cold.token_ids == warm.token_ids
