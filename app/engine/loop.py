@@ -5,7 +5,8 @@ A round with γ = 0 is exactly plain decoding, so plain and speculative replies 
 same code, the same model handle and the same sampling transform; only the draft differs.
 
 Invariant between rounds: `tokens` is prompt + reply so far; the target's cache holds all of it
-but the last token, which the next target pass feeds first ([last, d1..dγ]).
+but the last token, which the next target pass feeds first ([last, d1..dγ]). The reply's first
+token comes from the prompt's own pass, before the first round, which then holds the invariant.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ METRIC_DEFINITIONS: dict[str, str] = {
     ),
     "rounds": "target verification passes",
     "accepted_per_round": "accepted / rounds",
-    "tokens_per_round": "generated tokens / rounds (accepted per round + 1)",
+    "tokens_per_round": "tokens the rounds emitted / rounds (accepted per round + 1)",
     "per_position_acceptance": (
         "for draft position i: rounds that accepted i / rounds that drafted i"
     ),
