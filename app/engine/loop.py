@@ -25,12 +25,13 @@ from app.engine.control import GenerationControl
 from app.engine.draft_reading import DraftReading
 from app.engine.drafters import Draft, Drafter, DraftRequest, constrain_draft
 from app.engine.events import Event, FinishEvent, NoticeEvent, RoundEvent, TokenEvent
+from app.engine.gamma_controllers import GammaControllers
 from app.engine.result import FinishReason, GenerationResult
 from app.engine.token_tree import tree_round
 from app.engine.verification import Verdict, verify_rows
 from app.errors import ContextOverflowError, InvalidSettingError
 from app.llama.handle import ModelHandle
-from app.metrics.cost_model import MAX_GAMMA, MAX_STOPPED_GAMMA, free_draft_limit
+from app.metrics.cost_model import free_draft_limit
 from app.metrics.rounds import DraftMode, RoundRecord
 from app.metrics.summary import summarize
 
@@ -62,10 +63,6 @@ class SpeculativeEngine:
         # plain round, refreshed by every later one.
         self.plain_step_s: float | None = None
         self._plain_step_depth = 0  # the conversation's length at the latest plain step
-        # γ auto's state per draft, kept across replies and draft switches: what a draft's
-        # acceptance and costs were earlier in the session is the best prior for its next reply.
-        # Costs are tied to this target, and an engine lives exactly as long as its target.
-        self._controllers: dict[tuple[str, str], GammaController] = {}
         # Accepted tokens the draft has not read yet (rounds that ran without it).
         self._draft_behind = False
         # When the drafter reads what it lacks, and when γ auto leaves a prompt unread.
@@ -73,6 +70,7 @@ class SpeculativeEngine:
         # The reply's grammar state after the tokens kept so far, when it has a grammar.
         self._grammar: ConstraintCursor | None = None
         self._free_draft_limit = free_draft_limit(getattr(target, "n_batch", None))
+        self._controllers = GammaControllers(self._free_draft_limit)
 
     def set_drafter(self, drafter: Drafter | None) -> None:
         self.drafter = drafter
@@ -195,7 +193,7 @@ class SpeculativeEngine:
             tree = tree_round(
                 self.target, tokens, draft, config, rng, clock=clock, grammar=self._grammar
             )
-            if first_rows is not None:
+            if first_rows is not None:  # the prompt step's row
                 verdict, verify_s = self._verify(tokens, draft, first_rows, config, rng), 0.0
                 first_rows = None
             elif tree is None:
@@ -330,26 +328,9 @@ class SpeculativeEngine:
         return controller is not None and controller.speculation_off
 
     def gamma_controller(self, config: GenerationConfig) -> GammaController | None:
-        """γ auto's controller for the current draft (made on first use, kept across replies),
-        or None unless `config` asks for auto and a drafter is set."""
-        if not config.gamma.is_auto or self.drafter is None:
-            return None
-        from app.engine.adaptive import GammaController  # noqa: PLC0415 - only for gamma=auto
-
-        key = (self.drafter.mode, self.drafter.label)
-        controller = self._controllers.get(key)
-        if controller is None:
-            # Only a draft model says how sure it is of each token; lookup proposals are certain.
-            # Its confidence stop ends its drafts, under a ceiling one verification holds.
-            stops = self.drafter.mode in ("draft", "hybrid")
-            ceiling = min(MAX_STOPPED_GAMMA, self._free_draft_limit) if stops else MAX_GAMMA
-            controller = GammaController(
-                max_gamma=ceiling, initial_gamma=config.gamma.start, confidence_stop=stops
-            )
-            if self.plain_step_s is not None:
-                controller.note_plain_step(self.plain_step_s, self._plain_step_depth)
-            self._controllers[key] = controller
-        return controller
+        """γ auto's controller for the current draft (app/engine/gamma_controllers.py)."""
+        step = None if self.plain_step_s is None else (self.plain_step_s, self._plain_step_depth)
+        return self._controllers.get(self.drafter, config, step)
 
     def _draft_reads(self, tokens: list[int], controller: GammaController | None) -> float:
         """The drafter reads all but the last token (DraftReading.read): it is no longer behind."""
