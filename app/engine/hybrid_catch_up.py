@@ -27,9 +27,11 @@ The draft model's own rate is measured only on the rounds it drafts, so a few sh
 rounds (γ auto still finding its lengths) must not shut it out: a short gap is read until that
 rate stands on about seven rounds, or, while the target keeps nearly all of its few tokens a
 round, for its first 32 rounds (γ auto's stop is still learning which tokens survive). Past a
-long gap, a model not yet measured is read only within ski rental, and only if, keeping every
-token it drafts, it could earn the reading back. A model left out for a while, with nothing
-from the suffix index and little to read, drafts a round anyway, less often each time it loses.
+long gap, a model not yet measured (one that has never drafted included) is read only within
+ski rental, and only if, keeping every token it drafts, it could earn the reading back (a pass
+not yet timed priced at what reading a token costs: a pass of its own costs no less). A model
+left out for a while, with nothing from the suffix index and little to read, drafts a round
+anyway, less often each time it loses.
 Against plain steps the model's rate counts as winning within timing noise (γ auto's
 LOSS_MARGIN): whether a round drafts at all is γ auto's call, and a 3 % dip in its measured
 rate must not hand its rounds to single plain steps; it must still earn back its reading
@@ -134,9 +136,13 @@ class CatchUpJudge:
         unread_rate = self._unread_rounds.rate if long_gap else None
         if unread_rate is None and long_gap:
             return False
-        if not self._reader.speed.known or not self._pricing.measured:
-            return True
-        if not long_gap and (self.model_rounds.rounds < _TRUSTED_MODEL_ROUNDS or self.cut_short()):
+        if not self._reader.speed.known:
+            return True  # a long gap has a part read to time it (HybridDrafter.propose)
+        if not long_gap and (
+            not self._pricing.measured
+            or self.model_rounds.rounds < _TRUSTED_MODEL_ROUNDS
+            or self.cut_short()
+        ):
             return True  # γ auto is still finding the model's lengths: its first rounds are short
         catchup_s = self._reader.speed.seconds_for(behind)
         if long_gap and self._unread_rounds.seconds < catchup_s:
@@ -147,12 +153,16 @@ class CatchUpJudge:
             # reading staked on a quarter of its time (four rounds) had 208 tokens read,
             # 0.64 s, that the suffix index then copied.
             return False
-        if self.model_rounds.rate is None:
+        if self.model_rounds.rate is None or not self._pricing.measured:
             # Unmeasured, the model gets its chance (its rate gets measured), unless even
             # keeping every token it drafts it could not earn the reading back from what the
             # rounds without it deliver: a 163-token reading (0.54 s) bought so, 115 tokens
             # before the end of the bench's "rename" reply while its rounds ran at 100 tok/s,
-            # took that reply to 36 tok/s against 50.
+            # took that reply to 36 tok/s against 50. A model that has never drafted waits for
+            # ski rental too: in a fresh session's first revision of a text, the 64-token part
+            # read to time the reading was followed at once by the other 142 (0.74 s in all,
+            # 9 rounds into the reply), and the reply ran at 44 tok/s against the suffix
+            # index's 83.
             return unread_rate is None or self._could_pay_back(
                 behind, model_tokens, unread_rate, reply_left
             )
@@ -175,7 +185,10 @@ class CatchUpJudge:
     def _could_pay_back(
         self, behind: int, model_tokens: int, without_rate: float, reply_left: int | None
     ) -> bool:
-        best = self._pricing.rate(0, 0.0, model_tokens, 1.0, model_keep=1.0)
+        # Before any pass is timed, one costs at least what reading a token in a batch does.
+        best = self._pricing.best_case_rate(model_tokens, self._reader.speed.seconds_for(1))
+        if best is None:
+            return True
         payback = min(PAYBACK_TOKENS, reply_left if reply_left is not None else PAYBACK_TOKENS)
         saved_s = payback * (1.0 / without_rate - 1.0 / best)
         return saved_s > self._reader.speed.seconds_for(behind)

@@ -47,14 +47,11 @@ class RoundPricing:
         suffix_kept: float,
         n_model: int,
         reach: float,
-        *,
-        model_keep: float | None = None,
     ) -> float:
         """Expected tokens per second of a draft of n_suffix suffix tokens then n_model model
         tokens, the model's tokens judged only when every suffix token before them is kept
-        (chance `reach`), each kept with chance `model_keep` (default: as measured)."""
-        keep = self.model_keep.value if model_keep is None else model_keep
-        model_kept = reach * expected_kept(keep, n_model)
+        (chance `reach`), each kept at the model's measured rate."""
+        model_kept = reach * expected_kept(self.model_keep.value, n_model)
         verify = self.verify.predict(n_suffix + n_model + 1) if self.measured else None
         if verify is None:
             # Nothing measured yet: tokens that cost no pass win on expected tokens alone.
@@ -62,3 +59,15 @@ class RoundPricing:
         passes = n_model + (1 if n_suffix and n_model else 0)  # the model reads the suffix
         drafting = self.draft.predict_up_to(passes)[-1] if passes else 0.0
         return (1.0 + suffix_kept + model_kept) / (verify + drafting)
+
+    def best_case_rate(self, n_model: int, pass_floor_s: float) -> float | None:
+        """Tokens per second of n_model model tokens, every one kept, a draft pass priced as
+        measured or, before any is, at pass_floor_s; None before any verification is timed."""
+        if not self.verify.points():
+            return None
+        verify = self.verify.predict(n_model + 1)
+        if self.draft.measured:
+            drafting = self.draft.predict_up_to(n_model)[-1] if n_model else 0.0
+        else:
+            drafting = n_model * pass_floor_s
+        return (1.0 + n_model) / (verify + drafting)

@@ -57,3 +57,42 @@ def test_an_unmeasured_model_is_not_read_where_even_keeping_every_token_would_no
         )
 
     assert model.decoded == read
+
+
+def test_a_fresh_model_timed_on_part_of_a_long_gap_waits_for_ski_rental_for_the_rest() -> None:
+    """Nothing measured of the model at all (no reading speed, no pass): a 300-token prompt
+    with nothing to repeat, plain steps of 20 ms. Once they are timed, a first 64 tokens are
+    read to time the reading; the other 235 (0.235 s) wait, as any long reading does, until
+    the rounds without the model have taken as long."""
+    model, hybrid = fake_hybrid()
+    prompt = conversation(300, 5)
+    hybrid.prefill(prompt[:-1])
+    timed_at = None
+    for i in range(60):
+        draft = hybrid.propose(ask(prompt, 4))
+        if draft.steps:
+            break
+        if timed_at is None and model.tokens:
+            timed_at = i
+            assert model.tokens == prompt[:64]
+        hybrid.learn(RoundRecord(100 + i, "hybrid", 4, 0, 0, 1, 0.0, 0.02, 0))
+
+    assert timed_at is not None and timed_at < 5
+    assert i == rounds_to_cover((len(prompt) - 1 - 64) * 1e-3, 0.02)
+    assert model.tokens[: len(prompt) - 1] == prompt[:-1]
+
+
+def test_a_fresh_model_is_not_read_where_its_passes_at_reading_speed_could_not_pay() -> None:
+    """The same fresh model, where the suffix index's rounds deliver 17 tokens in 40 ms: even
+    keeping every token, at no more than reading speed a pass (1 ms), the model could not
+    earn the reading back; only the part read to time it is read."""
+    model, hybrid = fake_hybrid()
+    prompt = [7, 3, 9, 1, 4] * 60
+    hybrid.prefill(prompt[:-1])
+    for i in range(2 * rounds_to_cover(0.299, 0.04)):
+        hybrid.propose(ask([*prompt, 50 + i % 2], 4))
+        hybrid.learn(
+            RoundRecord(100 + i, "hybrid", 16, 16, 16, 17, 0.0, 0.04, 0, suffix_drafted=16)
+        )
+
+    assert len(model.tokens) <= 64
