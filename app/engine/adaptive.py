@@ -29,7 +29,7 @@ from app.engine.gamma_estimates import (
     fastest_length,
     strays,
 )
-from app.engine.gap_reader import MIN_TIMED_GAP, ReadingSpeed
+from app.engine.gap_reader import MIN_TIMED_GAP, ReadingSpeed, reading_to_earn
 from app.metrics.cost_model import MAX_GAMMA, expected_tokens_by_length, expected_tokens_by_position
 from app.metrics.measured import judged_positions
 from app.metrics.rounds import RoundRecord
@@ -239,14 +239,15 @@ class GammaController:
         Reading costs what it took lately per token; drafting saves at most the difference
         between a plain step and a token at speculation's recent rate on every token left.
         A long prompt with a short reply (a one-line summary of a page) does not pay: on the
-        demo pair the draft reads 400 tokens in 1.3 s, and 64 tokens drafted save 0.8 s.
+        demo pair the draft reads 400 tokens in 1.3 s, and 64 tokens drafted save 0.8 s. A
+        text (a long gap) must save more than its reading (gap_reader.reading_to_earn).
         Unmeasured, reading is assumed to pay.
         """
         plain_s, spec_rate = self.plain_step_s, self._spec_rate.rate
         if not self._read_speed.known or plain_s is None or spec_rate is None:
             return True
         saved = tokens_left * (plain_s - 1.0 / spec_rate)
-        return saved >= self._read_speed.seconds_for(unread)
+        return saved >= reading_to_earn(unread, self._read_speed.seconds_for(unread))
 
     def predicted_rate(self, gamma: int) -> float | None:
         """Expected tokens per second at this γ from the long-run figures, None before data."""

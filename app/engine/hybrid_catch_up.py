@@ -42,7 +42,7 @@ is never set aside: the choice is only between sources, and γ runs as set.
 from __future__ import annotations
 
 from app.engine.gamma_estimates import LOSS_MARGIN
-from app.engine.gap_reader import MIN_TIMED_GAP, GapReader
+from app.engine.gap_reader import EAGER_READ, MIN_TIMED_GAP, GapReader, reading_to_earn
 from app.engine.hybrid_pricing import RoundPricing
 from app.engine.hybrid_rates import FadingRounds, FadingRuns
 from app.metrics.rounds import RoundRecord
@@ -51,21 +51,6 @@ from app.metrics.rounds import RoundRecord
 # the server's default budget is 128). Where the suffix index keeps taking rounds back (a text
 # being revised), the span is the model's usual run of rounds in a row, measured.
 PAYBACK_TOKENS = 128
-# Gaps up to this long are read at once while the rate without the model is unknown; longer
-# ones wait for that rate. Waiting or not costs at most one reading either way (ski rental), so
-# what decides is how likely the reply is new text, not the reading's price: a gap of up to 96
-# tokens (about 70 words with the chat template's) is a question or an instruction, rarely a
-# text to copy. At 64, an 85-token question (the bench's "sql") ran 15 plain steps, 0.38 s,
-# before the 0.29 s reading the draft model alone does at once, and ran at 0.90× it. At 128,
-# the bench's "rename" (code to return with a rename, a 127-token gap through `specchat serve`,
-# whose draft model holds the chat template's start from the request before) had 0.5 s read
-# first and ran at 29.5 tok/s against the suffix index's 41.6.
-EAGER_READ = 96
-# A long reading must save this many times its cost over the payback span: the span counts the
-# tokens the reply may still produce, but it can end sooner (no end of text is foreseen). In the
-# bench's "rename", 200 tokens (0.54 s) were read at a break-even of 78 tokens left, and the
-# reply ended 10 tokens later, at 37 tok/s against plain's 46. Short gaps cost a few passes.
-_LONG_READING_MARGIN = 1.5
 # Rounds (faded) the draft model drafts alone before its measured rate can keep it out of a
 # short gap: about seven, while γ auto's first rounds run short drafts.
 _TRUSTED_MODEL_ROUNDS = 6.0
@@ -180,7 +165,7 @@ class CatchUpJudge:
         if reply_left is not None:  # no reading pays back over more than the reply has left
             payback = min(payback, reply_left)
         saved_s = payback * (1.0 / without_rate - 1.0 / with_rate)
-        return saved_s > catchup_s * (_LONG_READING_MARGIN if long_gap else 1.0)
+        return saved_s > reading_to_earn(behind, catchup_s)
 
     def _could_pay_back(
         self, behind: int, model_tokens: int, without_rate: float, reply_left: int | None

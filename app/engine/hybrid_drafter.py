@@ -29,8 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from app.engine.drafters import Draft, DraftRequest, ModelDrafter
-from app.engine.gap_reader import GapReader
-from app.engine.hybrid_catch_up import EAGER_READ, PAYBACK_TOKENS, CatchUpJudge
+from app.engine.gap_reader import EAGER_READ, GapReader
+from app.engine.hybrid_catch_up import PAYBACK_TOKENS, CatchUpJudge
 from app.engine.hybrid_pricing import RoundPricing
 from app.engine.hybrid_rates import expected_kept
 from app.engine.sampling import FloatArray

@@ -28,17 +28,27 @@ def test_unmeasured_reading_is_assumed_to_pay() -> None:
 
 
 def test_a_long_prompt_pays_for_its_reading_only_with_enough_reply_left() -> None:
-    # 400 tokens read in 1.2 s; each token drafted saves 12.5 ms: 96 tokens pay for it.
+    # 400 tokens read in 1.2 s; each token drafted saves 12.5 ms. A text must save 1.5 times
+    # its reading (the reply may end sooner, or paraphrase it): 144 tokens pay for it.
     controller = _measured()
     assert not controller.reading_pays(400, 63)
-    assert not controller.reading_pays(400, 95)
-    assert controller.reading_pays(400, 97)
+    assert not controller.reading_pays(400, 140)
+    assert controller.reading_pays(400, 148)
     assert controller.reading_pays(40, 63)
 
 
+def test_a_question_must_save_its_reading_and_a_text_half_as_much_again() -> None:
+    # 96 tokens (a question) read in 0.288 s pay back over 24 tokens; 97 (a text) need 35.
+    controller = _measured()
+    assert controller.reading_pays(96, 24)
+    assert not controller.reading_pays(96, 22)
+    assert not controller.reading_pays(97, 24)
+    assert controller.reading_pays(97, 36)
+
+
 def test_slower_reading_needs_a_longer_reply() -> None:
-    assert _measured(0.002).reading_pays(400, 80)
-    assert not _measured(0.004).reading_pays(400, 80)
+    assert _measured(0.002).reading_pays(400, 120)
+    assert not _measured(0.004).reading_pays(400, 120)
 
 
 def test_a_few_tokens_read_do_not_set_the_rate() -> None:
