@@ -3,8 +3,14 @@ the reading's measured cost against what drafting can save on the tokens left.""
 
 from __future__ import annotations
 
+import time
+
 from app.engine.adaptive import GammaController
+from app.engine.draft_reading import DraftReading
+from app.engine.drafters import ModelDrafter
 from app.metrics.rounds import RoundRecord
+from tests.helpers.fake_llama import FakeLlama
+from tests.helpers.hybrid_rounds import N_VOCAB, conversation, next_token
 
 PLAIN_S = 0.025
 
@@ -57,3 +63,27 @@ def test_a_few_tokens_read_do_not_set_the_rate() -> None:
     for _ in range(20):
         controller.note_read(8, 1.0)
     assert controller.reading_pays(40, 63)
+
+
+def test_a_draft_model_left_out_reply_after_reply_reads_one_now_and_then() -> None:
+    """Rounds that delivered 2 tokens in 4.5 plain steps: reading never pays at that rate, and
+    a reply left unread does not measure it again. So the 5th reply reads anyway, then the
+    14th, the 31st: after 4, 8 and 16 left unread in a row."""
+    controller = GammaController(initial_gamma=8, confidence_stop=False)
+    controller.note_plain_step(PLAIN_S)
+    controller.note_read(100, 0.3)
+    for i in range(8):
+        gamma = controller.next_gamma()
+        controller.observe(RoundRecord(i, "draft", gamma, 8, 1, 2, 2.5 * PLAIN_S, 2.0 * PLAIN_S, 8))
+    model = FakeLlama(next_token, N_VOCAB, n_ctx=4096)
+    drafter = ModelDrafter(model, N_VOCAB)
+    reading = DraftReading(time.perf_counter)
+
+    read = [
+        i
+        for i in range(40)
+        if reading.leave_unread(drafter, controller, conversation(200, 7 * i), 128) is None
+    ]
+
+    assert not controller.reading_pays(199, 128)
+    assert read == [4, 13, 30]
