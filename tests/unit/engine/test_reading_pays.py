@@ -67,8 +67,9 @@ def test_a_few_tokens_read_do_not_set_the_rate() -> None:
 
 def test_a_draft_model_left_out_reply_after_reply_reads_one_now_and_then() -> None:
     """Rounds that delivered 2 tokens in 4.5 plain steps: reading never pays at that rate, and
-    a reply left unread does not measure it again. So the 5th reply reads anyway, then the
-    14th, the 31st: after 4, 8 and 16 left unread in a row."""
+    a reply left unread does not measure it again. So the 5th question reads anyway, then the
+    14th, the 31st: after 4, 8 and 16 left unread in a row. A text (over 96 tokens to read) is
+    never read so: its reading alone can cost more than a short reply takes."""
     controller = GammaController(initial_gamma=8, confidence_stop=False)
     controller.note_plain_step(PLAIN_S)
     controller.note_read(100, 0.3)
@@ -77,13 +78,16 @@ def test_a_draft_model_left_out_reply_after_reply_reads_one_now_and_then() -> No
         controller.observe(RoundRecord(i, "draft", gamma, 8, 1, 2, 2.5 * PLAIN_S, 2.0 * PLAIN_S, 8))
     model = FakeLlama(next_token, N_VOCAB, n_ctx=4096)
     drafter = ModelDrafter(model, N_VOCAB)
-    reading = DraftReading(time.perf_counter)
 
-    read = [
-        i
-        for i in range(40)
-        if reading.leave_unread(drafter, controller, conversation(200, 7 * i), 128) is None
-    ]
+    def read_at(prompt_tokens: int) -> list[int]:
+        reading = DraftReading(time.perf_counter)
+        return [
+            i
+            for i in range(40)
+            if reading.leave_unread(drafter, controller, conversation(prompt_tokens, 7 * i), 128)
+            is None
+        ]
 
-    assert not controller.reading_pays(199, 128)
-    assert read == [4, 13, 30]
+    assert not controller.reading_pays(96, 128)
+    assert read_at(97) == [4, 13, 30]  # 96 tokens to read
+    assert read_at(98) == []
