@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from app.engine.drafters import Draft, DraftRequest, ModelDrafter
+from app.engine.gamma_estimates import LOSS_MARGIN
 from app.engine.gap_reader import EAGER_READ, GapReader
 from app.engine.hybrid_catch_up import PAYBACK_TOKENS, CatchUpJudge
 from app.engine.hybrid_pricing import RoundPricing
@@ -203,13 +204,22 @@ class HybridDrafter:
         token for the demo's Q4_1 draft) before the model drafted on. A match as long as the
         model's own draft owes nothing: it is likely to go on in the next round, leaving a gap
         past what is read at once, weighed when the model wants it (charged, a 64-token repeat
-        of an earlier answer, kept whole, was priced at 85 tok/s, under the model's 97)."""
+        of an earlier answer, kept whole, was priced at 85 tok/s, under the model's 97). Nor
+        does one beside a model no faster than plain steps (within timing noise, as the
+        catch-up weighs it): that model sits out wherever the suffix index has nothing, so
+        nothing the round emits is read for it. Charged, a 2-token match through `specchat
+        serve`, in a revision whose earlier turn the model had read (55 tok/s against plain
+        steps' 60), was priced under the model (50.5 tok/s; 62.1 uncharged), whose 24-token
+        drafts then ran 50 tokens at 57-65 tok/s, where the suffix index alone ran them at 89
+        in rounds of 2-6 tokens."""
         rate = self._pricing.rate(n_suffix, kept, 0, 0.0)
         emitted = 1.0 + kept
+        model_rate = self._catch_up.model_rounds.rate
         model_drafting = (
             self._pricing.measured
             and self._reader.speed.known
-            and self._catch_up.model_rounds.rate is not None
+            and model_rate is not None
+            and model_rate > self._pricing.rate(0, 0.0, 0, 0.0) * (1.0 - LOSS_MARGIN)
             and n_suffix < gamma
             and behind + n_suffix + 1 <= EAGER_READ  # a longer gap waits to be weighed
         )

@@ -5,6 +5,7 @@ reading, so a short match no longer takes rounds from a model nearly as fast."""
 from __future__ import annotations
 
 from app.engine.hybrid_drafter import HybridDrafter
+from app.metrics.rounds import RoundRecord
 from tests.helpers.hybrid_rounds import ask, conversation, fake_hybrid, teach
 
 TEXT = list(range(1000, 1030))
@@ -37,3 +38,22 @@ def test_a_long_match_still_drafts_alone_with_its_reading_counted() -> None:
     hybrid.prefill(history[:-1])
     draft = hybrid.propose(ask(history, 4))
     assert draft.suffix_tokens == 4 and draft.steps == 0
+
+
+def test_a_model_no_faster_than_plain_steps_is_owed_no_reading() -> None:
+    """Plain steps of 2 ms (500 tokens/s), a model up to date whose rounds make 3 tokens in
+    7.5 ms (400 tokens/s): it would sit out wherever the suffix index has nothing, so a 2-token
+    match (about 480 tokens/s verified alone, 325 once 1 ms a token of reading is charged)
+    drafts alone."""
+    _, hybrid = fake_hybrid()
+    hybrid.prefill(conversation(40, 0)[:-1])  # nothing measured yet: read, and timed
+    for i in range(12):
+        hybrid.learn(RoundRecord(i, "hybrid", 0, 0, 0, 1, 0.0, 0.002, 0))
+        hybrid.learn(RoundRecord(i, "hybrid", 2, 2, 2, 3, 0.0035, 0.004, 2))
+    history = [*TEXT, 7, *TEXT[:2]]
+    hybrid.model_drafter.prefill(history[:-1])
+    hybrid.prefill(history[:-1])
+
+    draft = hybrid.propose(ask(history, 4))
+
+    assert draft.suffix_tokens > 0 and draft.steps == 0
