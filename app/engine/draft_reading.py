@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from app.engine.drafters import Drafter, ModelDrafter
 from app.engine.gap_reader import EAGER_READ
+from app.engine.retry_backoff import RetryBackoff
 
 if TYPE_CHECKING:
     from app.engine.adaptive import GammaController
@@ -28,8 +29,7 @@ class DraftReading:
         self._clock = clock
         # The prompt of the last reply whose prompt the draft model left unread.
         self._left_unread: list[int] | None = None
-        self._unread_in_a_row = 0
-        self._retry_after = _FIRST_RETRY
+        self._retry = RetryBackoff(_FIRST_RETRY, _LAST_RETRY)
 
     def read(
         self, drafter: Drafter, tokens: list[int], controller: GammaController | None
@@ -73,13 +73,14 @@ class DraftReading:
             return None
         unread = drafter.unread(tokens[:-1])
         if controller.reading_pays(unread, remaining):
-            self._unread_in_a_row, self._retry_after = 0, _FIRST_RETRY
+            self._retry.ran()
+            self._retry.won()
             return None
-        if self._unread_in_a_row >= self._retry_after and unread <= EAGER_READ:
-            self._unread_in_a_row = 0
-            self._retry_after = min(2 * self._retry_after, _LAST_RETRY)
+        if self._retry.due and unread <= EAGER_READ:
+            self._retry.ran()
+            self._retry.retried()
             return None
-        self._unread_in_a_row += 1
+        self._retry.left_out()
         self._left_unread = list(tokens)
         return (
             f"draft model off for this reply: reading the {unread} prompt tokens it lacks "

@@ -34,6 +34,7 @@ from app.engine.gap_reader import EAGER_READ, GapReader
 from app.engine.hybrid_catch_up import PAYBACK_TOKENS, CatchUpJudge
 from app.engine.hybrid_pricing import RoundPricing
 from app.engine.hybrid_rates import expected_kept
+from app.engine.retry_backoff import RetryBackoff
 from app.engine.sampling import FloatArray
 from app.engine.suffix_drafter import SuffixDrafter, SuffixProposal
 from app.metrics.cost_model import MAX_GAMMA
@@ -80,8 +81,7 @@ class HybridDrafter:
         self._last_round_unread = False
         # The model's measured rate changes only when it drafts: a few unlucky first rounds
         # would keep it out for good. So it gets a round now and then.
-        self._rounds_without_model = 0
-        self._retry_after = _FIRST_RETRY
+        self._retry = RetryBackoff(_FIRST_RETRY, _LAST_RETRY)
         self._reader = GapReader(model, clock)
         self._catch_up = CatchUpJudge(self._pricing, self._reader)
 
@@ -158,10 +158,10 @@ class HybridDrafter:
                 plain=True,
                 reply_left=reply_left,
             ):
-                self._retry_after = _FIRST_RETRY
+                self._retry.won()
                 return model_only
-            if behind <= PAYBACK_TOKENS and self._rounds_without_model >= self._retry_after:
-                self._retry_after = min(2 * self._retry_after, _LAST_RETRY)
+            if behind <= PAYBACK_TOKENS and self._retry.due:
+                self._retry.retried()
                 return model_only
             return without_model
         keep = self.suffix.kept_by_match.keep_rate(proposal.match_length, proposal.source)
@@ -255,7 +255,10 @@ class HybridDrafter:
         self._catch_up.learn(record, unread=self._last_round_unread)
         self._last_round_unread = False
         model_drafted = record.drafted - record.suffix_drafted
-        self._rounds_without_model = 0 if model_drafted else self._rounds_without_model + 1
+        if model_drafted:
+            self._retry.ran()
+        else:
+            self._retry.left_out()
         if record.drafted:
             self.suffix.learn(record)
 

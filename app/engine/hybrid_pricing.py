@@ -57,8 +57,7 @@ class RoundPricing:
             # Nothing measured yet: tokens that cost no pass win on expected tokens alone.
             return 1.0 + suffix_kept + model_kept - 0.5 * n_model
         passes = n_model + (1 if n_suffix and n_model else 0)  # the model reads the suffix
-        drafting = self.draft.predict_up_to(passes)[-1] if passes else 0.0
-        return (1.0 + suffix_kept + model_kept) / (verify + drafting)
+        return (1.0 + suffix_kept + model_kept) / (verify + self._drafting(passes))
 
     def best_case_rate(self, n_model: int, pass_floor_s: float) -> float | None:
         """Tokens per second of n_model model tokens, every one kept, a draft pass priced as
@@ -66,8 +65,12 @@ class RoundPricing:
         if not self.verify.points():
             return None
         verify = self.verify.predict(n_model + 1)
-        if self.draft.measured:
-            drafting = self.draft.predict_up_to(n_model)[-1] if n_model else 0.0
-        else:
-            drafting = n_model * pass_floor_s
-        return (1.0 + n_model) / (verify + drafting)
+        return (1.0 + n_model) / (verify + self._drafting(n_model, pass_floor_s))
+
+    def _drafting(self, passes: int, pass_floor_s: float = 0.0) -> float:
+        """Seconds of `passes` draft passes, as measured, or at pass_floor_s each before."""
+        if not passes:
+            return 0.0
+        if not self.draft.measured:
+            return passes * pass_floor_s
+        return self.draft.predict_up_to(passes)[-1]
