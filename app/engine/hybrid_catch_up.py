@@ -66,6 +66,12 @@ _CUT_SHORT_TOKENS = 3.0
 _LEARNING_ROUNDS = 32
 
 
+def plain_within_noise(plain_rate: float) -> float:
+    """The rate a draft model must beat to keep its place against plain steps: theirs, less
+    timing noise (γ auto's LOSS_MARGIN; whether a round drafts at all is γ auto's call)."""
+    return plain_rate * (1.0 - LOSS_MARGIN)
+
+
 class CatchUpJudge:
     """Whether the draft model should read what it lacks: what the rounds with it and without
     it delivered, and what its reading costs (see the module)."""
@@ -155,7 +161,7 @@ class CatchUpJudge:
         if plain and unread_rate is None:
             # Against plain steps a model within timing noise of them keeps its place (whether
             # to draft at all is γ auto's call); it must still earn back its reading.
-            without_rate *= 1.0 - LOSS_MARGIN
+            without_rate = plain_within_noise(without_rate)
         if with_rate <= without_rate:
             return False
         payback = float(PAYBACK_TOKENS)

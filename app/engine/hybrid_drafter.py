@@ -29,9 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from app.engine.drafters import Draft, DraftRequest, ModelDrafter
-from app.engine.gamma_estimates import LOSS_MARGIN
 from app.engine.gap_reader import EAGER_READ, GapReader
-from app.engine.hybrid_catch_up import PAYBACK_TOKENS, CatchUpJudge
+from app.engine.hybrid_catch_up import PAYBACK_TOKENS, CatchUpJudge, plain_within_noise
 from app.engine.hybrid_pricing import RoundPricing
 from app.engine.hybrid_rates import expected_kept
 from app.engine.retry_backoff import RetryBackoff
@@ -219,7 +218,7 @@ class HybridDrafter:
             self._pricing.measured
             and self._reader.speed.known
             and model_rate is not None
-            and model_rate > self._pricing.rate(0, 0.0, 0, 0.0) * (1.0 - LOSS_MARGIN)
+            and model_rate > plain_within_noise(self._pricing.rate(0, 0.0, 0, 0.0))
             and n_suffix < gamma
             and behind + n_suffix + 1 <= EAGER_READ  # a longer gap waits to be weighed
         )
