@@ -3,8 +3,9 @@
     QT_QPA_PLATFORM=offscreen PYTHONPATH=. python scripts/window_screenshots.py [docs/screenshots]
 
 Writes first-start.png (the demo pair just loaded), mid-reply.png (a long chat, a reply
-streaming), restart-draft-list.png (the window after a restart, its Draft list open) and
-models-dialog.png (the Models dialog over the window). Each is the whole screen as the offscreen
+streaming), restart-draft-list.png (the window after a restart, its Draft list open),
+models-dialog.png (the Models dialog over the window) and suffix-shading.png (a question of the
+first session asked again in a new chat). Each is the whole screen as the offscreen
 platform composes it, popups and dialogs included. The profile is a throw-away folder; the demo
 family is derived into it (a few seconds), or linked from SPECCHAT_TEST_MODEL_CACHE when set.
 """
@@ -122,6 +123,14 @@ def shoot(out: Path, data: Path) -> None:
     _settle(0.5, done=lambda: not dialog.busy)
     _shot(out / "models-dialog.png")
     dialog.close()
+    _close(window)
+
+    # A question from the first session, asked again in a new chat: the past-chats index
+    # drafts much of the answer, shaded apart from the draft model's tokens. A window of its
+    # own, as the offscreen screen keeps the closed dialog's pixels.
+    window = _open(data)
+    _send(window, CHAT[1])
+    _shot(out / "suffix-shading.png")
     _close(window)
 
 

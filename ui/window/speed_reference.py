@@ -73,9 +73,10 @@ class PlainSpeed:
 
 
 def _loop_seconds_per_round(stats: GenerationStats) -> float:
-    """Generation time outside drafting and verifying, per round."""
-    if not stats.rounds or not stats.tokens_per_second or not stats.generated_tokens:
-        return 0.0
-    generation_s = stats.generated_tokens / stats.tokens_per_second
-    other = generation_s - stats.draft_s - stats.verify_s
-    return max(other, 0.0) / stats.rounds
+    """The loop's own work per round, outside every model pass (RoundRecord.overhead_s).
+
+    Not the generation time less drafting and verifying: that rest also holds the draft
+    model's reading of the prompt and its catch-ups, hundreds of milliseconds a reply that a
+    plain reply never pays; counted as the loop's work, they would double the estimate.
+    """
+    return stats.overhead_s / stats.rounds if stats.rounds else 0.0
