@@ -92,7 +92,7 @@ class MetricsPanel(QWidget):
         self.saved_memory = _value_label(
             "savedChatsMemoryLabel",
             "Earlier conversations' cache states the target keeps in RAM, so that going back to "
-            "one does not read it again (Settings, Saved chats).",
+            "one does not read it again (Settings, Chat cache).",
         )
         self.draft_memory = _value_label(
             "draftMemoryLabel",
@@ -110,7 +110,7 @@ class MetricsPanel(QWidget):
         memory_form.addRow(self.workers_memory)
         self.workers_memory.hide()
         memory_form.addRow("Target", self.target_memory)
-        memory_form.addRow("Saved chats", self.saved_memory)
+        memory_form.addRow("Chat cache", self.saved_memory)
         memory_form.addRow("Draft", self.draft_memory)
 
         layout = QVBoxLayout(self)

@@ -160,7 +160,7 @@ class SettingsPanel(QWidget):
             ("Draft GPU layers", self.draft_layers, "models/draft_gpu_layers"),
             ("Context", self.context, "models/n_ctx"),
             ("CPU threads", self.threads, "models/n_threads"),
-            ("Saved chats", self.prompt_cache, "models/prompt_cache_mib"),
+            ("Chat cache", self.prompt_cache, "models/prompt_cache_mib"),
             ("Temperature", self.temperature, "generation/temperature"),
             ("Top-p", self.top_p, "generation/top_p"),
             ("Top-k", self.top_k, "generation/top_k"),

@@ -6,6 +6,7 @@ import dataclasses
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QFormLayout, QLabel
 from pytestqt.qtbot import QtBot
 
 from app.llama.facts import MemoryUsage
@@ -154,6 +155,11 @@ def test_memory_readout_with_and_without_a_gpu(qtbot: QtBot) -> None:
     saved = dataclasses.replace(usage, target_saved=7 * 2**20)
     panel.show_memory(None, 2**30, saved, "model")
     assert panel.saved_memory.text() == "7.0 MiB"
+    # Named apart from the chats the history keeps: these are cache states, dropped freely.
+    form = panel.saved_memory.parentWidget().layout()
+    assert isinstance(form, QFormLayout)
+    label = form.labelForField(panel.saved_memory)
+    assert isinstance(label, QLabel) and label.text() == "Chat cache"
 
 
 def test_charts_paint_their_data(qtbot: QtBot) -> None:
