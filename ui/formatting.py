@@ -38,6 +38,16 @@ def seconds(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1.0 else f"{value:.2f} s"
 
 
+# Speedups inside this band read as "about as fast" as plain decoding: one reply, or one
+# comparison, on a desktop's CPU moves by more than that between runs.
+ABOUT_AS_FAST = (0.95, 1.05)
+
+
+def about_as_fast(speedup: float) -> bool:
+    low, high = ABOUT_AS_FAST
+    return low < speedup < high
+
+
 def speedup_headline(
     speedup: float | None,
     *,
@@ -55,10 +65,10 @@ def speedup_headline(
         return "", ""
     figure = f"{speedup:.2f}×" if measured else f"≈{speedup:.2f}×"
     estimate = "" if measured else " (estimate)"
-    if speedup >= 1.05:
-        return f"{figure} faster than without a draft{estimate}", tooltip
-    if speedup > 0.95:
+    if about_as_fast(speedup):
         return f"About as fast as without a draft ({figure}{estimate})", tooltip
+    if speedup > 1.0:
+        return f"{figure} faster than without a draft{estimate}", tooltip
     advice = "Try another draft." if gamma_auto else "Try γ Auto or another draft."
     return f"{figure}: slower than without a draft{estimate}. {advice}", tooltip
 

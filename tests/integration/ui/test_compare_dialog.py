@@ -3,6 +3,7 @@ request and reports errors in words."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -68,6 +69,42 @@ def test_report_arrives_from_a_worker_thread(qtbot: QtBot) -> None:
     assert dialog.status.text() == "Done. Fastest: seed draft γ=4, 2.38× as fast as plain decoding."
     assert dialog.progress.value() == dialog.progress.maximum()  # the bar ends full
     assert dialog.run_button.isEnabled() and not dialog.stop_button.isEnabled()
+
+
+@pytest.mark.parametrize(
+    ("speedup", "verdict"),
+    [
+        (
+            1.03,
+            "Done. No draft was clearly faster than plain decoding (best: seed draft γ=4, 1.03×).",
+        ),
+        (0.80, "Done. Every draft was slower than plain decoding (best: seed draft γ=4, 0.80×)."),
+        (1.20, "Done. Fastest: seed draft γ=4, 1.20× as fast as plain decoding."),
+    ],
+)
+def test_a_draft_within_noise_of_plain_is_not_called_the_fastest(
+    qtbot: QtBot, speedup: float, verdict: str
+) -> None:
+    """A draft a few percent either side of plain decoding (one prompt, one run) is reported
+    as no faster, in the band the window's headline calls "about as fast"."""
+    seeded = seed_report()
+    (drafted,) = seeded.configs  # the plain row is apart (BenchReport.plain)
+    figures = dataclasses.replace(
+        drafted.figures, speedup=speedup, speedup_min=speedup, speedup_max=speedup
+    )
+    report = dataclasses.replace(seeded, configs=[dataclasses.replace(drafted, figures=figures)])
+
+    def bench(
+        text: str, progress: ProgressFn, control: GenerationControl, partial: Any = None
+    ) -> BenchReport:
+        return report
+
+    dialog = CompareDialog(bench, prompt="Compare on this.")
+    qtbot.addWidget(dialog)
+    with qtbot.waitSignal(dialog.reportReady, timeout=10_000):
+        dialog.run_button.click()
+    qtbot.waitUntil(lambda: not dialog.running, timeout=5_000)
+    assert dialog.status.text() == verdict
 
 
 def test_rows_fill_as_each_draft_is_measured(qtbot: QtBot) -> None:
