@@ -67,7 +67,7 @@ def speedup_headline(
     estimate = "" if measured else " (estimate)"
     if about_as_fast(speedup):
         return f"About as fast as without a draft ({figure}{estimate})", tooltip
-    if speedup > 1.0:
+    if speedup >= ABOUT_AS_FAST[1]:
         return f"{figure} faster than without a draft{estimate}", tooltip
     advice = "Try another draft." if gamma_auto else "Try γ Auto or another draft."
     return f"{figure}: slower than without a draft{estimate}. {advice}", tooltip

@@ -37,7 +37,7 @@ from app.bench.session import BenchCallable
 from app.bench.summary import BenchReport, ConfigReport
 from app.engine.control import GenerationControl
 from app.errors import Cancelled
-from ui.formatting import about_as_fast
+from ui.formatting import ABOUT_AS_FAST, about_as_fast
 from ui.messages import describe, is_cancel
 from ui.named_widgets import push_button
 from ui.workers.compare_run import CompareListener, CompareRun, CompareSource, ThreadCompare
@@ -109,7 +109,7 @@ def _verdict(report: BenchReport) -> str:
         text = (
             f"Done. No draft was clearly faster than plain decoding (best: {best.label}, {speedup})"
         )
-    elif value < 1.0:
+    elif value <= ABOUT_AS_FAST[0]:
         text = f"Done. Every draft was slower than plain decoding (best: {best.label}, {speedup})"
     else:
         text = f"Done. Fastest: {best.label}, {speedup} as fast as plain decoding"
