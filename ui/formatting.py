@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.store import TokenSource
+from app.metrics.sources import accepted_by_source
 
 DASH = "—"
 
@@ -15,9 +15,6 @@ MODE_WORDS = {
     "suffix": "speculative, chat history",
     "hybrid": "speculative, draft model and chat history",
 }
-# Who proposed accepted tokens, in the words of MODE_WORDS; each with its GenerationStats count.
-SOURCE_WORDS = {TokenSource.DRAFT: "draft model", TokenSource.SUFFIX: "chat history"}
-SOURCE_COUNTS = {TokenSource.DRAFT: "model_accepted", TokenSource.SUFFIX: "suffix_accepted"}
 
 
 def percent(value: float | None) -> str:
@@ -117,14 +114,3 @@ def stats_line(stats: dict[str, Any]) -> str:
     elif stats.get("finish_reason") == "context":
         parts.append("context full")
     return " · ".join(parts)
-
-
-def accepted_by_source(stats: dict[str, Any]) -> str:
-    """ "accepted 30 draft model + 12 chat history": both when both sources drafted (the
-    hybrid), else the one that did; "" for replies stored before the counts were kept."""
-    counts = {source: stats.get(key) for source, key in SOURCE_COUNTS.items()}
-    if all(count is None for count in counts.values()):
-        return ""
-    both = stats.get("mode") == "hybrid"
-    shown = [f"{count or 0} {SOURCE_WORDS[s]}" for s, count in counts.items() if count or both]
-    return "accepted " + " + ".join(shown) if shown else ""

@@ -36,6 +36,7 @@ from app.engine.job_driver import Job, job_events
 from app.engine.result import GenerationResult
 from app.errors import InvalidSettingError, RpcWorkerLostError, SpecChatError, user_message
 from app.llama.facts import ModelFacts
+from app.metrics.sources import accepted_by_source
 from app.version import app_version
 from models.probe import PROBE_FLAG
 
@@ -216,6 +217,9 @@ def format_stats_line(result: GenerationResult) -> str:
         parts.append(f"{s.tokens_per_second:.1f} tok/s")
     if s.acceptance_rate is not None:
         parts.append(f"acceptance {s.acceptance_rate:.1%} ({s.accepted}/{s.drafted})")
+        by_source = accepted_by_source({**s.to_dict(), "mode": result.mode})
+        if by_source:
+            parts.append(by_source)
     if s.tokens_per_round is not None:
         parts.append(f"{s.tokens_per_round:.2f} tokens/round")
     if s.ttft_s is not None:

@@ -15,8 +15,8 @@ from PySide6.QtCore import QEvent, QTimer, QUrl, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette, QTextCursor
 from PySide6.QtWidgets import QTextBrowser, QWidget
 
+from app.metrics.sources import SOURCE_WORDS
 from app.store import Segment, TokenSource
-from ui.formatting import SOURCE_WORDS
 from ui.widgets.end_follower import EndFollower
 from ui.widgets.rendering import (
     code_blocks,

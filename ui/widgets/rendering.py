@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import markdown
 
+from app.metrics.sources import SOURCE_COUNTS, SOURCE_WORDS
 from app.metrics.summary import METRIC_DEFINITIONS
 from app.store import Segment, TokenSource
-from ui.formatting import SOURCE_COUNTS, SOURCE_WORDS
 
 # Unicode private-use code points: never produced by a tokenizer's text for normal replies and
 # untouched by Markdown (which uses \x02/\x03 for its own placeholders). One pair per source.

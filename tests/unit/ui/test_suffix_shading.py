@@ -8,9 +8,10 @@ import re
 from PySide6.QtGui import QColor, QPalette, QTextCursor
 from pytestqt.qtbot import QtBot
 
+from app.metrics.sources import accepted_by_source
 from app.metrics.summary import METRIC_DEFINITIONS
 from app.store import TokenSource
-from ui.formatting import accepted_by_source, stats_line
+from ui.formatting import stats_line
 from ui.widgets.conversation_view import ConversationView, ViewMessage
 from ui.widgets.rendering import render_reply
 
