@@ -103,7 +103,6 @@ class Figures:
 
 def _predict(
     rounds: Sequence[RoundRecord],
-    conditional: Sequence[float | None],
     alpha: float | None,
     c_draft: float | None,
     verify_cost: Mapping[int, float],
@@ -113,11 +112,19 @@ def _predict(
     Fixed γ makes this exactly E(α, γ) / (γ·c_draft + c_verify). Rounds of other lengths (γ
     auto, or the last round cut short by the token budget) are priced at their own length, and a
     plain round inside a speculative run costs one unit and yields one token. Two variants: E
-    from the per-position conditional acceptance (drops the independence assumption) and E from
-    the single α with positions assumed independent.
+    from the per-position conditional acceptance among the rounds that drafted as many tokens
+    (drops the independence assumption), and E from the single α with positions assumed
+    independent. Pooled over every length, γ auto's rounds would read low: its confidence stop
+    ends a draft where the draft turns unsure, so a long round's early positions would carry the
+    short rounds' refusals (the hybrid at γ auto was predicted 0.86× where it measured 1.15×).
     """
     if not rounds:
         return None, None
+    lengths = {r.drafted for r in rounds if r.speculative}
+    conditional_at = {
+        g: m.conditional_acceptance([r for r in rounds if r.speculative and r.drafted == g])
+        for g in lengths
+    }
     cost = 0.0
     tokens_pos = 0.0
     tokens_iid = 0.0
@@ -133,7 +140,7 @@ def _predict(
         if c_draft is None or r.drafted not in verify_cost:
             return None, None
         cost += drafting + verify_cost[r.drafted]
-        known = [a if a is not None else 0.0 for a in conditional[: r.drafted]]
+        known = [a if a is not None else 0.0 for a in conditional_at[r.drafted][: r.drafted]]
         tokens_pos += expected_tokens_by_position(known)
         tokens_iid += expected_tokens(alpha or 0.0, r.drafted)
     if cost <= 0.0:
@@ -213,7 +220,7 @@ def figures_for(
     verify_cost = m.verify_cost_by_length(rounds, unit) if unit else {}
     predicted, predicted_iid = (None, None)
     if spec_rounds:
-        predicted, predicted_iid = _predict(rounds, conditional, alpha, c_draft, verify_cost)
+        predicted, predicted_iid = _predict(rounds, alpha, c_draft, verify_cost)
 
     ttfts = [r.ttft_s for r in runs if r.ttft_s is not None]
     identical: bool | None = None

@@ -204,6 +204,23 @@ def test_figures_reproduce_the_seed_round_table() -> None:
     assert f.per_position_acceptance == pytest.approx([5 / 6, 4 / 6, 3 / 6, 2 / 6])
 
 
+def test_the_prediction_takes_acceptance_among_rounds_of_the_same_length() -> None:
+    """γ auto's confidence stop ends a draft where it turns unsure: here its short rounds end
+    in a refusal and its long ones are kept whole. From the acceptance among the rounds of each
+    length, E is what each round made, so with costs as timed the prediction is the measured
+    speedup; pooled over lengths, the long rounds would carry the short ones' refusals (E 4.5
+    for the 7 tokens they made) and the prediction would read 2.50× for 3.21×."""
+    step = 0.01
+    short = [_round(i, 2, 1, 2 * 0.1 * step, step) for i in range(6)]
+    long = [_round(6 + i, 6, 6, 6 * 0.1 * step, step) for i in range(6)]
+    spec_rounds = [*short, *long]
+    tokens = tuple(range(sum(r.emitted for r in spec_rounds)))
+    plain_rounds = [_round(i, 0, 0, 0.0, step) for i in range(len(tokens))]
+    f = figures_for([_run(1, spec_rounds, tokens)], [_run(0, plain_rounds, tokens)], greedy=True)
+    assert f.speedup == pytest.approx(54 / 16.8)
+    assert f.predicted_speedup == pytest.approx(f.speedup)
+
+
 def test_conditional_acceptance_counts_only_judged_positions() -> None:
     rounds = [_round(0, 4, 0, 0, 0), _round(1, 4, 4, 0, 0), _round(2, 4, 2, 0, 0)]
     # Position 1 judged 3x (kept 2); position 2 judged 2x (kept 2); position 3 judged 2x (kept
