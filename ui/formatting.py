@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from app.metrics.sources import accepted_by_source
 
@@ -39,10 +39,15 @@ def seconds(value: float | None) -> str:
 # comparison, on a desktop's CPU moves by more than that between runs.
 ABOUT_AS_FAST = (0.95, 1.05)
 
+SpeedupBand = Literal["faster", "about", "slower"]
 
-def about_as_fast(speedup: float) -> bool:
+
+def speedup_band(speedup: float) -> SpeedupBand:
+    """How a speedup over plain decoding reads in words, wherever one is judged."""
     low, high = ABOUT_AS_FAST
-    return low < speedup < high
+    if speedup >= high:
+        return "faster"
+    return "about" if speedup > low else "slower"
 
 
 def speedup_headline(
@@ -62,10 +67,11 @@ def speedup_headline(
         return "", ""
     figure = f"{speedup:.2f}×" if measured else f"≈{speedup:.2f}×"
     estimate = "" if measured else " (estimate)"
-    if about_as_fast(speedup):
-        return f"About as fast as without a draft ({figure}{estimate})", tooltip
-    if speedup >= ABOUT_AS_FAST[1]:
+    band = speedup_band(speedup)
+    if band == "faster":
         return f"{figure} faster than without a draft{estimate}", tooltip
+    if band == "about":
+        return f"About as fast as without a draft ({figure}{estimate})", tooltip
     advice = "Try another draft." if gamma_auto else "Try γ Auto or another draft."
     return f"{figure}: slower than without a draft{estimate}. {advice}", tooltip
 

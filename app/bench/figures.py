@@ -120,11 +120,11 @@ def _predict(
     """
     if not rounds:
         return None, None
-    lengths = {r.drafted for r in rounds if r.speculative}
-    conditional_at = {
-        g: m.conditional_acceptance([r for r in rounds if r.speculative and r.drafted == g])
-        for g in lengths
-    }
+    by_length: dict[int, list[RoundRecord]] = {}
+    for r in rounds:
+        if r.speculative:
+            by_length.setdefault(r.drafted, []).append(r)
+    conditional_at = {g: m.conditional_acceptance(group) for g, group in by_length.items()}
     cost = 0.0
     tokens_pos = 0.0
     tokens_iid = 0.0

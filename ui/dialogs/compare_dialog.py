@@ -37,7 +37,7 @@ from app.bench.session import BenchCallable
 from app.bench.summary import BenchReport, ConfigReport
 from app.engine.control import GenerationControl
 from app.errors import Cancelled
-from ui.formatting import ABOUT_AS_FAST, about_as_fast
+from ui.formatting import speedup_band
 from ui.messages import describe, is_cancel
 from ui.named_widgets import push_button
 from ui.workers.compare_run import CompareListener, CompareRun, CompareSource, ThreadCompare
@@ -102,17 +102,15 @@ def _verdict(report: BenchReport) -> str:
     if not timed:
         return "Done."
     best = max(timed, key=lambda c: c.figures.speedup or 0.0)
-    value = best.figures.speedup or 0.0
-    speedup = _fmt(value, ".2f", "×")
-    if about_as_fast(value):
-        # Within a run's noise of plain decoding, the fastest row is no draft to switch to.
-        text = (
-            f"Done. No draft was clearly faster than plain decoding (best: {best.label}, {speedup})"
-        )
-    elif value <= ABOUT_AS_FAST[0]:
-        text = f"Done. Every draft was slower than plain decoding (best: {best.label}, {speedup})"
-    else:
-        text = f"Done. Fastest: {best.label}, {speedup} as fast as plain decoding"
+    speedup = _fmt(best.figures.speedup, ".2f", "×")
+    # Within a run's noise of plain decoding, the fastest row is no draft to switch to.
+    text = {
+        "faster": f"Done. Fastest: {best.label}, {speedup} as fast as plain decoding",
+        "about": f"Done. No draft was clearly faster than plain decoding (best: {best.label}, "
+        f"{speedup})",
+        "slower": f"Done. Every draft was slower than plain decoding (best: {best.label}, "
+        f"{speedup})",
+    }[speedup_band(best.figures.speedup or 0.0)]
     autos = [
         f"{d.draft} {_fmt(d.auto_speedup, '.2f', '×')}"
         for d in report.drafts
