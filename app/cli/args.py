@@ -78,7 +78,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, target_required: boo
         choices=FLASH_ATTENTION_CHOICES,
         default="auto",
         help="llama.cpp's flash attention for both models (auto: off for a model in host "
-        "memory, where it slows verification on some CPUs; docs/benchmarks.md)",
+        "memory, where it slows verification a few turns deep; docs/benchmarks.md)",
     )
     parser.add_argument(
         "--prompt-cache",
