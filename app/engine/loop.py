@@ -25,6 +25,7 @@ from app.engine.control import GenerationControl
 from app.engine.draft_reading import DraftReading
 from app.engine.drafters import Draft, Drafter, DraftRequest, constrain_draft
 from app.engine.events import Event, FinishEvent, NoticeEvent, RoundEvent, TokenEvent
+from app.engine.exact_check import EXACT_NOT_GUARANTEED, passes_agree
 from app.engine.gamma_controllers import GammaControllers
 from app.engine.result import FinishReason, GenerationResult
 from app.engine.token_tree import tree_round
@@ -71,6 +72,8 @@ class SpeculativeEngine:
         self._grammar: ConstraintCursor | None = None
         self._free_draft_limit = free_draft_limit(getattr(target, "n_batch", None))
         self._controllers = GammaControllers(self._free_draft_limit)
+        # Whether exact mode holds on this target (exact_check), found before its first exact reply.
+        self._passes_agree: bool | None = None
 
     def set_drafter(self, drafter: Drafter | None) -> None:
         self.drafter = drafter
@@ -105,6 +108,10 @@ class SpeculativeEngine:
             self.target.uniform_batches = config.exact
             # Rows cached under the other setting would mix the two kernels' rounding.
             self.target.reset()
+        exact_notice = None
+        if config.exact and self._passes_agree is None:
+            self._passes_agree = passes_agree(self.target, prompt_ids)
+            exact_notice = None if self._passes_agree else EXACT_NOT_GUARANTEED
         tokens = list(prompt_ids)
         self._grammar = start_constraint(config.constraint, self.target, len(tokens))
         draft_grammar = config.constraint is not None and config.constraint.draft
@@ -130,6 +137,9 @@ class SpeculativeEngine:
         from_draft: list[bool] = []
         rounds: list[RoundRecord] = []
         notices: list[str] = []
+        if exact_notice:
+            notices.append(exact_notice)
+            yield NoticeEvent(exact_notice)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         ttft: float | None = None
         finish: FinishReason = "length"

@@ -20,13 +20,14 @@ import pytest
 from app.bench.prompts import load_prompts
 from app.engine.config import GenerationConfig
 from app.engine.drafters import Drafter, ModelDrafter, PromptLookupDrafter
+from app.engine.exact_check import EXACT_NOT_GUARANTEED, passes_agree
 from app.engine.gamma import AUTO, fixed
 from app.engine.loop import SpeculativeEngine
 from app.engine.runtime import Runtime
 from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 from models.prune import useless_draft
-from tests.helpers.engine import run_to_end
+from tests.helpers.engine import loaded_runtime, run_to_end
 
 MAX_TOKENS = 128
 N_CTX = 2048
@@ -140,6 +141,35 @@ def test_exact_greedy_replies_are_identical_in_every_configuration(
         plain_rounds_in_speculative_replies += sum(r.drafted == 0 for r in result.rounds)
     # The replies mixed plain steps with verification passes, which is what exact mode is for.
     assert plain_rounds_in_speculative_replies > MAX_TOKENS
+
+
+def test_the_check_finds_the_f32_targets_passes_alike(f32_runtime: Runtime) -> None:
+    prompt = f32_runtime.chat_prompt([{"role": "user", "content": "Name three rivers."}])
+    assert f32_runtime.target is not None
+    assert passes_agree(f32_runtime.target, prompt)
+
+
+def test_the_check_witnesses_every_exact_reply_that_departs(gemma_model: Path) -> None:
+    """Gemma 3 270M Q4_K_M: on CPUs where llama.cpp rounds its Q4_K passes by size, exact
+    replies can depart from plain decoding where the model hesitates (after this base model
+    echoes a chat turn); the check must then say so, and the engine with it."""
+    with loaded_runtime(ModelConfig(str(gemma_model), n_ctx=N_CTX)) as runtime:
+        target = runtime.target
+        assert target is not None
+        prompt = runtime.chat_prompt(
+            [{"role": "user", "content": "Why is the sky blue? Answer in a short paragraph."}]
+        )
+        agree = passes_agree(target, prompt)
+        exact = GenerationConfig(max_tokens=64, exact=True)
+        plain, _ = run_to_end(SpeculativeEngine(target), prompt, exact, speculative=False)
+        assert (EXACT_NOT_GUARANTEED in plain.notices) is not agree
+        departed = []
+        for gamma in (4, 8):
+            config = _with(exact, gamma, 0.0)
+            result, _ = run_to_end(SpeculativeEngine(target, PromptLookupDrafter()), prompt, config)
+            if result.token_ids != plain.token_ids:
+                departed.append(gamma)
+        assert not (departed and agree), f"exact replies departed at γ {departed} unwitnessed"
 
 
 def _drafter(model: LlamaModel, target: LlamaModel) -> ModelDrafter:
