@@ -108,10 +108,10 @@ class SpeculativeEngine:
             self.target.uniform_batches = config.exact
             # Rows cached under the other setting would mix the two kernels' rounding.
             self.target.reset()
-        exact_notice = None
         if config.exact and self._passes_agree is None:
             self._passes_agree = passes_agree(self.target, prompt_ids)
-            exact_notice = None if self._passes_agree else EXACT_NOT_GUARANTEED
+        # Every exact reply says it, as the fact holds for as long as the target is loaded.
+        exact_notice = EXACT_NOT_GUARANTEED if config.exact and not self._passes_agree else None
         tokens = list(prompt_ids)
         self._grammar = start_constraint(config.constraint, self.target, len(tokens))
         draft_grammar = config.constraint is not None and config.constraint.draft

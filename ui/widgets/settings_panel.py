@@ -143,7 +143,8 @@ class SettingsPanel(QWidget):
             "llama.cpp rounds a one-token step slightly differently from a batch, so at a "
             "near-tie a greedy reply with speculation can differ from one without. With this "
             "on, every step checks two or more tokens: speculation never changes a greedy "
-            "reply, and plain steps cost 20-40% more on a CPU."
+            "reply where llama.cpp rounds every batch alike (checked at the first exact reply, "
+            "with a note if not), and plain steps cost 20-40% more on a CPU."
         )
         self.highlight = QCheckBox("Highlight accepted draft tokens")
         self.highlight.setObjectName("highlightToggle")

@@ -51,17 +51,23 @@ def test_a_one_token_prompt_is_repeated_to_fill_the_check() -> None:
     assert not passes_agree(RoundsBySize(from_rows=3), [5])
 
 
-def test_the_engine_says_once_when_exact_replies_cannot_be_guaranteed() -> None:
-    engine = SpeculativeEngine(RoundsBySize(from_rows=3))
+def test_every_exact_reply_says_when_exact_replies_cannot_be_guaranteed() -> None:
+    target = RoundsBySize(from_rows=3)
+    engine = SpeculativeEngine(target)
     exact = GenerationConfig(max_tokens=6, exact=True)
     first, events = run_to_end(engine, PROMPT, exact)
     notices = [e.message for e in events if isinstance(e, NoticeEvent)]
     assert notices == [EXACT_NOT_GUARANTEED]
     assert EXACT_NOT_GUARANTEED in first.notices
     assert len(first.token_ids) == 6
+    passes_before = target.passes
     second, events = run_to_end(engine, PROMPT, exact)
-    assert not [e for e in events if isinstance(e, NoticeEvent)]
+    assert [e.message for e in events if isinstance(e, NoticeEvent)] == [EXACT_NOT_GUARANTEED]
     assert second.token_ids == first.token_ids
+    # The check ran once for the target: the second reply's passes are its own.
+    assert target.passes - passes_before <= len(second.token_ids)
+    plain, _ = run_to_end(engine, PROMPT, GenerationConfig(max_tokens=6))
+    assert not plain.notices
 
 
 def test_no_check_and_no_notice_without_exact_mode_or_where_passes_agree() -> None:
