@@ -18,12 +18,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from app.llama.handle import ModelHandle
+from app.metrics.cost_model import MAX_GAMMA
 
-# Tokens the check reads (the prompt's first, repeated if it is shorter) and how many of them it
-# computes both ways: a plain step's two rows against a verification's few and γ auto's longest.
-CHECK_TOKENS = 16
+# The last CHECK_STEPS of the prompt's first CHECK_TOKENS tokens (repeated if it is shorter) are
+# computed a plain step at a time, and again as the last rows of one pass of each size: a short
+# verification's, 8 (the most rows llama.cpp's CUDA backend multiplies with its matrix-vector
+# kernels, MMVQ_MAX_BATCH_SIZE) and the longest verification below long drafts.
 CHECK_STEPS = 8
-CHECK_ROWS_PER_PASS = (3, 8)
+CHECK_ROWS_PER_PASS = (3, 8, MAX_GAMMA + 1)
+CHECK_TOKENS = max(CHECK_ROWS_PER_PASS) + 7  # a few tokens of context before the longest pass
 
 EXACT_NOT_GUARANTEED = (
     "exact replies are not guaranteed with this model here: llama.cpp rounds its passes "
@@ -33,29 +36,27 @@ EXACT_NOT_GUARANTEED = (
 
 def passes_agree(target: ModelHandle, prompt_ids: Sequence[int]) -> bool:
     """Whether, with target.uniform_batches set, each checked token's logits are bit-equal
-    whether it is computed by a plain step or in passes of CHECK_ROWS_PER_PASS rows.
+    whether it is computed by a plain step or in a pass of each of CHECK_ROWS_PER_PASS rows.
 
     Empties the target's cache (exact mode starts from an empty one anyway)."""
-    n_tokens = min(CHECK_TOKENS, target.n_ctx - 1)
-    if not prompt_ids or n_tokens < CHECK_STEPS + 2:
+    if not prompt_ids or target.n_ctx <= CHECK_TOKENS:
         return True
-    tokens = [prompt_ids[i % len(prompt_ids)] for i in range(n_tokens)]
-    prefix = n_tokens - CHECK_STEPS
+    tokens = [prompt_ids[i % len(prompt_ids)] for i in range(CHECK_TOKENS)]
+    first_step = CHECK_TOKENS - CHECK_STEPS
     was_uniform = target.uniform_batches
     target.uniform_batches = True
     try:
         target.reset()
-        target.feed(tokens[:prefix], 0)
-        stepped = [target.feed(tokens[:end], 1)[0] for end in range(prefix + 1, n_tokens + 1)]
-        for rows_per_pass in CHECK_ROWS_PER_PASS:
-            target.feed(tokens[:prefix], 0)  # back to the prefix, its rows kept
-            batched: list[np.ndarray] = []
-            end = prefix
-            while end < n_tokens:
-                rows = min(rows_per_pass, n_tokens - end)
-                end += rows
-                batched.extend(target.feed(tokens[:end], rows))
-            if not all(np.array_equal(a, b) for a, b in zip(stepped, batched, strict=True)):
+        target.feed(tokens[:first_step], 0)
+        stepped = [
+            target.feed(tokens[:end], 1)[0] for end in range(first_step + 1, CHECK_TOKENS + 1)
+        ]
+        for rows in CHECK_ROWS_PER_PASS:
+            target.feed(tokens[: CHECK_TOKENS - rows], 0)  # back, the rows before kept
+            batched = target.feed(tokens, rows)
+            compared = min(rows, CHECK_STEPS)
+            pairs = zip(stepped[-compared:], batched[-compared:], strict=True)
+            if not all(np.array_equal(a, b) for a, b in pairs):
                 return False
         return True
     finally:

@@ -11,6 +11,7 @@ from app.engine.config import GenerationConfig
 from app.engine.events import NoticeEvent
 from app.engine.exact_check import EXACT_NOT_GUARANTEED, passes_agree
 from app.engine.loop import SpeculativeEngine
+from app.metrics.cost_model import MAX_GAMMA
 from tests.helpers.engine import run_to_end
 from tests.helpers.fake_llama import FakeLlama, Logits, toy_logits
 
@@ -45,6 +46,7 @@ def test_a_difference_in_a_verification_sized_pass_is_found() -> None:
     # A plain step in exact mode decodes 2 rows; verifications of 3 and more are checked.
     assert not passes_agree(RoundsBySize(from_rows=3), PROMPT)
     assert not passes_agree(RoundsBySize(from_rows=8), PROMPT)
+    assert not passes_agree(RoundsBySize(from_rows=MAX_GAMMA + 1), PROMPT)
 
 
 def test_a_one_token_prompt_is_repeated_to_fill_the_check() -> None:
