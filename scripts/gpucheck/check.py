@@ -199,10 +199,12 @@ class Check(StepRunner):
         unequal = sum(
             r["positions"] - r["bit_equal"] for probe in probes for r in probe.get("exact", [])
         )
+        warned = any(r.get("exact_check_warned") for r in runs if r["exact"])
         if exact_bad or unequal:
             raise RuntimeError(
                 f"exact mode differed from plain in {exact_bad} runs; exact-mode logits "
-                f"differed by pass size at {unequal} positions"
+                f"differed by pass size at {unequal} positions; the engine's check "
+                + ("warned" if warned else "did not warn")
             )
         return f"mismatches: default mode {default_bad}, exact mode 0 of {len(runs) // 2}"
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
+from app.engine.exact_check import EXACT_NOT_GUARANTEED
 from app.engine.gamma import OFF, fixed
 from app.engine.result import GenerationResult
 from app.engine.runtime import Runtime
@@ -221,6 +222,8 @@ def _row(prompt: int, exact: bool, gamma: int | None, result: Any, plain: Any) -
         "tokens_per_round": stats.tokens_per_round,
         "identical_to_plain": list(result.token_ids) == list(plain.token_ids),
         "first_mismatch": _first_mismatch(list(result.token_ids), list(plain.token_ids)),
+        # Whether the engine's own pass-size check (app/engine/exact_check.py) warned this reply.
+        "exact_check_warned": EXACT_NOT_GUARANTEED in result.notices,
     }
 
 
