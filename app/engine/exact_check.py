@@ -1,4 +1,5 @@
-"""Whether exact mode holds on a target: do its passes give the same logits whatever their size?
+"""Exact mode on a target: its setting per reply, and whether it holds (do passes of any size
+give the same logits?).
 
 Exact mode (docs/design.md) makes every target pass compute at least two rows, because llama.cpp's
 CPU backend rounds a one-row pass differently from a batch, while passes of 2 to 17 rows are
@@ -62,3 +63,22 @@ def passes_agree(target: ModelHandle, prompt_ids: Sequence[int]) -> bool:
     finally:
         target.uniform_batches = was_uniform
         target.reset()
+
+
+class ExactMode:
+    """A target's exact-mode setting, flipped as each reply asks, and whether it holds there."""
+
+    def __init__(self, target: ModelHandle) -> None:
+        self.target = target
+        self._passes_agree: bool | None = None  # checked before the target's first exact reply
+
+    def begin_reply(self, exact: bool, prompt_ids: Sequence[int]) -> str | None:
+        """Set the target up for a reply; the notice the reply must carry, if any."""
+        if self.target.uniform_batches != exact:
+            self.target.uniform_batches = exact
+            # Rows cached under the other setting would mix the two kernels' rounding.
+            self.target.reset()
+        if exact and self._passes_agree is None:
+            self._passes_agree = passes_agree(self.target, prompt_ids)
+        # Every exact reply says it, as the fact holds for as long as the target is loaded.
+        return EXACT_NOT_GUARANTEED if exact and not self._passes_agree else None

@@ -25,7 +25,7 @@ from app.engine.control import GenerationControl
 from app.engine.draft_reading import DraftReading
 from app.engine.drafters import Draft, Drafter, DraftRequest, constrain_draft
 from app.engine.events import Event, FinishEvent, NoticeEvent, RoundEvent, TokenEvent
-from app.engine.exact_check import EXACT_NOT_GUARANTEED, passes_agree
+from app.engine.exact_check import ExactMode
 from app.engine.gamma_controllers import GammaControllers
 from app.engine.result import FinishReason, GenerationResult
 from app.engine.token_tree import tree_round
@@ -72,8 +72,7 @@ class SpeculativeEngine:
         self._grammar: ConstraintCursor | None = None
         self._free_draft_limit = free_draft_limit(getattr(target, "n_batch", None))
         self._controllers = GammaControllers(self._free_draft_limit)
-        # Whether exact mode holds on this target (exact_check), found before its first exact reply.
-        self._passes_agree: bool | None = None
+        self._exact = ExactMode(target)
 
     def set_drafter(self, drafter: Drafter | None) -> None:
         self.drafter = drafter
@@ -104,14 +103,7 @@ class SpeculativeEngine:
         mode: DraftMode = "plain" if config.gamma.is_off else self.mode
         controller = self.gamma_controller(config) if mode != "plain" else None
 
-        if self.target.uniform_batches != config.exact:
-            self.target.uniform_batches = config.exact
-            # Rows cached under the other setting would mix the two kernels' rounding.
-            self.target.reset()
-        if config.exact and self._passes_agree is None:
-            self._passes_agree = passes_agree(self.target, prompt_ids)
-        # Every exact reply says it, as the fact holds for as long as the target is loaded.
-        exact_notice = EXACT_NOT_GUARANTEED if config.exact and not self._passes_agree else None
+        exact_notice = self._exact.begin_reply(config.exact, prompt_ids)
         tokens = list(prompt_ids)
         self._grammar = start_constraint(config.constraint, self.target, len(tokens))
         draft_grammar = config.constraint is not None and config.constraint.draft
