@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from app.engine.chat_template import render_chat
@@ -154,7 +155,7 @@ def resolve_model_path(value: str, *, role: str) -> str:
         return value
     from models.demo import ensure_demo_models  # noqa: PLC0415
 
-    demo = ensure_demo_models(progress=_progress_line)
+    demo = ensure_demo_models(progress=_progress_printer())
     path = demo.f32 if role == "target" else demo.q4_1
     ensure_loadable(path)
     return str(path)
@@ -178,8 +179,19 @@ def chat_template_file(args: argparse.Namespace) -> str | None:
     return template
 
 
-def _progress_line(done: int, total: int, message: str) -> None:
-    print(f"[{100 * done // max(total, 1):3d}%] {message}", file=sys.stderr)
+def _progress_printer() -> Callable[[int, int, str], None]:
+    """Progress as lines on stderr, each once: a file's last poll and its end report the same
+    size, which read as a stutter."""
+    last = ""
+
+    def show(done: int, total: int, message: str) -> None:
+        nonlocal last
+        line = f"[{100 * done // max(total, 1):3d}%] {message}"
+        if line != last:
+            print(line, file=sys.stderr)
+            last = line
+
+    return show
 
 
 def sampling_from_args(args: argparse.Namespace) -> SamplingConfig:
