@@ -30,6 +30,7 @@ buffer_lines: list[str] = []  # "<device> model buffer size = N MiB" lines of th
 BUFFER_LINE = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([0-9.]+) MiB")
 _log_callback: object = None  # kept referenced: llama.cpp holds the raw pointer
 _decoding_thread: threading.Thread | None = None  # the thread that ran the last pass
+_decoding_thread_id = 0  # its operating-system id (threading.get_native_id)
 _warned_of_threads = False
 
 
@@ -92,12 +93,14 @@ def check_decoding_thread() -> None:
     end runs all of its passes on one owner thread (app/engine/job_queue.py); this says when
     one does not.
     """
-    global _decoding_thread, _warned_of_threads  # noqa: PLW0603 - as llama.cpp's thread teams
+    # Process-wide, as llama.cpp's thread teams are.
+    global _decoding_thread, _decoding_thread_id, _warned_of_threads  # noqa: PLW0603
     current = threading.current_thread()
-    previous, _decoding_thread = _decoding_thread, current
+    previous, previous_id = _decoding_thread, _decoding_thread_id
+    _decoding_thread, _decoding_thread_id = current, threading.get_native_id()
     if previous is None or previous is current or _warned_of_threads:
         return
-    if previous.is_alive():
+    if _still_running(previous, previous_id):
         _warned_of_threads = True
         logging.getLogger(__name__ + ".threads").warning(
             "llama.cpp ran a pass on thread %r while thread %r, which ran passes before, "
@@ -105,6 +108,16 @@ def check_decoding_thread() -> None:
             current.name,
             previous.name,
         )
+
+
+def _still_running(thread: threading.Thread, native_id: int) -> bool:
+    """Whether `thread` still runs. A thread Python did not start (a QThread: the window's
+    engine thread) is one Python 3.11 reports alive forever, so on Linux the kernel's list of
+    this process's threads decides."""
+    tasks = "/proc/self/task"
+    if os.path.isdir(tasks):
+        return os.path.exists(f"{tasks}/{native_id}")
+    return thread.is_alive()
 
 
 def send_output_to_log(log_path: str) -> None:
