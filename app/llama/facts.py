@@ -95,14 +95,16 @@ def held_on_host(placement: Sequence[tuple[str, int]]) -> bool:
     """Whether every weight buffer is in host memory, so attention runs on the CPU.
 
     There llama.cpp's flash attention is kept off: its CPU kernel attends a verification's few
-    query rows one by one, so with speculation on, the default, it loses once the context holds a
-    few hundred tokens. The demo target, 2 threads: on an Intel AMX machine (llama-bench) one row
-    at depth 1000 ran 29.1 t/s with it against 38.3 without, 17 rows 75 against 253; on an AMD
-    EPYC with AVX-512 (scripts/flash_attention_depths.py) one row runs 3-10 % faster with it, but
-    17 rows 1.2× slower at depth 400 and 1.5× at 2,000; an earlier EPYC gained most (one row at
-    depth 1000 36.3 t/s against 26.6) and lost least (17 rows 150 against 159). It reads a long
-    prompt faster (512 tokens: 814 t/s against 625 on the AMX machine), but a reply spends most
-    of its time in those small passes. Anything offloaded keeps llama.cpp's own choice;
-    `--flash-attn on` overrides.
+    query rows one by one, reading the whole KV cache again for each row and head (at the vendored
+    commit 0c1e570 it tiles query rows only from 64 a pass, GGML_FA_TILE_Q, and splits the cache
+    across threads only for one row), so with speculation on, the default, it loses once the
+    context holds a few hundred tokens; worth measuring again when that threshold drops. The demo
+    target, 2 threads: on an Intel AMX machine (llama-bench) one row at depth 1000 ran 29.1 t/s
+    with it against 38.3 without, 17 rows 75 against 253; on an AMD EPYC with AVX-512
+    (scripts/flash_attention_depths.py) one row runs 3-10 % faster with it, but 17 rows 1.2× slower
+    at depth 400 and 1.5× at 2,000; an earlier EPYC gained most (one row at depth 1000 36.3 t/s
+    against 26.6) and lost least (17 rows 150 against 159). It reads a long prompt faster (512
+    tokens: 814 t/s against 625 on the AMX machine), but a reply spends most of its time in those
+    small passes. Anything offloaded keeps llama.cpp's own choice; `--flash-attn on` overrides.
     """
     return bool(placement) and all(name.upper().startswith(_HOST_BUFFERS) for name, _ in placement)
