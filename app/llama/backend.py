@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import threading
+import time
 
 from app.llama.native import libllama, library_dir
 
@@ -32,6 +33,8 @@ _log_callback: object = None  # kept referenced: llama.cpp holds the raw pointer
 _decoding_thread: threading.Thread | None = None  # the thread that ran the last pass
 _decoding_thread_id = 0  # its operating-system id (threading.get_native_id)
 _warned_of_threads = False
+# How long a thread that has ended may still be listed by the kernel (check_decoding_thread).
+_THREAD_EXIT_GRACE_S = 0.05
 
 
 def ensure_backend() -> None:
@@ -111,13 +114,21 @@ def check_decoding_thread() -> None:
 
 
 def _still_running(thread: threading.Thread, native_id: int) -> bool:
-    """Whether `thread` still runs. A thread Python did not start (a QThread: the window's
-    engine thread) is one Python 3.11 reports alive forever, so on Linux the kernel's list of
-    this process's threads decides."""
-    tasks = "/proc/self/task"
-    if os.path.isdir(tasks):
-        return os.path.exists(f"{tasks}/{native_id}")
-    return thread.is_alive()
+    """Whether `thread` still runs. Python 3.11 reports a thread it did not start (a QThread:
+    the window's engine thread) alive for ever, so on Linux the kernel's list of this process's
+    threads decides, after a moment's grace: a thread that has just ended stays listed briefly
+    after Python's join() or Qt's wait() returned."""
+    if not thread.is_alive():
+        return False
+    task = f"/proc/self/task/{native_id}"
+    if not os.path.isdir("/proc/self/task"):
+        return True
+    deadline = time.monotonic() + _THREAD_EXIT_GRACE_S
+    while os.path.exists(task):
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.001)
+    return False
 
 
 def send_output_to_log(log_path: str) -> None:
