@@ -48,13 +48,15 @@ def target_replies(
     target: LlamaModel, texts: list[str], n_tokens: int
 ) -> list[tuple[int, list[int]]]:
     """(prompt length, prompt + greedy reply) for each text, the reply cut at its end token."""
-    bos = target.token_text(target.bos_id) if target.bos_id >= 0 else ""
-    eos = target.token_text(target.eos_id) if target.eos_id >= 0 else ""
     template = target.meta("tokenizer.chat_template")
     out = []
     for text in texts:
         prompt = chat_prompt_ids(
-            target, template, [{"role": "user", "content": text}], bos_token=bos, eos_token=eos
+            target,
+            template,
+            [{"role": "user", "content": text}],
+            bos_token=target.bos_text,
+            eos_token=target.eos_text,
         )
         history = list(prompt)
         target.reset()

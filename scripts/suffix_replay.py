@@ -74,9 +74,9 @@ def chats(model: LlamaModel, max_tokens: int) -> list[list[Turn]]:
     template = model.meta("tokenizer.chat_template")
 
     def ids(messages: Sequence[ChatMessage]) -> list[int]:
-        bos = model.token_text(model.bos_id) if model.bos_id >= 0 else ""
-        eos = model.token_text(model.eos_id) if model.eos_id >= 0 else ""
-        return chat_prompt_ids(model, template, messages, bos_token=bos, eos_token=eos)
+        return chat_prompt_ids(
+            model, template, messages, bos_token=model.bos_text, eos_token=model.eos_text
+        )
 
     result = []
     for bench_prompt in builtin_prompts():

@@ -327,8 +327,8 @@ class Runtime:
             self._chat_template(),
             messages,
             tools=tools,
-            bos_token=target.token_text(target.bos_id) if target.bos_id >= 0 else "",
-            eos_token=target.token_text(target.eos_id) if target.eos_id >= 0 else "",
+            bos_token=target.bos_text,
+            eos_token=target.eos_text,
             should_stop=None if control is None else (lambda: control.stop_requested),
         )
 

@@ -66,5 +66,15 @@ class TokenText:
         return int(self._lib.llama_vocab_eos(self.vocab))
 
     @property
+    def bos_text(self) -> str:
+        """The BOS token's text, as chat templates name it; "" when the vocabulary has none."""
+        return self.token_text(self.bos_id) if self.bos_id >= 0 else ""
+
+    @property
+    def eos_text(self) -> str:
+        """The EOS token's text, as chat templates name it; "" when the vocabulary has none."""
+        return self.token_text(self.eos_id) if self.eos_id >= 0 else ""
+
+    @property
     def add_bos(self) -> bool:
         return bool(self._lib.llama_vocab_get_add_bos(self.vocab))

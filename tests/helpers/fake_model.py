@@ -22,6 +22,7 @@ from app.llama.config import ModelConfig
 from app.llama.facts import ModelFacts
 from app.llama.model import LoadProgress
 from app.llama.prompt_cache import PromptCache
+from app.llama.token_text import TokenText
 from tests.helpers.fake_llama import FakeLlama, LogitFn, Logits
 
 SPECIALS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
@@ -206,6 +207,10 @@ class FakeModel(FakeLlama):
     @property
     def bos_id(self) -> int:
         return 1
+
+    # The BOS and EOS texts as the real vocabulary derives them from the ids above.
+    bos_text = TokenText.bos_text
+    eos_text = TokenText.eos_text
 
     @property
     def add_bos(self) -> bool:
