@@ -3,7 +3,8 @@
 `{"type": "json_object"}` asks for any JSON object; `{"type": "json_schema", "json_schema":
 {"name", "schema", "strict"}}` for a value matching the schema. The schema becomes a GBNF grammar
 through llama-cpp-python's converter (`llama_cpp.llama_grammar.json_schema_to_gbnf`), and every
-reply is held to it whatever `strict` says: a constraint is only worth having when it holds.
+reply is held to it whatever `strict` says: a constraint is only worth having when it holds, so
+a keyword the grammar would leave out is refused (app/server/schema_support.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from app.engine.constraint import Grammar
 from app.server.errors import ApiError, finite_number, invalid
+from app.server.schema_support import check_supported
 
 # The converter leaves integer bounds out of its grammar; a bounded integer is written as the
 # list of its values instead, for ranges up to this size (a longer list slows every mask).
@@ -95,8 +97,10 @@ def schema_grammar(schema: dict[str, Any], where: str = "response_format") -> st
     """GBNF for a JSON schema; a schema the converter cannot read is the client's 400."""
     from llama_cpp.llama_grammar import json_schema_to_gbnf  # noqa: PLC0415 - native package
 
+    bounded = _bounded(schema, where)
+    check_supported(bounded, where)
     try:
-        grammar: str = json_schema_to_gbnf(json.dumps(_bounded(schema, where)))
+        grammar: str = json_schema_to_gbnf(json.dumps(bounded))
     except ApiError:
         raise
     except Exception as exc:  # the converter raises bare Exceptions and KeyErrors alike
