@@ -8,7 +8,27 @@ from pathlib import Path
 
 import platformdirs
 
+from app.errors import SpecChatError
+
 APP_NAME = "specchat"
+
+
+class DataFolderError(SpecChatError):
+    """The data folder (or a folder in it) cannot be created or used: a file is in the way,
+    or the system refuses it."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"cannot use data folder {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[DataFolderError], tuple[Path, str]]:
+        # Rebuilt from its facts when it crosses a process boundary by pickle.
+        return (type(self), (self.path, self.reason))
+
+
+def _folder_error(path: Path, exc: OSError) -> DataFolderError:
+    return DataFolderError(path, exc.strerror or str(exc))
 
 
 def make_private_dir(path: Path) -> None:
@@ -30,25 +50,35 @@ def create_private_file(path: Path) -> None:
 
 
 def data_dir() -> Path:
+    """The data folder, created private if missing; DataFolderError when it cannot be."""
     override = os.environ.get("SPECCHAT_DATA_DIR")
     path = (
         Path(override) if override else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
     )
-    make_private_dir(path)
+    try:
+        make_private_dir(path)
+    except OSError as exc:
+        # A file in the way, /proc, a read-only disk: every command needs the folder, so it
+        # must end in one sentence, not in a traceback from whichever command asked first.
+        raise _folder_error(path, exc) from None
+    return path
+
+
+def _data_subdir(path: Path) -> Path:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _folder_error(path, exc) from None
     return path
 
 
 def models_dir() -> Path:
     """The app's own models folder: downloads, derived drafts and user imports land here."""
-    path = data_dir() / "models"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _data_subdir(data_dir() / "models")
 
 
 def demo_models_dir() -> Path:
-    path = models_dir() / "demo"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _data_subdir(models_dir() / "demo")
 
 
 def database_path() -> Path:

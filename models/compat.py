@@ -82,7 +82,10 @@ def check_compatibility(target: GGUFInfo, draft: GGUFInfo) -> Compatibility:
         return _ok()  # same tokens, same special ids and flags: every rule holds
 
     if target.vocab_type != draft.vocab_type:
-        return _no(f"vocabulary type differs ({target.vocab_type} vs {draft.vocab_type})")
+        # Each side named: the CLI's sentence names the draft first, the window the target.
+        return _no(
+            f"vocabulary type differs (target {target.vocab_type}, draft {draft.vocab_type})"
+        )
     t, d = target, draft
     for rule in (
         _special_rule("BOS", t.add_bos, d.add_bos, t.bos_token_id, d.bos_token_id),
@@ -100,7 +103,8 @@ def check_compatibility(target: GGUFInfo, draft: GGUFInfo) -> Compatibility:
     first = target.tokens.first_difference(draft.tokens, SPEC_VOCAB_CHECK_START_TOKEN_ID, n)
     if first is not None:
         return _no(
-            f"token {first} differs: {_show(target.tokens[first])} vs {_show(draft.tokens[first])}"
+            f"token {first} differs: target {_show(target.tokens[first])}, "
+            f"draft {_show(draft.tokens[first])}"
         )
     return _ok()
 

@@ -10,8 +10,9 @@ size, mtime_ns, inode) in the data folder. A file that failed stays refused with
 until it changes on disk, so a remembered target that crashed is never auto-loaded again. A
 verdict costs one `stat` and one small JSON read once cached.
 
-The child is `python -m models.probe PATH`; it prints one JSON line, {"ok": true} or
-{"ok": false, "reason": "..."}.
+The child is `python -m models.probe PATH` (PATH absolute: the child runs in the code's folder);
+it prints one JSON line, {"ok": true} or {"ok": false, "reason": "..."}, with "lasting": false
+when the file was missing or unreadable from the child, which is no verdict on the file itself.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import ModelLoadError
-from app.paths import data_dir
+from app.paths import DataFolderError, data_dir
 
 __all__ = [
     "CHECKS_FILE",
@@ -43,6 +44,7 @@ CHECKS_FILE = "model-checks.json"
 PROBE_TIMEOUT_S = 300.0  # first touch of a large model's weights reads the whole file
 _PROBE_CTX = 32
 _KEPT_CHECKS = 512
+_NO_SUCH_FILE = "no such file"  # app.llama.facts.precheck_model_file's words for a missing file
 _lock = threading.Lock()
 
 
@@ -51,13 +53,21 @@ def file_identity(path: Path) -> str:
     return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
 
 
-def _checks_path() -> Path:
-    return data_dir() / CHECKS_FILE
+def _checks_path() -> Path | None:
+    """Where verdicts are remembered; None when the data folder cannot be used, which only
+    costs a check again next time."""
+    try:
+        return data_dir() / CHECKS_FILE
+    except DataFolderError:
+        return None
 
 
 def _load_checks() -> dict[str, dict[str, object]]:
+    path = _checks_path()
+    if path is None:
+        return {}
     try:
-        data = json.loads(_checks_path().read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -70,6 +80,8 @@ def _save_check(identity: str, ok: bool, reason: str) -> None:
     for stale in list(checks)[:-_KEPT_CHECKS]:  # oldest first: files long replaced or deleted
         del checks[stale]
     target = _checks_path()
+    if target is None:
+        return
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".model-checks.", suffix=".tmp")
     except OSError:
@@ -99,6 +111,8 @@ class ProbeVerdict:
 
 def probe_file(path: Path, *, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeVerdict:
     """Load `path` in a child process and say whether llama.cpp could."""
+    # The child runs in the code's folder: a relative path would name another file there.
+    path = Path(path).expanduser().absolute()
     root = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -130,9 +144,26 @@ def probe_file(path: Path, *, timeout_s: float = PROBE_TIMEOUT_S) -> ProbeVerdic
         except ValueError:
             continue
         if isinstance(verdict, dict) and "ok" in verdict:
-            return ProbeVerdict(bool(verdict["ok"]), str(verdict.get("reason") or "loads"))
+            return ProbeVerdict(
+                bool(verdict["ok"]),
+                str(verdict.get("reason") or "loads"),
+                lasting=verdict.get("lasting", True) is not False,
+            )
     reason = f"the load check ended without a verdict (exit status {done.returncode})"
     return ProbeVerdict(False, reason, lasting=False)
+
+
+def _remembered(entry: object) -> tuple[bool, str] | None:
+    """A cached verdict as (ok, reason), or None when there is none worth trusting."""
+    if not isinstance(entry, dict) or "ok" not in entry:
+        return None
+    ok, reason = bool(entry["ok"]), str(entry.get("reason", ""))
+    if not ok and reason == _NO_SUCH_FILE:
+        # Asked only about a file that is there (its identity was just read): this verdict is
+        # about another path, as older versions wrote when their check's child looked for a
+        # relative path in another folder; trusted, it would refuse a good file for ever.
+        return None
+    return ok, reason
 
 
 def ensure_loadable(path: str | os.PathLike[str]) -> None:
@@ -154,9 +185,9 @@ def ensure_loadable(path: str | os.PathLike[str]) -> None:
     except OSError as exc:
         raise ModelLoadError(str(p), exc.strerror or "cannot read it") from None
     with _lock:
-        cached = _load_checks().get(identity)
-    if isinstance(cached, dict) and "ok" in cached:
-        ok, reason = bool(cached["ok"]), str(cached.get("reason", ""))
+        remembered = _remembered(_load_checks().get(identity))
+    if remembered is not None:
+        ok, reason = remembered
         if not ok:
             raise ModelLoadError(str(p), f"{reason} (found by an earlier check)")
         return
@@ -181,6 +212,15 @@ def _child_command(path: str) -> list[str]:
 
 def probe_child(path: str) -> int:
     """The probe itself: load, tokenize, decode one token; one JSON verdict line on stdout."""
+    from app.llama.facts import precheck_model_file  # noqa: PLC0415
+
+    try:
+        precheck_model_file(Path(path))
+    except ModelLoadError as exc:
+        # The parent read this file a moment ago: missing or unreadable here is about this
+        # moment (it was replaced, or this path names another file), not about the file.
+        print(json.dumps({"ok": False, "reason": exc.reason, "lasting": False}), flush=True)
+        return 0
     from app.llama.config import ModelConfig  # noqa: PLC0415
     from app.llama.model import LlamaModel  # noqa: PLC0415
 

@@ -65,6 +65,13 @@ def draw_speedup_chart(report: BenchReport, figure: Any) -> None:
     figure.tight_layout()
 
 
+def plot_formats() -> tuple[str, ...]:
+    """The file extensions save_plot can write (png, svg, pdf, ...), without their dots."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
+
+    return tuple(sorted(FigureCanvasAgg.get_supported_filetypes()))
+
+
 def save_plot(report: BenchReport, path: Path) -> None:
     # The Agg canvas directly, not pyplot: no GUI backend is chosen or opened.
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415

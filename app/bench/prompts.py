@@ -307,21 +307,25 @@ def _from_json(path: Path, raw: str) -> list[BenchPrompt]:
     prompts: list[BenchPrompt] = []
     for i, item in enumerate(data):
         default_name = f"{path.stem}-{i + 1}"
-        if isinstance(item, str):
-            prompts.append(BenchPrompt(FILE_CLASS, default_name, item))
-            continue
-        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+        text = item.get("text") if isinstance(item, dict) else item
+        if not isinstance(text, str):
             raise InvalidSettingError(
                 f"prompt file {path}: item {i + 1} must be a string or an object with a "
                 '"text" string'
             )
+        if not text.strip():
+            # As `generate --prompt ""` is: a reply to nothing measures nothing.
+            raise InvalidSettingError(f"prompt file {path}: item {i + 1} is an empty prompt")
+        if isinstance(item, str):
+            prompts.append(BenchPrompt(FILE_CLASS, default_name, item))
+            continue
         chat = bool(item.get("chat", True))
         before, recall = (_turns(path, i, item, key, chat) for key in ("before", "recall"))
         prompts.append(
             BenchPrompt(
                 str(item.get("class", FILE_CLASS)),
                 str(item.get("name", default_name)),
-                item["text"],
+                text,
                 chat,
                 before,
                 recall,

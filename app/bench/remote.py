@@ -23,6 +23,7 @@ from app.bench.openai_stream import Endpoint, StreamedReply, served_model, strea
 from app.bench.plan import ALL_CLASSES
 from app.bench.prompts import BenchPrompt
 from app.engine.chat_template import ChatMessage
+from app.engine.config import SamplingConfig
 from app.errors import InvalidSettingError
 
 ProgressFn = Callable[[int, int, str], None]
@@ -207,12 +208,29 @@ class _Client:
         return messages
 
 
+def request_sampling(sampling: SamplingConfig) -> dict[str, Any]:
+    """The request fields that make every benched server sample alike: OpenAI's own
+    (temperature, top_p, seed) and llama-server's (top_k, min_p, repeat_penalty), which
+    `specchat serve` reads too. Each is sent even at its "off" value, so a server's own default
+    (llama-server's top_k 40, say) does not make it sample differently from the others."""
+    fields: dict[str, Any] = {
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "min_p": sampling.min_p,
+        "repeat_penalty": sampling.repeat_penalty,
+    }
+    if sampling.seed is not None:
+        fields["seed"] = sampling.seed
+    return fields
+
+
 def run_remote_bench(
     servers: Sequence[Endpoint],
     prompts: Sequence[BenchPrompt],
     *,
     max_tokens: int,
-    temperature: float,
+    sampling: SamplingConfig,
     repeats: int,
     baseline: str | None = None,
     warmup: bool = True,
@@ -222,8 +240,8 @@ def run_remote_bench(
     if not prompts:
         raise InvalidSettingError("the benchmark needs at least one prompt")
     models = tuple(served_model(s) for s in servers)
-    sampling = {"temperature": temperature}
-    clients = [_Client(s, m, sampling) for s, m in zip(servers, models, strict=True)]
+    fields = request_sampling(sampling)
+    clients = [_Client(s, m, fields) for s, m in zip(servers, models, strict=True)]
     if warmup:
         for client in clients:
             client.chat([{"role": "user", "content": _WARMUP_PROMPT}], _WARMUP_TOKENS)
@@ -242,7 +260,7 @@ def run_remote_bench(
         baseline=base_label,
         classes=tuple(dict.fromkeys(p.prompt_class for p in prompts)),
         runs=tuple(runs),
-        settings={"max_tokens": max_tokens, "temperature": temperature, "repeats": repeats},
+        settings={"max_tokens": max_tokens, **fields, "repeats": repeats},
     )
 
 

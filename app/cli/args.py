@@ -22,17 +22,43 @@ DEMO = "demo"
 DRAFT_SUFFIX = "suffix"  # draft from what the conversation already holds, no draft model
 DRAFT_NONE = "none"  # plain decoding
 _DRAFT_ALIASES = {"ngram": DRAFT_SUFFIX}
+_DRAFT_NAMES = frozenset({DEMO, DRAFT_SUFFIX, DRAFT_NONE, *_DRAFT_ALIASES})
 DRAFT_HELP = (
     f"draft GGUF file, '{DEMO}' (the bundled Q4_1 draft), '{DRAFT_SUFFIX}' (the chat's own text, "
     f"no draft model; 'ngram' is another name for it) or '{DRAFT_NONE}' (plain decoding)"
 )
 
 
+def user_path(value: str) -> str:
+    """A file path as typed, with ~ expanded (the shell leaves `--flag=~/x` alone) and made
+    absolute, here where flags are read: every process that opens it then reads the same file,
+    the model load check's child included, which runs in another folder."""
+    try:
+        return str(Path(value).expanduser().absolute())
+    except RuntimeError:  # `~name` of a user this machine does not know
+        raise argparse.ArgumentTypeError(f"cannot find the home folder in {value!r}") from None
+
+
+def user_file(value: str) -> Path:
+    """user_path for flags read as a Path (--prompt-file, bench's output files, ...)."""
+    return Path(user_path(value))
+
+
+def target_value(value: str) -> str:
+    """`--target`: a GGUF path, or `demo`."""
+    return value if value == DEMO else user_path(value)
+
+
+def draft_value(value: str) -> str:
+    """`--draft`: a GGUF path, or one of the names that are no file (demo, suffix, ...)."""
+    return value if value in _DRAFT_NAMES else user_path(value)
+
+
 def add_draft_argument(parser: argparse.ArgumentParser) -> None:
     """`--draft` and its synonym `--no-spec` (= `--draft none`); with neither, the reply drafts
     from the chat's own text. `--suffix off` keeps a draft model from drafting with it."""
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--draft", default=DRAFT_SUFFIX, help=DRAFT_HELP)
+    group.add_argument("--draft", type=draft_value, default=DRAFT_SUFFIX, help=DRAFT_HELP)
     group.add_argument(
         "--no-spec", action="store_true", help=f"plain decoding (= --draft {DRAFT_NONE})"
     )
@@ -58,6 +84,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, target_required: boo
     `--target` itself."""
     parser.add_argument(
         "--target",
+        type=target_value,
         required=target_required,
         help="target GGUF file, or 'demo' for the bundled SmolLM2 F32 demo target",
     )
@@ -91,6 +118,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, target_required: boo
     )
     parser.add_argument(
         "--chat-template-file",
+        type=user_path,
         metavar="PATH",
         help="Jinja chat template to use instead of the target file's own (as llama-server's)",
     )
@@ -144,6 +172,29 @@ def check_model_args(args: argparse.Namespace) -> None:
                 prompt_cache_mib=args.prompt_cache,
             )
         )
+
+
+def check_draft_args(args: argparse.Namespace) -> None:
+    """Draft flags that contradict each other, for the commands with one draft (generate,
+    serve); bench, which compares several, checks its own."""
+    source = draft_source(args)
+    if source is None and args.gamma.kind == "fixed":
+        plain = "--no-spec" if args.no_spec else f"--draft {DRAFT_NONE}"
+        raise InvalidSettingError(
+            f"--gamma {args.gamma} does not go with {plain}: plain decoding drafts nothing"
+        )
+    if source in (None, DRAFT_SUFFIX):
+        # --suffix off only keeps a draft model from drafting with the chat's text beside it;
+        # without one it would be ignored, or leave nothing to draft from.
+        if args.suffix == "off":
+            raise InvalidSettingError(
+                f"--suffix off needs a draft model (--draft PATH or {DEMO}) to draft "
+                "without the chat's own text"
+            )
+        if getattr(args, "draft_rpc", ()):
+            raise InvalidSettingError(
+                f"--draft-rpc needs a draft model (--draft PATH or {DEMO}) to place on the workers"
+            )
 
 
 def resolve_model_path(value: str, *, role: str) -> str:

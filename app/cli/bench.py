@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.chart import save_plot
-from app.bench.openai_stream import parse_endpoint
 from app.bench.plan import BenchSettings, DraftChoice, parse_gammas
 from app.bench.prompts import BUILTIN, BUILTIN_CLASSES, load_prompts
-from app.bench.remote import check_servers, run_remote_bench
+from app.bench.remote import run_remote_bench
 from app.bench.remote_table import format_remote_table
 from app.bench.session import run_benchmark
 from app.bench.table import format_table, to_csv
@@ -35,19 +34,27 @@ from app.cli.args import (
     DRAFT_SUFFIX,
     add_model_arguments,
     add_sampling_arguments,
-    check_model_args,
+    draft_value,
     generation_from_args,
     resolve_model_path,
+    sampling_from_args,
+    user_file,
+)
+from app.cli.bench_checks import (
+    DEMO_PRUNED,
+    check_bench_args,
+    is_suffix_draft,
+    local_defaults,
 )
 from app.cli.contained import run_contained
 from app.cli.loading import draft_config, target_config
+from app.cli.output import OutputError, write_output_file, write_stdout
 from app.cli.rpc_options import add_rpc_arguments, uses_rpc
 from app.engine.gamma import AUTO, GAMMA_HELP, GammaSetting
 from app.engine.token_tree_policy import TREE_MODES, TreeMode
 from app.errors import InvalidSettingError, user_message
 from models.compat import check_draft_file
 
-DEMO_PRUNED = "demo-pruned"
 DEFAULT_GAMMAS = "2,4,6,auto"
 # Long enough for γ auto to settle and for per-token times to dominate the first round's noise,
 # short enough that the default run (6 classes, 5 configurations) stays within minutes on a CPU.
@@ -74,6 +81,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     bench.add_argument(
         "--draft",
         action="append",
+        type=_bench_draft,
         metavar="PATH",
         help=f"draft GGUF file; repeat to compare drafts. '{DEMO}' = the Q4_1 demo draft, "
         f"'{DEMO_PRUNED}' = the demo draft with layers 9-28 removed (useless on purpose), "
@@ -91,16 +99,31 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     bench.add_argument("--repeat", type=int, default=1, help="times to run every prompt")
     add_sampling_arguments(bench)
     bench.set_defaults(max_tokens=DEFAULT_MAX_TOKENS)
-    bench.add_argument("--json", type=Path, metavar="OUT", help="write the full report as JSON")
-    bench.add_argument("--csv", type=Path, metavar="OUT", help="write one row per config/class")
-    bench.add_argument("--plot", type=Path, metavar="OUT.png", help="save the speedup chart")
+    bench.add_argument(
+        "--json", type=user_file, metavar="OUT", help="write the full report as JSON"
+    )
+    bench.add_argument(
+        "--csv", type=user_file, metavar="OUT", help="write one row per config/class"
+    )
+    bench.add_argument(
+        "--plot",
+        type=user_file,
+        metavar="OUT.png",
+        help="save the speedup chart; the extension picks the format (png, svg, pdf, ...)",
+    )
     bench.add_argument(
         "--no-warmup", action="store_true", help="skip the untimed warm-up run of each model"
     )
     bench.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_rpc_arguments(bench)
     _add_server_arguments(bench)
-    bench.set_defaults(handler=run_bench, check=check_bench_args)
+    bench.set_defaults(
+        handler=run_bench, check=check_bench_args, local_defaults=local_defaults(bench)
+    )
+
+
+def _bench_draft(value: str) -> str:
+    return value if value == DEMO_PRUNED else draft_value(value)
 
 
 def _add_compared_arguments(bench: argparse.ArgumentParser) -> None:
@@ -112,7 +135,9 @@ def _add_compared_arguments(bench: argparse.ArgumentParser) -> None:
             _gammas,
             DEFAULT_GAMMAS,
             "G[,G...]",
-            f"γ settings to compare, comma-separated, each {GAMMA_HELP} (default {DEFAULT_GAMMAS})",
+            # GAMMA_HELP names the one-γ commands' default, which is not bench's.
+            "γ settings to compare, comma-separated, each "
+            + GAMMA_HELP.replace(" (the default)", ""),
         ),
         (
             "--suffix",
@@ -132,7 +157,13 @@ def _add_compared_arguments(bench: argparse.ArgumentParser) -> None:
         ),
     )
     for flag, parse, default, metavar, text in compared:
-        bench.add_argument(flag, type=parse, default=parse(default), metavar=metavar, help=text)
+        bench.add_argument(
+            flag,
+            type=parse,
+            default=parse(default),
+            metavar=metavar,
+            help=f"{text} (default {default})",  # as typed, not the parsed list's repr
+        )
 
 
 def _add_server_arguments(bench: argparse.ArgumentParser) -> None:
@@ -200,7 +231,7 @@ def _with_tree_modes(choices: list[DraftChoice], modes: list[TreeMode]) -> list[
 
 
 def _draft_choice(value: str) -> DraftChoice:
-    if value in (DRAFT_SUFFIX, "ngram"):
+    if is_suffix_draft(value):
         return DraftChoice(DRAFT_SUFFIX, None)
     if value == DEMO_PRUNED:
         from models.prune import useless_demo_draft  # noqa: PLC0415
@@ -223,45 +254,8 @@ def _unique_labels(choices: list[DraftChoice]) -> list[DraftChoice]:
     return out
 
 
-def _check_output(path: Path | None, flag: str) -> None:
-    # Fail before minutes of measuring, not after.
-    if path is not None and not path.parent.exists():
-        raise InvalidSettingError(f"{flag}: folder {path.parent} does not exist")
-
-
 def _progress(done: int, total: int, message: str) -> None:
     print(f"[{done}/{total}] {message}", file=sys.stderr, flush=True)
-
-
-def check_bench_args(args: argparse.Namespace) -> None:
-    """Flag values alone, before anything loads; exit status 2 like every usage error."""
-    check_model_args(args)
-    generation_from_args(args, AUTO).validate()
-    if args.repeat < 1:
-        raise InvalidSettingError(f"--repeat must be at least 1, got {args.repeat}")
-    if args.server:
-        _check_server_args(args)
-        return
-    for flag, value in (("--baseline", args.baseline), ("--api-key", args.api_key)):
-        if value is not None:
-            raise InvalidSettingError(f"{flag} goes with --server, and there is none")
-    for flag, value in (("--target", args.target), ("--draft", args.draft)):
-        if not value:
-            raise InvalidSettingError(f"{flag} is required (or bench servers with --server URL)")
-
-
-def _check_server_args(args: argparse.Namespace) -> None:
-    # Flags for models loaded here mean nothing to a server that loaded its own.
-    local = {"--target": args.target, "--draft": args.draft, "--csv": args.csv}
-    local.update({"--plot": args.plot, "--exact": args.exact or None})
-    local["--rpc"] = uses_rpc(args) or None
-    given = [flag for flag, value in local.items() if value is not None]
-    if given:
-        raise InvalidSettingError(
-            f"{given[0]} does not go with --server (each server runs the models it loaded)"
-        )
-    args.endpoints = [parse_endpoint(value, args.api_key) for value in args.server]
-    check_servers(args.endpoints, args.baseline)
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -275,8 +269,6 @@ def run_bench(args: argparse.Namespace) -> int:
 
 def measure_and_report(args: argparse.Namespace) -> int:
     base = generation_from_args(args, AUTO)  # γ auto starts where `generate --gamma auto` does
-    for path, flag in ((args.json, "--json"), (args.csv, "--csv"), (args.plot, "--plot")):
-        _check_output(path, flag)
     prompts = load_prompts(args.prompts)
     choices = _unique_labels([_draft_choice(d) for d in args.draft])
     drafts = _with_tree_modes(_with_suffix_modes(choices, args.suffix), args.trees)
@@ -297,33 +289,35 @@ def measure_and_report(args: argparse.Namespace) -> int:
         progress=None if args.quiet else _progress,
         vet_draft=check_draft_file,
     )
-    print(format_table(report))
+    write_stdout(format_table(report) + "\n")
     if args.json is not None:
-        args.json.write_text(
-            json.dumps(report.to_json(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
-        )
+        write_output_file(args.json, _json_text(report.to_json()), "--json")
     if args.csv is not None:
-        args.csv.write_text(to_csv(report), encoding="utf-8")
+        write_output_file(args.csv, to_csv(report), "--csv")
     if args.plot is not None:
-        save_plot(report, args.plot)
+        try:
+            save_plot(report, args.plot)
+        except OSError as exc:
+            raise OutputError(f"--plot: cannot write {args.plot}: {exc.strerror or exc}") from None
     return 0
 
 
+def _json_text(data: dict[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+
+
 def bench_servers(args: argparse.Namespace) -> int:
-    _check_output(args.json, "--json")
     report = run_remote_bench(
         args.endpoints,
         load_prompts(args.prompts),
         max_tokens=args.max_tokens,
-        temperature=args.temperature,
+        sampling=sampling_from_args(args),
         repeats=args.repeat,
         baseline=args.baseline,
         warmup=not args.no_warmup,
         progress=None if args.quiet else _progress,
     )
-    print(format_remote_table(report))
+    write_stdout(format_remote_table(report) + "\n")
     if args.json is not None:
-        args.json.write_text(
-            json.dumps(report.to_json(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
-        )
+        write_output_file(args.json, _json_text(report.to_json()), "--json")
     return 0

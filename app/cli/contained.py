@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from app.cli.output import StdoutError, silence_stdout, worded_stdout
 from app.cli.report import print_error
 from app.cli.rpc_options import draft_endpoints, target_endpoints
 from app.engine.crash_log import crash_error
@@ -38,7 +39,13 @@ def _child(handler: Handler, args: argparse.Namespace, log_path: str) -> None:
     logging.getLogger(LLAMA_LOG_NAME).addHandler(to_log)
     logging.getLogger(LLAMA_LOG_NAME).setLevel(logging.DEBUG)
     try:
-        code = handler(args)
+        with worded_stdout():
+            code = handler(args)
+            sys.stdout.flush()
+    except StdoutError as exc:
+        print_error(exc)
+        silence_stdout()
+        code = 1
     except SpecChatError as exc:
         print_error(exc)
         code = 1

@@ -4,7 +4,8 @@ headless.
 User errors end as one `error: ...` line on stderr, never a traceback; only real bugs show one.
 Exit status 2 means the command line itself is wrong (an unknown flag, a value out of range,
 flags that contradict each other), checked before anything loads, the same way in every
-sub-command; 1 means a file, a model or the machine refused; 130/143 mean SIGINT/SIGTERM.
+sub-command; 1 means a file, a model or the machine refused; 130/143 mean SIGINT/SIGTERM (which
+stop a running `serve` or `worker` the normal way, with 0).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,11 +20,14 @@ from typing import Any, NoReturn, cast
 
 from app.cli.args import (
     add_generation_arguments,
+    check_draft_args,
     check_model_args,
     draft_source,
     generation_from_args,
+    user_file,
 )
 from app.cli.loading import load_runtime, placement_json
+from app.cli.output import StdoutError, silence_stdout, worded_stdout, write_stdout
 from app.cli.report import print_error
 from app.cli.rpc_options import add_rpc_arguments, uses_rpc
 from app.cli.signals import Interrupted, interrupt_on_signals, stop_on_signals
@@ -47,7 +50,13 @@ class _HelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        unset = action.default is None or action.default is False  # 0.0 == False: use `is`
+        default = action.default
+        # 0.0 == False: use `is`. An empty list or tuple (--rpc) is "none", not a Python repr.
+        unset = (
+            default is None
+            or default is False
+            or (isinstance(default, list | tuple) and not default)
+        )
         if "default" in text or unset or action.default == argparse.SUPPRESS:
             return text
         return f"{text} (default: %(default)s)" if action.option_strings else text
@@ -93,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--prompt", help="the prompt text")
     source.add_argument(
         "--prompt-file",
-        type=Path,
+        type=user_file,
         help=f"read the prompt from a UTF-8 file (at most {MAX_PROMPT_FILE_BYTES // 2**20} MiB)",
     )
     gen.add_argument("--json", action="store_true", help="print one JSON object")
@@ -119,6 +128,7 @@ def _register_optional(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 def check_generate_args(args: argparse.Namespace) -> None:
     check_model_args(args)
+    check_draft_args(args)
     generation_from_args(args, args.gamma).validate()
     if args.system is not None and args.raw:
         raise InvalidSettingError("--system does not go with --raw (it is a chat turn)")
@@ -175,7 +185,7 @@ def run_generate(args: argparse.Namespace) -> int:
             # The reply so far stays: on the terminal already, or in the JSON object.
             text = "".join(reply)
             partial = {"text": text, "finish_reason": "error", "error": user_message(exc)}
-            print(json.dumps(partial, ensure_ascii=False) if args.json else "")
+            write_stdout((json.dumps(partial, ensure_ascii=False) if args.json else "") + "\n")
             raise
         assert result is not None
         if args.json:
@@ -183,9 +193,9 @@ def run_generate(args: argparse.Namespace) -> int:
             out["stats"]["gamma_setting"] = str(config.gamma)
             if uses_rpc(args):
                 out["devices"] = placement_json(facts)
-            print(json.dumps(out, ensure_ascii=False))
+            write_stdout(json.dumps(out, ensure_ascii=False) + "\n")
         else:
-            sys.stdout.write("\n")
+            write_stdout("\n")
             print(format_stats_line(result), file=sys.stderr)
     finally:
         runtime.close()
@@ -204,8 +214,7 @@ def _job(args: argparse.Namespace, config: GenerationConfig, prompt: str) -> Job
 
 def _show(event: object, args: argparse.Namespace) -> None:
     if isinstance(event, TokenEvent) and not args.json:
-        sys.stdout.write(event.text)
-        sys.stdout.flush()
+        write_stdout(event.text)
     elif isinstance(event, NoticeEvent):
         print(f"note: {event.message}", file=sys.stderr)
 
@@ -256,15 +265,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_error(exc, f" (see specchat {args.command} --help)")
         return 2
     try:
-        with interrupt_on_signals():
-            return int(handler(args))
+        with interrupt_on_signals(), worded_stdout():
+            code = int(handler(args))
+            sys.stdout.flush()  # what print() left in the buffer fails here, in words
+            return code
+    except StdoutError as exc:
+        print_error(exc)
+        silence_stdout()  # the unwritten rest would fail again in the final flush
+        return 1
     except SpecChatError as exc:
         print_error(exc)
         return 1
     except BrokenPipeError:
         # The reader went away (`specchat generate ... | head`): not an error worth a traceback.
         # Point stdout at nothing so the interpreter's final flush does not fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        silence_stdout()
         return 141
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

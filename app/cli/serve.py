@@ -13,7 +13,6 @@ import argparse
 import logging
 import math
 import os
-import signal
 import socket
 import sys
 import tempfile
@@ -23,11 +22,14 @@ from typing import Any
 
 from app.cli.args import (
     add_generation_arguments,
+    check_draft_args,
+    check_model_args,
     draft_source,
     generation_from_args,
 )
 from app.cli.loading import load_runtime
 from app.cli.rpc_options import add_rpc_arguments
+from app.cli.signals import Interrupted
 from app.engine.job_queue import DEFAULT_QUEUE_SIZE
 from app.errors import InvalidSettingError
 from app.server.host import exposure_warning, listen, make_server, url_of
@@ -78,7 +80,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="allow browser pages from ORIGIN (repeatable; '*' allows any); default none",
     )
     _add_limit_arguments(serve)
-    serve.set_defaults(handler=run_serve)
+    serve.set_defaults(handler=run_serve, check=check_serve_args)
 
 
 def _add_limit_arguments(serve: argparse.ArgumentParser) -> None:
@@ -147,15 +149,24 @@ def _limits(args: argparse.Namespace) -> Limits:
     return Limits(**values)
 
 
+def check_serve_args(args: argparse.Namespace) -> None:
+    """Every flag's value, before anything loads: exit status 2, like every usage error."""
+    check_model_args(args)
+    check_draft_args(args)
+    generation_from_args(args, args.gamma).validate()
+    if args.queue_size < 1:
+        raise InvalidSettingError(f"--queue-size must be at least 1, got {args.queue_size}")
+    if not 0 <= args.port <= 65535:
+        raise InvalidSettingError(f"--port must be between 0 and 65535, got {args.port}")
+    _limits(args)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from app.engine.job_queue import RuntimeOwner  # noqa: PLC0415
     from app.server.app import ServerSettings, create_app  # noqa: PLC0415 - web stack on demand
     from app.server.schemas import Defaults  # noqa: PLC0415
 
-    config = generation_from_args(args, args.gamma)
-    config.validate()  # before loading anything: a bad flag should not cost a model load
-    if args.queue_size < 1:
-        raise InvalidSettingError("--queue-size must be at least 1")
+    config = generation_from_args(args, args.gamma)  # checked by check_serve_args
     limits = _limits(args)
     sock = _listen(args.host, args.port, keyed=bool(args.api_key))
     # The server's own past replies, in memory for the life of the process: a question asked
@@ -189,7 +200,7 @@ def run_serve(args: argparse.Namespace) -> int:
             f"{url_of(sock)} ({key}); Ctrl+C stops"
         )
         _serve(create_app(owner, settings), sock, banner, owner.stop_accepting, limits)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         pass  # Ctrl+C (or SIGTERM) is how a server is meant to stop
     finally:
         owner.close()
@@ -208,19 +219,12 @@ def _serve(
 ) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     print(banner, file=sys.stderr, flush=True)
-    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal; SIGTERM then
-    # ends as Ctrl+C does, so the models are freed and the exit status is 0 either way.
-    signal.signal(signal.SIGTERM, _interrupt)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then re-raises the signal under the
+    # handler it found (main's, which raises Interrupted): run_serve ends there, exit status 0.
     make_server(app, on_shutdown, limits).run(sockets=[sock])
 
 
-def _interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def _listen(host: str, port: int, *, keyed: bool) -> socket.socket:
-    if not 0 <= port <= 65535:
-        raise InvalidSettingError(f"--port must be between 0 and 65535, got {port}")
     sock = listen(host, port)
     warning = exposure_warning(host, str(sock.getsockname()[0]), keyed=keyed)
     if warning:

@@ -3,7 +3,8 @@
 The first signal during a generation asks the engine to stop at its next round boundary, so
 `generate` still prints the partial reply (and, with --json, the JSON object with finish reason
 "cancelled") before exiting 128 + the signal number. A second signal, or SIGTERM outside a
-generation, ends the command at once with one `error: interrupted` line.
+generation, ends the command at once with one `error: interrupted` line. `serve` and `worker`
+catch Interrupted themselves once running: a signal is how they are meant to stop, with status 0.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ import socket
 import sys
 from pathlib import Path
 
+from app.cli.args import user_file
+from app.cli.signals import Interrupted
 from app.errors import InvalidSettingError
 from app.llama import rpc
 from app.llama.rpc_identity import WORKER_KEY_ENV, WorkerIdentity, load_identity, worker_folder
@@ -45,7 +47,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     worker.add_argument(
         "--cache",
-        type=Path,
+        type=user_file,
         default=None,
         metavar="DIR",
         help="keep received weights in DIR, so a client reloading the same model sends "
@@ -70,13 +72,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "own clients (clients of this SpecChat use --rpc plain@HOST:PORT). Unsafe: "
         f"{rpc.SECURITY_WARNING}",
     )
-    worker.set_defaults(handler=run_worker)
+    worker.set_defaults(handler=run_worker, check=check_worker_args)
+
+
+def check_worker_args(args: argparse.Namespace) -> None:
+    """The flags' values, before anything starts: exit status 2, like every usage error."""
+    if not 0 < args.port < 65536:
+        raise InvalidSettingError(f"--port must be 1..65535, got {args.port}")
+    if args.threads is not None and args.threads < 1:
+        raise InvalidSettingError(f"--threads must be at least 1, got {args.threads}")
 
 
 def _bind(host: str, port: int) -> socket.socket:
     # llama.cpp only prints "Failed to create server socket" and returns; say why, up front.
-    if not 0 < port < 65536:
-        raise InvalidSettingError(f"--port must be 1..65535, got {port}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -117,8 +125,6 @@ def run_worker(args: argparse.Namespace) -> int:
     from app.llama.threads import default_thread_count  # noqa: PLC0415 - loads llama.cpp
 
     rpc.require_rpc()
-    if args.threads is not None and args.threads < 1:
-        raise InvalidSettingError(f"--threads must be at least 1, got {args.threads}")
     cache: Path | None = args.cache
     if cache is not None:
         try:
@@ -160,6 +166,8 @@ def run_worker(args: argparse.Namespace) -> int:
         from app.llama.rpc_front import Front  # noqa: PLC0415 - the keyed worker only
 
         Front(identity, listener, backend, _say).serve_forever()
+    except (KeyboardInterrupt, Interrupted):
+        return 0  # Ctrl+C (or SIGTERM) is how a worker is meant to stop
     finally:
         backend.stop()
         listener.close()

@@ -23,6 +23,7 @@ from app.bench.openai_stream import RemoteServerError, parse_endpoint, stream_re
 from app.bench.prompts import BenchPrompt
 from app.bench.remote import run_remote_bench
 from app.cli.main import main
+from app.engine.config import SamplingConfig
 from app.errors import InvalidSettingError
 
 pytestmark = pytest.mark.network
@@ -179,7 +180,12 @@ def test_earlier_turns_go_first_and_the_timed_conversation_holds_the_servers_own
         BenchPrompt("asked-again", "a", "how do fridges work?", recall=("explain fridges",)),
     ]
     report = run_remote_bench(
-        [parse_endpoint(fake.url)], prompts, max_tokens=17, temperature=0.0, repeats=1, warmup=False
+        [parse_endpoint(fake.url)],
+        prompts,
+        max_tokens=17,
+        sampling=SamplingConfig(),
+        repeats=1,
+        warmup=False,
     )
     assert fake.chats() == [
         [{"role": "user", "content": "explain fridges"}],
@@ -204,7 +210,7 @@ def test_servers_run_interleaved_and_are_compared_with_the_baseline(serve_fake: 
     servers = [parse_endpoint(f"fast={fast.url}"), parse_endpoint(f"slow={slow.url}")]
     prompts = [BenchPrompt("chat", "p", "one"), BenchPrompt("code", "q", "two")]
     report = run_remote_bench(
-        servers, prompts, max_tokens=8, temperature=0.0, repeats=2, warmup=True
+        servers, prompts, max_tokens=8, sampling=SamplingConfig(), repeats=2, warmup=True
     )
     order = [(r.repeat, r.prompt, r.server) for r in report.runs]
     assert order == [

@@ -158,6 +158,26 @@ def test_bad_target_files_give_one_error_line(
     assert_user_error(proc, expected)
 
 
+def test_a_model_named_by_a_relative_path_loads_and_is_not_refused_later(demo_models: Any) -> None:
+    # The load check's child runs in the code's folder: it must be told the file meant here, and
+    # nothing it could not find there may be remembered against the file.
+    model = Path(demo_models.q4_0)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    flags = ("--no-spec", "--prompt", "hi", "--max-tokens", "2")
+    relative = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", "generate", "--target", model.name, *flags],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=model.parent,
+        env=env,
+        check=False,
+    )
+    assert relative.returncode == 0, relative.stderr
+    absolute = specchat("generate", "--target", str(model), *flags)
+    assert absolute.returncode == 0, absolute.stderr
+
+
 def test_bad_draft_file_gives_one_error_line(demo_models: Any, bad_files: dict[str, Path]) -> None:
     proc = specchat(
         "generate",

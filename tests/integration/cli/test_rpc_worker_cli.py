@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -71,6 +72,25 @@ def _show_key(env: dict[str, str] | None = None) -> str:
     return proc.stdout.strip()
 
 
+def test_ctrl_c_stops_a_worker_cleanly() -> None:
+    # Ctrl+C is how a worker is meant to stop: no error line, exit status 0.
+    proc = _worker("--port", str(free_port()))
+    assert proc.stderr is not None
+    try:
+        line = proc.stderr.readline()
+        while line and "certificate fingerprint" not in line:
+            line = proc.stderr.readline()
+        assert line, "the worker ended before serving"
+        proc.send_signal(signal.SIGINT)
+        _, after = proc.communicate(timeout=GUARD_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=GUARD_S)
+    assert proc.returncode == 0
+    assert "error" not in after and "Traceback" not in after, after
+
+
 def test_the_key_is_made_and_printed_at_the_first_start_only(isolated_data_dir: Path) -> None:
     first = _start_lines_then_stop(_worker("--host", "0.0.0.0", "--port", str(free_port())))
     assert first[0].startswith("specchat worker: serving CPU on 0.0.0.0:")
@@ -117,17 +137,17 @@ def test_a_plain_worker_warns_what_anyone_there_can_do() -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "status", "message"),
     [
-        (("--device", "NoSuchGPU"), "no device named 'NoSuchGPU' here (devices: CPU"),
-        (("--threads", "0"), "--threads must be at least 1"),
-        (("--port", "70000"), "--port must be 1..65535"),
+        (("--device", "NoSuchGPU"), 1, "no device named 'NoSuchGPU' here (devices: CPU"),
+        (("--threads", "0"), 2, "--threads must be at least 1"),
+        (("--port", "70000"), 2, "--port must be 1..65535"),
     ],
 )
-def test_bad_settings_are_one_error_line(args: tuple[str, ...], message: str) -> None:
+def test_bad_settings_are_one_error_line(args: tuple[str, ...], status: int, message: str) -> None:
     proc = _worker("--port", str(free_port()), *args)
     _, err = proc.communicate(timeout=GUARD_S)
-    assert proc.returncode == 1
+    assert proc.returncode == status
     assert err.strip().splitlines()[-1].startswith(f"error: {message}")
     assert "Traceback" not in err
 

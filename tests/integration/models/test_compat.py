@@ -47,7 +47,7 @@ def test_rule_vocab_type(base: GGUFInfo) -> None:
     other = _vocab(base, vocab_type="llama")
     verdict = check_compatibility(base, other)
     assert not verdict.compatible
-    assert verdict.reason == "vocabulary type differs (gpt2 vs llama)"
+    assert verdict.reason == "vocabulary type differs (target gpt2, draft llama)"
 
 
 def test_rule_bos(base: GGUFInfo) -> None:
@@ -86,7 +86,7 @@ def test_rule_token_text_from_id_5(base: GGUFInfo) -> None:
     texts[123] = b"something else"
     late = _vocab(base, tokens=TokenTable(texts))
     verdict = check_compatibility(base, late)
-    assert verdict.reason == "token 123 differs: 'tok123' vs 'something else'"
+    assert verdict.reason == "token 123 differs: target 'tok123', draft 'something else'"
 
 
 def test_draft_without_vocabulary_or_not_a_model(tmp_path: Path, base: GGUFInfo) -> None:
@@ -110,7 +110,7 @@ def test_gemma_is_refused_for_smollm2(gemma_model: Path) -> None:
     gemma = inspect_gguf(gemma_model)
     verdict = check_compatibility(smol, gemma)
     assert not verdict.compatible
-    assert verdict.reason == "vocabulary type differs (gpt2 vs llama)"
+    assert verdict.reason == "vocabulary type differs (target gpt2, draft llama)"
 
 
 @pytest.mark.model
@@ -125,7 +125,7 @@ def test_synthetic_other_vocabularies_are_refused_for_smollm2(tmp_path: Path) ->
     tokens[1234] = "renamed"
     edited = inspect_gguf(write_tiny_gguf(tmp_path / "edited.gguf", tokens=tokens))
     verdict = check_compatibility(smol, edited)
-    assert verdict.reason == f"token 1234 differs: {smol.tokens[1234]!r} vs 'renamed'"
+    assert verdict.reason == f"token 1234 differs: target {smol.tokens[1234]!r}, draft 'renamed'"
     # The unedited list written into a tiny file is compatible: only the vocabulary matters.
     same = inspect_gguf(write_tiny_gguf(tmp_path / "same.gguf", tokens=list(smol.tokens)))
     assert check_compatibility(smol, same).compatible
@@ -151,7 +151,8 @@ def test_rank_drafts_orders_by_size_and_flags_the_rest(
     assert all(v.usable for v in ranked[:4])
     assert ranked[0].size_ratio < ranked[3].size_ratio < 1
     assert (
-        not ranked[-1].compatible and ranked[-1].note == "vocabulary type differs (gpt2 vs llama)"
+        not ranked[-1].compatible
+        and ranked[-1].note == "vocabulary type differs (target gpt2, draft llama)"
     )
 
     # Against a small target, the bigger files are compatible but flagged, after the smaller.

@@ -1,11 +1,14 @@
-"""`specchat serve` refuses bad settings in one `error:` line, before loading any model."""
+"""`specchat serve` refuses bad settings in one `error:` line, before loading any model, and
+stops cleanly on Ctrl+C or SIGTERM."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +90,27 @@ def test_only_non_loopback_hosts_get_the_warning() -> None:
     keyed = exposure_warning("192.168.1.5", "192.168.1.5", keyed=True)
     assert keyed is not None and "API key" not in keyed and "--allow-host" not in keyed
     assert "\n" not in warning
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_stops_the_server_cleanly(demo_models: Any, signum: int) -> None:
+    # Ctrl+C is how a server is meant to stop: no error line, exit status 0, as with SIGTERM.
+    command = [sys.executable, "-m", "app.cli", "serve", "--target", str(demo_models.q4_0)]
+    command += ["--draft", "none", "--port", "0", "--n-ctx", "512", "--threads", "1"]
+    proc = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    try:
+        started = [proc.stderr.readline()]
+        while started[-1] and "Ctrl+C stops" not in started[-1]:
+            started.append(proc.stderr.readline())
+        assert started[-1], f"the server ended before serving: {started}"
+        proc.send_signal(signum)
+        _out, after = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0
+    assert "error" not in after and "Traceback" not in after, after

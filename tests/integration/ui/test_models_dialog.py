@@ -147,7 +147,8 @@ def test_target_shows_ranked_drafts_refusals_and_memory(
     assert names[:2] == [demo_models.q4_1.name, demo_models.q8_0.name]
     assert drafts[demo_models.q4_1.name]["Verdict"].startswith("compatible, ")
     assert drafts[demo_models.q4_1.name]["Quantization"] == "Q4_1"
-    assert drafts[gemma_model.name]["Verdict"] == "vocabulary type differs (gpt2 vs llama)"
+    gemma = drafts[gemma_model.name]["Verdict"]
+    assert gemma == "vocabulary type differs (target gpt2, draft llama)"
     assert drafts["empty.gguf"]["Verdict"] == "unreadable: file is empty"
     assert demo_models.f32.name not in drafts  # never its own draft
     verdict = _column(dialog.local.details.drafts_table, "Verdict")

@@ -1,0 +1,100 @@
+"""`bench --json/--csv/--plot`: a path that cannot be written is refused with the flags, before
+any measuring (exit status 2); a disk that refuses the file at the end is one error line
+(exit status 1), as is a table printed to a full disk. Never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import app.cli.bench
+from app.cli.main import main
+from app.llama.config import ModelConfig
+from tests.helpers.bench_data import seed_report
+
+DEV_FULL = Path("/dev/full")
+
+
+@pytest.fixture
+def measured(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The benchmark faked: what it was asked to measure, answered with a worked report."""
+    runs: list[str] = []
+
+    def run_benchmark(target: ModelConfig, *_args: Any, **_kw: Any) -> object:
+        runs.append(target.path)
+        return seed_report()
+
+    monkeypatch.setattr(app.cli.bench, "run_benchmark", run_benchmark)
+    monkeypatch.setattr(app.cli.bench, "target_config", lambda args: ModelConfig(args.target))
+    return runs
+
+
+def _bench(tmp_path: Path, *flags: str) -> int:
+    target, draft = str(tmp_path / "t.gguf"), str(tmp_path / "d.gguf")
+    quick = ["--prompts", "builtin:chat", "--quiet", "--no-warmup"]
+    return main(["bench", "--target", target, "--draft", draft, *quick, *flags])
+
+
+def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("--json", ".", "is a folder; name a file to write"),
+        ("--csv", "folder", "is a folder; name a file to write"),
+        ("--plot", "folder", "is a folder; name a file to write"),
+        ("--plot", "chart.txt", "end the file name in a chart format: "),
+        ("--plot", "chart", "end the file name in a chart format: "),
+        ("--json", "a-file/out.json", "a-file is not a folder"),
+        ("--csv", "no-folder/out.csv", "no-folder does not exist"),
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_measuring(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    measured: list[str],
+    case: tuple[str, str, str],
+) -> None:
+    flag, name, message = case
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    assert _bench(tmp_path, flag, str(tmp_path / name)) == 2
+    line = _error_line(capsys)
+    assert line.startswith(f"error: {flag}") and message in line
+    assert line.endswith("(see specchat bench --help)")
+    assert measured == []
+    assert not (tmp_path / "folder.png").exists()  # no chart beside a folder named for it
+
+
+@pytest.mark.skipif(not DEV_FULL.exists(), reason="no /dev/full here")
+def test_a_report_file_the_disk_refuses_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], measured: list[str]
+) -> None:
+    assert _bench(tmp_path, "--json", str(DEV_FULL)) == 1
+    assert measured == [str(tmp_path / "t.gguf")]
+    assert _error_line(capsys) == (
+        f"error: --json: cannot write {DEV_FULL}: No space left on device"
+    )
+
+
+@pytest.mark.skipif(not DEV_FULL.exists(), reason="no /dev/full here")
+def test_a_table_printed_to_a_full_disk_is_one_error_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    measured: list[str],
+) -> None:
+    with DEV_FULL.open("w", encoding="utf-8") as full:
+        monkeypatch.setattr(sys, "stdout", full)  # here: capsys sets its own when the test starts
+        code = _bench(tmp_path)
+    assert code == 1
+    assert _error_line(capsys) == "error: cannot write output: No space left on device"

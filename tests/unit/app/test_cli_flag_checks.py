@@ -1,0 +1,105 @@
+"""`serve` and `worker` check every flag before anything loads or starts, and every command
+refuses flags that contradict each other: one `error:` line with the help hint, exit status 2,
+as `generate` always did."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import app.cli.serve
+import app.cli.worker
+from app.cli.main import build_parser, main
+
+SERVE_MISTAKES = [
+    (["--max-tokens", "0"], "max tokens must be in 1.."),
+    (["--port", "99999"], "--port must be between 0 and 65535, got 99999"),
+    (["--queue-size", "0"], "--queue-size must be at least 1"),
+    (["--header-timeout", "0"], "--header-timeout must be a number greater than 0"),
+    (["--threads", "0"], "threads must be in 1..1024"),
+    (["--n-ctx", "0"], "context size must be in"),
+    (["--n-gpu-layers", "-7"], "GPU layers must be -1"),
+    (["--prompt-cache", "-3"], "prompt cache must be 0 (none)"),
+    (["--max-messages", "0"], "--max-messages must be a number greater than 0"),
+]
+
+# Flags that contradict each other, in generate and serve alike.
+CONTRADICTIONS = [
+    (["--draft", "suffix", "--suffix", "off"], "--suffix off needs a draft model"),
+    (["--suffix", "off"], "--suffix off needs a draft model"),
+    (["--no-spec", "--suffix", "off"], "--suffix off needs a draft model"),
+    (["--no-spec", "--gamma", "4"], "--gamma 4 does not go with --no-spec"),
+    (["--draft", "none", "--gamma", "2"], "--gamma 2 does not go with --draft none"),
+    (["--draft-rpc", "plain@127.0.0.1:50052"], "--draft-rpc needs a draft model"),
+]
+
+
+def _last_error_line(capsys: pytest.CaptureFixture[str], command: str) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line = err.strip().splitlines()[-1]  # a plain@ worker is warned about on its own line
+    assert line.startswith("error: ") and line.endswith(f"(see specchat {command} --help)")
+    return line
+
+
+@pytest.fixture(autouse=True)
+def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_args: object) -> int:
+        raise AssertionError("a refused command line must not load or start anything")
+
+    monkeypatch.setattr(app.cli.serve, "run_serve", refuse)
+    monkeypatch.setattr(app.cli.worker, "run_worker", refuse)
+
+
+@pytest.mark.parametrize(("flags", "message"), SERVE_MISTAKES)
+def test_serve_refuses_a_bad_flag_before_loading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    code = main(["serve", "--target", str(tmp_path / "t.gguf"), "--port", "0", *flags])
+    assert code == 2
+    assert message in _last_error_line(capsys, "serve")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [(["--port", "0"], "--port must be 1..65535"), (["--threads", "0"], "--threads must be")],
+)
+def test_worker_refuses_a_bad_flag_before_starting(
+    capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    assert main(["worker", *flags]) == 2
+    assert message in _last_error_line(capsys, "worker")
+
+
+@pytest.mark.parametrize("command", ["generate", "serve"])
+@pytest.mark.parametrize(("flags", "message"), CONTRADICTIONS)
+def test_contradicting_draft_flags_are_refused(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    flags: list[str],
+    message: str,
+) -> None:
+    prompt = ["--prompt", "hi"] if command == "generate" else []
+    code = main([command, "--target", str(tmp_path / "t.gguf"), *prompt, *flags])
+    assert code == 2
+    assert message in _last_error_line(capsys, command)
+
+
+def test_bench_refuses_suffix_off_and_draft_rpc_without_a_draft_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = ["bench", "--target", str(tmp_path / "t.gguf")]
+    for flags, message in [
+        (["--draft", "suffix", "--suffix", "off"], "--suffix off needs a draft model"),
+        (["--draft", "ngram", "--suffix", "on,off"], "--suffix off needs a draft model"),
+        (["--draft", "suffix", "--draft-rpc", "plain@127.0.0.1:50052"], "--draft-rpc needs"),
+    ]:
+        assert main([*target, *flags]) == 2
+        assert message in _last_error_line(capsys, "bench")
+    # With a draft model among the drafts, both --suffix modes are compared, as documented.
+    args = build_parser().parse_args(
+        [*target, "--draft", "suffix", "--draft", str(tmp_path / "d.gguf"), "--suffix", "on,off"]
+    )
+    args.check(args)

@@ -1,0 +1,55 @@
+"""A reply written to a full disk ends in one `error: cannot write output: ...` line and exit
+status 1, streamed or as JSON; never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import app.cli.main
+from app.cli.main import main
+from app.engine.events import FinishEvent, TokenEvent
+from tests.helpers.bench_data import result_from_rounds, seed_rounds
+
+DEV_FULL = Path("/dev/full")
+
+
+class _Session:
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def replying(monkeypatch: pytest.MonkeyPatch) -> None:
+    """generate with its model faked: a token, then the reply's end."""
+
+    def job_events(*_args: Any) -> tuple[list[int], Iterator[object]]:
+        finish = FinishEvent(result_from_rounds(seed_rounds()))
+        return [], iter([TokenEvent(7, "Hello", False, 0), finish])
+
+    monkeypatch.setattr(app.cli.main, "load_runtime", lambda *_a, **_k: _Session())
+    monkeypatch.setattr(app.cli.main, "job_events", job_events)
+
+
+@pytest.mark.skipif(not DEV_FULL.exists(), reason="no /dev/full here")
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_a_reply_to_a_full_disk_is_one_error_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    replying: None,
+    json_flag: list[str],
+) -> None:
+    with DEV_FULL.open("w", encoding="utf-8") as full:
+        monkeypatch.setattr(sys, "stdout", full)
+        code = main(
+            ["generate", "--target", str(tmp_path / "t.gguf"), "--prompt", "hi", *json_flag]
+        )
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[0] == "error: cannot write output: No space left on device"
