@@ -82,6 +82,16 @@ class InvalidSettingError(SpecChatError):
     """A setting is out of range or contradicts another one."""
 
 
+class SettingValueError(InvalidSettingError, _FactsError):
+    """One setting's value is out of its range; `setting` is its GenerationConfig field name
+    (app/engine/config.py), so a front end can name it in its own terms (the server: the
+    request field)."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(message, setting, message)
+        self.setting = setting
+
+
 class DownloadError(SpecChatError):
     """A Hub download failed: not found, network, checksum mismatch, or no disk space."""
 

@@ -7,15 +7,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from app.engine.gamma import DEFAULT_GAMMA_SETTING, GammaSetting
-from app.errors import InvalidSettingError
+from app.errors import SettingValueError
 from app.llama.config import MAX_INT32, ModelConfig
 from app.metrics.cost_model import MAX_GAMMA
 
 if TYPE_CHECKING:
     from app.engine.constraint_types import ConstraintSpec
 
-# Seeds feed numpy's generator and are mixed into 32-bit per-position draft seeds.
-MAX_SEED = 2**32 - 1
+# Seeds feed numpy's generator, which takes any size, and are mixed into 32-bit per-position
+# draft seeds (SpeculativeEngine._draft_seed); 2^63 - 1 is what JSON clients (OpenAI's 64-bit
+# seeds, signed) can send, so every seed the server accepts reaches the engine as sent.
+MAX_SEED = 2**63 - 1
+# A temperature below this samples as greedy: dividing logits by a denormal one overflows to
+# inf (1e-310 drew garbage), and far above it the scaled distribution is already one-hot but
+# for exact ties. vLLM's threshold (_SAMPLING_EPS).
+GREEDY_BELOW = 1e-5
 # OpenAI's ceiling for top_logprobs.
 MAX_TOP_LOGPROBS = 20
 # OpenAI's ranges for presence/frequency penalties and for logit bias values.
@@ -31,17 +37,17 @@ def check_model_config(config: ModelConfig) -> None:
     config.validate(min_rows=MAX_GAMMA + 1)
 
 
-def _finite(name: str, value: float) -> None:
+def _finite(setting: str, name: str, value: float) -> None:
     # NaN passes every `<` check unnoticed, and inf makes probabilities NaN downstream.
     if not math.isfinite(value):
-        raise InvalidSettingError(f"{name} must be a finite number, got {value}")
+        raise SettingValueError(setting, f"{name} must be a finite number, got {value}")
 
 
 @dataclass(frozen=True, slots=True)
 class SamplingConfig:
     """The transform applied identically to target and draft logits before sampling.
 
-    temperature <= 0 means greedy (argmax). top_k = 0, top_p = 1, min_p = 0 and
+    temperature 0 (or below GREEDY_BELOW) means greedy (argmax). top_k = 0, top_p = 1, min_p = 0 and
     repeat_penalty = 1 each switch their step off. presence_penalty and frequency_penalty
     (OpenAI's, over the same last repeat_last_n tokens) are off at 0; logit_bias adds a number to
     chosen tokens' logits, as (token id, bias) pairs.
@@ -60,50 +66,71 @@ class SamplingConfig:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature <= 0.0
+        """The one place greedy and sampled decoding part, for every front end."""
+        return self.temperature < GREEDY_BELOW
 
     def validate(self) -> None:
-        for name, value in (
-            ("temperature", self.temperature),
-            ("top-p", self.top_p),
-            ("min-p", self.min_p),
-            ("repeat penalty", self.repeat_penalty),
-            ("presence penalty", self.presence_penalty),
-            ("frequency penalty", self.frequency_penalty),
-            *(("logit bias", bias) for _, bias in self.logit_bias),
+        """Raises SettingValueError naming the field at fault."""
+        for setting, name, value in (
+            ("temperature", "temperature", self.temperature),
+            ("top_p", "top-p", self.top_p),
+            ("min_p", "min-p", self.min_p),
+            ("repeat_penalty", "repeat penalty", self.repeat_penalty),
+            ("presence_penalty", "presence penalty", self.presence_penalty),
+            ("frequency_penalty", "frequency penalty", self.frequency_penalty),
+            *(("logit_bias", "logit bias", bias) for _, bias in self.logit_bias),
         ):
-            _finite(name, value)
+            _finite(setting, name, value)
         if self.temperature < 0.0:
-            raise InvalidSettingError(
-                f"temperature must be 0 (greedy) or positive, got {self.temperature}"
+            raise SettingValueError(
+                "temperature", f"temperature must be 0 (greedy) or positive, got {self.temperature}"
             )
         if self.top_k < 0:
-            raise InvalidSettingError(f"top-k must be 0 (off) or positive, got {self.top_k}")
+            raise SettingValueError("top_k", f"top-k must be 0 (off) or positive, got {self.top_k}")
         if not 0.0 < self.top_p <= 1.0:
-            raise InvalidSettingError(f"top-p must be in (0, 1], got {self.top_p}")
+            raise SettingValueError("top_p", f"top-p must be in (0, 1], got {self.top_p}")
         if not 0.0 <= self.min_p < 1.0:
-            raise InvalidSettingError(f"min-p must be in [0, 1), got {self.min_p}")
+            raise SettingValueError("min_p", f"min-p must be in [0, 1), got {self.min_p}")
         if self.repeat_penalty <= 0.0:
-            raise InvalidSettingError(f"repeat penalty must be positive, got {self.repeat_penalty}")
-        for name, value in (
-            ("presence penalty", self.presence_penalty),
-            ("frequency penalty", self.frequency_penalty),
+            raise SettingValueError(
+                "repeat_penalty", f"repeat penalty must be positive, got {self.repeat_penalty}"
+            )
+        for setting, name, value in (
+            ("presence_penalty", "presence penalty", self.presence_penalty),
+            ("frequency_penalty", "frequency penalty", self.frequency_penalty),
         ):
             if not -MAX_PENALTY <= value <= MAX_PENALTY:
-                raise InvalidSettingError(
-                    f"{name} must be in -{MAX_PENALTY:g}..{MAX_PENALTY:g}, got {value}"
+                raise SettingValueError(
+                    setting, f"{name} must be in -{MAX_PENALTY:g}..{MAX_PENALTY:g}, got {value}"
                 )
         for token, bias in self.logit_bias:
-            if token < 0 or not -MAX_LOGIT_BIAS <= bias <= MAX_LOGIT_BIAS:
-                raise InvalidSettingError(
-                    f"logit bias takes token ids >= 0 and biases in "
-                    f"-{MAX_LOGIT_BIAS:g}..{MAX_LOGIT_BIAS:g}, got {token}: {bias}"
+            # llama.cpp's token ids are int32: a larger id is in no vocabulary (and would
+            # overflow numpy's int64 index arrays).
+            if not 0 <= token <= MAX_INT32 or not -MAX_LOGIT_BIAS <= bias <= MAX_LOGIT_BIAS:
+                raise SettingValueError(
+                    "logit_bias",
+                    f"logit bias takes token ids in 0..{MAX_INT32} and biases in "
+                    f"-{MAX_LOGIT_BIAS:g}..{MAX_LOGIT_BIAS:g}, got {token}: {bias}",
                 )
         if self.repeat_last_n < 0:
-            raise InvalidSettingError(f"repeat-last-n must be >= 0, got {self.repeat_last_n}")
+            raise SettingValueError(
+                "repeat_last_n", f"repeat-last-n must be >= 0, got {self.repeat_last_n}"
+            )
         if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
-            raise InvalidSettingError(
-                f"seed must be in 0..{MAX_SEED}, got {self.seed}; leave it out for a random one"
+            raise SettingValueError(
+                "seed",
+                f"seed must be in 0..{MAX_SEED}, got {self.seed}; leave it out for a random one",
+            )
+
+    def check_vocabulary(self, n_vocab: int) -> None:
+        """Refuse a logit bias on a token the model does not have (validate() cannot know the
+        vocabulary; the job driver checks this once the model is known)."""
+        outside = [token for token, _ in self.logit_bias if token >= n_vocab]
+        if outside:
+            raise SettingValueError(
+                "logit_bias",
+                f"logit bias names token {outside[0]}, but the model's vocabulary has "
+                f"{n_vocab} tokens (ids 0..{n_vocab - 1})",
             )
 
 
@@ -126,15 +153,16 @@ class GenerationConfig:
     logprobs: int | None = None
 
     def validate(self) -> None:
+        """Raises SettingValueError naming the field at fault (`sampling`'s by their own)."""
         if not 1 <= self.max_tokens <= MAX_INT32:
-            raise InvalidSettingError(
-                f"max tokens must be in 1..{MAX_INT32}, got {self.max_tokens}"
+            raise SettingValueError(
+                "max_tokens", f"max tokens must be in 1..{MAX_INT32}, got {self.max_tokens}"
             )
-        _finite("p-min", self.p_min)
+        _finite("p_min", "p-min", self.p_min)
         if not 0.0 <= self.p_min < 1.0:
-            raise InvalidSettingError(f"p-min must be in [0, 1), got {self.p_min}")
+            raise SettingValueError("p_min", f"p-min must be in [0, 1), got {self.p_min}")
         self.sampling.validate()
         if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
-            raise InvalidSettingError(
-                f"top logprobs must be in 0..{MAX_TOP_LOGPROBS}, got {self.logprobs}"
+            raise SettingValueError(
+                "logprobs", f"top logprobs must be in 0..{MAX_TOP_LOGPROBS}, got {self.logprobs}"
             )

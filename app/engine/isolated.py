@@ -221,10 +221,15 @@ class IsolatedRuntime:
         return facts
 
     def load_draft(
-        self, config: ModelConfig, progress: LoadProgress | None = None, *, vetted: bool = False
+        self,
+        config: ModelConfig,
+        progress: LoadProgress | None = None,
+        *,
+        vetted: bool = False,
+        joined: bool | None = None,
     ) -> ModelFacts:
         self.connect(config.rpc_servers)
-        facts = self._call(child.LoadDraft(config, vetted), progress=progress)
+        facts = self._call(child.LoadDraft(config, vetted, joined), progress=progress)
         self._mode = self._call(child.Mode())
         return facts
 
@@ -259,8 +264,8 @@ class IsolatedRuntime:
     def tool_dialect(self) -> ToolDialect:
         return self._call(child.ToolDialectOf())
 
-    def text_prompt(self, text: str) -> list[int]:
-        return self._call(child.TextPrompt(text))
+    def text_prompt(self, text: str, *, parse_special: bool = False) -> list[int]:
+        return self._call(child.TextPrompt(text, parse_special))
 
     @property
     def mode(self) -> DraftMode:

@@ -93,9 +93,12 @@ class LoadTarget(Call[ModelFacts]):
 class LoadDraft(Call[ModelFacts]):
     config: ModelConfig
     vetted: bool
+    joined: bool | None = None
 
     def run(self, child: Child) -> ModelFacts:
-        return child.runtime.load_draft(self.config, child.progress, vetted=self.vetted)
+        return child.runtime.load_draft(
+            self.config, child.progress, vetted=self.vetted, joined=self.joined
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +146,10 @@ class ToolDialectOf(Call[ToolDialect]):
 @dataclass(frozen=True, slots=True)
 class TextPrompt(Call[list[int]]):
     text: str
+    parse_special: bool = False
 
     def run(self, child: Child) -> list[int]:
-        return child.runtime.text_prompt(self.text)
+        return child.runtime.text_prompt(self.text, parse_special=self.parse_special)
 
 
 @dataclass(frozen=True, slots=True)

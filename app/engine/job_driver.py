@@ -3,7 +3,9 @@ it runs, whoever asked for it (a server request, a window reply, `specchat gener
 
 A receiver (`Sink`) hears `Started` (or `Failed`), then the engine's events (TokenEvent,
 RoundEvent, NoticeEvent) and a FinishEvent; the job's `Ticket` stops it between engine rounds,
-or before it starts. Queues and owners of the models are app/engine/job_queue.py's.
+or before it starts. A receiver that has all of the reply it wants (a stop string matched)
+raises `ReplyComplete`: the engine ends the reply at the end of its round, and the job counts as
+served. Queues and owners of the models are app/engine/job_queue.py's.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from app.engine.runtime import Runtime
 from app.engine.session import EngineSession
 from app.engine.tool_calls import ToolOffer
 from app.errors import ContextOverflowError, SpecChatError, user_message
-from app.llama.handle import common_prefix
 from app.metrics.rounds import DraftMode
 
 log = logging.getLogger(__name__)
@@ -40,11 +41,16 @@ class Job:
     messages: tuple[ChatMessage, ...] | None = None
     prompt: str | None = None
     tools: ToolOffer | None = None  # functions a chat reply may call
+    # Whether special-token text in a raw prompt ("<|im_start|>") reads as those tokens, as
+    # llama-server reads completion prompts: a raw prompt has no roles to forge. Off for the
+    # CLI's --raw, which completes the text as written; chat messages never parse it.
+    prompt_specials: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Started:
-    """The job left the queue and its prompt fits; cached_tokens were reused from the cache."""
+    """The job left the queue and its prompt fits; cached_tokens were not read again: the
+    target's cache held them, live or restored from its prompt cache."""
 
     prompt_ids: tuple[int, ...]
     cached_tokens: int
@@ -72,6 +78,12 @@ OwnerEvent = Started | Failed | Event
 Sink = Callable[[OwnerEvent], None]
 
 
+class ReplyComplete(Exception):  # noqa: N818 - a signal, like StopIteration, not an error
+    """Raised by a Sink that took an event and needs no more of the reply (a stop string
+    matched): generation stops at the end of the engine's round, promptly because the sink runs
+    on the engine's own thread, and the job counts as served, not cancelled."""
+
+
 class Ticket:
     """A submitted job's handle: cancel it, and see how promptly the cancel took effect."""
 
@@ -86,17 +98,27 @@ class Ticket:
         self.rounds_at_cancel: int | None = None
         self.cancelled_at: float | None = None
         self.cancel_reason = ""
+        # The receiver had the whole reply before the engine ended it (ReplyComplete).
+        self.completed = False
 
     def cancel(self, reason: str = "cancelled") -> None:
-        """Stop the job between rounds; a no-op once it has finished.
+        """Stop the job between rounds; a no-op once it has finished or is complete.
 
         reason says why in the server's log and /health, e.g. "client disconnected"."""
         with self._lock:
-            if self._done or self.rounds_at_cancel is not None:
+            if self._done or self.completed or self.rounds_at_cancel is not None:
                 return
             self.rounds_at_cancel = self.rounds
             self.cancelled_at = time.perf_counter()
             self.cancel_reason = reason
+        self.control.stop()
+
+    def complete(self) -> None:
+        """The receiver has the whole reply: stop between rounds, and count the job served."""
+        with self._lock:
+            if self._done or self.rounds_at_cancel is not None:
+                return
+            self.completed = True
         self.control.stop()
 
     @property
@@ -124,10 +146,13 @@ def job_events(
 
     The prompt is rendered now (a Stop on control ends a slow chat template); the reply starts
     when the events are first read, after the caller has looked at the prompt."""
+    facts = session.target_facts
+    if facts is not None:
+        job.config.sampling.check_vocabulary(facts.n_vocab)
     if job.messages is not None:
         prompt_ids = session.chat_prompt(job.messages, control, tools=job.tools)
     else:
-        prompt_ids = session.text_prompt(job.prompt or "")
+        prompt_ids = session.text_prompt(job.prompt or "", parse_special=job.prompt_specials)
     return prompt_ids, session.generate(prompt_ids, job.config, control)
 
 
@@ -140,10 +165,12 @@ def drive(session: EngineSession, job: Job, sink: Sink, ticket: Ticket) -> Outco
         return "cancelled"
     try:
         prompt_ids, events = job_events(session, job, ticket.control)
-        cached = _cached_prefix(session, prompt_ids)
         # The engine checks the prompt against the context before its first event, so a
         # refusal arrives here, before the client is told the job started.
         first = next(events)
+        # Read after the prompt's pass: it may have restored a saved conversation, or emptied
+        # the cache (exact mode's first reply), so what the cache held before says neither.
+        cached = _cached_prefix(session, prompt_ids)
     except SpecChatError as exc:
         kind: FailureKind = "context" if isinstance(exc, ContextOverflowError) else "invalid"
         deliver(sink, ticket, Failed(user_message(exc), kind, exc))
@@ -160,7 +187,7 @@ def drive(session: EngineSession, job: Job, sink: Sink, ticket: Ticket) -> Outco
             if isinstance(event, RoundEvent):
                 ticket._count_round()
             elif isinstance(event, FinishEvent):
-                if event.result.finish_reason == "cancelled":
+                if event.result.finish_reason == "cancelled" and not ticket.completed:
                     finish = "cancelled"
                 # Done before the receiver hears of it, so a late cancel() is a no-op.
                 ticket.finish()
@@ -178,6 +205,8 @@ def deliver(sink: Sink, ticket: Ticket, event: OwnerEvent) -> None:
         ticket.finish()  # a job's last event: a later cancel() must not count
     try:
         sink(event)
+    except ReplyComplete:
+        ticket.complete()
     except Exception:
         # A receiver that can no longer take events (its client or event loop is gone) must not
         # kill the owner thread; stop generating for it instead.
@@ -186,9 +215,11 @@ def deliver(sink: Sink, ticket: Ticket, event: OwnerEvent) -> None:
 
 
 def _cached_prefix(runtime: EngineSession, prompt_ids: Sequence[int]) -> int:
-    """Prompt tokens the target's cache already holds (the engine feeds all but the last).
+    """Prompt tokens the target's cache held when the prompt's pass began, live or restored
+    (LlamaModel.reused), all but the last: the engine always feeds that one afresh.
 
     A runtime in a child process (RPC workers) does not show its cache: 0 is reported."""
     target = runtime.target if isinstance(runtime, Runtime) else None
-    cached = target.tokens if target is not None else []
-    return common_prefix(cached, prompt_ids[:-1])
+    if target is None:
+        return 0
+    return min(target.reused, len(prompt_ids) - 1)

@@ -141,18 +141,19 @@ class Runtime:
         progress: LoadProgress | None = None,
         *,
         vetted: bool = False,
+        joined: bool | None = None,
     ) -> ModelFacts:
         """Make this draft the only one, selected; refuses an incompatible one in words.
 
         vetted=True skips the header check for callers that already vetted the file
         elsewhere (the window vets drafts in a helper process so the parse never holds the
-        GIL of the thread that feeds the event loop).
+        GIL of the thread that feeds the event loop). `joined` as in add_draft.
         """
         self._require_target()
         if not vetted:
             self.check_draft(Path(config.path))
         self.clear_draft()
-        facts = self.add_draft(DRAFT, config, progress, vetted=True)
+        facts = self.add_draft(DRAFT, config, progress, vetted=True, joined=joined)
         self.select_draft(DRAFT)
         return facts
 
@@ -340,8 +341,9 @@ class Runtime:
         target = self._require_target()
         return target.config.chat_template or target.meta("tokenizer.chat_template")
 
-    def text_prompt(self, text: str) -> list[int]:
-        return self._require_target().tokenize(text, add_special=True, parse_special=False)
+    def text_prompt(self, text: str, *, parse_special: bool = False) -> list[int]:
+        target = self._require_target()
+        return target.tokenize(text, add_special=True, parse_special=parse_special)
 
     # -- generating ---------------------------------------------------------------------------
 

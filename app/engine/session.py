@@ -43,8 +43,16 @@ class EngineSession(Protocol):
     ) -> ModelFacts: ...
 
     def load_draft(
-        self, config: ModelConfig, progress: LoadProgress | None = None, *, vetted: bool = False
-    ) -> ModelFacts: ...
+        self,
+        config: ModelConfig,
+        progress: LoadProgress | None = None,
+        *,
+        vetted: bool = False,
+        joined: bool | None = None,
+    ) -> ModelFacts:
+        """The only draft, selected; `joined`: drafting together with the suffix index (None:
+        the runtime's default)."""
+        ...
 
     def check_draft(self, draft: Path) -> None:
         """Refuse, in words, a draft file the loaded target cannot use."""
@@ -65,7 +73,9 @@ class EngineSession(Protocol):
 
     def tool_dialect(self) -> ToolDialect: ...
 
-    def text_prompt(self, text: str) -> list[int]: ...
+    def text_prompt(self, text: str, *, parse_special: bool = False) -> list[int]:
+        """A raw prompt's ids; parse_special reads special-token text as those tokens."""
+        ...
 
     def generate(
         self,

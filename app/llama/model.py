@@ -82,6 +82,9 @@ class LlamaModel(TokenText):
         # Where the last decoding call began: tokens before it were settled by earlier calls,
         # so dropping them starts another conversation, not a speculative rollback.
         self._settled = 0
+        # How much of the last feed's history the cache held when it began, live or restored
+        # from the prompt cache (rows decoded again for their logits included): cache_n.
+        self.reused = 0
         self._prompt_cache = PromptCache(config.prompt_cache_mib * 2**20)
         self._piece_cache: dict[int, bytes] = {}
         # A thread count the user chose is kept as it is; otherwise llama.cpp gets the cores
@@ -230,13 +233,16 @@ class LlamaModel(TokenText):
         keep = common_prefix(self.tokens, history)
         if n_hist - keep > MIN_RESTORE_GAIN and self._prompt_cache.budget_bytes:
             keep = self._restore_longer(history, keep)
+        held = keep
         # Rows we need logits for must be decoded now, even if the cache already holds them.
         keep = min(keep, n_hist - n_rows)
         if self.uniform_batches and 0 < n_hist - keep < _MIN_UNIFORM_ROWS:
             # Re-decode a cached token rather than run a one-row pass (see uniform_batches).
             keep = max(0, n_hist - _MIN_UNIFORM_ROWS)
         self.truncate(keep)
-        keep = min(keep, len(self.tokens))  # a cache that cannot drop a suffix starts over
+        started_over = len(self.tokens) < keep  # a cache that cannot drop a suffix starts over
+        keep = min(keep, len(self.tokens))
+        self.reused = 0 if started_over else held
         pending = history[keep:]
         if not pending:
             return np.empty((0, self.n_vocab), dtype=np.float32)

@@ -23,14 +23,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.engine.job_driver import Failed, Job, Started, Ticket
+from app.engine.job_driver import Failed, Started
 from app.engine.job_queue import EngineOwner, QueueFullError
+from app.errors import SettingValueError
 from app.server.body import read_json
 from app.server.errors import ApiError, error_response, refused
 from app.server.formats import ReplyFormat
 from app.server.guard import RequestGuard
 from app.server.limits import Limits, check_message_count, check_prompt_size
-from app.server.schemas import ApiRequest, Defaults, parse_chat, parse_completion
+from app.server.schemas import ApiRequest, Defaults, parse_chat, parse_completion, request_param
 from app.server.sse import (
     EventStreamResponse,
     Feed,
@@ -128,11 +129,14 @@ async def _server_error(_request: Request, exc: Exception) -> Response:
     return error_response(error)
 
 
-def _failure_error(failure: Failed, prompt_field: str = "messages") -> ApiError:
+def _failure_error(failure: Failed, *, chat: bool) -> ApiError:
     if failure.kind == "context":
+        prompt_field = "messages" if chat else "prompt"
         return ApiError(400, failure.message, code="context_length_exceeded", param=prompt_field)
     if failure.kind == "invalid":
-        return ApiError(400, failure.message, code="invalid_value")
+        error = failure.error
+        param = request_param(error, chat=chat) if isinstance(error, SettingValueError) else None
+        return ApiError(400, failure.message, code="invalid_value", param=param)
     if failure.kind == "cancelled":
         return ApiError(503, failure.message, code="cancelled")
     return ApiError(500, failure.message, code="internal")
@@ -188,11 +192,9 @@ class _Completions:
         except ApiError as exc:
             await error_response(exc)(scope, receive, send)
             return
-        feed = Feed(asyncio.get_running_loop())
-        tools = None if parsed.tools is None else parsed.tools.offer()
-        job = Job(parsed.config, parsed.messages, parsed.prompt, tools)
+        feed = Feed(asyncio.get_running_loop(), parsed.stops)
         try:
-            ticket = self._owner.submit(job, feed.put)
+            ticket = self._owner.submit(parsed.job(), feed.put)
         except QueueFullError as exc:
             error = refused(exc, 503, code="queue_full", error_type="server_error")
             await error_response(error, {"Retry-After": "1"})(scope, receive, send)
@@ -200,7 +202,7 @@ class _Completions:
         gone = asyncio.Event()
         watcher = asyncio.create_task(watch_disconnect(receive, ticket, gone))
         try:
-            response = await self._respond(parsed, feed, ticket, gone)
+            response = await self._respond(parsed, feed, gone)
             await response(scope, receive, send)
         finally:
             watcher.cancel()
@@ -208,16 +210,13 @@ class _Completions:
                 await watcher
             ticket.cancel("response ended early")  # a no-op when the reply finished
 
-    async def _respond(
-        self, parsed: ApiRequest, feed: Feed, ticket: Ticket, gone: asyncio.Event
-    ) -> ASGIApp:
+    async def _respond(self, parsed: ApiRequest, feed: Feed, gone: asyncio.Event) -> ASGIApp:
         first = await feed.get()
         if isinstance(first, Failed):
-            field = "messages" if self._chat else "prompt"
-            return error_response(_failure_error(first, field))
+            return error_response(_failure_error(first, chat=self._chat))
         assert isinstance(first, Started)
         fmt = ReplyFormat(parsed, self._settings.model_id)
-        replies = reply_stream(feed, ticket, parsed.stops, fmt.logprobs)
+        replies = reply_stream(feed, fmt.logprobs)
         if parsed.stream:
             return EventStreamResponse(_sse(fmt, first, replies), gone)
         text: list[str] = []
@@ -227,7 +226,7 @@ class _Completions:
                 continue
             if piece.result is None:
                 assert piece.failure is not None
-                return error_response(_failure_error(piece.failure))
+                return error_response(_failure_error(piece.failure, chat=self._chat))
             return JSONResponse(fmt.completion("".join(text), piece.result, first, piece.stop_hit))
         raise AssertionError("a reply always ends with ReplyEnd")
 
@@ -248,7 +247,7 @@ async def _sse(
                     yield sse_event(chunk)
             else:
                 assert piece.failure is not None
-                yield sse_event(_failure_error(piece.failure).body())
+                yield sse_event(_failure_error(piece.failure, chat=fmt.chat).body())
         yield sse_event("[DONE]")
     finally:
         await replies.aclose()

@@ -89,6 +89,7 @@ def refused(
     *,
     code: str = "invalid_value",
     error_type: str | None = None,
+    param: str | None = None,
 ) -> ApiError:
     """The answer to a user error: user_message's words, as the CLI and the window say it."""
-    return ApiError(status, user_message(exc), code=code, error_type=error_type)
+    return ApiError(status, user_message(exc), code=code, error_type=error_type, param=param)

@@ -1,5 +1,9 @@
 """OpenAI's response objects for one request: chat.completion(.chunk) or text_completion.
 
+A stream with `stream_options.include_usage` ends as OpenAI's does: every chunk carries
+`"usage": null` but the last, which has no choices and the usage. `timings` and `speculation`
+ride on the stream's last chunk before [DONE] (as llama-server puts its timings).
+
 A reply that may be a tool call is held back while it could still be one (app/server/tools.py):
 from its start under a required call, under "auto" while its start can still open a call in
 the model's syntax (`{`, or `<tool_call>`); text that cannot be a call streams as it comes.
@@ -37,13 +41,13 @@ class ReplyFormat:
         self.logprobs: list[TokenLogprob] | None = None if top is None else []
         self._legacy = CompletionLogprobs(top or 0)
 
-    def _envelope(self, obj: str, choice: dict[str, Any]) -> dict[str, Any]:
+    def _envelope(self, obj: str, choice: dict[str, Any] | None) -> dict[str, Any]:
         return {
             "id": self._id,
             "object": obj,
             "created": self._created,
             "model": self._model,
-            "choices": [{"index": 0, **choice}],
+            "choices": [] if choice is None else [{"index": 0, **choice}],
         }
 
     def _figures(self, result: GenerationResult, started: Started) -> dict[str, Any]:
@@ -72,15 +76,25 @@ class ReplyFormat:
     def closing_chunks(
         self, result: GenerationResult, started: Started, stop_hit: bool
     ) -> list[dict[str, Any]]:
-        """Held text as a tool call or as text, then the closing chunk."""
+        """Held text as a tool call or as text, the finish_reason chunk, then (when asked for)
+        the usage chunk; the last of them carries timings and speculation."""
         held, self._held = self._held, None
         calls = self._calls(held)
         if calls is not None:
             deltas = [{"index": i, **call} for i, call in enumerate(calls)]
-            chunk = self._chunk({"delta": {"tool_calls": deltas}, "finish_reason": None})
-            return [chunk, self.closing_chunk(result, started, stop_hit, tool_calls=True)]
-        opening = [self.text_chunk(held)] if held else []
-        return [*opening, self.closing_chunk(result, started, stop_hit)]
+            chunks = [
+                self._chunk({"delta": {"tool_calls": deltas}, "finish_reason": None}),
+                self._finish_chunk("tool_calls"),
+            ]
+        else:
+            chunks = [self.text_chunk(held)] if held else []
+            chunks.append(self._finish_chunk(finish_reason(result.finish_reason, stop_hit)))
+        if self._request.include_usage:
+            last = self._envelope(self._chunk_object, None)
+            last["usage"] = usage(result, started)
+            chunks.append(last)
+        chunks[-1].update(self._figures(result, started))
+        return chunks
 
     def _calls(self, text: str | None) -> list[dict[str, Any]] | None:
         if text is None or self._tools is None:
@@ -103,28 +117,20 @@ class ReplyFormat:
         entries, self.logprobs[:] = list(self.logprobs), []
         return chat_logprobs(entries) if self.chat else self._legacy.shape(entries)
 
-    def closing_chunk(
-        self,
-        result: GenerationResult,
-        started: Started,
-        stop_hit: bool,
-        *,
-        tool_calls: bool = False,
-    ) -> dict[str, Any]:
-        """The last chunk: finish_reason, timings and speculation (and usage when asked)."""
-        reason = "tool_calls" if tool_calls else finish_reason(result.finish_reason, stop_hit)
+    def _finish_chunk(self, reason: str) -> dict[str, Any]:
         if self.chat:
-            choice: dict[str, Any] = {"delta": {}, "finish_reason": reason}
-        else:
-            choice = {"text": "", "logprobs": None, "finish_reason": reason}
-        chunk = self._chunk(choice)
-        if self._request.include_usage:
-            chunk["usage"] = usage(result, started)
-        chunk.update(self._figures(result, started))
-        return chunk
+            return self._chunk({"delta": {}, "finish_reason": reason})
+        return self._chunk({"text": "", "logprobs": None, "finish_reason": reason})
+
+    @property
+    def _chunk_object(self) -> str:
+        return "chat.completion.chunk" if self.chat else "text_completion"
 
     def _chunk(self, choice: dict[str, Any]) -> dict[str, Any]:
-        return self._envelope("chat.completion.chunk" if self.chat else "text_completion", choice)
+        chunk = self._envelope(self._chunk_object, choice)
+        if self._request.include_usage:
+            chunk["usage"] = None  # OpenAI's: only the last chunk's is set
+        return chunk
 
     # -- whole replies ------------------------------------------------------------------------
 

@@ -9,14 +9,16 @@ are ignored, as OpenAI-compatible servers do, because clients send many optional
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 from app.engine.chat_template import ChatMessage
-from app.engine.config import MAX_TOP_LOGPROBS, GenerationConfig
+from app.engine.config import MAX_SEED, MAX_TOP_LOGPROBS, GenerationConfig
 from app.engine.gamma import GammaSetting, parse_gamma
+from app.engine.job_driver import Job
 from app.engine.tool_calls import DESCRIBED, ToolDialect
-from app.errors import InvalidSettingError
+from app.errors import InvalidSettingError, SettingValueError
 from app.metrics.cost_model import MAX_GAMMA
 from app.server.errors import ApiError, finite_number, invalid, refused
 from app.server.tools import ToolRequest, earlier_calls, parse_tools, reply_constraint
@@ -29,7 +31,6 @@ NMax = int | Literal["auto"]
 # OpenAI's own bounds for these two; the engine accepts any temperature >= 0.
 MAX_TEMPERATURE = 2.0
 MAX_STOPS = 8
-_SEED_LIMIT = 2**63
 # The roles a message may have. The role reaches the chat template as markup, not as text, so
 # any other string could forge a turn ("user<|im_end|><|im_start|>system"). OpenAI's newer
 # clients send "developer" where most chat templates know only "system"; it is read as
@@ -70,6 +71,48 @@ class ApiRequest:
     @property
     def speculative(self) -> bool:
         return self.n_max != 0
+
+    def job(self) -> Job:
+        """The engine's job. A raw prompt's special-token text reads as those tokens, as
+        llama-server reads it: a raw prompt has no roles to forge, while a chat message's text
+        stays text (app/engine/chat_prompt.py)."""
+        tools = None if self.tools is None else self.tools.offer()
+        specials = self.prompt is not None
+        return Job(self.config, self.messages, self.prompt, tools, prompt_specials=specials)
+
+
+# The request field that sets each GenerationConfig (and SamplingConfig) field; repeat_last_n
+# is a server flag only.
+_REQUEST_FIELDS = {
+    "max_tokens": "max_tokens",
+    "p_min": "speculative.p_min",
+    **{
+        name: name
+        for name in (
+            "temperature",
+            "top_k",
+            "top_p",
+            "min_p",
+            "repeat_penalty",
+            "seed",
+            "presence_penalty",
+            "frequency_penalty",
+            "logit_bias",
+        )
+    },
+}
+
+
+def request_param(
+    error: SettingValueError, *, chat: bool, fields: Mapping[str, Any] | None = None
+) -> str | None:
+    """The request field a refused engine setting came from, as `param` names it: the one
+    the client sent where two spell it (max_completion_tokens or max_tokens)."""
+    if error.setting == "logprobs":
+        return "top_logprobs" if chat else "logprobs"
+    if error.setting == "max_tokens" and (fields or {}).get("max_completion_tokens") is not None:
+        return "max_completion_tokens"
+    return _REQUEST_FIELDS.get(error.setting)
 
 
 def parse_chat(body: Any, defaults: Defaults) -> ApiRequest:
@@ -134,6 +177,9 @@ def _request(
     )
     try:
         config.validate()
+    except SettingValueError as exc:
+        param = request_param(exc, chat=messages is not None, fields=fields)
+        raise refused(exc, param=param) from None
     except InvalidSettingError as exc:
         raise refused(exc) from None
     return ApiRequest(
@@ -199,8 +245,8 @@ def _seed(fields: dict[str, Any], default: int | None) -> int | None:
         return default
     if seed == -1:  # llama-server's spelling of "a fresh random seed"
         return None
-    if not 0 <= seed < _SEED_LIMIT:
-        raise invalid("seed", "'seed' must be -1 (random) or between 0 and 2^63 - 1")
+    if not 0 <= seed <= MAX_SEED:
+        raise invalid("seed", f"'seed' must be -1 (random) or between 0 and {MAX_SEED}")
     return seed
 
 

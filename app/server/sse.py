@@ -1,85 +1,108 @@
 """From the owner thread to the HTTP client: an event-loop queue, the reply's text, SSE framing.
 
 The owner calls `Feed.put` from its own thread; the request's coroutine awaits `Feed` in the
-event loop. `reply_stream` turns engine events into safe-to-send text (stop strings applied)
-and one closing `ReplyEnd`. A client that goes away cancels its ticket (`watch_disconnect`), so
-the engine stops at its next round boundary instead of generating for nobody.
+event loop. Stop strings are applied in `put`, on the owner's thread, so a match stops the
+engine at the end of the round that made it (ReplyComplete) rather than whenever the event loop
+gets to it; the loop side receives text that is safe to send and one closing `ReplyEnd`. A
+client that goes away cancels its ticket (`watch_disconnect`), so the engine stops at its next
+round boundary instead of generating for nobody.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
 from app.engine.events import FinishEvent, TokenEvent
-from app.engine.job_driver import Failed, OwnerEvent, Ticket
+from app.engine.job_driver import Failed, OwnerEvent, ReplyComplete, Started, Ticket
 from app.engine.logprobs import TokenLogprob
 from app.engine.result import GenerationResult
-from app.server.stops import StopMatcher
-
-
-class Feed:
-    """Owner events for one request, handed into the request's event loop."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._queue: asyncio.Queue[OwnerEvent] = asyncio.Queue()
-
-    def put(self, event: OwnerEvent) -> None:
-        """Called from the owner thread; raises RuntimeError once the loop is closed."""
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
-
-    async def get(self) -> OwnerEvent:
-        return await self._queue.get()
-
-    async def batch(self) -> list[OwnerEvent]:
-        """At least one event, plus all that already arrived: a round's tokens go out together."""
-        events = [await self._queue.get()]
-        while not self._queue.empty():
-            events.append(self._queue.get_nowait())
-        return events
+from app.server.stops import Piece, ReplyCut
 
 
 @dataclass(frozen=True, slots=True)
 class ReplyEnd:
-    """How a reply ended: its result (None if the engine failed) and whether a stop string hit."""
+    """How a reply ended: its result as returned (None if the engine failed) and whether a
+    stop string cut it."""
 
     result: GenerationResult | None
     stop_hit: bool
     failure: Failed | None = None
 
 
+FeedItem = Started | Failed | Piece | ReplyEnd
+
+
+class Feed:
+    """One request's reply, handed from the owner thread into the request's event loop: its
+    `Started` (or `Failed`), then Pieces of text and one ReplyEnd."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, stops: Sequence[str] = ()) -> None:
+        self._loop = loop
+        self._queue: asyncio.Queue[FeedItem] = asyncio.Queue()
+        self._cut = ReplyCut(stops)
+        self._started = False
+
+    def put(self, event: OwnerEvent) -> None:
+        """The owner's Sink, called on its thread. Raises ReplyComplete once a stop string
+        matched, and RuntimeError once the loop is closed."""
+        if isinstance(event, TokenEvent):
+            was_hit = self._cut.hit
+            self._send_piece(self._cut.push(event))
+            if self._cut.hit and not was_hit:
+                raise ReplyComplete
+        elif isinstance(event, Started):
+            self._started = True
+            self._send(event)
+        elif isinstance(event, Failed) and not self._started:
+            self._send(event)
+        elif isinstance(event, Failed):
+            self._send_piece(self._cut.flush())
+            self._send(ReplyEnd(None, self._cut.hit, event))
+        elif isinstance(event, FinishEvent):
+            self._send_piece(self._cut.flush())
+            self._send(ReplyEnd(self._cut.trimmed(event.result), self._cut.hit))
+        # Rounds and notices are the engine's business; the client hears of them in the end.
+
+    def _send_piece(self, piece: Piece) -> None:
+        if piece.text or piece.logprobs:
+            self._send(piece)
+
+    def _send(self, item: FeedItem) -> None:
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+
+    async def get(self) -> FeedItem:
+        return await self._queue.get()
+
+    async def batch(self) -> list[FeedItem]:
+        """At least one item, plus all that already arrived: a round's tokens go out together."""
+        items = [await self._queue.get()]
+        while not self._queue.empty():
+            items.append(self._queue.get_nowait())
+        return items
+
+
 async def reply_stream(
-    feed: Feed,
-    ticket: Ticket,
-    stops: tuple[str, ...],
-    logprobs: list[TokenLogprob] | None = None,
+    feed: Feed, logprobs: list[TokenLogprob] | None = None
 ) -> AsyncGenerator[str | ReplyEnd, None]:
-    """The reply as text pieces, ending with one ReplyEnd. The log probabilities of the tokens
-    read before a stop string go to `logprobs` ahead of the piece that holds their text."""
-    matcher = StopMatcher(stops)
+    """The reply after its Started, as text pieces, ending with one ReplyEnd. The log
+    probabilities of the tokens that begin in a piece go to `logprobs` ahead of it."""
     while True:
         text: list[str] = []
-        for event in await feed.batch():
-            if isinstance(event, TokenEvent):
-                if logprobs is not None and event.logprob is not None and not matcher.hit:
-                    logprobs.append(event.logprob)
-                text.append(matcher.push(event.text))
-                if matcher.hit:
-                    ticket.cancel("stop string")
-            elif isinstance(event, FinishEvent | Failed):
-                text.append(matcher.flush())
+        for item in await feed.batch():
+            if isinstance(item, Piece):
+                if logprobs is not None:
+                    logprobs.extend(item.logprobs)
+                text.append(item.text)
+            elif isinstance(item, ReplyEnd):
                 if "".join(text):
                     yield "".join(text)
-                if isinstance(event, Failed):
-                    yield ReplyEnd(None, matcher.hit, event)
-                else:
-                    yield ReplyEnd(event.result, matcher.hit)
+                yield item
                 return
         if "".join(text):
             yield "".join(text)

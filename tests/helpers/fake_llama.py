@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.errors import ContextOverflowError
+from app.llama.handle import common_prefix
 
 Logits = npt.NDArray[np.float32]
 LogitFn = Callable[[Sequence[int]], Logits]
@@ -76,6 +77,7 @@ class FakeLlama:
         self.path = Path(name)
         self.uniform_batches = False
         self.tokens: list[int] = []
+        self.reused = 0  # as LlamaModel.reused: the history the last feed found cached
         self.closed = False
         self.decoded = 0  # tokens run through the "model", as a cost counter for tests
         self.passes = 0  # calls that ran the "model" on at least one token
@@ -101,6 +103,7 @@ class FakeLlama:
         limit = min(len(self.tokens), n_hist - n_logits)
         while keep < limit and self.tokens[keep] == history[keep]:
             keep += 1
+        self.reused = common_prefix(self.tokens, history)
         self.decoded += n_hist - keep
         if n_hist > keep:
             self.passes += 1

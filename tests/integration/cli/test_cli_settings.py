@@ -16,6 +16,7 @@ import pytest
 
 from app.cli.loading import target_config
 from app.cli.main import build_parser, main
+from app.engine.config import MAX_SEED
 from app.engine.events import Event, TokenEvent
 from app.engine.gamma import GAMMA_HELP
 from app.engine.runtime import Runtime
@@ -34,8 +35,8 @@ SHARED_MISTAKES = [
     (["--min-p", "-0.1"], "min-p must be in [0, 1)"),
     (["--p-min", "nan"], "p-min must be a finite number"),
     (["--p-min", "-1"], "p-min must be in [0, 1)"),
-    (["--seed", "-1"], "seed must be in 0..4294967295"),
-    (["--seed", str(2**32)], "seed must be in 0..4294967295"),
+    (["--seed", "-1"], f"seed must be in 0..{MAX_SEED}"),
+    (["--seed", str(2**63)], f"seed must be in 0..{MAX_SEED}"),
     (["--n-ctx", str(2**32 + 64)], f"context size must be in {MAX_GAMMA + 1}..2147483647"),
     (["--threads", "0"], "threads must be in 1..1024"),
     (["--threads", "-4"], "threads must be in 1..1024"),

@@ -27,6 +27,7 @@ from app.errors import (
     RpcError,
     RpcUnavailableError,
     RpcWorkerLostError,
+    SettingValueError,
     SpecChatError,
     user_message,
 )
@@ -66,6 +67,11 @@ CASES: list[tuple[SpecChatError, str, str]] = [
     ),
     (
         InvalidSettingError("top-p must be in (0, 1], got 0"),
+        "top-p must be in (0, 1], got 0",
+        "Top-p must be in (0, 1], got 0.",
+    ),
+    (
+        SettingValueError("top_p", "top-p must be in (0, 1], got 0"),
         "top-p must be in (0, 1], got 0",
         "Top-p must be in (0, 1], got 0.",
     ),
@@ -164,11 +170,12 @@ class _Refusing:
     """A session whose every reply fails with `error` before its first event."""
 
     mode = "plain"
+    target_facts = None
 
     def __init__(self, error: SpecChatError) -> None:
         self.error = error
 
-    def text_prompt(self, text: str) -> list[int]:
+    def text_prompt(self, text: str, *, parse_special: bool = False) -> list[int]:  # noqa: ARG002
         return [ord(c) for c in text]
 
     def generate(self, *_args: object) -> Iterator[Event]:

@@ -47,9 +47,9 @@ class StandInRemote(Runtime):
         self.closed = False
         self.prompts: list[str] = []
 
-    def text_prompt(self, text: str) -> list[int]:
+    def text_prompt(self, text: str, *, parse_special: bool = False) -> list[int]:
         self.prompts.append(text)
-        return super().text_prompt(text)
+        return super().text_prompt(text, parse_special=parse_special)
 
     def close(self) -> None:
         self.closed = True

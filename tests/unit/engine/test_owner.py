@@ -43,7 +43,7 @@ class ScriptedRuntime:
         self.saved = 0
         self.memory_fails = False
 
-    def text_prompt(self, text: str) -> list[int]:
+    def text_prompt(self, text: str, *, parse_special: bool = False) -> list[int]:  # noqa: ARG002
         return [ord(c) for c in text]
 
     def chat_prompt(

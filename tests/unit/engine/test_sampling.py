@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine.config import SamplingConfig
+from app.engine.config import GenerationConfig, SamplingConfig
+from app.engine.gamma import OFF
+from app.engine.loop import SpeculativeEngine
 from app.engine.sampling import (
     distribution,
     greedy_token,
@@ -13,9 +15,13 @@ from app.engine.sampling import (
     sample,
     top_probability,
 )
-from app.errors import InvalidSettingError
+from app.errors import InvalidSettingError, SettingValueError
+from tests.helpers.engine import run_to_end
+from tests.helpers.fake_llama import FakeLlama, toy_logits
 
 LOGITS = np.array([2.0, 1.0, 0.5, -1.0, 3.0], dtype=np.float32)
+N_VOCAB = 32
+PROMPT = [3, 1, 4, 1, 5]
 
 
 def test_greedy_is_argmax_and_penalty_can_change_it() -> None:
@@ -85,3 +91,40 @@ def test_top_probability_is_softmax_max() -> None:
 def test_impossible_settings_are_refused(config: SamplingConfig) -> None:
     with pytest.raises(InvalidSettingError):
         config.validate()
+
+
+def test_a_temperature_too_small_to_divide_by_decodes_greedy() -> None:
+    # 1e-310 is denormal: logits divided by it overflow to inf, and their softmax to NaN.
+    assert SamplingConfig(temperature=1e-310).greedy
+    assert not SamplingConfig(temperature=0.1).greedy
+    engine = SpeculativeEngine(FakeLlama(toy_logits(7, N_VOCAB), N_VOCAB))
+    greedy, _ = run_to_end(engine, PROMPT, GenerationConfig(max_tokens=12, gamma=OFF))
+    tiny = SamplingConfig(temperature=1e-310, seed=3)
+    sampled, _ = run_to_end(engine, PROMPT, GenerationConfig(12, OFF, sampling=tiny))
+    assert sampled.token_ids == greedy.token_ids
+
+
+def test_a_seed_past_32_bits_is_taken_and_repeats_its_reply() -> None:
+    engine = SpeculativeEngine(FakeLlama(toy_logits(7, N_VOCAB), N_VOCAB))
+    config = GenerationConfig(12, OFF, sampling=SamplingConfig(temperature=1.0, seed=2**40))
+    first, _ = run_to_end(engine, PROMPT, config)
+    again, _ = run_to_end(engine, PROMPT, config)
+    assert first.token_ids == again.token_ids
+
+
+@pytest.mark.parametrize(
+    ("config", "setting"),
+    [
+        (GenerationConfig(max_tokens=0), "max_tokens"),
+        (GenerationConfig(p_min=1.0), "p_min"),
+        (GenerationConfig(logprobs=21), "logprobs"),
+        (GenerationConfig(sampling=SamplingConfig(top_p=0.0)), "top_p"),
+        (GenerationConfig(sampling=SamplingConfig(presence_penalty=3.0)), "presence_penalty"),
+        (GenerationConfig(sampling=SamplingConfig(seed=2**63)), "seed"),
+        (GenerationConfig(sampling=SamplingConfig(logit_bias=((2**31, 1.0),))), "logit_bias"),
+    ],
+)
+def test_a_refused_setting_names_its_field(config: GenerationConfig, setting: str) -> None:
+    with pytest.raises(SettingValueError) as caught:
+        config.validate()
+    assert caught.value.setting == setting
