@@ -62,7 +62,7 @@ def speedup_headline(
     against a plain reply's speed; otherwise the figure reads as the estimate it is.
     gamma_auto: γ is Auto already, so the advice for a slow draft is another draft only."""
     if not speculative:
-        return "Plain decoding: speculation is off or no draft is loaded.", ""
+        return "Plain decoding: no draft in use.", ""
     if speedup is None:
         return "", ""
     figure = f"{speedup:.2f}×" if measured else f"≈{speedup:.2f}×"
@@ -74,6 +74,15 @@ def speedup_headline(
         return f"About as fast as without a draft ({figure}{estimate})", tooltip
     advice = "Try another draft." if gamma_auto else "Try γ Auto or another draft."
     return f"{figure}: slower than without a draft{estimate}. {advice}", tooltip
+
+
+def drafted_per_round(stats: dict[str, Any]) -> float | None:
+    """Draft tokens verified per speculative round, from a stored reply's stats (None when no
+    round speculated). The histogram's keys are γ, strings once read back from JSON."""
+    histogram = stats.get("gamma_histogram") or {}
+    rounds = sum(int(n) for gamma, n in histogram.items() if int(gamma) > 0)
+    drafted = stats.get("drafted")
+    return drafted / rounds if rounds and isinstance(drafted, int) else None
 
 
 def stats_line(stats: dict[str, Any]) -> str:
@@ -90,11 +99,11 @@ def stats_line(stats: dict[str, Any]) -> str:
         if stats.get("draft"):
             parts.append(f"draft {stats['draft']}")
         label = stats.get("gamma_label", stats.get("gamma", DASH))
-        ran = stats.get("gamma")
-        if ("Auto" in str(label) or "→" in str(label)) and isinstance(ran, int | float) and ran:
-            # What ran under γ auto, or across a change mid-reply: the mean over the reply's
-            # speculative rounds.
-            label = f"{label} (mean {ran:.1f})"
+        ran = drafted_per_round(stats)
+        if ("Auto" in str(label) or "→" in str(label)) and ran:
+            # What ran under γ auto, or across a change mid-reply: the drafts' mean length,
+            # which the chat history's free tokens may take past every γ asked for.
+            label = f"{label} (drafts of {ran:.1f})"
         parts.append(f"γ {label}")
         parts.append(f"acceptance {percent(stats.get('acceptance_rate'))}")
         by_source = accepted_by_source(stats)

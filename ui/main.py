@@ -12,11 +12,12 @@ from typing import Unpack
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QIcon
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app.paths import database_path, models_dir
+from app.paths import DataFolderError, database_path, models_dir
 from app.store import ConversationStore
 from ui.dialogs.storage_recovery import open_store
+from ui.messages import describe
 from ui.settings import Settings
 from ui.themes import apply_theme
 from ui.window.main_window import MainWindow
@@ -69,7 +70,13 @@ def create_window(
 def run_app() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     app = ensure_application()
-    store = open_store(database_path())
+    try:
+        database = database_path()
+    except DataFolderError as exc:  # a file in its way, a read-only disk: one sentence
+        print(f"error: {describe(exc)}", file=sys.stderr)
+        QMessageBox.critical(None, APP_NAME, describe(exc))
+        return 1
+    store = open_store(database)
     if store is None:
         return 1
     settings = Settings()

@@ -36,7 +36,9 @@ DEFAULTS: dict[str, Any] = {
     "models/n_threads": 0,  # 0 = automatic: the physical cores other programs leave free
     # Host memory for the target's cache states of chats left for another (0 = none).
     "models/prompt_cache_mib": DEFAULT_PROMPT_CACHE_MIB,
-    # llama.cpp RPC workers ("host:port,host:port") that hold the target's or the draft's
+    # A draft model drafts together with the chat history (the suffix index): the hybrid.
+    "models/draft_with_history": True,
+    # llama.cpp RPC workers ("KEY@host:port,...") that hold the target's or the draft's
     # layers; empty = this machine only.
     "models/target_rpc": "",
     "models/draft_rpc": "",

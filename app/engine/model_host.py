@@ -52,10 +52,12 @@ class LoadTicket:
 @dataclass(frozen=True, slots=True)
 class DraftSetting:
     """What drafts beside the target: nothing, the suffix index alone ("ngram"), or a draft
-    model with its config."""
+    model with its config, drafting together with the suffix index unless `with_history` is
+    off (the hybrid, app/engine/hybrid_drafter.py)."""
 
     kind: DraftKind
     config: ModelConfig | None = None
+    with_history: bool = True
 
     @property
     def path(self) -> str | None:
@@ -100,6 +102,7 @@ class LoadRequest:
     # Settings for the demo pair (their paths are filled in once the demo files exist).
     demo_target: ModelConfig = field(default_factory=lambda: ModelConfig(""))
     demo_draft: ModelConfig = field(default_factory=lambda: ModelConfig(""))
+    demo_draft_with_history: bool = True
 
 
 # No slots: a generic frozen dataclass with slots fails when called as LoadedState[X](...).
@@ -192,7 +195,9 @@ class ModelHost(Generic[DemoT]):
         demo = self._demo or self._prepare_demo(request.ticket, request.demo_folder)
         target = replace(request.demo_target, path=str(demo.target))
         draft = request.draft or DraftSetting(
-            "model", replace(request.demo_draft, path=str(demo.q4_1))
+            "model",
+            replace(request.demo_draft, path=str(demo.q4_1)),
+            request.demo_draft_with_history,
         )
         return target, draft
 
@@ -243,7 +248,9 @@ class ModelHost(Generic[DemoT]):
             if draft.kind == "model" and draft.config is not None:
                 self._check_file(draft.config.path)
                 self._runtime.load_draft(
-                    draft.config, self._stage(draft.config.path, ticket, "draft")
+                    draft.config,
+                    self._stage(draft.config.path, ticket, "draft"),
+                    joined=draft.with_history,
                 )
             elif draft.kind == "ngram":
                 self._runtime.use_suffix_index()

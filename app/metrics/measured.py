@@ -118,7 +118,9 @@ def speculative_gammas(rounds: Iterable[RoundRecord]) -> list[int]:
 
 
 def mean_gamma(rounds: Iterable[RoundRecord]) -> float:
-    """Mean γ over the speculative rounds: the draft length that actually ran (0 if none did)."""
+    """Mean γ over the speculative rounds (0 if none did): the length each asked for, or where
+    a confidence stop ended it, ran to. The suffix index's tokens cost no draft pass and may run
+    past it (RoundRecord.drafted counts what was verified)."""
     return mean([float(g) for g in speculative_gammas(rounds)]) or 0.0
 
 

@@ -54,7 +54,8 @@ METRIC_DEFINITIONS: dict[str, str] = {
         "one draft step's time / one plain target step's time (prompt lookup: per proposed token)"
     ),
     "c_verify": "one verification pass's time / one plain target step's time",
-    "gamma": "mean draft length over the rounds that speculated (0: every round ran plain)",
+    "gamma": "mean γ asked for over the rounds that speculated (0: every round ran plain); "
+    "the chat history's free tokens may draft past it",
     "gamma_histogram": "rounds by the draft length they ran at (0: plain steps)",
 }
 

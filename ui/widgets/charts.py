@@ -134,6 +134,10 @@ class Sparkline(QWidget):
         painter.drawPath(path)
 
 
+# Label every position, or every 2nd, 5th, ... where the bars are too narrow for every number.
+_LABEL_STRIDES = (1, 2, 5, 10, 20, 50, 100)
+
+
 class PositionBars(QWidget):
     """Acceptance rate per draft position 1..γ; an empty slot means "never drafted".
 
@@ -185,13 +189,34 @@ class PositionBars(QWidget):
             ("0 %", QRectF(0, area.bottom() - h / 2, width, h)),
         ]
 
+    def position_labels(self) -> list[tuple[str, QRectF]]:
+        """The positions named under the bars and where: every one while they fit, else the
+        first and every 2nd, 5th, 10th, ... (a chat-history draft can run to dozens)."""
+        n = len(self._values)
+        if not n:
+            return []
+        metrics = QFontMetricsF(_small_font(self))
+        area = self.plot_area()
+        slot = area.width() / n
+        needed = metrics.horizontalAdvance(str(n)) + 4
+        fits = (s for s in _LABEL_STRIDES if s * slot >= needed or s >= n)
+        stride = next(fits, _LABEL_STRIDES[-1])
+        labels = []
+        for i in range(n):
+            if i == 0 or (i + 1) % stride == 0:
+                text = str(i + 1)
+                width = metrics.horizontalAdvance(text)
+                # Centred on its bar, kept inside the widget at the right end.
+                left = min(area.left() + (i + 0.5) * slot - width / 2, self.width() - width)
+                labels.append((text, QRectF(left, area.bottom() + 2, width, metrics.height())))
+        return labels
+
     def paintEvent(self, event: QPaintEvent) -> None:
         del event
         painter = QPainter(self)
         painter.setFont(_small_font(self))
         text_color = self.palette().color(QPalette.ColorRole.WindowText)
         area = self.plot_area()
-        label_h = QFontMetricsF(painter.font()).height()
         painter.setPen(QPen(_muted(self), 1))
         painter.drawLine(area.bottomLeft(), area.bottomRight())
         painter.setPen(QPen(_muted(self), 1, Qt.PenStyle.DotLine))
@@ -210,10 +235,7 @@ class PositionBars(QWidget):
                     h = max(1.0, value * area.height())
                     bar = QRectF(x + slot * 0.15, area.bottom() - h, slot * 0.7, h)
                     painter.fillRect(bar, ACCEPT_COLOR)
-                painter.setPen(text_color)
-                painter.drawText(
-                    QRectF(x, area.bottom() + 2, slot, label_h),
-                    Qt.AlignmentFlag.AlignCenter,
-                    str(i + 1),
-                )
+        painter.setPen(text_color)
+        for text, rect in self.position_labels():
+            painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
         painter.end()

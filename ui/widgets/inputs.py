@@ -1,5 +1,6 @@
-"""Input widgets that behave on a small screen: a dropdown whose width never follows its
-longest entry, and a guard that keeps the mouse wheel from changing settings by accident.
+"""Widgets that behave on a small screen: a dropdown and a label whose width never follows
+their text (cut with "…", read whole in the tooltip), and a guard that keeps the mouse wheel
+from changing settings by accident.
 
 A wheel turned over a side panel is meant to scroll it; Qt's spin boxes and dropdowns take the
 wheel whenever the pointer passes over them, so scrolling the Settings could change the
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QApplication,
     QComboBox,
+    QLabel,
     QSizePolicy,
     QStyle,
     QStyleOptionComboBox,
@@ -70,6 +72,28 @@ class ElidedComboBox(QComboBox):
     def _update_tip(self) -> None:
         current = self.currentText()
         self.setToolTip(f"{current}\n\n{self._base_tip}" if current else self._base_tip)
+
+
+class ElidedLabel(QLabel):
+    """One line of plain text that takes the room its row gives it and ends in "…" where the
+    text needs more, instead of being cut mid-letter; text() is always all of it."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+
+    def shown_text(self) -> str:
+        """The text as painted: elided to the label's width."""
+        return self.fontMetrics().elidedText(
+            self.text(), Qt.TextElideMode.ElideRight, max(self.contentsRect().width(), 0)
+        )
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        del event
+        painter = QStylePainter(self)
+        align = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
+        painter.drawText(self.contentsRect(), int(align), self.shown_text())
 
 
 class WheelGuard(QObject):

@@ -30,6 +30,9 @@ def _value_label(name: str, tooltip: str) -> QLabel:
     label = QLabel(fmt.DASH)
     label.setObjectName(name)
     label.setToolTip(tooltip)
+    # A long value wraps inside the side panel, which never scrolls sideways; unwrapped, one
+    # line ("chat history: no model, ...") widened the panel past a 1280-wide window's edge.
+    label.setWordWrap(True)
     return label
 
 

@@ -24,10 +24,10 @@ from PySide6.QtWidgets import (
 
 from app.llama.resources import format_bytes
 from app.paths import same_file
-from ui.named_widgets import named_label, push_button
+from ui.named_widgets import push_button
 from ui.settings import DRAFT_NGRAM, DRAFT_NONE
 from ui.widgets.gamma_box import GammaBox
-from ui.widgets.inputs import ElidedComboBox
+from ui.widgets.inputs import ElidedComboBox, ElidedLabel
 from ui.workers.catalog import Catalog
 
 NGRAM_LABEL = "Chat history (no draft model)"
@@ -68,8 +68,9 @@ class ModelControls(QWidget):
         self.draft_combo = ElidedComboBox()
         self.draft_combo.setObjectName("draftModelCombo")
         self.draft_combo.set_base_tooltip(
-            "Draft: a smaller model with the same vocabulary that guesses ahead, or prompt "
-            "lookup. Sorted by size; incompatible files are greyed out (hover for the reason)."
+            "Draft: a smaller model with the same vocabulary that guesses ahead (together with "
+            "the chat history unless Settings turns that off), or the chat history alone. Sorted "
+            "by size; incompatible files are greyed out (hover for the reason)."
         )
         for combo in (self.target_combo, self.draft_combo):
             combo.setModel(QStandardItemModel(combo))
@@ -83,9 +84,10 @@ class ModelControls(QWidget):
             "Add your own GGUF model files (or drop them on the window).",
         )
 
-        self.headline = named_label("speedupHeadline")
-        self.headline.setTextFormat(Qt.TextFormat.PlainText)
-        # A long headline is cut by the row, never widens the window; the tooltip has it all.
+        # A long headline ends in "…" at the row's end, never widens the window; the tooltip
+        # has it all.
+        self.headline = ElidedLabel()
+        self.headline.setObjectName("speedupHeadline")
         self.headline.setMinimumWidth(40)
 
         # Two rows so that both dropdowns get room for a file name on a 1280-wide screen.
@@ -139,8 +141,8 @@ class ModelControls(QWidget):
             (
                 NGRAM_LABEL,
                 DRAFT_NGRAM,
-                "Drafts by copying what followed the last few tokens "
-                "earlier in the conversation. No second model, no extra memory.",
+                "Drafts by copying what followed the last few tokens earlier in this chat or "
+                "in your past chats. No second model, no extra memory.",
             ),
             (NONE_LABEL, DRAFT_NONE, "No drafter: plain decoding, no extra memory."),
         ):

@@ -68,8 +68,13 @@ def _keep_number(box: QSpinBox | QDoubleSpinBox, settings: Settings, key: str) -
 
 
 def _keep_toggle(toggle: QCheckBox, settings: Settings, key: str) -> None:
+    """Show the stored value, store every change, and follow changes made elsewhere (the View
+    menu's shading switch writes the same preference)."""
     toggle.setChecked(settings.get_bool(key))
     toggle.toggled.connect(lambda v: settings.set(key, bool(v)))
+    settings.changed.connect(
+        lambda changed: toggle.setChecked(settings.get_bool(key)) if changed == key else None
+    )
 
 
 class SettingsPanel(QWidget):
@@ -146,6 +151,13 @@ class SettingsPanel(QWidget):
             "reply where llama.cpp rounds every batch alike (checked at the first exact reply, "
             "with a note if not), and plain steps cost 20-40% more on a CPU."
         )
+        self.with_history = QCheckBox("Draft models use the chat history too")
+        self.with_history.setObjectName("draftWithHistoryToggle")
+        self.with_history.setToolTip(
+            "With a draft model chosen, also draft from what this chat and your past chats "
+            "already hold, choosing each round whichever is expected to pay more (the hybrid). "
+            "Off: the draft model alone. Changing it reloads the draft."
+        )
         self.highlight = QCheckBox("Highlight accepted draft tokens")
         self.highlight.setObjectName("highlightToggle")
         self.highlight.setToolTip(shading_legend())
@@ -172,6 +184,7 @@ class SettingsPanel(QWidget):
             form.addRow(label, number)
             _keep_number(number, settings, key)
         for toggle, key in (
+            (self.with_history, "models/draft_with_history"),
             (self.exact, "generation/exact"),
             (self.highlight, "view/highlight_draft"),
         ):

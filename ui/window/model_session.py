@@ -216,7 +216,11 @@ class ModelSession(QObject):
             return DraftSetting("ngram")
         if value == DRAFT_NONE:
             return DraftSetting("none")
-        return DraftSetting("model", self._model_config(value, draft=True))
+        return DraftSetting(
+            "model",
+            self._model_config(value, draft=True),
+            self._settings.get_bool("models/draft_with_history"),
+        )
 
     def _request(self, target: str | None, draft_value: str, *, remember: bool = True) -> None:
         ticket = LoadTicket()
@@ -231,6 +235,7 @@ class ModelSession(QObject):
             demo_folder=self._models_folder / "demo",
             demo_target=self._model_config("", draft=False),
             demo_draft=self._model_config("", draft=True),
+            demo_draft_with_history=self._settings.get_bool("models/draft_with_history"),
         )
         self._in_flight += 1
         if self._in_flight == 1:

@@ -285,7 +285,7 @@ class ReplyFlow(QObject):
 
 def _draft_label(draft: DraftSetting) -> str | None:
     if draft.kind == "ngram":
-        return "prompt lookup"
+        return "chat history"
     if draft.kind == "model" and draft.path:
         return Path(draft.path).name
     return None

@@ -24,6 +24,7 @@ RELOADING_SETTINGS = (
     "models/prompt_cache_mib",
     "models/target_rpc",
     "models/draft_rpc",
+    "models/draft_with_history",  # reloads the draft only: the target is unchanged
 )
 
 

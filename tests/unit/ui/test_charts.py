@@ -4,6 +4,7 @@ acceptance on the sparkline) and stay readable in a 300 px wide panel; the Insig
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QScrollArea, QWidget
@@ -70,6 +71,21 @@ def test_the_position_bars_have_a_0_to_100_percent_scale(qtbot: QtBot) -> None:
     # The 100 % label sits on the top line and 0 % on the base line.
     assert labels[0][1].center().y() == area.top() and labels[1][1].center().y() == area.bottom()
     assert area.width() >= PANEL_PX * 0.75  # the scale leaves the bars most of the width
+
+
+@pytest.mark.parametrize("positions", [4, 16, 38, 64, 300])
+def test_the_position_numbers_never_overlap_however_long_the_drafts(
+    qtbot: QtBot, positions: int
+) -> None:
+    bars = PositionBars()
+    bars.set_values([0.9] * positions)
+    image = _shown(qtbot, bars)
+    labels = bars.position_labels()
+    _readable(bars, labels)  # whole and apart
+    assert all(_inked(image, rect) for _text, rect in labels)
+    assert labels[0][0] == "1"
+    if positions <= 4:  # each number, where they fit
+        assert [text for text, _rect in labels] == [str(i) for i in range(1, positions + 1)]
 
 
 def test_the_insight_tab_fits_a_300_px_panel(qtbot: QtBot) -> None:

@@ -75,8 +75,11 @@ def test_stats_line_names_the_mode_and_its_figures() -> None:
         "mode draft · draft Q4_1.gguf · γ 5 · acceptance 90.0 % · 80.0 tok/s · TTFT 50 ms · "
         "48 tokens"
     )
-    auto = stats_line(base_stats(gamma_label="Auto", gamma=3.4285))
-    assert "· γ Auto (mean 3.4) ·" in auto
+    # Under γ auto, the drafts' mean length: 38 chat-history tokens in one round of γ 5.
+    auto = stats_line(base_stats(gamma_label="Auto", gamma_histogram={"5": 1}, drafted=38))
+    assert "· γ Auto (drafts of 38.0) ·" in auto
+    mixed = stats_line(base_stats(gamma_label="Auto", gamma_histogram={0: 3, 2: 2}, drafted=3))
+    assert "· γ Auto (drafts of 1.5) ·" in mixed
     plain = stats_line(base_stats(mode="plain", acceptance_rate=None))
     assert plain.startswith("mode plain · 80.0 tok/s") and "acceptance" not in plain
     stopped = stats_line(base_stats(finish_reason="cancelled", switched=True))

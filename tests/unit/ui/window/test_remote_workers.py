@@ -26,6 +26,7 @@ from app.llama import rpc
 from app.llama.config import ModelConfig
 from app.llama.facts import MemoryUsage
 from app.llama.model import LoadProgress
+from app.llama.rpc_token import FINGERPRINT_BYTES, SECRET_BYTES, WorkerToken
 from models.compat import check_draft_file
 from tests.helpers.fake_model import FakeModel
 from tests.helpers.qt_window import close_window, send
@@ -123,16 +124,33 @@ def test_the_fields_warn_where_workers_are_entered_and_advise_a_local_draft(
     settings = _settings(tmp_path)
     box = RemoteWorkersBox(settings, available=True)
     qtbot.addWidget(box)
-    assert rpc.SECURITY_WARNING in box.notice.text()
+    assert "encrypted" in box.notice.text() and rpc.SECURITY_WARNING not in box.notice.text()
     assert "best kept local" in box.draft.toolTip()
     assert box.target.isEnabled() and box.draft.isEnabled()
-    _enter(qtbot, box, " 10.0.0.2:50052 , 10.0.0.3:50053 ")
-    assert settings.get_str("models/target_rpc") == "10.0.0.2:50052,10.0.0.3:50053"
+    _enter(qtbot, box, " 10.0.0.2:50052 , plain@10.0.0.3:50053 ")
+    assert settings.get_str("models/target_rpc") == "10.0.0.2:50052,plain@10.0.0.3:50053"
+    # Only a worker reached without key or encryption is warned of, by its address.
+    assert rpc.SECURITY_WARNING in box.notice.text() and "10.0.0.3:50053" in box.notice.text()
+    assert "10.0.0.2" not in box.notice.text()
     _enter(qtbot, box, "10.0.0.4", draft=True)
     assert "is not HOST:PORT" in box.problem.text() and not box.problem.isHidden()
     assert settings.get_str("models/draft_rpc") == ""  # a malformed list is never saved
     _enter(qtbot, box, "", draft=True)
     assert box.problem.isHidden()
+
+
+def test_a_workers_key_is_kept_so_the_next_start_reaches_it(qtbot: QtBot, tmp_path: Path) -> None:
+    key = str(WorkerToken(b"s" * SECRET_BYTES, b"f" * FINGERPRINT_BYTES))
+    settings = _settings(tmp_path)
+    box = RemoteWorkersBox(settings, available=True)
+    qtbot.addWidget(box)
+    _enter(qtbot, box, f"{key}@10.0.0.2:50052")
+    assert settings.get_str("models/target_rpc") == f"{key}@10.0.0.2:50052"
+    assert box.target.text() == f"{key}@10.0.0.2:50052"
+    reopened = RemoteWorkersBox(_settings(tmp_path), available=True)
+    qtbot.addWidget(reopened)
+    assert reopened.target.text() == f"{key}@10.0.0.2:50052"
+    assert rpc.SECURITY_WARNING not in reopened.notice.text()
 
 
 def test_without_rpc_in_the_build_the_fields_are_off_with_the_rebuild_command(

@@ -11,6 +11,7 @@ from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QApplication, QDialogButtonBox, QScrollArea
 from pytestqt.qtbot import QtBot
 
+from app.llama.facts import MemoryUsage
 from tests.helpers.model_files import write_tiny_gguf
 from tests.helpers.qt_window import close_window, wheel
 from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window
@@ -60,6 +61,30 @@ def test_the_window_fits_the_screen_with_long_model_names(
     assert LONG_NAME in combo.currentText()
     assert combo.shown_text().endswith("…")
     assert LONG_NAME in combo.toolTip()
+
+
+def test_the_side_panel_and_the_headline_fit_their_room_at_1280_and_1024(
+    long_named: MainWindow, qtbot: QtBot
+) -> None:
+    window = long_named
+    slow = "≈0.70×: slower than without a draft (estimate). Try another draft."
+    window.controls.show_headline(slow, "")
+    usage = MemoryUsage(540 * 2**20, 90 * 2**20, 0, 0, 0, 0)
+    # The longest value the memory form shows: the chat-history draft's.
+    window.metrics.show_memory(None, 0, usage, "ngram")
+    scroll = window.side_tabs.widget(0)
+    assert isinstance(scroll, QScrollArea)
+    for width, height in ((1280, 720), (1024, 640)):
+        window.resize(width, height)
+        QApplication.processEvents()
+        inner = scroll.widget()
+        # The panel never scrolls sideways, so anything wider than its view is cut off.
+        assert inner.minimumSizeHint().width() <= scroll.viewport().width(), (width, height)
+        headline = window.controls.headline
+        assert headline.text() == slow and headline.toolTip().startswith(slow)
+        shown = headline.shown_text()
+        assert shown == slow or (shown.endswith("…") and slow.startswith(shown[:-1]))
+        assert headline.fontMetrics().horizontalAdvance(shown) <= headline.width()
 
 
 def test_a_saved_geometry_wider_than_the_screen_is_shrunk_to_fit(

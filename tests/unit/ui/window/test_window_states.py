@@ -137,3 +137,28 @@ def test_a_target_that_fails_to_load_is_not_remembered(
     assert loaded_paths(window)[0] == str(files["target"])
     # The next start loads the model that worked, not the one that failed.
     assert window.settings.get_str("models/target") == str(files["target"])
+
+
+def test_settings_turns_the_chat_history_off_beside_a_draft_model_and_back(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    toggle = window.settings_panel.with_history
+    assert toggle.isChecked()
+    with qtbot.waitSignal(window.modelsLoaded, timeout=TIMEOUT_MS) as loaded:
+        toggle.setChecked(False)
+    state = loaded.args[0]
+    assert state.draft.kind == "model" and not state.draft.with_history
+    assert send(qtbot, window, "Hello there")["mode"] == "draft"
+    with qtbot.waitSignal(window.modelsLoaded, timeout=TIMEOUT_MS):
+        toggle.setChecked(True)
+    assert send(qtbot, window, "Hello again")["mode"] == "hybrid"
+
+
+def test_the_settings_shading_switch_follows_the_view_menus(window: MainWindow) -> None:
+    toggle = window.settings_panel.highlight
+    assert toggle.isChecked() and window.highlight_action.isChecked()
+    window.highlight_action.setChecked(False)
+    assert not toggle.isChecked()
+    toggle.setChecked(True)
+    assert window.highlight_action.isChecked()
+    assert window.settings.get_bool("view/highlight_draft")
