@@ -68,7 +68,8 @@ class ModelConfig:
             )
         if not -1 <= self.n_gpu_layers <= MAX_INT32:
             raise InvalidSettingError(
-                f"GPU layers must be -1 (all), 0 (none) or a count, got {self.n_gpu_layers}"
+                f"GPU layers must be -1 (all), 0 (none) or a count up to {MAX_INT32}, "
+                f"got {self.n_gpu_layers}"
             )
         if not min_rows <= self.n_batch <= MAX_INT32:
             raise InvalidSettingError(f"batch size must be in {min_rows}..{MAX_INT32}")
@@ -78,7 +79,8 @@ class ModelConfig:
             )
         if not 0 <= self.prompt_cache_mib <= MAX_INT32:
             raise InvalidSettingError(
-                f"prompt cache must be 0 (none) or a size in MiB, got {self.prompt_cache_mib}"
+                f"prompt cache must be 0 (none) or a size in MiB up to {MAX_INT32}, "
+                f"got {self.prompt_cache_mib}"
             )
         for name, threads in (("threads", self.n_threads), ("batch threads", self.n_threads_batch)):
             if threads is not None and not 1 <= threads <= MAX_THREADS:

@@ -92,10 +92,15 @@ def parse_worker_specs(value: str) -> tuple[str, ...]:
         key, endpoint = rpc_keys.split_key(item)
         host, sep, port = endpoint.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            shown = endpoint if key is None else f"KEY@{endpoint}"
+            # A key is a secret: never echoed. plain is none.
+            shown = (
+                endpoint
+                if key is None
+                else f"{'plain' if key == rpc_keys.PLAIN else 'KEY'}@{endpoint}"
+            )
             raise InvalidSettingError(
-                f"RPC worker {shown!r} is not HOST:PORT or KEY@HOST:PORT "
-                f"(e.g. KEY@192.168.1.20:{DEFAULT_PORT})"
+                f"RPC worker {shown!r} is not HOST:PORT or KEY@HOST:PORT with a port in "
+                f"1..65535 (e.g. KEY@192.168.1.20:{DEFAULT_PORT})"
             )
         spec = endpoint if key is None else f"{key}@{endpoint}"
         if spec not in specs:

@@ -23,7 +23,7 @@ from app.llama.rpc_token import (
     fingerprint_of,
     secret_from_passphrase,
 )
-from app.paths import create_private_file, data_dir, make_private_dir
+from app.paths import DataFolderError, create_private_file, data_dir, make_private_dir
 
 WORKER_KEY_ENV = "SPECCHAT_WORKER_KEY"
 _KEY_FILE = "key"
@@ -45,7 +45,10 @@ class WorkerIdentity:
 
 def worker_folder() -> Path:
     folder = data_dir() / "worker"
-    make_private_dir(folder)
+    try:
+        make_private_dir(folder)
+    except OSError as exc:  # a file in its way: one sentence, as for the data folder itself
+        raise DataFolderError(folder, exc.strerror or str(exc)) from None
     return folder
 
 

@@ -210,4 +210,6 @@ class MetricsPanel(QWidget):
 
 
 def _held(weights: int, kv: int) -> str:
-    return f"weights {format_bytes(weights)} · KV {format_bytes(kv)}"
+    # A wrapped line breaks between the two figures, never inside one ("90.0 | MiB").
+    weights_text, kv_text = (format_bytes(n).replace(" ", "\u00a0") for n in (weights, kv))
+    return f"weights {weights_text} · KV {kv_text}"

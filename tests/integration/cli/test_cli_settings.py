@@ -41,7 +41,7 @@ SHARED_MISTAKES = [
     (["--threads", "0"], "threads must be in 1..1024"),
     (["--threads", "-4"], "threads must be in 1..1024"),
     (["--n-gpu-layers", "-2"], "GPU layers must be -1"),
-    (["--prompt-cache", "-1"], "prompt cache must be 0 (none) or a size in MiB, got -1"),
+    (["--prompt-cache", "-1"], f"prompt cache must be 0 (none) or a size in MiB up to {2**31 - 1}"),
     (["--max-tokens", "0"], "max tokens must be in 1..2147483647"),
     (["--gamma", "17"], f"gamma must be {GAMMA_HELP}, got '17'"),
     (["--gamma", "many"], f"gamma must be {GAMMA_HELP}, got 'many'"),

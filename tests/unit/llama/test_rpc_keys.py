@@ -9,8 +9,9 @@ import pytest
 
 from app.errors import InvalidSettingError
 from app.llama import rpc, rpc_keys
-from app.llama.rpc_identity import load_identity
+from app.llama.rpc_identity import load_identity, worker_folder
 from app.llama.rpc_token import WorkerToken, parse_token, secret_from_passphrase
+from app.paths import DataFolderError
 
 
 def test_a_token_carries_the_secret_and_the_pin_in_one_word() -> None:
@@ -80,3 +81,23 @@ def test_a_malformed_key_in_an_endpoint_is_one_error_line() -> None:
     with pytest.raises(InvalidSettingError) as caught:
         rpc.parse_endpoints("sc1nope@10.9.8.7:50052")
     assert "is not a worker key" in str(caught.value)
+
+
+def test_a_bad_port_names_the_range_and_never_echoes_a_key() -> None:
+    token = str(WorkerToken(b"\x04" * 16, b"\x05" * 16))
+    with pytest.raises(InvalidSettingError) as plain:
+        rpc.parse_worker_specs("plain@127.0.0.1:99999")
+    assert "'plain@127.0.0.1:99999'" in str(plain.value) and "1..65535" in str(plain.value)
+    with pytest.raises(InvalidSettingError) as keyed:
+        rpc.parse_worker_specs(f"{token}@127.0.0.1:0")
+    assert "'KEY@127.0.0.1:0'" in str(keyed.value) and token not in str(keyed.value)
+
+
+def test_a_file_where_the_worker_folder_goes_is_one_error_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path))
+    (tmp_path / "worker").write_text("in the way")
+    with pytest.raises(DataFolderError) as caught:
+        worker_folder()
+    assert str(caught.value).startswith(f"cannot use data folder {tmp_path / 'worker'}")

@@ -146,9 +146,10 @@ def test_memory_readout_with_and_without_a_gpu(qtbot: QtBot) -> None:
     usage = MemoryUsage(500 * 2**20, 90 * 2**20, 92 * 2**20, 45 * 2**20, 30, 30)
     panel.show_memory(None, 900 * 2**20, usage, "model")
     assert panel.memory.text() == "No GPU · process RAM 900.0 MiB"
-    assert panel.target_memory.text() == "weights 500.0 MiB · KV 90.0 MiB"
+    # Non-breaking spaces keep each figure whole where the line wraps.
+    assert panel.target_memory.text() == "weights 500.0\u00a0MiB · KV 90.0\u00a0MiB"
     assert panel.saved_memory.text() == "none"
-    assert panel.draft_memory.text() == "weights 92.0 MiB · KV 45.0 MiB"
+    assert panel.draft_memory.text() == "weights 92.0\u00a0MiB · KV 45.0\u00a0MiB"
     panel.show_memory(GpuMemory("RTX", 3 * 2**30, 24 * 2**30), 2**30, usage, "ngram")
     assert panel.memory.text().startswith("VRAM 3.0 GiB / 24.0 GiB (RTX)")
     assert "no extra memory" in panel.draft_memory.text()
