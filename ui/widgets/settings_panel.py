@@ -44,6 +44,13 @@ def _fraction_box(name: str, low: float, high: float, step: float, tip: str) -> 
     return box
 
 
+def _toggle(text: str, name: str, tip: str) -> QCheckBox:
+    toggle = QCheckBox(text)
+    toggle.setObjectName(name)
+    toggle.setToolTip(tip)
+    return toggle
+
+
 def _layers_box(name: str, tooltip: str) -> QSpinBox:
     box = _int_box(
         name,
@@ -142,25 +149,25 @@ class SettingsPanel(QWidget):
             special="random",
         )
         self.max_tokens = _int_box("maxTokensControl", 1, 8192, "Longest reply, in tokens.")
-        self.exact = QCheckBox("Exact greedy replies")
-        self.exact.setObjectName("exactToggle")
-        self.exact.setToolTip(
+        self.exact = _toggle(
+            "Exact greedy replies",
+            "exactToggle",
             "llama.cpp rounds a one-token step slightly differently from a batch, so at a "
             "near-tie a greedy reply with speculation can differ from one without. With this "
             "on, every step checks two or more tokens: speculation never changes a greedy "
             "reply where llama.cpp rounds every batch alike (checked at the first exact reply, "
-            "with a note if not), and plain steps cost 20-40% more on a CPU."
+            "with a note if not), and plain steps cost 20-40% more on a CPU.",
         )
-        self.with_history = QCheckBox("Draft models use the chat history too")
-        self.with_history.setObjectName("draftWithHistoryToggle")
-        self.with_history.setToolTip(
+        self.with_history = _toggle(
+            "Draft models use the chat history too",
+            "draftWithHistoryToggle",
             "With a draft model chosen, also draft from what this chat and your past chats "
             "already hold, choosing each round whichever is expected to pay more (the hybrid). "
-            "Off: the draft model alone. Changing it reloads the draft."
+            "Off: the draft model alone. Changing it reloads the draft.",
         )
-        self.highlight = QCheckBox("Highlight accepted draft tokens")
-        self.highlight.setObjectName("highlightToggle")
-        self.highlight.setToolTip(shading_legend())
+        self.highlight = _toggle(
+            "Highlight accepted draft tokens", "highlightToggle", shading_legend()
+        )
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setObjectName("systemPromptInput")
         self.system_prompt.setPlaceholderText("System prompt (optional)")
