@@ -36,7 +36,7 @@ from ui.window.reply_flow import ReplyFlow
 from ui.window.server_switch import ServerSwitch
 from ui.window.window_state import (
     RELOADING_SETTINGS,
-    SEND_AFTER_SERVING_MESSAGE,
+    SEND_WHEN_READY,
     UiState,
     render_state,
 )
@@ -125,7 +125,8 @@ class MainWindow(WindowLayout):
             show_error=self.show_error,
         )
         self._closed = False
-        self._send_after_serving = False  # Enter pressed while a server request ran
+        # Enter pressed while a server request ran or the models loaded: sent once they end.
+        self._send_when_ready = False
 
         connect_window(self)
         self._render_state()
@@ -173,6 +174,7 @@ class MainWindow(WindowLayout):
             loaded = self.models.loaded
             has_target = loaded is not None and loaded.target is not None
             self._set_state(UiState.Idle if has_target else UiState.NoModel)
+            self._send_if_waiting()
 
     def _on_models_loaded(self, state: LoadedState[DemoModels]) -> None:
         self.controls.set_draft_loaded(state.draft.kind != "none")
@@ -258,10 +260,10 @@ class MainWindow(WindowLayout):
 
     def send(self) -> None:
         text = self.prompt.toPlainText().strip()
-        if self._state == UiState.Serving and text:
-            # Sent as soon as the request ends, not on a second Enter.
-            self._send_after_serving = True
-            self.statusBar().showMessage(SEND_AFTER_SERVING_MESSAGE)
+        if self._state in SEND_WHEN_READY and text:
+            # Sent as soon as the request ends or the models are in, not on a second Enter.
+            self._send_when_ready = True
+            self.statusBar().showMessage(SEND_WHEN_READY[self._state])
             return
         if self._state != UiState.Idle or not text:
             return
@@ -352,9 +354,13 @@ class MainWindow(WindowLayout):
         elif not serving and self._state == UiState.Serving:
             self._set_state(UiState.Idle)
             self.models.run_pending()
-            if self._send_after_serving:
-                self._send_after_serving = False
-                self.send()  # waits for Enter again only if a reload held the models
+            self._send_if_waiting()
+
+    def _send_if_waiting(self) -> None:
+        if self._send_when_ready:
+            # The text stays in the box if it cannot go (no model, or a reload held them).
+            self._send_when_ready = False
+            self.send()
 
     # -- settings and memory ------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 NO_MODEL_MESSAGE = "No model loaded: choose a target model above."
 SERVING_MESSAGE = "Answering a request from the local server; press Enter to send when it ends."
 SEND_AFTER_SERVING_MESSAGE = "Your message goes as soon as the local server request ends."
+SEND_AFTER_LOADING_MESSAGE = "Your message goes as soon as the models are loaded."
 # Settings whose change reloads the models (the rest apply to the next reply).
 RELOADING_SETTINGS = (
     "models/target_gpu_layers",
@@ -35,6 +36,13 @@ class UiState(enum.Enum):
     Generating = "generating"
     Stopping = "stopping"
     Serving = "answering a local server request"
+
+
+# What Enter says in a state that cannot send yet; the message goes once the state ends.
+SEND_WHEN_READY = {
+    UiState.Serving: SEND_AFTER_SERVING_MESSAGE,
+    UiState.LoadingModel: SEND_AFTER_LOADING_MESSAGE,
+}
 
 
 def render_state(w: MainWindow, s: UiState) -> None:
@@ -58,5 +66,10 @@ def render_state(w: MainWindow, s: UiState) -> None:
         bar.showMessage(NO_MODEL_MESSAGE)
     elif s == UiState.Serving:
         bar.showMessage(SERVING_MESSAGE)
-    elif bar.currentMessage() in (NO_MODEL_MESSAGE, SERVING_MESSAGE, SEND_AFTER_SERVING_MESSAGE):
+    elif bar.currentMessage() in (
+        NO_MODEL_MESSAGE,
+        SERVING_MESSAGE,
+        SEND_AFTER_SERVING_MESSAGE,
+        SEND_AFTER_LOADING_MESSAGE,
+    ):
         bar.clearMessage()

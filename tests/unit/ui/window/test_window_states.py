@@ -162,3 +162,19 @@ def test_the_settings_shading_switch_follows_the_view_menus(window: MainWindow) 
     toggle.setChecked(True)
     assert window.highlight_action.isChecked()
     assert window.settings.get_bool("view/highlight_draft")
+
+
+def test_a_message_sent_while_the_models_load_goes_once_they_are_in(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    window.settings_panel.with_history.setChecked(False)  # reloads the draft
+    assert window.state == UiState.LoadingModel
+    window.prompt.setPlainText("Typed while loading")
+    with qtbot.waitSignal(window.replyFinished, timeout=TIMEOUT_MS):
+        qtbot.keyClick(window.prompt, Qt.Key.Key_Return)
+        assert window.state == UiState.LoadingModel  # held, not dropped
+        assert "as soon as the models are loaded" in window.statusBar().currentMessage()
+    assert window.conversation_id is not None
+    saved = window.store.messages(window.conversation_id)
+    assert [m.content for m in saved if m.role == "user"] == ["Typed while loading"]
+    assert window.prompt.toPlainText() == ""
