@@ -218,7 +218,8 @@ def default_draft_path(target: Path, type_name: str) -> Path:
 
 
 def run_make_draft(args: argparse.Namespace) -> int:
-    from models.compat import check_compatibility  # noqa: PLC0415
+    from app.cli.signals import Interrupted, exit_at_once  # noqa: PLC0415
+    from models.compat import check_compatibility, size_ratio  # noqa: PLC0415
     from models.gguf import inspect_gguf  # noqa: PLC0415
     from models.quantize import FTYPES, quantize_gguf  # noqa: PLC0415 - loads llama.cpp
 
@@ -237,17 +238,22 @@ def run_make_draft(args: argparse.Namespace) -> int:
         if not args.force:
             raise InvalidSettingError(f"{out} already exists; pass --force to replace it")
     print(f"quantizing {args.target.name} to {type_name} ...", file=sys.stderr, flush=True)
-    quantize_gguf(args.target, out, type_name)
+    try:
+        quantize_gguf(args.target, out, type_name)
+    except Interrupted as exc:
+        # llama.cpp's quantizer cannot be stopped and still runs on its own thread (its partial
+        # file is already removed); an ordinary exit would tear llama.cpp down under it.
+        exit_at_once(exc.signum)
     draft_info = inspect_gguf(out)
     verdict = check_compatibility(target_info, draft_info)
     if not verdict.compatible:
         raise DraftIncompatibleError(out.name, args.target.name, verdict.reason)
-    ratio = draft_info.size_bytes / max(target_info.size_bytes, 1)
+    ratio = size_ratio(draft_info, target_info)
     if args.json:
         result: dict[str, Any] = {
             "path": str(out),
             "type": type_name,
-            "size_bytes": draft_info.size_bytes,
+            "size_bytes": draft_info.total_size_bytes,
             "size_ratio": ratio,
             "compatible": verdict.compatible,
             "reason": verdict.reason,
@@ -257,7 +263,7 @@ def run_make_draft(args: argparse.Namespace) -> int:
     print(out)
     note = "" if ratio < 1 else " (not smaller than the target: it will not speed anything up)"
     print(
-        f"{type_name} draft, {_bytes(draft_info.size_bytes)}, {ratio:.0%} of the target; "
+        f"{type_name} draft, {_bytes(draft_info.total_size_bytes)}, {ratio:.0%} of the target; "
         f"{verdict.reason} with {args.target.name}{note}",
         file=sys.stderr,
     )

@@ -137,6 +137,11 @@ class DraftVerdict:
         return self.compatibility.reason
 
 
+def size_ratio(draft: GGUFInfo, target: GGUFInfo) -> float:
+    """The draft's size on disk over the target's, every part of a split model counted."""
+    return draft.total_size_bytes / max(target.total_size_bytes, 1)
+
+
 def rank_drafts(target: GGUFInfo, candidates: Iterable[GGUFInfo]) -> list[DraftVerdict]:
     """Judge every candidate (the target's own file is left out).
 
@@ -144,14 +149,13 @@ def rank_drafts(target: GGUFInfo, candidates: Iterable[GGUFInfo]) -> list[DraftV
     are not smaller (flagged: they cannot speed anything up); then incompatible ones with their
     reason, by name.
     """
-    target_size = max(target.size_bytes, 1)
     verdicts: list[DraftVerdict] = []
     for info in candidates:
         if same_file(info.path, target.path):
             continue
         compat = check_compatibility(target, info)
-        ratio = info.size_bytes / target_size
-        smaller = info.size_bytes < target.size_bytes
+        ratio = size_ratio(info, target)
+        smaller = info.total_size_bytes < target.total_size_bytes
         if not compat.compatible:
             note = compat.reason
         elif smaller:

@@ -8,10 +8,43 @@ winning. The name still ends in `.partial`, which model discovery passes over.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import threading
 from pathlib import Path
+
+__all__ = ["partial_path", "remove_stale_partials"]
+
+# partial_path's names: "<final name>.<pid>-<thread id>.partial".
+_PARTIAL_NAME = re.compile(r".+\.(\d+)-\d+\.partial")
 
 
 def partial_path(dst: Path) -> Path:
     return dst.with_name(f"{dst.name}.{os.getpid()}-{threading.get_ident()}.partial")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # another user's process (or a number we cannot ask about): keep its file
+    return True
+
+
+def remove_stale_partials(folder: Path) -> list[Path]:
+    """Remove the `.partial` files in `folder` left by writers that no longer run (a killed
+    make-draft), and return them. A file whose process is alive, or whose pid now belongs to
+    another process, is kept: it may still be being written."""
+    removed: list[Path] = []
+    with contextlib.suppress(OSError):
+        for entry in folder.iterdir():
+            found = _PARTIAL_NAME.fullmatch(entry.name)
+            if found is None or _alive(int(found.group(1))):
+                continue
+            with contextlib.suppress(OSError):
+                entry.unlink()
+                removed.append(entry)
+    return removed

@@ -9,19 +9,27 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from app.errors import InvalidSettingError, ModelLoadError
+from app.errors import InvalidSettingError, ModelLoadError, SpecChatError
 from models.gguf.info import GGUFInfo
-from models.partial import partial_path
+from models.partial import partial_path, remove_stale_partials
 
 BytesWritten = Callable[[int], None]
 """Called now and then with the bytes written so far while a file is being quantized."""
 
 # How often the size of the file being written is polled for progress.
 _POLL_S = 0.25
+# Less free space than this after a failed quantize means the disk filled up.
+_NEARLY_FULL = 1 << 20
+
+
+class NoDiskSpaceError(SpecChatError):
+    """The folder a model is being written to has not enough free space for it."""
+
 
 # llama.cpp's enum llama_ftype (include/llama.h); the numbers are its ABI.
 FTYPES: dict[str, int] = {
@@ -102,13 +110,15 @@ def quantize_gguf(
     dst = Path(dst)
     if not src.is_file():
         raise ModelLoadError(str(src), "no such file")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_partials(dst.parent)
+    need = _check_space(src, dst, type_name)
     import llama_cpp  # noqa: PLC0415 - heavy native import, only when quantizing
 
     from app.llama.backend import ensure_backend  # noqa: PLC0415
 
     ensure_backend()  # routes llama.cpp's per-tensor chatter into logging
 
-    dst.parent.mkdir(parents=True, exist_ok=True)
     partial = partial_path(dst)
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
@@ -127,6 +137,7 @@ def quantize_gguf(
             written,
         )
         if rc != 0:
+            _raise_if_disk_full(dst.parent, need, partial)
             raise ModelLoadError(str(src), f"llama.cpp could not quantize it to {type_name}")
         os.replace(partial, dst)
     finally:
@@ -136,14 +147,53 @@ def quantize_gguf(
     return dst
 
 
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def _check_space(src: Path, dst: Path, type_name: str) -> int:
+    """Refuse before writing anything when the estimate does not fit; return the estimate."""
+    from models.gguf import inspect_gguf  # noqa: PLC0415
+
+    need = estimated_size(inspect_gguf(src), type_name)
+    free = shutil.disk_usage(dst.parent).free
+    if need > free:
+        raise NoDiskSpaceError(
+            f"not enough disk space in {dst.parent}: a {type_name.upper()} file needs about "
+            f"{_mib(need)}, {_mib(free)} free"
+        )
+    return need
+
+
+def _raise_if_disk_full(folder: Path, need: int, partial: Path) -> None:
+    """A quantize that failed with the disk (nearly) full ran out of space: say so, rather than
+    blame the source model."""
+    try:
+        free = shutil.disk_usage(folder).free
+        have = partial.stat().st_size if partial.exists() else 0
+    except OSError:
+        return
+    if free < max(need - have, _NEARLY_FULL):
+        raise NoDiskSpaceError(
+            f"not enough disk space in {folder}: the disk filled up while writing "
+            f"({_mib(have)} of about {_mib(need)} written); the partial file was removed"
+        )
+
+
 def _run_watched(quantize: Callable[[], int], partial: Path, written: BytesWritten | None) -> int:
     """Run `quantize`; while it runs, report the growing size of `partial` to `written`.
 
-    The quantizer has no progress callback of its own, so it runs on a helper thread (ctypes
-    releases the GIL) while this thread watches the file grow.
+    The quantizer runs on a helper thread (ctypes releases the GIL) while this thread waits:
+    it has no progress callback of its own, so this thread watches the file grow; and a
+    signal handler (the CLI's Ctrl+C) runs on the main thread, where it can raise. On the
+    quantizer's own thread it would raise inside llama.cpp's log callback, where ctypes
+    swallows it and the quantize carries on to the end.
+
+    A signal raised while waiting is passed on at once, without waiting for the quantizer,
+    which cannot be stopped and goes on writing into the partial file (removed by the caller,
+    so nothing is left): the process must then end with os._exit (see models.cli), because an
+    ordinary interpreter exit would tear down llama.cpp's state under that thread.
     """
-    if written is None:
-        return quantize()
     outcome: list[int | BaseException] = []
 
     def work() -> None:
@@ -154,23 +204,28 @@ def _run_watched(quantize: Callable[[], int], partial: Path, written: BytesWritt
 
     worker = threading.Thread(target=work, name="quantize", daemon=True)
     worker.start()
+    while True:
+        worker.join(_POLL_S)  # a signal raises here and is passed on (see above)
+        if not worker.is_alive():
+            break
+        if written is not None:
+            _report(worker, partial, written)
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def _report(worker: threading.Thread, partial: Path, written: BytesWritten) -> None:
     try:
-        while True:
-            worker.join(_POLL_S)
-            if not worker.is_alive():
-                break
-            try:
-                size = partial.stat().st_size
-            except FileNotFoundError:
-                size = 0
-            written(size)
+        size = partial.stat().st_size
+    except FileNotFoundError:
+        size = 0
+    try:
+        written(size)
     except BaseException:
         # `written` raised (a cancel): llama.cpp's quantizer cannot be interrupted, so let it
         # finish this file before its output is thrown away; a native thread still writing
         # while the process exits could crash it.
         worker.join()
         raise
-    result = outcome[0]
-    if isinstance(result, BaseException):
-        raise result
-    return result

@@ -9,12 +9,15 @@ catch Interrupted themselves once running: a signal is how they are meant to sto
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import FrameType
+from typing import NoReturn
 
 from app.engine.control import GenerationControl
 
@@ -27,6 +30,15 @@ class Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+def exit_at_once(signum: int) -> NoReturn:
+    """End the process now, as main does for Interrupted, but without the interpreter's exit:
+    for a native call that cannot be stopped and would crash if torn down under it."""
+    with suppress(OSError, ValueError):  # a closed or broken stdout must not stop the exit
+        sys.stdout.flush()
+        print("error: interrupted", file=sys.stderr, flush=True)
+    os._exit(128 + signum)
 
 
 @dataclass

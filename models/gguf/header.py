@@ -1,4 +1,5 @@
-"""`inspect_gguf(path)`: a file's header, read once, vetted, and cached by (path, size, mtime)."""
+"""`inspect_gguf(path)`: a file's header, read once, vetted, and cached by (path, size, mtime)
+of the file and of every other part of a split model."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from app.errors import ModelLoadError
 from app.llama.facts import GGUF_MAGIC
 from models.gguf.build import build_info
 from models.gguf.info import GGUFInfo
+from models.gguf.layout import part_paths
 from models.gguf.scan import HeaderRejectedError, HeaderScan, scan_header
 from models.gguf.vetting import vet_shape
 
@@ -67,7 +69,9 @@ def _read(path: Path, st: os.stat_result) -> GGUFInfo:
     return build_info(path, _vet(path, int(st.st_size)), st)
 
 
-_cache: OrderedDict[tuple[str, int, int], GGUFInfo | str] = OrderedDict()
+_PartStamp = tuple[int, int] | None  # (size, mtime_ns) of one other part; None when missing
+_CacheKey = tuple[str, int, int, tuple[_PartStamp, ...]]
+_cache: OrderedDict[_CacheKey, GGUFInfo | str] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -93,9 +97,12 @@ def inspect_gguf(path: str | os.PathLike[str]) -> GGUFInfo:
         raise ModelLoadError(str(p), "not a regular file")
 
     try:
-        key = (str(p.resolve()), int(st.st_size), int(st.st_mtime_ns))
+        where = str(p.resolve())
     except (OSError, RuntimeError):
-        key = (str(p.absolute()), int(st.st_size), int(st.st_mtime_ns))
+        where = str(p.absolute())
+    # A split model's verdict and size depend on parts 2..N too: a part that arrives, changes
+    # or goes away must be seen on the next look, not after a restart.
+    key = (where, int(st.st_size), int(st.st_mtime_ns), tuple(map(_stamp, part_paths(p))))
     with _cache_lock:
         cached = _cache.get(key)
         if cached is not None:
@@ -127,6 +134,14 @@ def inspect_gguf(path: str | os.PathLike[str]) -> GGUFInfo:
     if isinstance(result, str):
         raise ModelLoadError(str(p), result)
     return result
+
+
+def _stamp(path: Path) -> _PartStamp:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return int(st.st_size), int(st.st_mtime_ns)
 
 
 def _os_reason(exc: BaseException) -> str:

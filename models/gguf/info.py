@@ -17,7 +17,9 @@ class GGUFInfo:
 
     path: Path
     size_bytes: int  # this file
-    total_size_bytes: int  # all parts of a split model (= size_bytes for a single file)
+    # A model's size on disk, all parts of a split model (= size_bytes for a single file): what
+    # every size comparison and ratio between models uses.
+    total_size_bytes: int
     mtime: float
     gguf_version: int
     architecture: str

@@ -16,6 +16,7 @@ __all__ = [
     "TensorRow",
     "is_shard_path",
     "other_parts",
+    "part_paths",
     "shard_info",
     "split_bytes",
     "tensor_rows",
@@ -50,6 +51,17 @@ def tensor_rows(scan: HeaderScan) -> list[TensorRow]:
     return [(t.name, t.n_elements, t.n_bytes) for t in scan.tensors]
 
 
+def part_paths(first: Path) -> list[Path]:
+    """Parts 2..N of the split model whose part 1 is `first`, as its name spells them; [] for a
+    file not named as part 1 of several."""
+    parts = shard_info(first)
+    if parts is None or parts[0] != 1:
+        return []
+    count = parts[1]
+    stem = first.name[:-_SHARD_SUFFIX_LEN]
+    return [first.with_name(f"{stem}-{k:05d}-of-{count:05d}.gguf") for k in range(2, count + 1)]
+
+
 def other_parts(first: Path, count: int) -> tuple[list[TensorRow], int]:
     """Tensors and bytes on disk of parts 2..count of a split model; a missing part raises."""
     parts = shard_info(first)
@@ -57,11 +69,9 @@ def other_parts(first: Path, count: int) -> tuple[list[TensorRow], int]:
         raise ModelLoadError(
             str(first), f"split model of {count} parts, but the file is not named as part 1"
         )
-    stem = first.name[:-_SHARD_SUFFIX_LEN]
     rows: list[TensorRow] = []
     size = 0
-    for k in range(2, count + 1):
-        sibling = first.with_name(f"{stem}-{k:05d}-of-{count:05d}.gguf")
+    for k, sibling in enumerate(part_paths(first), start=2):
         try:
             st = sibling.stat()
         except OSError:

@@ -20,10 +20,14 @@ import os
 from pathlib import Path
 from typing import TypedDict, Unpack
 
-from models.hub.common import DEFAULT_ENDPOINT, resolve_endpoint
-from models.hub.listing import RemoteFile, list_gguf_files, parts_of, select_file
-from models.hub.names import default_destination, safe_repo_path
-from models.hub.transfer import (
+from models.hub.endpoint import set_aside_bad_env_endpoint
+
+set_aside_bad_env_endpoint()  # before the imports below load huggingface_hub
+
+from models.hub.common import DEFAULT_ENDPOINT, resolve_endpoint  # noqa: E402
+from models.hub.listing import RemoteFile, list_gguf_files, parts_of, select_file  # noqa: E402
+from models.hub.names import default_destination, safe_repo_path  # noqa: E402
+from models.hub.transfer import (  # noqa: E402
     STALL_LIMIT_S,
     CancelFlag,
     DownloadProgress,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -20,6 +19,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.utils import validate_repo_id
 
 from app.errors import Cancelled, DownloadError
+from models.hub.endpoint import DEFAULT_ENDPOINT, resolve_endpoint
 from models.terminal import printable
 
 __all__ = [
@@ -34,16 +34,9 @@ __all__ = [
     "size_text",
 ]
 
-DEFAULT_ENDPOINT = "https://huggingface.co"
 # Reads time out quickly so that a stalled transfer still notices a cancel within a second; a
 # stall is retried (resumed) until it has lasted STALL_LIMIT_S, see transfer.py.
 TIMEOUT = httpx2.Timeout(10.0, connect=10.0, read=0.5)
-
-
-def resolve_endpoint(endpoint: str | None = None) -> str:
-    """The Hub to talk to: `endpoint`, else $HF_ENDPOINT as set now, else huggingface.co."""
-    chosen = endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
-    return chosen.rstrip("/")
 
 
 def host(endpoint: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import quote
@@ -127,10 +127,29 @@ def _describe(files: Sequence[RemoteFile], all_files: Sequence[RemoteFile]) -> s
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
+def _exact(files: Sequence[RemoteFile], pattern: str) -> list[RemoteFile]:
+    """The files `pattern` names exactly, the closest kind of match first: the path as spelled
+    (a leading "/" means the repository's root), then regardless of case, then the file name
+    as spelled, then regardless of case. A path is one file, so a root-level `model.gguf`
+    is never ambiguous with `Q2/model.gguf` or `Model.gguf`."""
+    path = pattern.removeprefix("/")
+    kinds: list[Callable[[RemoteFile], bool]] = [
+        lambda f: f.path == path,
+        lambda f: f.path.lower() == path.lower(),
+    ]
+    if not pattern.startswith("/"):
+        kinds += [lambda f: f.name == pattern, lambda f: f.name.lower() == pattern.lower()]
+    for matches_kind in kinds:
+        found = [f for f in files if matches_kind(f)]
+        if found:
+            return found
+    return []
+
+
 def select_file(
     files: Sequence[RemoteFile], pattern: str | None = None, *, repo_id: str = "the repository"
 ) -> RemoteFile:
-    """Pick one file: exact path or name, else glob, else case-insensitive substring.
+    """Pick one file: exact path or name (see _exact), else glob, else case-insensitive substring.
 
     A split model matches as one file (its first part is returned; `pull` fetches every part).
     """
@@ -141,7 +160,7 @@ def select_file(
         matches = logical
     else:
         needle = pattern.lower()
-        exact = [f for f in files if needle in (f.path.lower(), f.name.lower())]
+        exact = _exact(files, pattern)
         if exact:
             matches = _logical(exact)
         elif any(ch in pattern for ch in "*?["):

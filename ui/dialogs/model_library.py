@@ -19,7 +19,7 @@ from PySide6.QtGui import QColor
 
 from app.errors import DraftIncompatibleError, InvalidSettingError
 from app.paths import same_file
-from models.compat import check_compatibility, rank_drafts
+from models.compat import check_compatibility, rank_drafts, size_ratio
 from models.describe import detail_rows, format_params
 from models.discovery import ModelEntry
 from models.gguf import GGUFInfo, inspect_gguf
@@ -174,7 +174,7 @@ def judge(
                 verdict.path.name,
                 verdict.path,
                 verdict.info.quantization,
-                format_bytes(verdict.info.size_bytes),
+                format_bytes(verdict.info.total_size_bytes),
                 verdict.note,
                 kind,
             )
@@ -208,9 +208,15 @@ def make_draft_file(target: Path, out: Path, type_name: str) -> MadeDraft:
     quantize_gguf(target, out, type_name)
     draft_info = inspect_gguf(out)
     verdict = check_compatibility(target_info, draft_info)
-    ratio = draft_info.size_bytes / max(target_info.size_bytes, 1)
+    ratio = size_ratio(draft_info, target_info)
     return MadeDraft(
-        out, target, type_name, draft_info.size_bytes, ratio, verdict.reason, verdict.compatible
+        out,
+        target,
+        type_name,
+        draft_info.total_size_bytes,
+        ratio,
+        verdict.reason,
+        verdict.compatible,
     )
 
 

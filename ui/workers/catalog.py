@@ -28,7 +28,7 @@ from ui.messages import describe
 @dataclass(frozen=True, slots=True)
 class ModelFile:
     path: str
-    size_bytes: int
+    size_bytes: int  # on disk, every part of a split model (GGUFInfo.total_size_bytes)
     quantization: str
     name: str
     architecture: str
@@ -42,7 +42,7 @@ class ModelFile:
 @dataclass(frozen=True, slots=True)
 class DraftOption:
     path: str
-    size_bytes: int
+    size_bytes: int  # on disk, every part of a split model (GGUFInfo.total_size_bytes)
     quantization: str
     compatible: bool
     reason: str  # why not, in words, when not compatible
@@ -106,7 +106,7 @@ def _read(path: str) -> GGUFInfo | str:
 def _model_file(path: str, info: GGUFInfo) -> ModelFile:
     return ModelFile(
         path,
-        info.size_bytes,
+        info.total_size_bytes,
         info.quantization,
         info.name,
         info.architecture,
@@ -144,7 +144,7 @@ def build_catalog(paths: Sequence[str], target_path: str | None) -> Catalog:
             drafts.append(
                 DraftOption(
                     paths_by_info[id(verdict.info)],
-                    verdict.info.size_bytes,
+                    verdict.info.total_size_bytes,
                     verdict.info.quantization,
                     verdict.compatible,
                     verdict.reason,
@@ -174,7 +174,7 @@ def vet_new_file(path: str, target_path: str | None) -> Vetted:
     target = _read(target_path) if target_path else None
     as_draft = (
         isinstance(target, GGUFInfo)
-        and result.size_bytes < target.size_bytes
+        and result.total_size_bytes < target.total_size_bytes
         and check_compatibility(target, result).compatible
     )
     return Vetted(path, None, as_draft)
