@@ -13,6 +13,7 @@ Handlers return an exit code; user errors are raised as SpecChatError subclasses
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from app.errors import DraftIncompatibleError, InvalidSettingError
+from app.errors import DraftIncompatibleError, InvalidSettingError, SpecChatError
 from app.paths import models_dir
 from models.catalog import CATALOG
 from models.describe import detail_rows, format_params
@@ -211,10 +212,31 @@ _QUANT_SUFFIX = re.compile(
 )
 
 
-def default_draft_path(target: Path, type_name: str) -> Path:
-    """<models_dir>/<target name without its quantization>.<TYPE>.gguf"""
+def default_draft_path(target: Path, type_name: str, folder: Path | None = None) -> Path:
+    """<folder, else models_dir>/<target name without its quantization>.<TYPE>.gguf.
+
+    Where that name already holds a draft of another model (one whose vocabulary the target
+    does not share), the name gains a tag of the target's path: two targets named alike in two
+    folders (model.gguf) must neither share one draft nor replace each other's."""
     stem = _QUANT_SUFFIX.sub("", target.stem)
-    return models_dir() / f"{stem}.{type_name.upper()}.gguf"
+    folder = folder if folder is not None else models_dir()
+    plain = folder / f"{stem}.{type_name.upper()}.gguf"
+    if not plain.exists() or _drafts_for(plain, target):
+        return plain
+    tag = hashlib.sha256(str(target.resolve()).encode("utf-8")).hexdigest()[:8]
+    return folder / f"{stem}-{tag}.{type_name.upper()}.gguf"
+
+
+def _drafts_for(existing: Path, target: Path) -> bool:
+    """Whether `existing` can draft for `target`; a file either cannot read is taken to (the
+    caller then says the name is taken, as it did before)."""
+    from models.compat import check_compatibility  # noqa: PLC0415
+    from models.gguf import inspect_gguf  # noqa: PLC0415
+
+    try:
+        return check_compatibility(inspect_gguf(target), inspect_gguf(existing)).compatible
+    except (SpecChatError, OSError):
+        return True
 
 
 def run_make_draft(args: argparse.Namespace) -> int:

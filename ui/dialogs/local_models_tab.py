@@ -198,7 +198,7 @@ class LocalModelsTab(LocalModelsLayout):
         target = entry.path
         folder = self._drafts_dir if self._drafts_dir is not None else models_dir()
         # The CLI's naming (quantization suffix replaced), in the folder this dialog writes to.
-        out = folder / default_draft_path(target, type_name).name
+        out = default_draft_path(target, type_name, folder)
 
         def work(_job: Job) -> object:
             return make_draft_file(target, out, type_name)

@@ -203,7 +203,7 @@ def make_draft_file(target: Path, out: Path, type_name: str) -> MadeDraft:
         if same_file(out, target):
             raise InvalidSettingError(f"{out.name} is the target itself; choose another type")
         raise InvalidSettingError(
-            f"{out.name} already exists in {out.parent}; it is in the list already"
+            f"a file named {out.name} already exists in {out.parent}; it is in the list already"
         )
     quantize_gguf(target, out, type_name)
     draft_info = inspect_gguf(out)
