@@ -212,7 +212,7 @@ def test_make_draft_quantizes_in_the_background_and_lists_the_result(
     dialog.local.make_draft("Q4_0")
     qtbot.waitUntil(lambda: not dialog.busy, timeout=WAIT_MS)
     assert dialog.local.local_status_label.text() == (
-        f"{made} already exists in {drafts_dir}; it is in the list already."
+        f"A file named {made} already exists in {drafts_dir}; it is in the list already."
     )
 
 

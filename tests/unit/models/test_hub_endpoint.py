@@ -25,7 +25,7 @@ def test_a_malformed_endpoint_is_a_download_error(url: str) -> None:
 @pytest.mark.parametrize("flag", [True, False])
 def test_pull_with_a_malformed_endpoint_prints_one_line(flag: bool, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "HF_ENDPOINT"}
-    argv = [sys.executable, "-m", "app.cli.main", "models", "pull", "audit/one"]
+    argv = [sys.executable, "-m", "app.cli.main", "models", "pull", "example/one"]
     argv += ["--dest", str(tmp_path)]
     if flag:
         argv += ["--endpoint", "http://[::1"]
