@@ -258,7 +258,10 @@ class DownloadTab(QWidget):
         if self._download.cancelled:
             return  # keep "Cancelling…" until the job ends
         now = time.monotonic()
-        if event.filename != self._download_file:
+        if event.phase == "checking":
+            # Hashing a resumed file's partial, at disk speed: the transfer starts after it.
+            self._download_file = ""
+        elif event.filename != self._download_file:
             # Speed is measured per file, from where this transfer started (a resumed file's
             # earlier bytes did not come over the network now).
             self._download_file = event.filename
