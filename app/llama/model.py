@@ -31,6 +31,7 @@ from app.llama.backend import (
     last_llama_error,
     recent_log_lines,
 )
+from app.llama.batches import batch_sizes
 from app.llama.config import ModelConfig
 from app.llama.facts import ModelFacts, held_on_host, placement_of, precheck_model_file
 from app.llama.handle import common_prefix
@@ -250,7 +251,7 @@ class LlamaModel(TokenText):
         start = 0
         last_at_least = max(n_rows, _MIN_UNIFORM_ROWS if self.uniform_batches else 1)
         try:
-            for size in self._chunk_sizes(len(pending), last_at_least):
+            for size in batch_sizes(len(pending), last_at_least, self.n_batch):
                 chunk = pending[start : start + size]
                 last_chunk = start + size == len(pending)
                 self._decode(chunk, keep + start, min(n_rows, size) if last_chunk else 0)
@@ -275,24 +276,6 @@ class LlamaModel(TokenText):
         if threads != self.threads:
             self._lib.llama_set_n_threads(self._ctx, threads, threads)
             self.threads = threads
-
-    def _chunk_sizes(self, n_pending: int, last_at_least: int) -> list[int]:
-        """Batch sizes for n_pending tokens; the last batch holds at least last_at_least.
-
-        Logits come only from the last batch, so it must hold every row asked for; in uniform
-        mode it must also never be a single token.
-        """
-        if last_at_least > self.n_batch:
-            raise ValueError(f"cannot return more rows than one batch holds ({self.n_batch})")
-        sizes: list[int] = []
-        rest = n_pending
-        while rest > 0:
-            size = min(self.n_batch, rest)
-            if 0 < rest - size < last_at_least:
-                size -= last_at_least - (rest - size)
-            sizes.append(size)
-            rest -= size
-        return sizes
 
     def truncate(self, n_keep: int) -> None:
         """Forget every cached token from position n_keep on."""

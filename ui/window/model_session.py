@@ -16,9 +16,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from app.engine.model_host import DraftSetting, LoadedState, LoadRequest, LoadTicket
-from app.errors import InvalidSettingError, user_message
-from app.llama import rpc
+from app.engine.model_host import LoadedState, LoadRequest, LoadTicket
 from app.llama.config import ModelConfig
 from app.llama.facts import NO_MEMORY, MemoryUsage
 from models.demo import DemoModels
@@ -26,6 +24,7 @@ from models.library import save_library
 from ui.messages import describe
 from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings
 from ui.window.added_files import AddedFiles
+from ui.window.load_settings import draft_choice, model_config
 from ui.workers.catalog import Catalog, library_catalog
 from ui.workers.engine_host import EngineHost
 from ui.workers.jobs import Jobs
@@ -187,40 +186,7 @@ class ModelSession(QObject):
             self._ticket.cancel()
 
     def _model_config(self, path: str, *, draft: bool) -> ModelConfig:
-        s = self._settings
-        threads = s.get_int("models/n_threads")
-        return ModelConfig(
-            path,
-            n_ctx=s.get_int("models/n_ctx"),
-            n_gpu_layers=s.get_int(
-                "models/draft_gpu_layers" if draft else "models/target_gpu_layers"
-            ),
-            n_threads=threads if threads > 0 else None,
-            rpc_servers=self._workers("models/draft_rpc" if draft else "models/target_rpc"),
-            prompt_cache_mib=0 if draft else s.get_int("models/prompt_cache_mib"),
-        )
-
-    def _workers(self, key: str) -> tuple[str, ...]:
-        text = self._settings.get_str(key).strip()
-        try:
-            return rpc.parse_endpoints(text) if text else ()
-        except InvalidSettingError as exc:
-            # Only a hand-edited preferences file gets here (the field refuses bad lists).
-            self.errorRaised.emit(f"{user_message(exc)}; loading on this machine instead.")
-            return ()
-
-    def _draft_choice(self, value: str, *, demo: bool) -> DraftSetting | None:
-        if value == DRAFT_AUTO:
-            return None if demo else DraftSetting("none")  # None: the demo's own draft
-        if value == DRAFT_NGRAM:
-            return DraftSetting("ngram")
-        if value == DRAFT_NONE:
-            return DraftSetting("none")
-        return DraftSetting(
-            "model",
-            self._model_config(value, draft=True),
-            self._settings.get_bool("models/draft_with_history"),
-        )
+        return model_config(self._settings, path, draft=draft, warn=self.errorRaised.emit)
 
     def _request(self, target: str | None, draft_value: str, *, remember: bool = True) -> None:
         ticket = LoadTicket()
@@ -230,7 +196,9 @@ class ModelSession(QObject):
         self._choice = (target, draft_value) if remember and target is not None else None
         request = LoadRequest(
             target=None if target is None else self._model_config(target, draft=False),
-            draft=self._draft_choice(draft_value, demo=target is None),
+            draft=draft_choice(
+                self._settings, draft_value, demo=target is None, warn=self.errorRaised.emit
+            ),
             ticket=ticket,
             demo_folder=self._models_folder / "demo",
             demo_target=self._model_config("", draft=False),

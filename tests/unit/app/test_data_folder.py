@@ -27,8 +27,6 @@ def test_an_unusable_data_folder_is_one_error_line(
 ) -> None:
     (tmp_path / "a-file").write_text("in the way", encoding="utf-8")
     path = tmp_path / folder  # an absolute folder replaces tmp_path
-    if not path.parent.exists():
-        pytest.skip(f"no {path.parent} here")
     monkeypatch.setenv("SPECCHAT_DATA_DIR", str(path))
     # The demo models live in the data folder: asking for them is the first thing to need it.
     assert main(["generate", "--target", "demo", "--prompt", "hi"]) == 1
