@@ -17,6 +17,9 @@ class GenerationControl:
     speculative: bool = True
     # None keeps the generation's configured gamma; a number overrides it from the next round.
     gamma: int | None = None
+    # Set when the receiver needs only the reply's first tokens (a stop string matched): what
+    # the engine made past them is never shown, so nothing may learn from it.
+    kept_tokens: int | None = None
 
     def stop(self) -> None:
         self.stop_requested = True

@@ -81,7 +81,13 @@ Sink = Callable[[OwnerEvent], None]
 class ReplyComplete(Exception):  # noqa: N818 - a signal, like StopIteration, not an error
     """Raised by a Sink that took an event and needs no more of the reply (a stop string
     matched): generation stops at the end of the engine's round, promptly because the sink runs
-    on the engine's own thread, and the job counts as served, not cancelled."""
+    on the engine's own thread, and the job counts as served, not cancelled.
+
+    kept_tokens: the reply's tokens the receiver keeps, when it drops those after them."""
+
+    def __init__(self, kept_tokens: int | None = None) -> None:
+        super().__init__()
+        self.kept_tokens = kept_tokens
 
 
 class Ticket:
@@ -113,12 +119,14 @@ class Ticket:
             self.cancel_reason = reason
         self.control.stop()
 
-    def complete(self) -> None:
-        """The receiver has the whole reply: stop between rounds, and count the job served."""
+    def complete(self, kept_tokens: int | None = None) -> None:
+        """The receiver has the whole reply: stop between rounds, and count the job served.
+        kept_tokens: how much of the reply it keeps, when it drops the rest."""
         with self._lock:
             if self._done or self.rounds_at_cancel is not None:
                 return
             self.completed = True
+        self.control.kept_tokens = kept_tokens
         self.control.stop()
 
     @property
@@ -205,8 +213,8 @@ def deliver(sink: Sink, ticket: Ticket, event: OwnerEvent) -> None:
         ticket.finish()  # a job's last event: a later cancel() must not count
     try:
         sink(event)
-    except ReplyComplete:
-        ticket.complete()
+    except ReplyComplete as complete:
+        ticket.complete(complete.kept_tokens)
     except Exception:
         # A receiver that can no longer take events (its client or event loop is gone) must not
         # kill the owner thread; stop generating for it instead.

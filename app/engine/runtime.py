@@ -361,7 +361,7 @@ class Runtime:
         events = engine.generate(prompt_ids, config, control)
         if self.history is None or not self._remember_replies:
             return events
-        return self._remembering(prompt_ids, events)
+        return self._remembering(prompt_ids, events, control)
 
     def remember(self, prompt_ids: Sequence[int], reply_ids: Sequence[int]) -> None:
         """Add one exchange to the past-chats index: the reply with the prompt's end before
@@ -372,10 +372,16 @@ class Runtime:
         if self.history.add(document) and self._keep_history:
             self.history.save()
 
-    def _remembering(self, prompt_ids: Sequence[int], events: Iterator[Event]) -> Iterator[Event]:
+    def _remembering(
+        self,
+        prompt_ids: Sequence[int],
+        events: Iterator[Event],
+        control: GenerationControl | None,
+    ) -> Iterator[Event]:
         for event in events:
             if isinstance(event, FinishEvent):
-                self.remember(prompt_ids, event.result.token_ids)
+                kept = None if control is None else control.kept_tokens
+                self.remember(prompt_ids, event.result.token_ids[:kept])
             yield event
 
     def memory(self) -> MemoryUsage:

@@ -55,7 +55,7 @@ class Feed:
             was_hit = self._cut.hit
             self._send_piece(self._cut.push(event))
             if self._cut.hit and not was_hit:
-                raise ReplyComplete
+                raise ReplyComplete(self._cut.tokens)
         elif isinstance(event, Started):
             self._started = True
             self._send(event)

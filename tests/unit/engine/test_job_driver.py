@@ -1,16 +1,18 @@
 """`drive` and `job_events` on a Runtime of fake models: what a job's Started reports of the
 cache, how a raw prompt is tokenized, a logit bias checked against the vocabulary, and a
-receiver that has the whole reply ending it as served."""
+receiver that has the whole reply ending it as served, and the past-chats index learning only
+the part of the reply that receiver kept."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.events import FinishEvent, TokenEvent
-from app.engine.gamma import OFF
+from app.engine.gamma import OFF, fixed
 from app.engine.job_driver import (
     Failed,
     Job,
@@ -128,3 +130,33 @@ def test_a_receiver_with_the_whole_reply_ends_it_and_the_job_counts_as_served(
     # A plain reply's rounds emit one token each: none follows the one that completed it.
     assert len(finish.result.token_ids) == raised_at + 1
     assert ticket.completed and not ticket.cancelled
+
+
+def test_the_past_chats_index_learns_only_the_tokens_the_receiver_kept(tmp_path: Path) -> None:
+    """A stop string ends a reply inside a speculative round: the round's tokens past it were
+    never shown, so the index must not draft them back in a later reply."""
+    runtime = Runtime(
+        open_model=lambda config, progress=None: FakeModel(config, progress=progress, step_s=0),
+        history_dir=tmp_path,
+    )
+    runtime.load_target(TARGET)
+    runtime.load_draft(ModelConfig("draft.gguf", n_ctx=256), vetted=True, joined=False)
+    kept = 3  # inside the second round, which makes five
+
+    events: list[OwnerEvent] = []
+
+    def sink(event: OwnerEvent) -> None:
+        events.append(event)
+        if isinstance(event, TokenEvent) and event.index == kept - 1:
+            raise ReplyComplete(kept)
+
+    history = runtime.history
+    assert history is not None
+    job = Job(GenerationConfig(max_tokens=20, gamma=fixed(4)), prompt=PROMPT)
+    assert drive(runtime, job, sink, Ticket(1)) == "served"
+    finish = events[-1]
+    assert isinstance(finish, FinishEvent)
+    made = finish.result.token_ids
+    assert len(made) > kept  # the round ran past the token that completed the reply
+    prompt_ids = runtime.text_prompt(PROMPT)
+    assert history.tokens == len(prompt_ids) + kept
