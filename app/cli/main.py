@@ -237,6 +237,16 @@ def format_stats_line(result: GenerationResult) -> str:
     return " · ".join(parts)
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    try:
+        return parser.parse_args(argv)
+    except SystemExit:
+        # --help and --version print, then exit: their text must fail here, in words, rather
+        # than be lost in the interpreter's final flush.
+        sys.stdout.flush()
+        raise
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # A frozen bundle re-runs this executable for spawned helper processes (the window's
     # catalog helper); this hands those over to multiprocessing instead of starting the app.
@@ -252,7 +262,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ui.main import run_app  # noqa: PLC0415 - Qt only when the window is wanted
 
         return run_app()
-    args = parser.parse_args(argv)
+    try:
+        with worded_stdout():
+            args = _parse(parser, argv)
+    except StdoutError as exc:
+        print_error(exc)
+        silence_stdout()
+        return 1
     handler = {"generate": run_generate}.get(args.command) or getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

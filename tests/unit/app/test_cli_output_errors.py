@@ -1,5 +1,5 @@
 """A reply written to a full disk ends in one `error: cannot write output: ...` line and exit
-status 1, streamed or as JSON; never a traceback."""
+status 1, streamed or as JSON, and so do `--help` and `--version`; never a traceback."""
 
 from __future__ import annotations
 
@@ -53,3 +53,17 @@ def test_a_reply_to_a_full_disk_is_one_error_line(
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.strip().splitlines()[0] == "error: cannot write output: No space left on device"
+
+
+@pytest.mark.skipif(not DEV_FULL.exists(), reason="no /dev/full here")
+@pytest.mark.parametrize("argv", [["--version"], ["generate", "--help"], ["models", "--help"]])
+def test_help_and_version_to_a_full_disk_are_one_error_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """argparse prints them and exits: the refused text must not vanish with exit status 0."""
+    with DEV_FULL.open("w", encoding="utf-8") as full:
+        monkeypatch.setattr(sys, "stdout", full)
+        code = main(argv)
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == ["error: cannot write output: No space left on device"]
