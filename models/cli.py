@@ -107,7 +107,7 @@ def _bytes(n: float | None) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from models.discovery import discover_models  # noqa: PLC0415
+    from models.discovery import discover_models, scan_summary  # noqa: PLC0415
 
     for folder in args.dir:
         if not Path(folder).expanduser().is_dir():
@@ -126,8 +126,7 @@ def run_list(args: argparse.Namespace) -> int:
     for entry in entries:
         rows.append([printable(cell) for cell in _list_row(entry)])
     _table(rows, sys.stdout)
-    broken = sum(1 for e in entries if not e.ok)
-    print(f"\n{len(entries)} files, {broken} unusable")
+    print(f"\n{scan_summary(entries)}")
     return 0
 
 

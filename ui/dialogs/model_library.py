@@ -182,7 +182,7 @@ def judge(
     # Broken files cannot be judged by their vocabulary; they are refused with their own reason,
     # so the user sees every file the draft dropdown will not offer.
     for other in entries:
-        if other.info is None:
+        if other.info is None and not other.is_folder:
             reason = f"unreadable: {other.error or 'unknown problem'}"
             drafts.append(_DraftRow(other.path.name, other.path, DASH, DASH, reason, "refused"))
     return Details(

@@ -163,7 +163,8 @@ def library_catalog(
     file), plus `also` (drafts in use or remembered): a file the library calls a compatible
     draft is one the Draft list offers."""
     entries = discover_models(places, app_folder=models_folder)
-    return build_catalog(known_paths([*(str(e.path) for e in entries), *also]), target_path)
+    files = [str(e.path) for e in entries if not e.is_folder]
+    return build_catalog(known_paths([*files, *also]), target_path)
 
 
 def vet_new_file(path: str, target_path: str | None) -> Vetted:

@@ -1,9 +1,14 @@
 """Finding GGUF files: app folder, user folders, Hugging Face cache, LM Studio; broken files are
-listed with their reason and partial downloads are never listed."""
+listed with their reason, and so are folders that cannot be read; linked folders are followed;
+partial downloads are never listed."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from app.paths import models_dir
 from models.discovery import (
@@ -12,6 +17,7 @@ from models.discovery import (
     SOURCE_LMSTUDIO,
     ModelEntry,
     discover_models,
+    scan_summary,
 )
 from tests.helpers.model_files import (
     hf_cache_layout,
@@ -104,3 +110,50 @@ def test_entry_to_dict_is_json_ready(tmp_path: Path) -> None:
     data = json.loads(json.dumps([e.to_dict() for e in entries]))
     assert [(d["ok"], d["error"]) for d in data] == [(True, None), (False, "file is empty")]
     assert data[0]["info"]["vocab_size"] == 64
+
+
+def test_linked_folders_are_followed_and_a_link_loop_ends(tmp_path: Path) -> None:
+    """A library spread over disks by symlinks lists what they hold; each file once."""
+    elsewhere = write_tiny_gguf(tmp_path / "other-disk" / "big.gguf")
+    library = tmp_path / "library"
+    write_tiny_gguf(library / "local.gguf")
+    (library / "on-other-disk").symlink_to(elsewhere.parent, target_is_directory=True)
+    (library / "on-other-disk" / "back").symlink_to(library, target_is_directory=True)
+    entries = _only_local([library], tmp_path)
+    assert sorted(p.name for p in entries) == ["big.gguf", "local.gguf"]
+    assert all(e.ok for e in entries.values())
+
+
+def test_an_unreadable_folder_is_listed_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    library = tmp_path / "library"
+    write_tiny_gguf(library / "fine" / "a.gguf")
+    locked = library / "locked"
+    write_tiny_gguf(locked / "b.gguf")
+    real_scandir = os.scandir
+
+    def scandir(path: Any) -> Any:  # chmod 000 does not stop root, who runs CI
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    entries = _only_local([library], tmp_path)
+    assert sorted(p.name for p in entries) == ["a.gguf", "locked"]
+    folder = entries[locked]
+    assert folder.is_folder and not folder.ok
+    assert folder.error == "cannot read this folder: Permission denied"
+    assert scan_summary(list(entries.values())) == "1 file, 1 folder unreadable"
+    # A library folder that cannot be listed at all says so too, rather than showing nothing.
+    assert [(e.path, e.is_folder) for e in _only_local([locked], tmp_path).values()] == [
+        (locked, True)
+    ]
+
+
+def test_the_scan_summary_counts_files_unusable_files_and_folders(tmp_path: Path) -> None:
+    write_tiny_gguf(models_dir() / "a.gguf")
+    (models_dir() / "b.gguf").write_bytes(b"")
+    entries = discover_models(hf_cache=tmp_path / "x", lmstudio=[])
+    assert scan_summary(entries) == "2 files, 1 unusable"
+    assert scan_summary(entries[:1]) == "1 file"
