@@ -57,6 +57,11 @@ class IsolatedRuntime:
         self._log_path = ""
         self._mode: DraftMode = "plain"
         self._target: ModelFacts | None = None
+        self._prompt_cached = 0
+
+    @property
+    def prompt_cached(self) -> int:
+        return self._prompt_cached
 
     @property
     def target_facts(self) -> ModelFacts | None:
@@ -302,6 +307,9 @@ class IsolatedRuntime:
                 if isinstance(answer, child.Raised):
                     finished = True
                     raise answer.error
+                if isinstance(answer, child.PromptCached):
+                    self._prompt_cached = answer.tokens
+                    continue
                 assert not isinstance(answer, child.Progress | child.Returned), answer
                 yield answer
         finally:

@@ -220,7 +220,14 @@ class Done:
     pass
 
 
-Answer = Progress | Returned | Raised | Done | Event
+@dataclass(frozen=True, slots=True)
+class PromptCached:
+    """Sent before a reply's first event: EngineSession.prompt_cached, as the child's is."""
+
+    tokens: int
+
+
+Answer = Progress | Returned | Raised | Done | PromptCached | Event
 
 
 # -- the child's loop -------------------------------------------------------------------------
@@ -254,7 +261,11 @@ def _send(conn: Connection, answer: Answer) -> None:
 def _generate(conn: Connection, runtime: Runtime, request: Generate) -> None:
     control = GenerationControl()
     request.control.apply(control)
+    first = True
     for event in runtime.generate(request.prompt_ids, request.config, control):
+        if first:  # the prompt's pass has run
+            _send(conn, PromptCached(runtime.prompt_cached))
+            first = False
         _send(conn, event)
         while conn.poll():
             change = conn.recv()  # only a Control arrives mid-generation

@@ -22,7 +22,6 @@ from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import Event, FinishEvent, RoundEvent
-from app.engine.runtime import Runtime
 from app.engine.session import EngineSession
 from app.engine.tool_calls import ToolOffer
 from app.errors import ContextOverflowError, SpecChatError, user_message
@@ -222,12 +221,7 @@ def deliver(sink: Sink, ticket: Ticket, event: OwnerEvent) -> None:
         ticket.cancel("receiver gone")
 
 
-def _cached_prefix(runtime: EngineSession, prompt_ids: Sequence[int]) -> int:
-    """Prompt tokens the target's cache held when the prompt's pass began, live or restored
-    (LlamaModel.reused), all but the last: the engine always feeds that one afresh.
-
-    A runtime in a child process (RPC workers) does not show its cache: 0 is reported."""
-    target = runtime.target if isinstance(runtime, Runtime) else None
-    if target is None:
-        return 0
-    return min(target.reused, len(prompt_ids) - 1)
+def _cached_prefix(session: EngineSession, prompt_ids: Sequence[int]) -> int:
+    """Prompt tokens the target's cache held when the prompt's pass began, live or restored,
+    all but the last: the engine always feeds that one afresh."""
+    return min(session.prompt_cached, len(prompt_ids) - 1)

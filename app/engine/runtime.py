@@ -351,6 +351,10 @@ class Runtime:
     def mode(self) -> DraftMode:
         return self.drafter.mode if self.drafter is not None else "plain"
 
+    @property
+    def prompt_cached(self) -> int:
+        return self.target.reused if self.target is not None else 0
+
     def generate(
         self,
         prompt_ids: Sequence[int],

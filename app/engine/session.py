@@ -38,6 +38,12 @@ class EngineSession(Protocol):
         """How the next reply drafts: "plain" with no draft."""
         ...
 
+    @property
+    def prompt_cached(self) -> int:
+        """Tokens the target's cache held when the last reply's prompt pass began, live or
+        restored from a saved conversation (LlamaModel.reused); read once it has begun."""
+        ...
+
     def load_target(
         self, config: ModelConfig, progress: LoadProgress | None = None
     ) -> ModelFacts: ...

@@ -1,4 +1,5 @@
-"""IsolatedRuntime behaves as Runtime does for its callers: progress, stop, early exit, errors."""
+"""IsolatedRuntime behaves as Runtime does for its callers: progress, stop, early exit, errors,
+and what the prompt's pass found in the cache."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, TokenEvent
 from app.engine.gamma import OFF
 from app.engine.isolated import IsolatedRuntime
+from app.engine.job_driver import Job, Started, Ticket, drive
 from app.errors import (
     Cancelled,
     ContextOverflowError,
@@ -84,6 +86,25 @@ def test_a_reply_abandoned_early_leaves_the_runtime_ready(
     events = list(runtime.generate(ids, GenerationConfig(max_tokens=3, gamma=OFF)))
     assert isinstance(events[-1], FinishEvent)
     assert len(events[-1].result.token_ids) == 3
+
+
+def test_a_prompt_the_childs_cache_holds_is_counted_as_cached(
+    runtime: IsolatedRuntime, target: ModelConfig
+) -> None:
+    """A server on RPC workers reports `timings.cache_n` from this, as a local one does."""
+    runtime.load_target(target)
+    job = Job(GenerationConfig(max_tokens=3, gamma=OFF), prompt=PROMPT)
+    started: list[Started] = []
+
+    def sink(event: object) -> None:
+        if isinstance(event, Started):
+            started.append(event)
+
+    for job_id in (1, 2):
+        assert drive(runtime, job, sink, Ticket(job_id)) == "served"
+    first, again = started
+    assert first.cached_tokens == 0
+    assert again.cached_tokens == again.prompt_tokens - 1
 
 
 def test_errors_in_the_child_arrive_as_the_same_sentences(

@@ -170,6 +170,7 @@ class _Refusing:
     """A session whose every reply fails with `error` before its first event."""
 
     mode = "plain"
+    prompt_cached = 0
     target_facts = None
 
     def __init__(self, error: SpecChatError) -> None:

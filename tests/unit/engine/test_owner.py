@@ -31,6 +31,7 @@ class ScriptedRuntime:
     """Emits one token per round; each round waits for `gate` so tests control the pace."""
 
     mode = "plain"
+    prompt_cached = 0
     target_facts = None  # as the protocol has it; the window's host reads memory only with one
 
     def __init__(self) -> None:

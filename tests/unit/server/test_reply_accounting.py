@@ -42,6 +42,7 @@ class RoundsRuntime:
     """Emits PIECES, ROUND tokens per round, reading the stop flag between rounds."""
 
     mode = "plain"
+    prompt_cached = 0
 
     def __init__(self) -> None:
         self.target_facts = ModelFacts("fake.gguf", N_VOCAB, 512, 512, 1, 8, 1, 1, 10, 0, 0, 0)
