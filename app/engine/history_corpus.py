@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -75,6 +76,25 @@ def corpus_path(data_dir: Path, fingerprint: str) -> Path:
     says (it is hashed into the name)."""
     name = hashlib.blake2b(fingerprint.encode("utf-8"), digest_size=16).hexdigest()
     return data_dir / FOLDER_NAME / f"{name}.bin"
+
+
+def forget_every_vocabulary(data_dir: Path) -> None:
+    """Delete every vocabulary's corpus under `data_dir`, with journals and the temporary files
+    of rewrites a killed process left: chats were deleted, and each file may hold them. A
+    target's corpus is rebuilt from the remaining history when it is next loaded."""
+    folder = data_dir / FOLDER_NAME
+    try:
+        files = list(folder.iterdir())
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        log.warning("could not list the chat-history draft indexes in %s (%s)", folder, exc)
+        return
+    for path in files:
+        try:
+            path.unlink()
+        except OSError as exc:
+            log.warning("could not delete the chat-history draft index %s (%s)", path, exc)
 
 
 def stored_documents(
@@ -197,12 +217,13 @@ class HistoryCorpus:
     # -- internals ----------------------------------------------------------------------------
 
     def _load(self) -> None:
+        self._remove_orphaned_rewrites()
         if not self.path.exists():
             self.needs_rebuild = True
             return
         try:
             documents, index, digest = read_index_file(self.path, self.fingerprint)
-            journal, torn = read_journal(self.path, digest)
+            journal, journal_state = read_journal(self.path, digest)
         except (OSError, IndexFileError) as exc:
             log.warning("discarding the chat-history draft index %s: %s", self.path, exc)
             with contextlib.suppress(OSError):  # then the next save replaces it
@@ -222,7 +243,7 @@ class HistoryCorpus:
             if self._take(document):
                 self._journal_tokens += len(document)
         self.dirty = self._rewrite  # dropping documents changed what the file should hold
-        if torn:
+        if journal_state == "torn":
             log.warning(
                 "the chat-history draft index journal %s ends in a damaged record; "
                 "the %d documents before it are kept",
@@ -230,6 +251,26 @@ class HistoryCorpus:
                 len(journal),
             )
             self._rewrite = self.dirty = True
+        elif journal_state == "damaged":
+            # Replies past the damage are lost to the journal but not to the chat history.
+            log.warning(
+                "the chat-history draft index journal %s is damaged; rebuilding the index "
+                "from the chat history",
+                journal_path(self.path),
+            )
+            self.needs_rebuild = True
+            self._rewrite = self.dirty = True
+
+    def _remove_orphaned_rewrites(self) -> None:
+        # A process killed while rewriting the file leaves its temporary copy (named by that
+        # process's id, see write_index_file): chat text outside the bound and out of clear()'s
+        # reach. A live writer's copy is left to it.
+        for leftover in self.path.parent.glob(f"{self.path.name}.tmp-*"):
+            pid = leftover.name.rpartition("-")[2]
+            if pid.isdigit() and _process_alive(int(pid)):
+                continue
+            with contextlib.suppress(OSError):
+                leftover.unlink()
 
     def _admit(self, document: array[int]) -> bool:
         """Add a document to the corpus (not yet to the index) unless it is too short to
@@ -286,3 +327,15 @@ class HistoryCorpus:
 
 def _digest(document: array[int]) -> bytes:
     return hashlib.blake2b(document.tobytes(), digest_size=16).digest()
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive, not ours to judge
+        return True
+    return True

@@ -18,7 +18,11 @@ from app.engine.config import GenerationConfig, check_model_config
 from app.engine.control import GenerationControl
 from app.engine.drafters import Drafter, ModelDrafter
 from app.engine.events import Event, FinishEvent
-from app.engine.history_corpus import HistoryCorpus, vocabulary_fingerprint
+from app.engine.history_corpus import (
+    HistoryCorpus,
+    forget_every_vocabulary,
+    vocabulary_fingerprint,
+)
 from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.loop import Clock, SpeculativeEngine
 from app.engine.suffix_drafter import SuffixDrafter
@@ -117,10 +121,13 @@ class Runtime:
 
     def forget_history(self) -> None:
         """Chats were deleted: rebuild the past-chats index from the ones that remain, so no
-        deleted text is ever drafted again (the index cannot forget one document). The
-        target's saved conversation states go too."""
+        deleted text is ever drafted again (the index cannot forget one document). The other
+        vocabularies' indexes hold them too: they are deleted, and rebuilt when their target
+        is next loaded. The target's saved conversation states go too."""
         if self.target is not None:
             self.target.prompt_cache.clear()
+        if self._history_dir is not None:
+            forget_every_vocabulary(self._history_dir)
         if self.history is not None:
             self.history.clear()
             self._rebuild_history()

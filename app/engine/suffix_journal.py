@@ -5,7 +5,9 @@ the reply's tokens alone (a kilobyte) and the file is rewritten only now and the
 names the file it continues (by the file's digest): one left over from an older file, as a crash
 between writing a new file and deleting the journal leaves, is ignored, since the new file
 already holds its documents. Each record carries its own checksum, so a record torn by a crash
-ends the journal there and the records before it still count.
+ends the journal there and the records before it still count. Damage anywhere else (a bad
+record with more after it, a header that is not a journal's) loses records that cannot be
+told apart from the rest: the reader says so, and the corpus is rebuilt from the chat history.
 """
 
 from __future__ import annotations
@@ -17,11 +19,17 @@ import sys
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from app.engine.suffix_file import DIGEST_BYTES, little_endian
 
 MAGIC = b"SPECCHAT-SUFLOG\0"
 _RECORD_DIGEST_BYTES = 16
+
+
+# "torn": its last record was cut by a crash, the ones before it are whole; "damaged": records
+# after the damage, or all of them, could not be read.
+JournalState = Literal["whole", "torn", "damaged"]
 
 
 def journal_path(index_path: Path) -> Path:
@@ -46,39 +54,41 @@ def append_journal(index_path: Path, continues: bytes, documents: Sequence[array
         os.fsync(out.fileno())
 
 
-def read_journal(index_path: Path, continues: bytes) -> tuple[list[array[int]], bool]:
-    """The journal's documents for the index file with digest `continues`, and whether it
-    ended in a damaged record (the documents before it are returned)."""
+def read_journal(index_path: Path, continues: bytes) -> tuple[list[array[int]], JournalState]:
+    """The journal's readable documents for the index file with digest `continues`, and its
+    state."""
     path = journal_path(index_path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return [], False
+        return [], "whole"
     header = MAGIC + continues
     if not data.startswith(header):
-        return [], False  # it continued another file, whose successor holds its documents
+        if data.startswith(MAGIC) and len(data) >= len(header):
+            return [], "whole"  # it continued another file, whose successor holds its documents
+        return [], "damaged"
     documents: list[array[int]] = []
     at = len(header)
     while at < len(data):
         if at + 4 > len(data):
-            return documents, True
+            return documents, "torn"
         (n,) = struct.unpack_from("<I", data, at)
         end = at + 4 + 4 * n + _RECORD_DIGEST_BYTES
         if end > len(data):
-            return documents, True
+            return documents, "torn"
         body = data[at : end - _RECORD_DIGEST_BYTES]
         if (
             hashlib.blake2b(body, digest_size=_RECORD_DIGEST_BYTES).digest()
             != data[end - _RECORD_DIGEST_BYTES : end]
         ):
-            return documents, True
+            return documents, "torn" if end == len(data) else "damaged"
         document = array("i")
         document.frombytes(body[4:])
         if sys.byteorder != "little":
             document.byteswap()
         documents.append(document)
         at = end
-    return documents, False
+    return documents, "whole"
 
 
 def _header(path: Path) -> bytes:

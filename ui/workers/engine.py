@@ -23,7 +23,7 @@ from typing import TypedDict
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.engine.events import FinishEvent, NoticeEvent, RoundEvent, TokenEvent
-from app.engine.history_corpus import stored_chats
+from app.engine.history_corpus import forget_every_vocabulary, stored_chats
 from app.engine.isolated import IsolatedRuntime
 from app.engine.job_driver import Failed, Job, OwnerEvent, Started, Ticket, drive
 from app.engine.job_queue import WaitList
@@ -254,6 +254,10 @@ def lower_thread_priority(increment: int) -> None:
 
 
 def forget_history(runtime: EngineSession) -> None:
-    """A RuntimeTask: rebuild the past-chats index from the chats that remain."""
+    """A RuntimeTask: rebuild the past-chats index from the chats that remain. A model on RPC
+    workers drafts from no past chats, but the indexes on disk hold the deleted ones all the
+    same."""
     if isinstance(runtime, Runtime):
         runtime.forget_history()
+    else:
+        forget_every_vocabulary(data_dir())
