@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -134,6 +135,31 @@ def _guarded(method: Callable[P, R]) -> Callable[P, R]:
     return guarded
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _storable(text: str) -> str:
+    """Text as UTF-8 can hold it: a lone surrogate (half an emoji from a program that cut one
+    in two) becomes U+FFFD, as Qt shows it, rather than refusing the whole message."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def _retry_while_busy(db: sqlite3.Connection, statement: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            db.execute(statement)
+            return
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorcode", None) in (
+                sqlite3.SQLITE_BUSY,
+                sqlite3.SQLITE_LOCKED,
+            )
+            if not busy or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
+
+
 class ConversationStore:
     """All conversation reads and writes. Not thread-safe: use it from one thread."""
 
@@ -168,7 +194,9 @@ class ConversationStore:
             # never half-committed by Python's implicit BEGIN handling.
             self._db = sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout_s)
             self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA journal_mode=WAL")
+            # Switching a new file to WAL takes a lock SQLite does not wait for (its busy
+            # handler is skipped there); another process opening the file at once holds it.
+            _retry_while_busy(self._db, "PRAGMA journal_mode=WAL", busy_timeout_s)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             # Find damage now, where the way out can be offered, not in the middle of a chat.
@@ -209,15 +237,19 @@ class ConversationStore:
     # -- schema -------------------------------------------------------------------------------
 
     def _migrate(self) -> None:
-        self._conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        row = self._conn.execute("SELECT version FROM schema_version").fetchone()
-        current = int(row[0]) if row else 0
-        if current > SCHEMA_VERSION:
-            raise StoreError(
-                f"the conversation database {self.path} was written by a newer SpecChat "
-                f"(schema {current}, this version knows {SCHEMA_VERSION})"
-            )
+        # The version is read under the write lock: two processes opening a new file at once
+        # must not both read 0 and both create the tables.
         with self._transaction():
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
+            )
+            row = self._conn.execute("SELECT version FROM schema_version").fetchone()
+            current = int(row[0]) if row else 0
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"the conversation database {self.path} was written by a newer SpecChat "
+                    f"(schema {current}, this version knows {SCHEMA_VERSION})"
+                )
             for version in range(current + 1, SCHEMA_VERSION + 1):
                 for statement in split_sql(MIGRATIONS[version]):
                     self._conn.execute(statement)
@@ -254,7 +286,7 @@ class ConversationStore:
         with self._transaction() as db:
             cursor = db.execute(
                 "INSERT INTO conversations (title, created_at, updated_at) VALUES (?, ?, ?)",
-                (title, now, now),
+                (_storable(title), now, now),
             )
         assert cursor.lastrowid is not None
         return int(cursor.lastrowid)
@@ -279,7 +311,10 @@ class ConversationStore:
     def rename(self, conversation_id: int, title: str) -> None:
         title = title.strip() or "Untitled"
         with self._transaction() as db:
-            db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+            db.execute(
+                "UPDATE conversations SET title = ? WHERE id = ?",
+                (_storable(title), conversation_id),
+            )
 
     @_guarded
     def delete(self, conversation_id: int) -> None:
@@ -307,12 +342,12 @@ class ConversationStore:
                 (
                     conversation_id,
                     role,
-                    content,
+                    _storable(content),
                     now,
                     None if stats is None else json.dumps(stats),
                     None
                     if segments is None
-                    else json.dumps([[text, int(source)] for text, source in segments]),
+                    else json.dumps([[_storable(text), int(source)] for text, source in segments]),
                 ),
             )
             db.execute(

@@ -1,15 +1,17 @@
-"""The conversation store: schema, WAL, round trips, atomic writes, export."""
+"""The conversation store: schema, WAL, round trips, atomic writes, export, text UTF-8 cannot
+hold, and two processes creating one file."""
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from itertools import count
 from pathlib import Path
 
 import pytest
 
 from app.store import ConversationStore, StoreError
-from app.store_schema import SCHEMA_VERSION
+from app.store_schema import MIGRATIONS, SCHEMA_VERSION, split_sql
 
 
 @pytest.fixture
@@ -115,3 +117,43 @@ def test_markdown_export(store: ConversationStore) -> None:
     assert "*mode draft · 90 %*" in text
     with pytest.raises(StoreError):
         store.export_markdown(chat + 1)
+
+
+def test_a_lone_surrogate_is_stored_as_the_replacement_character(
+    store: ConversationStore,
+) -> None:
+    """Half an emoji from a program that cut one in two: the message is kept, not refused."""
+    chat = store.create_conversation("half \ud83d title")
+    store.add_message(chat, "user", "emoji half \ud83d here", segments=[("a\udc00", 1)])
+    store.rename(chat, "renamed \udfff")
+    [message] = store.messages(chat)
+    assert message.content == "emoji half \ufffd here"
+    assert message.segments == [("a\ufffd", 1)]
+    summary = store.conversation(chat)
+    assert summary is not None and summary.title == "renamed \ufffd"
+
+
+def test_opening_a_new_file_that_another_process_is_creating_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    """Two SpecChat processes starting on a fresh data folder: the second must not read the
+    schema version before the first has written the tables, then create them again."""
+    path = tmp_path / "c.sqlite3"
+    first = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    first.execute("PRAGMA journal_mode=WAL")
+    first.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    first.execute("BEGIN IMMEDIATE")  # the first process, mid-migration
+    for version in range(1, SCHEMA_VERSION + 1):
+        for statement in split_sql(MIGRATIONS[version]):
+            first.execute(statement)
+    first.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+    commit = threading.Timer(0.3, lambda: first.execute("COMMIT"))
+    commit.start()
+    try:
+        second = ConversationStore(path)
+    finally:
+        commit.join()
+        first.close()
+    second.create_conversation("works")
+    assert [c.title for c in second.conversations()] == ["works"]
+    second.close()
