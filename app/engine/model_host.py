@@ -25,7 +25,7 @@ from app.engine.job_queue import JobRunner
 from app.engine.runtime import Runtime
 from app.engine.session import EngineSession
 from app.engine.tool_calls import DESCRIBED, ToolDialect
-from app.errors import Cancelled, DraftIncompatibleError, SpecChatError
+from app.errors import Cancelled, SpecChatError
 from app.llama.config import ModelConfig
 from app.llama.facts import NO_MEMORY, MemoryUsage
 from app.llama.rpc import WorkerMemory
@@ -264,9 +264,15 @@ class ModelHost(Generic[DemoT]):
     def _restore(
         self, target: ModelConfig | None, draft: DraftSetting, *, failed: BaseException
     ) -> None:
-        """After a failed load, get back to the previous models so the app keeps working."""
-        if isinstance(failed, DraftIncompatibleError) or self._target == target:
-            # The target is still the previous one (only the draft failed): keep it, no draft.
+        """After a failed load, get back to the previous models so the app keeps working.
+
+        A target that loaded stays when only its draft failed (refused, missing, broken): the
+        user asked for it, and it works alone; the draft's error says what went wrong. A
+        cancelled load of a new pair brings the previous pair back instead."""
+        target_loaded = self._target is not None and not isinstance(failed, Cancelled)
+        if target_loaded or self._target == target:
+            # Only the draft failed: keep the target, drafting nothing, or with the previous
+            # draft when the target is the previous one.
             self._runtime.clear_draft()
             self._draft = NO_DRAFT
             if self._target == target and draft.kind != "none":

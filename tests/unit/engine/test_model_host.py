@@ -33,6 +33,7 @@ OTHER_TARGET = ModelConfig("second-target.gguf", n_ctx=256)
 BROKEN = ModelConfig("broken-target.gguf", n_ctx=256)
 DRAFT = DraftSetting("model", ModelConfig("small-draft.gguf", n_ctx=256))
 REFUSED = DraftSetting("model", ModelConfig("other-vocab-draft.gguf", n_ctx=256))
+BROKEN_DRAFT = DraftSetting("model", ModelConfig("broken-draft.gguf", n_ctx=256))
 
 
 def _vet(draft: Path, target: str) -> None:
@@ -172,6 +173,20 @@ def test_a_refused_draft_keeps_the_target_with_no_draft(held: Host) -> None:
     state = held.host.state()
     assert (state.target, state.draft) == (OTHER_TARGET, NO_DRAFT)
     assert held.local.mode == "plain"
+
+
+@pytest.mark.parametrize("held_before", [None, TARGET])
+def test_a_draft_file_that_fails_to_load_keeps_the_new_target_with_no_draft(
+    held: Host, held_before: ModelConfig | None
+) -> None:
+    """A remembered draft deleted or broken since the last start must not cost the target."""
+    if held_before is not None:
+        held.host.load(LoadRequest(held_before, DRAFT))
+    with pytest.raises(ModelLoadError):
+        held.host.load(LoadRequest(OTHER_TARGET, BROKEN_DRAFT))
+    state = held.host.state()
+    assert (state.target, state.draft) == (OTHER_TARGET, NO_DRAFT)
+    assert held.local.target is not None and held.local.mode == "plain"
 
 
 def test_models_on_workers_run_in_the_child_process_session_and_come_back(held: Host) -> None:
