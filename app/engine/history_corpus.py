@@ -19,6 +19,12 @@ in a 0700 folder). A file that is missing, truncated, corrupt or of another form
 with a one-line log and the corpus starts empty with `needs_rebuild` set: the caller tokenizes
 the stored chats (`stored_documents`) and calls `rebuild`. It is a cache of the chat history:
 `clear` deletes it when the history is wiped.
+
+Two processes on one data folder (two windows, the window and `generate`) share the file
+without a lock: each writes only over the file it last read or wrote, after taking in what the
+other wrote since, so neither loses the other's replies; a file the other deleted (its user
+deleted chats) sets `needs_rebuild`. Only a write racing another's within milliseconds can
+still lose the other's latest reply from the index, never from the chat history.
 """
 
 from __future__ import annotations
@@ -32,7 +38,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from app.engine.suffix_file import IndexFileError, read_index_file, write_index_file
+from app.engine.suffix_file import (
+    IndexFileError,
+    read_index_file,
+    stored_digest,
+    write_index_file,
+)
 from app.engine.suffix_index import SuffixIndex
 from app.engine.suffix_journal import append_journal, journal_path, read_journal
 from app.paths import make_private_dir
@@ -173,21 +184,34 @@ class HistoryCorpus:
             self._drop_oldest()
         self._reindex()
         self.needs_rebuild = False
-        self.save()
+        # Built from the history itself: it replaces whatever another process wrote.
+        self._save(over_others=True)
 
     def save(self) -> bool:
         """Put what changed on disk: the documents added since, appended to the journal, or the
         whole file written afresh when documents were dropped or the journal has grown. False
-        (logged; the index in memory still serves) when the disk refused it."""
-        unsaved = sum(len(d) for d in self._unsaved)
-        journal_limit = max(_JOURNAL_MIN_TOKENS, int(_JOURNAL_SHARE * self.tokens))
+        (logged; the index in memory still serves) when the disk refused it.
+
+        Another process on the same data folder may have written the file since: then this
+        corpus becomes what it wrote plus the documents added here, so neither loses the
+        other's replies. One that deleted the file (its user deleted chats) leaves
+        `needs_rebuild` set: what is held here may include the deleted chats."""
+        return self._save(over_others=False)
+
+    def _save(self, *, over_others: bool) -> bool:
         try:
             make_private_dir(self.path.parent)
+            if not over_others and stored_digest(self.path) != self._file_digest:
+                self._adopt_disk()
+            unsaved = sum(len(d) for d in self._unsaved)
+            journal_limit = max(_JOURNAL_MIN_TOKENS, int(_JOURNAL_SHARE * self.tokens))
             if (
                 self._file_digest is None
                 or self._rewrite
                 or self._journal_tokens + unsaved > journal_limit
             ):
+                if not over_others:
+                    self._fold_journal()
                 digest = write_index_file(self.path, self.fingerprint, self._documents, self.index)
                 self._file_digest, self._journal_tokens, self._rewrite = digest, 0, False
                 # Only now: a crash before leaves the new file and a journal of the old one,
@@ -260,6 +284,23 @@ class HistoryCorpus:
             )
             self.needs_rebuild = True
             self._rewrite = self.dirty = True
+
+    def _adopt_disk(self) -> None:
+        mine = self._unsaved
+        self._reset()
+        self._load()  # a missing or unreadable file sets needs_rebuild
+        for document in mine:
+            if self._take(document):
+                self._unsaved.append(document)
+
+    def _fold_journal(self) -> None:
+        # Replies another process appended to the journal of this same file: the rewrite
+        # deletes the journal, so they must be in the new file.
+        if self._file_digest is None:
+            return
+        journal, _state = read_journal(self.path, self._file_digest)
+        for document in journal:
+            self._take(document)
 
     def _remove_orphaned_rewrites(self) -> None:
         # A process killed while rewriting the file leaves its temporary copy (named by that

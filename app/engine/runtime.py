@@ -382,6 +382,12 @@ class Runtime:
         document = [*prompt_ids[-_REMEMBERED_PROMPT_TOKENS:], *reply_ids]
         if self.history.add(document) and self._keep_history:
             self.history.save()
+            if self.history.needs_rebuild:
+                # Another SpecChat on this data folder deleted chats, and the index with them:
+                # what this one holds may include them. The reply may not be stored yet.
+                self._rebuild_history()
+                self.history.add(document)
+                self.history.save()
 
     def _remembering(
         self,

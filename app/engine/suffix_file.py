@@ -69,6 +69,20 @@ def write_index_file(
     return named
 
 
+def stored_digest(path: Path) -> bytes | None:
+    """The digest that names the file at `path`, read from its end without checking the rest;
+    None when there is no such file. Tells a writer whether another process replaced it."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size < len(MAGIC) + DIGEST_BYTES:
+                return b""
+            f.seek(size - DIGEST_BYTES)
+            return f.read(DIGEST_BYTES)
+    except FileNotFoundError:
+        return None
+
+
 def read_index_file(path: Path, fingerprint: str) -> tuple[list[array[int]], SuffixIndex, bytes]:
     """The documents and index stored at `path` for this fingerprint, and the file's digest."""
     data = path.read_bytes()

@@ -115,3 +115,21 @@ def test_a_journal_cut_at_its_end_keeps_what_it_holds_without_a_rebuild(tmp_path
     journal.write_bytes(journal.read_bytes()[:-5])
     again = HistoryCorpus(tmp_path, OTHER_VOCABULARY)
     assert not again.needs_rebuild and again.documents == 3
+
+
+def test_chats_deleted_in_another_window_are_forgotten_at_this_ones_next_reply(
+    tmp_path: Path,
+) -> None:
+    chats = [SECRET, KEPT]
+    here, there = _runtime(tmp_path, chats), _runtime(tmp_path, chats)
+    here.load_target(TARGET)
+    chats.remove(SECRET)
+    there.forget_history()  # no model there: the indexes are deleted, none rebuilt
+
+    reply = list(range(300, 330))
+    here.remember([1, 2, 3], reply)
+    history = here.history
+    assert history is not None and not history.needs_rebuild
+    assert _drafts(history, SECRET[:5]) == ()
+    assert _drafts(history, KEPT[:5]) == (205, 206, 207)
+    assert _drafts(history, reply[:5]) == (305, 306, 307)  # the reply, not yet in the store

@@ -1,0 +1,83 @@
+"""Two SpecChat processes on one data folder (two windows, or the window and `generate`) share
+each past-chats index file: neither loses the replies the other saved, and one that deleted
+chats is not undone by the other writing them back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.engine.history_corpus import HistoryCorpus, forget_every_vocabulary
+from app.engine.suffix_cursor import longest_match
+
+FINGERPRINT = "49152-shared"
+
+
+def _doc(start: int, n: int = 10) -> list[int]:
+    return list(range(start, start + n))
+
+
+def _holds(corpus: HistoryCorpus, document: list[int]) -> bool:
+    branches = corpus.index.continuations(longest_match(corpus.index, document[:4]), 3)
+    return bool(branches) and branches[0].tokens == tuple(document[4:7])
+
+
+def test_a_rewrite_keeps_the_replies_the_other_process_journaled(tmp_path: Path) -> None:
+    first = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60)
+    for i in range(5):
+        first.add(_doc(1000 * i))
+    assert first.save()
+    second = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60)
+    theirs = _doc(50_000)
+    second.add(theirs)
+    assert second.save()  # appended to the journal of the file both read
+    first.add(_doc(60_000))
+    first.add(_doc(70_000))  # past the bound: oldest dropped, the file is written afresh
+    assert first.save()
+    assert _holds(HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60), theirs)
+
+
+def test_a_file_the_other_process_rewrote_is_taken_before_saving(tmp_path: Path) -> None:
+    first = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60)
+    first.add(_doc(0))
+    assert first.save()
+    second = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60)
+    for i in range(1, 6):  # past the bound: it writes the file afresh
+        second.add(_doc(1000 * i))
+    theirs = _doc(50_000)
+    second.add(theirs)
+    assert second.save()
+    mine = _doc(90_000)
+    first.add(mine)
+    assert first.save()
+    assert _holds(first, theirs)  # its index now drafts from the other's replies too
+    reopened = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60)
+    assert _holds(reopened, theirs) and _holds(reopened, mine)
+
+
+def test_chats_deleted_by_the_other_process_are_not_written_back(tmp_path: Path) -> None:
+    secret = _doc(7_000, 30)
+    first = HistoryCorpus(tmp_path, FINGERPRINT)
+    first.add(secret)
+    assert first.save()
+    second = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert _holds(second, secret)
+
+    forget_every_vocabulary(tmp_path)  # the first process's user deleted that chat
+    first.rebuild([_doc(100)])
+
+    mine = _doc(90_000)
+    second.add(mine)
+    assert second.save()
+    assert not _holds(second, secret) and _holds(second, mine)
+    assert not _holds(HistoryCorpus(tmp_path, FINGERPRINT), secret)
+
+
+def test_an_index_deleted_by_the_other_process_asks_for_a_rebuild(tmp_path: Path) -> None:
+    secret = _doc(7_000, 30)
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.add(secret)
+    assert corpus.save()
+    forget_every_vocabulary(tmp_path)  # chats deleted elsewhere; no rebuild there yet
+    corpus.add(_doc(90_000))
+    assert corpus.save()
+    assert corpus.needs_rebuild and not _holds(corpus, secret)
