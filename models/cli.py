@@ -69,8 +69,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     p_pull = sub.add_parser("pull", help="download a GGUF file from the Hugging Face Hub")
     p_pull.add_argument("repo", help="repository id, e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF")
-    p_pull.add_argument("--file", default=None, metavar="PATTERN", help="file name, glob or part")
-    p_pull.add_argument("--revision", default="main")
+    p_pull.add_argument(
+        "--file",
+        default=None,
+        metavar="PATTERN",
+        help="file name, glob or part (default: the only GGUF file)",
+    )
+    p_pull.add_argument(
+        "--revision", default="main", metavar="REV", help="branch, tag or commit (default: main)"
+    )
     p_pull.add_argument("--dest", type=Path, default=None, help="folder (default: models folder)")
     p_pull.add_argument("--endpoint", default=None, help="Hub URL (default: $HF_ENDPOINT)")
     p_pull.set_defaults(handler=run_pull)
@@ -78,7 +85,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p_draft = sub.add_parser("make-draft", help="re-quantize a target into a draft")
     p_draft.add_argument("target", type=Path)
     p_draft.add_argument("--type", required=True, dest="type_name", help="e.g. Q4_0, Q8_0, Q2_K")
-    p_draft.add_argument("--out", type=Path, default=None, help="output file")
+    p_draft.add_argument(
+        "--out", type=Path, default=None, help="output file (default: models folder/NAME.TYPE.gguf)"
+    )
     p_draft.add_argument("--force", action="store_true", help="replace an existing output file")
     p_draft.add_argument("--json", action="store_true", help="print JSON")
     p_draft.set_defaults(handler=run_make_draft)

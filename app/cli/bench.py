@@ -9,7 +9,8 @@
 (app/bench/remote.py); the servers load their own models, so --target and --draft go away.
 
 Besides a path, `--draft` takes `demo` (the Q4_1 demo draft), `demo-pruned` (the demo's useless
-draft: Q4_1 with layers 9-28 removed, built on first use) and `ngram` (prompt lookup).
+draft: Q4_1 with layers 9-28 removed, built on first use) and `suffix` (the suffix index, no draft
+model; `ngram` is another name for it).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     bench.add_argument(
         "--prompts",
         default=BUILTIN,
-        metavar="builtin|FILE",
+        metavar="builtin|builtin:CLASS,...|FILE",
         help=f"'{BUILTIN}' (classes {', '.join(BUILTIN_CLASSES)}), "
         f"'{BUILTIN}:CLASS[,CLASS]' for some of them, or a file: JSON list, or text with "
         "prompts separated by '---' lines",

@@ -39,7 +39,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "address such as 192.168.1.20 lets other machines connect)",
     )
     worker.add_argument("--port", type=int, default=rpc.DEFAULT_PORT, help="TCP port")
-    worker.add_argument("--threads", type=int, default=None, help="CPU threads for the work")
+    worker.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for the work (default: every physical core, fixed)",
+    )
     worker.add_argument(
         "--device",
         default=None,

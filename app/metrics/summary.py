@@ -51,7 +51,8 @@ METRIC_DEFINITIONS: dict[str, str] = {
     ),
     "verify_s": "wall time spent in target passes",
     "c_draft": (
-        "one draft step's time / one plain target step's time (prompt lookup: per proposed token)"
+        "one draft step's time / one plain target step's time (the suffix index, which runs no "
+        "steps: per proposed token)"
     ),
     "c_verify": "one verification pass's time / one plain target step's time",
     "gamma": "mean γ asked for over the rounds that speculated (0: every round ran plain); "
