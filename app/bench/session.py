@@ -149,7 +149,7 @@ def bench_on_runtime(
 ) -> BenchReport:
     """Benchmark on a Runtime that already holds the target, loading no second copy of anything.
 
-    Drafts the runtime holds (same file, or prompt lookup) run in phase 0 with plain decoding,
+    Drafts the runtime holds (same file, or the suffix index) run in phase 0 with plain decoding,
     and are then freed while each other draft gets a phase of its own (loaded, measured with
     plain, freed), so at most one draft model sits beside the target at any time. Each
     configuration's speedup is over the plain runs of its own phase. Afterwards the runtime's

@@ -210,7 +210,7 @@ class GammaController:
         if losing or self._spec_rounds >= _WARMUP_ROUNDS:
             self._warming_up = False
         # Per pass the draft ran: a draft cut short by p_min still paid for the pass that
-        # stopped it. A drafter without passes (prompt lookup) is priced per proposed token.
+        # stopped it. A drafter without passes (the suffix index) is priced per proposed token.
         # A hybrid's suffix tokens cost no pass and are not its model's to price.
         steps = max(record.draft_steps, 0 if record.mode == "hybrid" else record.drafted)
         if steps:

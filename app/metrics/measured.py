@@ -76,7 +76,7 @@ def c_draft(rounds: Sequence[RoundRecord], unit: float | None) -> float | None:
     """Seconds of one draft step, in plain steps.
 
     Every draft pass counts, also those of a round whose draft then proposed nothing (the p_min
-    stop): they were paid. A drafter that runs no passes (prompt lookup) is billed per proposed
+    stop): they were paid. A drafter that runs no passes (the suffix index) is billed per proposed
     token instead, so γ · c_draft prices its rounds as well.
     """
     if not unit:
