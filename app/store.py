@@ -332,7 +332,10 @@ class ConversationStore:
         *,
         stats: dict[str, Any] | None = None,
         segments: Sequence[Segment] | None = None,
+        replacing: int | None = None,
     ) -> int:
+        """Store a message; `replacing`: the id of a message it takes the place of (a
+        regenerated reply), deleted in the same commit, so a crash leaves one or the other."""
         now = self._clock()
         with self._transaction() as db:
             cursor = db.execute(
@@ -350,6 +353,11 @@ class ConversationStore:
                     else json.dumps([[_storable(text), int(source)] for text, source in segments]),
                 ),
             )
+            if replacing is not None:  # after the insert, so the new message never reuses its id
+                db.execute(
+                    "DELETE FROM messages WHERE id = ? AND conversation_id = ?",
+                    (replacing, conversation_id),
+                )
             db.execute(
                 "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
             )

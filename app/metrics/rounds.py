@@ -24,7 +24,8 @@ class RoundRecord:
     accepted: how many of them the target kept, always a prefix of the draft.
     emitted: tokens the round added to the reply, accepted + 1 unless generation stopped early
     (end of sequence inside the accepted run, or the token limit).
-    draft_steps: draft forward passes paid for this round (0 for the suffix index and prompt lookup).
+    draft_steps: draft forward passes paid for this round (0 for the suffix index and for
+    prompt lookup).
     draft_catchup_s: time the draft spent reading, in one batch, tokens accepted while it sat
     idle (plain steps); kept out of draft_s so it is never billed to c_draft or to a probe.
     suffix_drafted: how many of the drafted tokens, the first ones, came from the suffix index

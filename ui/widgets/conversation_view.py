@@ -302,10 +302,13 @@ class ConversationView(QTextBrowser):
         self._streaming = None
         return message
 
-    def drop_last_reply(self) -> None:
-        if self._messages and self._messages[-1].role == "assistant":
-            self._messages.pop()
-            self.rebuild()
+    def drop_last_reply(self) -> ViewMessage | None:
+        """Take the last reply out of the view; returns it (None when the last is no reply)."""
+        if not self._messages or self._messages[-1].role != "assistant":
+            return None
+        dropped = self._messages.pop()
+        self.rebuild()
+        return dropped
 
     @property
     def streaming_text(self) -> str:

@@ -120,7 +120,8 @@ class MetricsPanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(reply_box)
         layout.addWidget(memory_box)
-        self._speculation_on = True
+        # What show_stats last showed, for set_speculation(True) to show again.
+        self._shown: tuple[GenerationStats, bool] | None = None
 
     @staticmethod
     def _caption(text: str, value: QLabel) -> QLabel:
@@ -137,16 +138,23 @@ class MetricsPanel(QWidget):
     # -- figures ------------------------------------------------------------------------------
 
     def set_speculation(self, on: bool) -> None:
-        """With speculation off the acceptance figures read "—", never a stale number."""
-        self._speculation_on = on
-        if not on:
+        """Off: the acceptance figures read "—" at once, never a stale number. On: the last
+        figures shown are shown again as they came (a finished reply's are its own)."""
+        if on and self._shown is not None:
+            stats, speculative = self._shown
+            self.show_stats(stats, speculative=speculative)
+        elif not on:
             self.acceptance.setText(fmt.DASH)
             self.accepted_per_round.setText(fmt.DASH)
 
     def show_stats(self, stats: GenerationStats, *, speculative: bool) -> None:
-        spec = speculative and self._speculation_on
-        self.acceptance.setText(fmt.percent(stats.acceptance_rate) if spec else fmt.DASH)
-        self.accepted_per_round.setText(fmt.number(stats.accepted_per_round) if spec else fmt.DASH)
+        """speculative: whether the reply these figures measure drafted, as its stats line
+        says; a reply that switched speculation off mid-way still has its acceptance."""
+        self._shown = (stats, speculative)
+        self.acceptance.setText(fmt.percent(stats.acceptance_rate) if speculative else fmt.DASH)
+        self.accepted_per_round.setText(
+            fmt.number(stats.accepted_per_round) if speculative else fmt.DASH
+        )
         self.tokens_per_second.setText(fmt.rate(stats.tokens_per_second))
         self.ttft.setText(fmt.seconds(stats.ttft_s))
         self.draft_verify.setText(
@@ -154,7 +162,7 @@ class MetricsPanel(QWidget):
             if stats.rounds
             else fmt.DASH
         )
-        self.bars.set_values(stats.per_position_acceptance if spec else [])
+        self.bars.set_values(stats.per_position_acceptance if speculative else [])
 
     def show_samples(self, samples: Sequence[Sample]) -> None:
         self.sparkline.set_series(
@@ -162,6 +170,7 @@ class MetricsPanel(QWidget):
         )
 
     def clear(self) -> None:
+        self._shown = None
         for label in (
             self.acceptance,
             self.accepted_per_round,

@@ -172,6 +172,9 @@ class SettingsPanel(QWidget):
         self.system_prompt.setObjectName("systemPromptInput")
         self.system_prompt.setPlaceholderText("System prompt (optional)")
         self.system_prompt.setMaximumHeight(90)
+        # Tab moves on, as in the message box: typed here it would trap the keyboard and end
+        # up in what the model is told.
+        self.system_prompt.setTabChangesFocus(True)
 
         box = QGroupBox("Settings")
         form = QFormLayout(box)

@@ -85,8 +85,19 @@ class ChatController:
         text: str,
         stats: dict[str, Any],
         segments: list[Segment] | None,
+        *,
+        replaces: int | None = None,
     ) -> None:
-        self.store.add_message(conversation_id, "assistant", text, stats=stats, segments=segments)
+        """Store a finished reply; `replaces`: the reply it was regenerated from, which stays
+        stored until then (a crash mid-reply keeps it) and goes in the same commit."""
+        self.store.add_message(
+            conversation_id,
+            "assistant",
+            text,
+            stats=stats,
+            segments=segments,
+            replacing=replaces,
+        )
 
     def last_reply_id(self) -> int | None:
         if self.conversation_id is None:
@@ -95,14 +106,6 @@ class ChatController:
         if messages and messages[-1].role == "assistant":
             return messages[-1].id
         return None
-
-    def drop_last_reply(self) -> bool:
-        """Delete the current chat's last reply, to be written again; False if there is none."""
-        reply_id = self.last_reply_id()
-        if reply_id is None:
-            return False
-        self.store.delete_message(reply_id)
-        return True
 
     def take_back_last_message(self) -> list[StoredMessage] | None:
         """Delete the current chat's last user message and what followed it; returns them
@@ -140,13 +143,15 @@ class ChatController:
                 return stored.content
         return None
 
-    def history(self) -> tuple[ChatMessage, ...]:
-        """What the model reads: the system prompt, then the current chat as saved."""
+    def history(self, *, without: int | None = None) -> tuple[ChatMessage, ...]:
+        """What the model reads: the system prompt, then the current chat as saved, less
+        `without` (the reply being regenerated, which stays stored until replaced)."""
         assert self.conversation_id is not None
         history: list[ChatMessage] = []
         system = self._settings.get_str("generation/system_prompt").strip()
         if system:
             history.append({"role": "system", "content": system})
         for stored in self.store.messages(self.conversation_id):
-            history.append({"role": stored.role, "content": stored.content})
+            if stored.id != without:
+                history.append({"role": stored.role, "content": stored.content})
         return tuple(history)

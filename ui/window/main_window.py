@@ -125,7 +125,8 @@ class MainWindow(WindowLayout):
             show_error=self.show_error,
         )
         self._closed = False
-        # Enter pressed while a server request ran or the models loaded: sent once they end.
+        # Enter pressed while a server request ran, the models loaded or a reply stopped: sent
+        # once that ends.
         self._send_when_ready = False
 
         connect_window(self)
@@ -236,7 +237,10 @@ class MainWindow(WindowLayout):
     def open_conversation(self, conversation_id: int) -> None:
         if self._state not in (UiState.Generating, UiState.Stopping):
             self.chats.forget_take_back()
-            self.chats.open(conversation_id)
+            if self.chats.open(conversation_id):
+                # The figures were another chat's reply's.
+                self.metrics.clear()
+                self.insight.clear()
             self._render_state()
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
@@ -278,10 +282,11 @@ class MainWindow(WindowLayout):
         self._start_generation()
 
     def regenerate(self) -> None:
-        if self._state != UiState.Idle or not self.chats.store_action(self.chat.drop_last_reply):
+        if self._state != UiState.Idle:
             return
-        self.view.drop_last_reply()
-        self._start_generation(regenerating=True)
+        reply_id = self.chats.store_action(self.chat.last_reply_id)
+        if reply_id is not None:
+            self._start_generation(replacing=reply_id)
 
     def copy_last_reply(self) -> None:
         self.chats.copy_last_reply()
@@ -301,14 +306,14 @@ class MainWindow(WindowLayout):
     def generation_config(self) -> GenerationConfig:
         return generation_config(self.settings)
 
-    def _start_generation(self, *, regenerating: bool = False) -> None:
+    def _start_generation(self, *, replacing: int | None = None) -> None:
         loaded = self.models.loaded
         assert loaded is not None
         self.flow.start(
             loaded.draft,
             self.generation_config(),
             speculation=self.controls.speculation.isChecked(),
-            regenerating=regenerating,
+            replacing=replacing,
         )
 
     def stop(self) -> None:
@@ -338,10 +343,13 @@ class MainWindow(WindowLayout):
         self.chats.refresh_list()
         self._render_state()
         self.replyFinished.emit(stats)
+        # Here, not when the reply ended: a message sent while it stopped follows it once saved.
+        self._send_if_waiting()
 
     def _on_reply_failed(self, message: str) -> None:
         self.show_error(message)
         self.replyFailed.emit(message)
+        self._send_if_waiting()
 
     # -- the local server ---------------------------------------------------------------------
 

@@ -164,19 +164,20 @@ class ModelSession(QObject):
         return DRAFT_NONE
 
     def reload(self) -> None:
-        """Load the same models again (new GPU layers, threads or workers); after the reply if
-        busy. After a worker died with the models, the models it held are loaded again."""
-        held = self.target_path
-        wanted = (held, self.draft_value) if held is not None else self._lost
-        if wanted is None:
-            return
+        """Load the same models again (new GPU layers, threads or workers); after the reply or
+        the load in flight, if any. After a worker died with the models, the models it held
+        are loaded again."""
         if self._busy() or self.loading:
+            # Asked before what is held is known (the first load): the load's end decides.
             self._reload_pending = True
             return
-        self._request(*wanted)
+        held = self.target_path
+        wanted = (held, self.draft_value) if held is not None else self._lost
+        if wanted is not None:
+            self._request(*wanted)
 
     def run_pending(self) -> None:
-        """Called when a reply ends: do the reload it held back."""
+        """Called when a reply or a load ends: do the reload it held back."""
         if self._reload_pending:
             self._reload_pending = False
             self.reload()
@@ -245,6 +246,10 @@ class ModelSession(QObject):
         if self._in_flight == 0:
             self._ticket = None
         self.modelsLoaded.emit(state)
+        if self._in_flight == 0 and not self._busy():
+            # Before loadingChanged(False): a message waiting for the load must wait for this
+            # reload too, or its reply would run on models without the new setting.
+            self.run_pending()
         if self._in_flight == 0:
             self.loadingChanged.emit(False)
             self.refresh_catalog()

@@ -23,6 +23,7 @@ class ReplyInProgress:
     speculation_at_start: bool
     exact: bool = False  # every target pass checked two or more rows (GenerationConfig.exact)
     variation: str | None = None  # how this reply's settings differ from the user's, if they do
+    replaces: int | None = None  # the stored reply this one regenerates, until it is saved
     toggles: list[bool] = field(default_factory=list)
     gamma_changes: list[str] = field(default_factory=list)  # γ set mid-reply, in order
 

@@ -24,7 +24,7 @@ from app.metrics.rounds import RoundRecord
 from app.metrics.summary import GenerationStats
 from app.store import StoreError, TokenSource
 from ui.formatting import speedup_headline, stats_line
-from ui.widgets.conversation_view import ConversationView
+from ui.widgets.conversation_view import ConversationView, ViewMessage
 from ui.widgets.insight_panel import InsightPanel
 from ui.widgets.live_metrics import LiveReply
 from ui.widgets.metrics_panel import MetricsPanel
@@ -78,6 +78,8 @@ class ReplyFlow(QObject):
         self.control: GenerationControl | None = None
         self.reply: ReplyInProgress | None = None
         self.last_result: GenerationResult | None = None
+        # The regenerated reply as the view showed it, shown again if the new one writes nothing.
+        self._replaced: ViewMessage | None = None
         # The last measured plain target step: the live headline's unit until this reply
         # measures its own.
         self._plain_step_s: float | None = None
@@ -106,12 +108,14 @@ class ReplyFlow(QObject):
         config: GenerationConfig,
         *,
         speculation: bool,
-        regenerating: bool = False,
+        replacing: int | None = None,
     ) -> None:
+        """replacing: the stored reply to regenerate; it stays stored (and comes back into
+        view) unless the new reply writes something."""
         conversation_id = self._chat.conversation_id
         assert conversation_id is not None and self.reply is None
         variation = None
-        if regenerating and config.sampling.temperature == 0:
+        if replacing is not None and config.sampling.temperature == 0:
             # Greedy decoding would write the same words again; a regenerated reply is asked
             # for because the first did not suit, so this one samples, with a fresh seed.
             sampling = replace(config.sampling, temperature=REGENERATE_TEMPERATURE, seed=None)
@@ -120,7 +124,7 @@ class ReplyFlow(QObject):
         control = GenerationControl(speculative=speculation)
         request = GenerateRequest(
             request_id=next(self._request_ids),
-            messages=self._chat.history(),
+            messages=self._chat.history(without=replacing),
             config=config,
             control=control,  # the toggle acts through control.speculative, even mid-reply
         )
@@ -134,7 +138,9 @@ class ReplyFlow(QObject):
             speculation_at_start=speculation,
             exact=config.exact,
             variation=variation,
+            replaces=replacing,
         )
+        self._replaced = self._view.drop_last_reply() if replacing is not None else None
         speculative = speculation and draft.kind != "none"
         self._speculation_on = speculation
         self.live.start(config.gamma.start if speculative else 0)
@@ -233,7 +239,9 @@ class ReplyFlow(QObject):
         shown = self._view.finish_reply(result.text, stats_line(stats))
         segments = shown.segments if shown else None
         try:
-            self._chat.save_reply(reply.conversation_id, result.text, stats, segments)
+            self._chat.save_reply(
+                reply.conversation_id, result.text, stats, segments, replaces=reply.replaces
+            )
         except (StoreError, OSError) as exc:  # shown in words by the window
             self.saveFailed.emit(exc)
         self.live.sample()
@@ -245,9 +253,11 @@ class ReplyFlow(QObject):
         self.finished.emit(stats)
 
     def _stopped_before_text(self) -> None:
-        """Stopped before the first token: nothing to save, no figures to show. The headline
-        keeps speaking of the last reply that wrote something."""
+        """Stopped before the first token: nothing to save, no figures to show, and a
+        regenerated reply's predecessor back. The headline keeps speaking of the last reply
+        that wrote something."""
         self._view.finish_reply("", "", note=STOPPED_BEFORE_TEXT)
+        self._put_back_replaced()
         self._metrics.clear()
         self._insight.clear()
         self.noticed.emit(STOPPED_BEFORE_TEXT)
@@ -271,10 +281,25 @@ class ReplyFlow(QObject):
             # the chat, with the error as its stats line, as a stopped reply would.
             stats = {"finish_reason": "error", "summary": failure.message}
             try:
-                self._chat.save_reply(reply.conversation_id, shown.text, stats, shown.segments)
+                self._chat.save_reply(
+                    reply.conversation_id,
+                    shown.text,
+                    stats,
+                    shown.segments,
+                    replaces=reply.replaces,
+                )
             except (StoreError, OSError) as exc:
                 self.saveFailed.emit(exc)
+        else:
+            self._put_back_replaced()
         self.failed.emit(failure.message)
+
+    def _put_back_replaced(self) -> None:
+        """A regenerated reply wrote nothing: the reply it was to replace, still stored, takes
+        the empty one's place in the view."""
+        replaced, self._replaced = self._replaced, None
+        if replaced is not None:
+            self._view.set_messages([*self._view.messages[:-1], replaced])
 
     def _end(self) -> None:
         self.reply = None

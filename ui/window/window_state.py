@@ -16,6 +16,7 @@ NO_MODEL_MESSAGE = "No model loaded: choose a target model above."
 SERVING_MESSAGE = "Answering a request from the local server; press Enter to send when it ends."
 SEND_AFTER_SERVING_MESSAGE = "Your message goes as soon as the local server request ends."
 SEND_AFTER_LOADING_MESSAGE = "Your message goes as soon as the models are loaded."
+SEND_AFTER_STOPPING_MESSAGE = "Your message goes as soon as the reply has stopped."
 # Settings whose change reloads the models (the rest apply to the next reply).
 RELOADING_SETTINGS = (
     "models/target_gpu_layers",
@@ -42,6 +43,7 @@ class UiState(enum.Enum):
 SEND_WHEN_READY = {
     UiState.Serving: SEND_AFTER_SERVING_MESSAGE,
     UiState.LoadingModel: SEND_AFTER_LOADING_MESSAGE,
+    UiState.Stopping: SEND_AFTER_STOPPING_MESSAGE,
 }
 
 

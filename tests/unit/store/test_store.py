@@ -157,3 +157,21 @@ def test_opening_a_new_file_that_another_process_is_creating_waits_for_it(
     second.create_conversation("works")
     assert [c.title for c in second.conversations()] == ["works"]
     second.close()
+
+
+def test_a_message_replacing_another_swaps_them_in_one_commit(store: ConversationStore) -> None:
+    """A regenerated reply: the old one stays until the new is stored, and a write that fails
+    leaves the old one, never neither."""
+    chat = store.create_conversation("c")
+    store.add_message(chat, "user", "Hello")
+    old = store.add_message(chat, "assistant", "First try")
+    with pytest.raises(StoreError):
+        store.add_message(chat, "robot", "refused by the schema", replacing=old)
+    assert [m.content for m in store.messages(chat)] == ["Hello", "First try"]
+    store.add_message(chat, "assistant", "Second try", replacing=old)
+    assert [m.content for m in store.messages(chat)] == ["Hello", "Second try"]
+    # An id from another conversation is not touched.
+    other = store.create_conversation("other")
+    kept = store.add_message(other, "user", "mine")
+    store.add_message(chat, "assistant", "Third try", replacing=kept)
+    assert [m.content for m in store.messages(other)] == ["mine"]

@@ -136,8 +136,17 @@ def test_metrics_panel_labels_and_definitions(qtbot: QtBot) -> None:
     assert panel.bars.values == [1.0, 1.0, 1.0, 0.0]
     panel.set_speculation(False)
     assert panel.acceptance.text() == "—" and panel.accepted_per_round.text() == "—"
-    panel.show_stats(stats, speculative=True)  # the toggle wins over a speculative reply's figures
+    panel.set_speculation(True)  # the figures shown are a reply's: they come back
+    assert panel.acceptance.text() == "75.0 %"
+    panel.set_speculation(False)
+    # A reply that drafted (speculation switched off mid-way) keeps its own figures.
+    panel.show_stats(stats, speculative=True)
+    assert panel.acceptance.text() == "75.0 %"
+    panel.show_stats(stats, speculative=False)
     assert panel.acceptance.text() == "—" and panel.bars.values == []
+    panel.clear()
+    panel.set_speculation(True)
+    assert panel.acceptance.text() == "—"
 
 
 def test_memory_readout_with_and_without_a_gpu(qtbot: QtBot) -> None:

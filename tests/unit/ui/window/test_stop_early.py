@@ -43,3 +43,36 @@ def test_stop_before_the_first_token_saves_nothing_and_keeps_the_headline(
         assert window.controls.headline.text() == ""
     finally:
         close_window(window)
+
+
+def test_a_regenerate_stopped_before_the_first_token_keeps_the_earlier_reply(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    window = open_fake_window(isolated_data_dir, files, model_step_s=0.3)
+    try:
+        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+            window.start()
+        window.settings.set("generation/max_tokens", 6)
+        send(qtbot, window, "Hello")
+        assert window.conversation_id is not None
+        before = window.store.messages(window.conversation_id)
+        shown = window.view.messages
+        window.regenerate()
+        assert window.state == UiState.Generating
+        # Killed now, the chat would still hold the earlier reply, and only that one.
+        assert window.store.messages(window.conversation_id) == before
+        window.stop()
+        qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+        assert window.store.messages(window.conversation_id) == before
+        assert window.view.messages == shown
+        assert window.regenerate_button.isEnabled()
+
+        # Regenerate works again, and the new reply replaces the earlier one.
+        with qtbot.waitSignal(window.replyFinished, timeout=TIMEOUT_MS):
+            window.regenerate()
+        after = window.store.messages(window.conversation_id)
+        assert [m.role for m in after] == ["user", "assistant"]
+        assert after[0] == before[0] and after[-1].id != before[-1].id
+        assert [m.text for m in window.view.messages] == [m.content for m in after]
+    finally:
+        close_window(window)

@@ -3,9 +3,9 @@ menus and shortcuts, themes, and a window that fits a 1280×720 screen."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QGuiApplication, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
 from tests.helpers.qt_window import send
@@ -118,3 +118,26 @@ def test_the_window_fits_a_1280_by_720_screen(window: MainWindow, qtbot: QtBot) 
     assert window.side_tabs.width() >= 260
     assert window.view.width() >= 500
     assert window.controls.target_combo.width() >= 180
+
+
+def test_tab_walks_every_control_and_wraps_without_typing_into_the_system_prompt(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=TIMEOUT_MS)
+    window.prompt.setFocus()
+    qtbot.waitUntil(window.prompt.hasFocus)
+    reached: list[QWidget] = []
+    for _ in range(120):
+        widget = QApplication.focusWidget()
+        assert widget is not None
+        reached.append(widget)
+        qtbot.keyClick(widget, Qt.Key.Key_Tab)
+        if QApplication.focusWidget() is window.prompt:
+            break
+    assert QApplication.focusWidget() is window.prompt  # round the window and back
+    # Past the system prompt, on to the controls that come after it in the window.
+    assert window.settings_panel.system_prompt in reached
+    assert window.controls.target_combo in reached and window.controls.speculation in reached
+    assert window.settings_panel.system_prompt.toPlainText() == ""
+    assert window.settings.get_str("generation/system_prompt") == ""

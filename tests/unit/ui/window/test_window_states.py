@@ -12,8 +12,9 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from tests.helpers.qt_window import send
-from tests.unit.ui.window.conftest import TIMEOUT_MS
+from tests.helpers.qt_window import close_window, send
+from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window
+from ui.formatting import percent
 from ui.settings import DRAFT_NGRAM, DRAFT_NONE
 from ui.widgets.model_controls import NO_DRAFT_LABEL, SPECULATION_LABEL
 from ui.window.main_window import MainWindow, UiState
@@ -71,7 +72,26 @@ def test_speculation_switched_off_mid_reply_runs_the_rest_plain(
     assert "hybrid" in modes[: len(modes) // 2] and modes[-1] == "plain"
     assert finished.args[0]["switched"] is True
     assert "speculation switched mid-reply" in finished.args[0]["summary"]
-    assert window.metrics.acceptance.text() == "—"
+
+
+def test_the_metrics_panel_agrees_with_a_reply_that_switched_speculation_off(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    window.settings.set("generation/max_tokens", 400)
+    window.prompt.setPlainText("Toggle me")
+    with qtbot.waitSignal(window.replyFinished, timeout=TIMEOUT_MS) as finished:
+        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: len(window.view.streaming_text) > 40, timeout=TIMEOUT_MS)
+        window.set_speculation(False)
+        assert window.metrics.acceptance.text() == "—"  # no stale figure while it runs plain
+    stats = finished.args[0]
+    assert stats["mode"] == "hybrid" and stats["acceptance_rate"] is not None
+    saved = percent(stats["acceptance_rate"])
+    assert saved in stats["summary"]
+    assert window.metrics.acceptance.text() == saved
+    # Switching back while idle changes nothing either: the figures are the reply's.
+    window.set_speculation(True)
+    assert window.metrics.acceptance.text() == saved
 
 
 def test_regenerate_at_temperature_zero_writes_a_different_reply(
@@ -178,3 +198,79 @@ def test_a_message_sent_while_the_models_load_goes_once_they_are_in(
     saved = window.store.messages(window.conversation_id)
     assert [m.content for m in saved if m.role == "user"] == ["Typed while loading"]
     assert window.prompt.toPlainText() == ""
+
+
+def test_a_message_sent_while_a_reply_stops_goes_once_it_has_stopped(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    window.settings.set("generation/max_tokens", 4000)
+    window.prompt.setPlainText("A long one please")
+    qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(window.view.streaming_text) > 40, timeout=TIMEOUT_MS)
+    window.stop()
+    assert window.state == UiState.Stopping
+    window.settings.set("generation/max_tokens", 6)
+    window.prompt.setPlainText("Second question")
+    qtbot.keyClick(window.prompt, Qt.Key.Key_Return)
+    assert "as soon as the reply has stopped" in window.statusBar().currentMessage()
+    assert window.conversation_id is not None
+    conversation = window.conversation_id
+    qtbot.waitUntil(lambda: len(window.store.messages(conversation)) == 4, timeout=TIMEOUT_MS)
+    saved = window.store.messages(conversation)
+    assert [m.role for m in saved] == ["user", "assistant", "user", "assistant"]
+    assert saved[2].content == "Second question" and window.prompt.toPlainText() == ""
+
+
+def test_a_setting_changed_during_the_first_load_reloads_the_models_once_it_ends(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    window = open_fake_window(isolated_data_dir, files)
+    try:
+        window.start()
+        assert window.state == UiState.LoadingModel
+        window.settings_panel.context.setValue(1024)
+        qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+        loaded = window.models.loaded
+        assert loaded is not None and loaded.target is not None
+        assert loaded.target.n_ctx == 1024
+    finally:
+        close_window(window)
+
+
+def test_a_setting_changed_during_a_later_load_applies_before_the_next_reply(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    window.choose_draft(DRAFT_NGRAM)
+    assert window.state == UiState.LoadingModel
+    window.settings_panel.context.setValue(1024)
+    contexts: list[int] = []
+
+    def note_context(state: UiState) -> None:
+        loaded = window.models.loaded
+        if state == UiState.Generating and loaded is not None and loaded.target is not None:
+            contexts.append(loaded.target.n_ctx)
+
+    window.stateChanged.connect(note_context)
+    states: list[UiState] = []
+    window.stateChanged.connect(states.append)
+    window.prompt.setPlainText("Typed while loading")
+    with qtbot.waitSignal(window.replyFinished, timeout=TIMEOUT_MS):
+        qtbot.keyClick(window.prompt, Qt.Key.Key_Return)
+    assert contexts == [1024]
+    # Reloaded before the reply, not after it.
+    assert states == [UiState.Idle, UiState.Generating, UiState.Idle]
+
+
+def test_opening_another_chat_clears_the_metrics_panel(window: MainWindow, qtbot: QtBot) -> None:
+    send(qtbot, window, "First chat")
+    first = window.conversation_id
+    assert first is not None
+    window.new_chat()
+    send(qtbot, window, "Second chat")
+    assert window.metrics.tokens_per_second.text() != "—"
+    assert window.insight.insight is not None
+    window.open_conversation(first)
+    assert window.conversation_id == first
+    assert window.metrics.tokens_per_second.text() == "—"
+    assert window.metrics.acceptance.text() == "—"
+    assert window.insight.insight is None and window.insight.summary.text() == "—"
