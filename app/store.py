@@ -151,10 +151,7 @@ def _retry_while_busy(db: sqlite3.Connection, statement: str, timeout_s: float) 
             db.execute(statement)
             return
         except sqlite3.OperationalError as exc:
-            busy = getattr(exc, "sqlite_errorcode", None) in (
-                sqlite3.SQLITE_BUSY,
-                sqlite3.SQLITE_LOCKED,
-            )
+            busy = (getattr(exc, "sqlite_errorcode", -1) & 0xFF) in (_BUSY, _LOCKED)
             if not busy or time.monotonic() >= deadline:
                 raise
             time.sleep(0.02)

@@ -265,14 +265,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with worded_stdout():
             args = _parse(parser, argv)
+            handler = {"generate": run_generate}.get(args.command) or getattr(args, "handler", None)
+            if handler is None:
+                parser.print_help()
+                sys.stdout.flush()
+                return 2
     except StdoutError as exc:
         print_error(exc)
         silence_stdout()
         return 1
-    handler = {"generate": run_generate}.get(args.command) or getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return 2
+    except BrokenPipeError:  # `specchat --help | head -0`: the reader went away, not an error
+        silence_stdout()
+        return 141
     check = getattr(args, "check", None)
     try:
         if check is not None:

@@ -20,7 +20,7 @@ with a one-line log and the corpus starts empty with `needs_rebuild` set: the ca
 the stored chats (`stored_documents`) and calls `rebuild`. It is a cache of the chat history:
 `clear` deletes it when the history is wiped.
 
-Two processes on one data folder (two windows, the window and `generate`) share the file
+Two processes on one data folder (two windows) share the file
 without a lock: each writes only over the file it last read or wrote, after taking in what the
 other wrote since, so neither loses the other's replies; a file the other deleted (its user
 deleted chats) sets `needs_rebuild`. Only a write racing another's within milliseconds can
@@ -177,6 +177,10 @@ class HistoryCorpus:
 
     def rebuild(self, documents: Iterable[Sequence[int]]) -> None:
         """Replace the corpus by these documents (oldest first), index them once and save."""
+        # Replies another window journals while the history is read (seconds, lazily) are not
+        # in what it yields: they are taken in at the end. What the journal held before is
+        # in the history, or was deleted with it.
+        journaled_before = {_digest(d) for d in read_journal(self.path, None)[0]}
         self._reset()
         for tokens in documents:
             self._admit(array("i", tokens)[-self._kept_tokens() :])
@@ -184,6 +188,9 @@ class HistoryCorpus:
             self._drop_oldest()
         self._reindex()
         self.needs_rebuild = False
+        for document in read_journal(self.path, None)[0]:
+            if _digest(document) not in journaled_before:
+                self._take(document)
         # Built from the history itself: it replaces whatever another process wrote.
         self._save(over_others=True)
 
@@ -371,7 +378,7 @@ def _digest(document: array[int]) -> bytes:
 
 
 def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
+    if pid == os.getpid() or os.name != "posix":  # elsewhere os.kill(pid, 0) is no probe
         return True
     try:
         os.kill(pid, 0)

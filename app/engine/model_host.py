@@ -183,7 +183,7 @@ class ModelHost(Generic[DemoT]):
             self._apply(target, draft, request.ticket)
         except Exception as exc:
             cancelled = request.ticket.cancelled and not isinstance(exc, Cancelled)
-            self._restore(*previous, failed=exc)
+            self._restore(*previous, cancelled=cancelled or isinstance(exc, Cancelled))
             if cancelled:
                 raise Cancelled("model loading cancelled") from exc
             raise
@@ -261,15 +261,16 @@ class ModelHost(Generic[DemoT]):
     def _stage(self, path: str, ticket: LoadTicket, role: str) -> _LoadStage:
         return _LoadStage(self._progress, f"Loading {role} {Path(path).name}", ticket)
 
-    def _restore(
-        self, target: ModelConfig | None, draft: DraftSetting, *, failed: BaseException
-    ) -> None:
+    def _restore(self, target: ModelConfig | None, draft: DraftSetting, *, cancelled: bool) -> None:
         """After a failed load, get back to the previous models so the app keeps working.
 
         A target that loaded stays when only its draft failed (refused, missing, broken): the
         user asked for it, and it works alone; the draft's error says what went wrong. A
         cancelled load of a new pair brings the previous pair back instead."""
-        target_loaded = self._target is not None and not isinstance(failed, Cancelled)
+        # A child process that died with the draft took the target too: not loaded then.
+        target_loaded = (
+            self._target is not None and self._runtime.target_facts is not None and not cancelled
+        )
         if target_loaded or self._target == target:
             # Only the draft failed: keep the target, drafting nothing, or with the previous
             # draft when the target is the previous one.

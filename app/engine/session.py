@@ -5,7 +5,8 @@
 failures would otherwise end this one. Both implement this Protocol, and mypy checks that they
 do (the assignments at the end of app/engine/isolated.py); the job queue, the CLI and the
 window hold an EngineSession and never ask which one it is, except for what only the
-in-process Runtime can offer (several drafts at once, a look at the target's cache).
+in-process Runtime can offer (several drafts at once, the past-chats index, the target's
+saved conversation states).
 """
 
 from __future__ import annotations

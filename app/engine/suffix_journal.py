@@ -54,19 +54,24 @@ def append_journal(index_path: Path, continues: bytes, documents: Sequence[array
         os.fsync(out.fileno())
 
 
-def read_journal(index_path: Path, continues: bytes) -> tuple[list[array[int]], JournalState]:
-    """The journal's readable documents for the index file with digest `continues`, and its
-    state."""
+def read_journal(
+    index_path: Path, continues: bytes | None
+) -> tuple[list[array[int]], JournalState]:
+    """The journal's readable documents for the index file with digest `continues` (None:
+    whichever file it names), and its state."""
     path = journal_path(index_path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return [], "whole"
-    header = MAGIC + continues
-    if not data.startswith(header):
-        if data.startswith(MAGIC) and len(data) >= len(header):
-            return [], "whole"  # it continued another file, whose successor holds its documents
+    header_bytes = len(MAGIC) + DIGEST_BYTES
+    if len(data) < header_bytes and MAGIC.startswith(data[: len(MAGIC)]):
+        return [], "whole"  # its header being written (or cut by a crash): no record yet
+    if not data.startswith(MAGIC):
         return [], "damaged"
+    if continues is not None and data[len(MAGIC) : header_bytes] != continues:
+        return [], "whole"  # it continued another file, whose successor holds its documents
+    header = data[:header_bytes]
     documents: list[array[int]] = []
     at = len(header)
     while at < len(data):

@@ -100,7 +100,8 @@ class LocalModelsTab(LocalModelsLayout):
 
     @property
     def entries(self) -> list[ModelEntry]:
-        """The files of the latest scan, broken ones included."""
+        """The files of the latest scan, broken ones included, and the folders it could not
+        read (`is_folder`)."""
         return list(self._entries)
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -213,6 +214,28 @@ def test_a_reader_that_goes_away_ends_the_command_without_a_traceback(demo_model
         err = proc.stderr.read().decode()
     assert proc.wait(timeout=300) == 141
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["generate", "--help"]])
+def test_help_to_a_reader_that_went_away_ends_without_a_traceback(argv: list[str]) -> None:
+    """`specchat --help | head -0`, in a shell without PYTHONUNBUFFERED: the text stays in the
+    buffer until the flush, which must not raise past main."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "app.cli.main", *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141
+    assert proc.stderr == b""
 
 
 def test_the_prompt_cache_flag_sizes_the_targets_saved_states(demo_models: Any) -> None:

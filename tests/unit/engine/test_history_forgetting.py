@@ -133,3 +133,13 @@ def test_chats_deleted_in_another_window_are_forgotten_at_this_ones_next_reply(
     assert _drafts(history, SECRET[:5]) == ()
     assert _drafts(history, KEPT[:5]) == (205, 206, 207)
     assert _drafts(history, reply[:5]) == (305, 306, 307)  # the reply, not yet in the store
+
+
+def test_a_journal_whose_header_is_being_written_asks_for_no_rebuild(tmp_path: Path) -> None:
+    corpus = _journaled(tmp_path)
+    journal = journal_path(corpus.path)
+    header = journal.read_bytes()[:48]
+    for cut in (0, 7, 21, 47):  # a fresh journal, truncated and not yet whole
+        journal.write_bytes(header[:cut])
+        again = HistoryCorpus(tmp_path, OTHER_VOCABULARY)
+        assert not again.needs_rebuild and again.documents == 1, cut

@@ -1,9 +1,10 @@
-"""Two SpecChat processes on one data folder (two windows, or the window and `generate`) share
-each past-chats index file: neither loses the replies the other saved, and one that deleted
-chats is not undone by the other writing them back."""
+"""Two SpecChat windows on one data folder share each past-chats index file: neither loses the
+replies the other saved, and one that deleted chats is not undone by the other writing them
+back."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from app.engine.history_corpus import HistoryCorpus, forget_every_vocabulary
@@ -81,3 +82,25 @@ def test_an_index_deleted_by_the_other_process_asks_for_a_rebuild(tmp_path: Path
     corpus.add(_doc(90_000))
     assert corpus.save()
     assert corpus.needs_rebuild and not _holds(corpus, secret)
+
+
+def test_a_rebuild_keeps_the_replies_the_other_process_journaled_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """A rebuild reads the history for seconds; a reply the other window journaled then is not
+    in the history it read yet, and must not be lost with the journal."""
+    first = HistoryCorpus(tmp_path, FINGERPRINT)
+    first.add(_doc(0))
+    assert first.save()
+    second = HistoryCorpus(tmp_path, FINGERPRINT)
+    theirs = _doc(50_000)
+
+    def history() -> Iterator[list[int]]:
+        yield _doc(0)
+        second.add(theirs)  # the other window's reply lands while the history is read
+        assert second.save()
+        yield _doc(100)
+
+    first.rebuild(history())
+    assert _holds(first, theirs)
+    assert _holds(HistoryCorpus(tmp_path, FINGERPRINT), theirs)

@@ -189,6 +189,22 @@ def test_a_draft_file_that_fails_to_load_keeps_the_new_target_with_no_draft(
     assert held.local.target is not None and held.local.mode == "plain"
 
 
+def test_a_new_pair_cancelled_while_its_draft_fails_brings_the_previous_pair_back() -> None:
+    ticket = LoadTicket()
+
+    def check(path: str) -> None:
+        if path == "broken-draft.gguf":
+            ticket.cancel()  # the user cancels as the draft fails for its own reason
+            raise ModelLoadError(path, "truncated")
+
+    held = Host(check_file=check)
+    held.host.load(LoadRequest(TARGET, DRAFT))
+    with pytest.raises(Cancelled):
+        held.host.load(LoadRequest(OTHER_TARGET, BROKEN_DRAFT, ticket=ticket))
+    state = held.host.state()
+    assert (state.target, state.draft) == (TARGET, DRAFT)
+
+
 def test_models_on_workers_run_in_the_child_process_session_and_come_back(held: Host) -> None:
     held.host.load(LoadRequest(TARGET, DRAFT))
     remote_target = ModelConfig("target.gguf", n_ctx=256, rpc_servers=(WORKER,))
