@@ -109,6 +109,10 @@ class InsightPanel(QWidget):
         self._show(self.insight)
         self._fill_table(self.insight)
 
+    def forget_plain_step(self) -> None:
+        """Another target loaded: the plain step kept as the unit of costs was the old one's."""
+        self._plain_step_s = None
+
     def clear(self) -> None:
         self.insight = None
         self.chart.set_data(analyse([]))

@@ -268,6 +268,7 @@ class ReplyFlow(QObject):
         if target_path != self._target_path:
             self._target_path = target_path
             self._plain_step_s = None
+            self._insight.forget_plain_step()
         self.headline.emit("", "")
 
     def _on_failed(self, failure: GenerationFailure) -> None:

@@ -4,6 +4,8 @@ acceptance on the sparkline) and stay readable in a 300 px wide panel; the Insig
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QImage
@@ -111,3 +113,17 @@ def test_the_insight_tab_fits_a_300_px_panel(qtbot: QtBot) -> None:
     for label in (what_if.expected, what_if.cost, what_if.speedup, panel.summary):
         assert label.height() >= label.heightForWidth(label.width()), label.text()
     assert panel.table.horizontalScrollBar().maximum() > 0  # the round table scrolls instead
+
+
+def test_the_insight_tab_forgets_the_old_targets_plain_step(qtbot: QtBot) -> None:
+    """Costs are in units of the loaded target's plain step: after another target loads, a
+    reply's live figures must not be priced in the old one's."""
+    panel = InsightPanel()
+    qtbot.addWidget(panel)
+    old = result_from_rounds(seed_rounds())
+    panel.update_from_result(replace(old, plain_step_s=0.5))
+    panel.update_live(seed_rounds())
+    assert panel.insight is not None and panel.insight.plain_step_s == 0.5
+    panel.forget_plain_step()
+    panel.update_live(seed_rounds())
+    assert panel.insight is not None and panel.insight.plain_step_s != 0.5
