@@ -6,6 +6,10 @@ works on a Runtime that already serves a chat (the window's): the drafts it alre
 used as they are, and every other draft is loaded alone, measured side by side with plain
 decoding in a phase of its own, and freed before the next is loaded, so no second copy of any
 model is ever made. Both are cancellable between runs and during a draft's load.
+
+Both measure what they can: a draft that cannot be loaded (a broken or incompatible file) is
+that draft's configurations' `error` in the report and the other drafts are still measured;
+only when no draft at all could be loaded is its error the benchmark's.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.gamma import GammaSetting
 from app.engine.runtime import DraftVetter, Runtime
-from app.errors import InvalidSettingError
+from app.errors import Cancelled, InvalidSettingError, SpecChatError, user_message
 from app.llama.config import ModelConfig
 from app.llama.model import LoadProgress
 
@@ -51,6 +55,34 @@ def _add_draft(
     config = replace(template or ModelConfig(str(draft.path)), path=str(draft.path))
     runtime.add_draft(label, config, progress=_cancellable(control), joined=draft.suffix)
     return label
+
+
+Failures = dict[str, SpecChatError]
+"""A draft's label → why it could not be loaded."""
+
+
+def _try_add_draft(
+    runtime: Runtime,
+    draft: DraftChoice,
+    template: ModelConfig | None,
+    control: GenerationControl,
+    failed: Failures,
+) -> str | None:
+    """_add_draft, or None with the reason put in `failed` when the draft cannot be loaded:
+    one broken file among the drafts is that draft's row of the report, not the end of it."""
+    try:
+        return _add_draft(runtime, draft, template, control)
+    except Cancelled:
+        raise
+    except SpecChatError as exc:
+        failed[draft.label] = exc
+        return None
+
+
+def _check_some_loaded(drafts: Sequence[DraftChoice], failed: Failures) -> None:
+    """Raise the first draft's error when every draft failed: there is nothing to compare."""
+    if drafts and all(d.label in failed for d in drafts):
+        raise failed[drafts[0].label]
 
 
 def _park(runtime: Runtime, labels: Sequence[str]) -> dict[str, ModelConfig]:
@@ -83,7 +115,12 @@ def _phase_configs(
     return tuple(i for i, c in enumerate(configs) if c.draft is not None and c.draft.label in names)
 
 
-def _report(bench: Measurement, runs: Sequence[RunRecord], memory: dict[str, int]) -> BenchReport:
+def _report(
+    bench: Measurement,
+    runs: Sequence[RunRecord],
+    memory: dict[str, int],
+    failed: Failures,
+) -> BenchReport:
     assert bench.runtime.target is not None
     target = bench.runtime.target.config
     settings = bench.settings
@@ -102,6 +139,7 @@ def _report(bench: Measurement, runs: Sequence[RunRecord], memory: dict[str, int
             "threads": target.n_threads,
             "warmup": settings.warmup,
         },
+        errors={label: user_message(exc) for label, exc in failed.items()},
     )
 
 
@@ -127,13 +165,18 @@ def run_benchmark(
     )
     try:
         runtime.load_target(target, progress=_cancellable(control))
-        labels = {
-            d.label: _add_draft(runtime, d, settings.draft_template, control)
-            for d in settings.drafts
-        }
+        failed: Failures = {}
+        labels: dict[str, str] = {}
+        for d in settings.drafts:
+            label = _try_add_draft(runtime, d, settings.draft_template, control, failed)
+            if label is not None:
+                labels[d.label] = label
+        _check_some_loaded(settings.drafts, failed)
         memory = _memory(runtime, labels)
         bench = Measurement.prepare(runtime, settings, progress, control)
-        return _report(bench, measure(bench, labels), memory)
+        loaded = [d for d in settings.drafts if d.label in labels]
+        phase = Phase(configs=_phase_configs(bench.configs, loaded))
+        return _report(bench, measure(bench, labels, phase), memory, failed)
     finally:
         runtime.close()
         history.cleanup()
@@ -155,7 +198,8 @@ def bench_on_runtime(
     configuration's speedup is over the plain runs of its own phase. Afterwards the runtime's
     drafts are loaded again and the one that was selected is selected, with cold caches.
     `partial`, when given, receives the report of the phases measured so far as each ends, so
-    a table can fill draft by draft.
+    a table can fill draft by draft. A draft that fails to load is left out of the runs (its
+    phase with it) and named in the report, as in run_benchmark.
     """
     if runtime.target is None:
         raise InvalidSettingError("no target model is loaded")
@@ -176,6 +220,7 @@ def bench_on_runtime(
     selected = runtime.selected_draft
     runs: list[RunRecord] = []
     parked: dict[str, ModelConfig] = {}
+    failed: Failures = {}
     try:
         for index, group in enumerate(phases):
             if index == 1 and resident:
@@ -185,23 +230,34 @@ def bench_on_runtime(
             added: list[str] = []
             try:
                 for d in group:
-                    if d.label not in labels:
-                        labels[d.label] = _add_draft(runtime, d, settings.draft_template, control)
-                        added.append(labels[d.label])
-                        memory[d.label] = _model_bytes(runtime, labels[d.label])
-                phase = Phase(index, _phase_configs(bench.configs, group), len(runs), total)
-                runs += measure(bench, labels, phase)
+                    if d.label in labels:
+                        continue
+                    label = _try_add_draft(runtime, d, settings.draft_template, control, failed)
+                    if label is not None:
+                        labels[d.label] = label
+                        added.append(label)
+                        memory[d.label] = _model_bytes(runtime, label)
+                loaded = [d for d in group if d.label in labels]
+                if loaded:
+                    phase = Phase(index, _phase_configs(bench.configs, loaded), len(runs), total)
+                    runs += measure(bench, labels, phase)
+                else:
+                    # Its runs will never be made: progress counts to what does run.
+                    total -= phase_runs(counts[index], len(bench.prompt_ids), settings.repeats)
+                    if progress is not None and len(runs) == total:
+                        progress(total, total, "done")
                 if partial is not None and index < len(phases) - 1:
-                    partial(_report(bench, runs, memory))
+                    partial(_report(bench, runs, memory, failed))
             finally:
                 for label in added:
                     runtime.free_draft(label)
+        _check_some_loaded(drafts, failed)
     finally:
         for label, config in parked.items():
             runtime.add_draft(label, config, vetted=True)
         runtime.select_draft(selected if selected in runtime.draft_labels else None)
         runtime.reset_caches()
-    return _report(bench, runs, memory)
+    return _report(bench, runs, memory, failed)
 
 
 PartialFn = Callable[[BenchReport], None]

@@ -37,6 +37,12 @@ class ConfigReport:
     peak_rss_bytes: int | None
     peak_vram_bytes: int | None
     notices: tuple[str, ...]
+    # Why the configuration has no runs when its draft could not be loaded (None: it loaded).
+    error: str | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self.figures.runs > 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -52,6 +58,7 @@ class ConfigReport:
         out["peak_rss_bytes"] = self.peak_rss_bytes
         out["peak_vram_bytes"] = self.peak_vram_bytes
         out["notices"] = list(self.notices)
+        out["error"] = self.error
         out["by_class"] = {name: f.to_json() for name, f in self.by_class.items()}
         return out
 
@@ -110,6 +117,7 @@ def _config_report(
     classes: Sequence[str],
     memory_bytes: Mapping[str, int],
     greedy: bool,
+    errors: Mapping[str, str],
 ) -> ConfigReport:
     mine = [r for r in runs if r.config == index]
     phases = {r.phase for r in mine}
@@ -142,6 +150,7 @@ def _config_report(
         peak_rss_bytes=max(rss) if rss else None,
         peak_vram_bytes=max(vram) if vram else None,
         notices=notices,
+        error=errors.get(draft_label) if draft_label is not None else None,
     )
 
 
@@ -180,12 +189,23 @@ def summarize(
     repeats: int,
     memory_bytes: Mapping[str, int] | None = None,
     extra_settings: Mapping[str, Any] | None = None,
+    errors: Mapping[str, str] | None = None,
 ) -> BenchReport:
+    """The report of `runs`; `errors` gives, by draft label, why a draft could not be loaded
+    (its configurations then have no runs)."""
     greedy = base.sampling.greedy
     classes = list(dict.fromkeys(p.prompt_class for p in prompts))
     memory = memory_bytes or {}
     reports = [
-        _config_report(i, config=c, runs=runs, classes=classes, memory_bytes=memory, greedy=greedy)
+        _config_report(
+            i,
+            config=c,
+            runs=runs,
+            classes=classes,
+            memory_bytes=memory,
+            greedy=greedy,
+            errors=errors or {},
+        )
         for i, c in enumerate(configs)
     ]
     settings: dict[str, Any] = {

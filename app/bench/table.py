@@ -47,6 +47,8 @@ def format_table(report: BenchReport) -> str:
             f"{_fmt(f.c_draft, '.2f'):>5} {_fmt(f.c_verify, '.2f'):>5} "
             f"{_fmt(None if f.ttft_s is None else f.ttft_s * 1000, '.0f', 'ms'):>7} {same:>5}"
         )
+    for draft, error in dict.fromkeys((c.draft, c.error) for c in report.configs if c.error):
+        lines.append(f"{draft}: not measured: {error}")
     lines.append(
         "speedup: tok/s over plain on the same prompts; range: per prompt and repeat; 2nd½: "
         "over the second half of each reply; pred.: cost model from measured per-position "

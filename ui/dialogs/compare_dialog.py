@@ -36,13 +36,14 @@ from app.bench.chart import draw_speedup_chart
 from app.bench.session import BenchCallable
 from app.bench.summary import BenchReport, ConfigReport
 from app.engine.control import GenerationControl
-from app.errors import Cancelled
+from app.errors import Cancelled, as_sentence
 from ui.formatting import speedup_band
 from ui.messages import describe, is_cancel
 from ui.named_widgets import push_button
 from ui.workers.compare_run import CompareListener, CompareRun, CompareSource, ThreadCompare
 
 DASH = "—"
+NOT_RUN = "not run"
 COLUMNS = (
     "configuration",
     "tok/s",
@@ -76,10 +77,20 @@ def _percent(value: float | None) -> float | None:
     return None if value is None else value * 100.0
 
 
-def _row(config: ConfigReport) -> list[str]:
+def _unmeasured(config: ConfigReport) -> str | None:
+    """What a row with no runs says in place of its figures (None: it was measured)."""
+    if config.measured:
+        return None
+    return as_sentence(config.error) if config.error else NOT_RUN
+
+
+def _row(config: ConfigReport, greedy: bool) -> list[str]:
     f = config.figures
     plain = config.draft is None
-    same = {True: "yes", False: "NO", None: "n/a (sampling)"}[f.identical_to_plain]
+    # Greedy runs that were measured always have a verdict; None then means no plain twin.
+    same = {True: "yes", False: "NO", None: DASH if greedy else "n/a (sampling)"}[
+        f.identical_to_plain
+    ]
     return [
         config.label,
         _fmt(f.tokens_per_second, ".1f"),
@@ -116,7 +127,9 @@ def _verdict(report: BenchReport) -> str:
         for d in report.drafts
         if d.auto_speedup is not None
     ]
-    return text + (f"; with γ auto: {', '.join(autos)}." if autos else ".")
+    text += f"; with γ auto: {', '.join(autos)}." if autos else "."
+    failed = dict.fromkeys(c.draft for c in report.configs if c.error and c.draft)
+    return text + (f" Not measured: {', '.join(failed)} (see the table)." if failed else "")
 
 
 class CompareDialog(QDialog):
@@ -153,6 +166,8 @@ class CompareDialog(QDialog):
         self._failed.connect(self._on_failed, queued)
         self.report: BenchReport | None = None
         self._rows: list[ConfigReport] = []
+        # The last (done, total) the running comparison reported: where a Stop leaves the bar.
+        self._reached: tuple[int, int] | None = None
 
         self.prompt = QPlainTextEdit(prompt)
         self.prompt.setObjectName("comparePrompt")
@@ -234,6 +249,9 @@ class CompareDialog(QDialog):
     def start(self) -> None:
         if self.running:
             return
+        # Nothing of the previous run may pass for this one's, nor be chosen with "Use this
+        # draft" while this one runs or after it stops.
+        self._show_nothing()
         # Progress and each draft's finished figures travel the same queued path.
         listener = CompareListener(
             progress=lambda done, total, text: self._progressed.emit((done, total, text)),
@@ -278,9 +296,15 @@ class CompareDialog(QDialog):
     def show_report(self, report: BenchReport) -> None:
         self.report = report
         self._rows = [report.plain, *report.configs]
+        self.table.clearSpans()
         self.table.setRowCount(len(self._rows))
+        greedy = bool(report.settings.get("greedy"))
         for r, config in enumerate(self._rows):
-            for c, text in enumerate(_row(config)):
+            unmeasured = _unmeasured(config)
+            if unmeasured is not None:
+                self._show_unmeasured(r, config, unmeasured)
+                continue
+            for c, text in enumerate(_row(config, greedy)):
                 item = QTableWidgetItem(text)
                 if c > 0:
                     item.setTextAlignment(
@@ -292,6 +316,26 @@ class CompareDialog(QDialog):
         draw_speedup_chart(report, self.figure)
         self.canvas.draw_idle()  # type: ignore[no-untyped-call]
         self._update_use_button()
+
+    def _show_unmeasured(self, row: int, config: ConfigReport, text: str) -> None:
+        # One cell across the figures' columns: a row of dashes would not say why, and an
+        # error's sentence would widen whichever column held it.
+        name = QTableWidgetItem(config.label)
+        name.setToolTip(config.draft_path or config.label)
+        self.table.setItem(row, 0, name)
+        self.table.setSpan(row, 1, 1, len(COLUMNS) - 1)
+        item = QTableWidgetItem(text)
+        item.setToolTip(text)
+        self.table.setItem(row, 1, item)
+
+    def _show_nothing(self) -> None:
+        self.report = None
+        self._rows = []
+        self._reached = None
+        self.table.clearSpans()
+        self.table.setRowCount(0)
+        self.figure.clear()
+        self.canvas.draw_idle()  # type: ignore[no-untyped-call]
 
     def _relayout_chart(self, _event: object) -> None:
         if self.figure.axes:
@@ -305,26 +349,32 @@ class CompareDialog(QDialog):
             self.show_report(value)
             return
         done, total, message = cast(tuple[int, int, str], value)
+        self._reached = (done, total)
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(done)
         self.status.setText(f"Run {min(done + 1, total)} of {total}: {message}")
 
     def _on_finished(self, report: BenchReport) -> None:
         self.show_report(report)
-        self._end_run()
+        self._end_run(complete=True)
         self.status.setText(_verdict(report))
         self.reportReady.emit(report)
 
     def _on_failed(self, exc: Exception) -> None:
-        self._end_run()
+        self._end_run(complete=False)
         self.status.setText("Comparison stopped." if is_cancel(exc) else describe(exc))
 
-    def _end_run(self) -> None:
+    def _end_run(self, *, complete: bool) -> None:
         self._run = None
         self.run_button.setEnabled(True)
         self.stop_button.setEnabled(False)
-        self.progress.setRange(0, 1)
-        self.progress.setValue(1 if self.report is not None else 0)
+        # A stopped or failed run leaves the bar at the runs it made, not full. Progress is
+        # reported before each run, so the rows shown may count one more than it last said.
+        done, total = (1, 1) if complete else (self._reached or (0, 1))
+        if not complete and self.report is not None:
+            done = min(max(done, len(self.report.runs)), total)
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(done)
         self._update_use_button()
 
     # -- closing --------------------------------------------------------------------------------

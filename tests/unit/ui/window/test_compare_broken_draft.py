@@ -1,0 +1,56 @@
+"""Compare on the window's own models with a draft file that cannot be loaded among the
+drafts: that draft's row says why, the others are still measured, and the chat keeps its
+draft."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytestqt.qtbot import QtBot
+
+from tests.helpers.model_files import write_tiny_gguf
+from tests.helpers.qt_window import send
+from tests.unit.ui.window.conftest import TIMEOUT_MS
+from ui.window.main_window import MainWindow, UiState
+
+
+def test_a_broken_draft_is_its_rows_error_and_the_other_drafts_are_still_measured(
+    window: MainWindow, qtbot: QtBot, files: dict[str, Path]
+) -> None:
+    # The stand-in model refuses files named "broken"; the catalog lists it as a fitting draft.
+    broken = write_tiny_gguf(files["draft"].parent / "broken-draft.gguf", tensor_elements=32)
+    window.models.add_files([str(broken)])
+    qtbot.waitUntil(
+        lambda: str(broken) in window.settings.get_list("models/extra_files"), timeout=TIMEOUT_MS
+    )
+    qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+    if window.models.draft_value != str(files["draft"]):  # adding it may have made it the draft
+        window.models.choose_draft(str(files["draft"]))
+    qtbot.waitUntil(
+        lambda: window.state == UiState.Idle and window.models.draft_value == str(files["draft"]),
+        timeout=TIMEOUT_MS,
+    )
+    send(qtbot, window, "Hello")  # Compare runs on the chat's last prompt
+
+    dialog = window.open_compare_dialog()
+    assert dialog is not None
+    with qtbot.waitSignal(dialog.reportReady, timeout=TIMEOUT_MS) as ready:
+        dialog.start()
+    report = ready.args[0]
+    qtbot.waitUntil(lambda: not dialog.running, timeout=TIMEOUT_MS)
+
+    by_name = {c.label.split(" ")[0]: c for c in report.configs}
+    assert set(by_name) == {"broken-draft.gguf", "small-draft.gguf", "second-target.gguf"}
+    failed = by_name["broken-draft.gguf"]
+    assert not failed.measured and failed.error is not None and "broken" in failed.error
+    assert by_name["small-draft.gguf"].measured and by_name["second-target.gguf"].measured
+
+    row = report.configs.index(failed) + 1  # the plain row comes first
+    cell = dialog.table.item(row, 1)
+    assert cell is not None and cell.text().startswith("Cannot load model")
+    assert "broken-draft.gguf" in dialog.status.text()  # the verdict names it too
+    dialog.close()
+
+    # The runtime's models are as they were: the chat still drafts with its own draft.
+    stats = send(qtbot, window, "After compare")
+    assert stats.get("mode") == "hybrid" and stats.get("draft") == "small-draft.gguf"
