@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
@@ -59,52 +59,65 @@ class ServerSettings:
     limits: Limits = field(default_factory=Limits)
 
 
-def create_app(owner: EngineOwner, settings: ServerSettings) -> Starlette:
+# The settings each request is answered by, read as it arrives.
+SettingsSource = Callable[[], ServerSettings]
+
+
+def create_app(owner: EngineOwner, settings: ServerSettings | SettingsSource) -> Starlette:
+    """settings: fixed (`specchat serve`), or a source read at each request, for a server that
+    follows a window whose models and reply settings change while it runs. Who may call it (the
+    API key, origins, host names) is the first reading's: a running server keeps its door."""
+    current = settings if callable(settings) else _always(settings)
+    door = current()
+
     async def health(_request: Request) -> Response:
         requests = owner.health()
         # What the models hold (weights, KV caches, saved conversations) as of the last request.
         memory = requests.pop("memory", None)
         return JSONResponse(
-            {"status": "ok", "model": settings.model_id, "memory": memory, "requests": requests}
+            {"status": "ok", "model": current().model_id, "memory": memory, "requests": requests}
         )
 
     async def models(_request: Request) -> Response:
+        served = current()
         model = {
-            "id": settings.model_id,
+            "id": served.model_id,
             "object": "model",
             "created": 0,
             "owned_by": "specchat",
-            "meta": {"n_ctx": settings.n_ctx},
+            "meta": {"n_ctx": served.n_ctx},
         }
         return JSONResponse({"object": "list", "data": [model]})
 
     routes = [
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
-        Route("/v1/chat/completions", _Completions(owner, settings, chat=True), methods=["POST"]),
-        Route("/v1/completions", _Completions(owner, settings, chat=False), methods=["POST"]),
+        Route("/v1/chat/completions", _Completions(owner, current, chat=True), methods=["POST"]),
+        Route("/v1/completions", _Completions(owner, current, chat=False), methods=["POST"]),
     ]
     # Outermost: a page on a foreign origin, or reaching the server through a foreign name,
     # learns nothing, not even whether a key is required.
-    middleware = [
-        Middleware(RequestGuard, hosts=settings.allowed_hosts, origins=settings.cors_origins)
-    ]
-    if settings.cors_origins:
+    middleware = [Middleware(RequestGuard, hosts=door.allowed_hosts, origins=door.cors_origins)]
+    if door.cors_origins:
         middleware.append(
             Middleware(
                 CORSMiddleware,
-                allow_origins=list(settings.cors_origins),
+                allow_origins=list(door.cors_origins),
                 allow_methods=["GET", "POST"],
                 allow_headers=["Authorization", "Content-Type"],
             )
         )
-    if settings.api_key:
-        middleware.append(Middleware(BearerAuth, api_key=settings.api_key))
+    if door.api_key:
+        middleware.append(Middleware(BearerAuth, api_key=door.api_key))
     return Starlette(
         routes=routes,
         middleware=middleware,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
     )
+
+
+def _always(settings: ServerSettings) -> SettingsSource:
+    return lambda: settings
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -168,14 +181,15 @@ class _Completions:
     """One completion endpoint, as a raw ASGI app: it needs `receive` to notice a disconnect
     for as long as the reply runs, including while the response streams."""
 
-    def __init__(self, owner: EngineOwner, settings: ServerSettings, *, chat: bool) -> None:
+    def __init__(self, owner: EngineOwner, settings: SettingsSource, *, chat: bool) -> None:
         self._owner = owner
         self._settings = settings
         self._chat = chat
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        settings = self._settings
+        # Read once: the whole request is answered by the settings it arrived under.
+        settings = self._settings()
         try:
             body = await read_json(
                 request, settings.limits.max_body_bytes, settings.limits.body_timeout_s
@@ -202,7 +216,7 @@ class _Completions:
         gone = asyncio.Event()
         watcher = asyncio.create_task(watch_disconnect(receive, ticket, gone))
         try:
-            response = await self._respond(parsed, feed, gone)
+            response = await self._respond(parsed, feed, gone, settings.model_id)
             await response(scope, receive, send)
         finally:
             watcher.cancel()
@@ -210,12 +224,14 @@ class _Completions:
                 await watcher
             ticket.cancel("response ended early")  # a no-op when the reply finished
 
-    async def _respond(self, parsed: ApiRequest, feed: Feed, gone: asyncio.Event) -> ASGIApp:
+    async def _respond(
+        self, parsed: ApiRequest, feed: Feed, gone: asyncio.Event, model_id: str
+    ) -> ASGIApp:
         first = await feed.get()
         if isinstance(first, Failed):
             return error_response(_failure_error(first, chat=self._chat))
         assert isinstance(first, Started)
-        fmt = ReplyFormat(parsed, self._settings.model_id)
+        fmt = ReplyFormat(parsed, model_id)
         replies = reply_stream(feed, fmt.logprobs)
         if parsed.stream:
             return EventStreamResponse(_sse(fmt, first, replies), gone)

@@ -24,11 +24,13 @@ from app.engine.logprobs import TokenLogprob
 from app.engine.result import GenerationResult
 from app.server.stops import Piece, ReplyCut
 
+CUT_SHORT = "the reply was stopped before it ended (the server is shutting down)"
+
 
 @dataclass(frozen=True, slots=True)
 class ReplyEnd:
-    """How a reply ended: its result as returned (None if the engine failed) and whether a
-    stop string cut it."""
+    """How a reply ended: its result as returned (None if the engine failed or the reply was
+    cut short, with `failure` saying which) and whether a stop string cut it."""
 
     result: GenerationResult | None
     stop_hit: bool
@@ -66,7 +68,13 @@ class Feed:
             self._send(ReplyEnd(None, self._cut.hit, event))
         elif isinstance(event, FinishEvent):
             self._send_piece(self._cut.flush())
-            self._send(ReplyEnd(self._cut.trimmed(event.result), self._cut.hit))
+            result = self._cut.trimmed(event.result)
+            if result.finish_reason == "cancelled":
+                # Stopped from outside (the server shutting down): a cut reply read as
+                # complete would mislead, so the client is told as a queued one would be.
+                self._send(ReplyEnd(None, False, Failed(CUT_SHORT, "cancelled")))
+            else:
+                self._send(ReplyEnd(result, self._cut.hit))
         # Rounds and notices are the engine's business; the client hears of them in the end.
 
     def _send_piece(self, piece: Piece) -> None:

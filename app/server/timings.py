@@ -78,7 +78,11 @@ def usage(result: GenerationResult, started: Started) -> dict[str, int]:
 
 
 def finish_reason(engine_reason: FinishReason, stop_hit: bool) -> str:
-    """OpenAI's finish_reason: a full context reads as "length", a stop string as "stop"."""
+    """OpenAI's finish_reason: max_tokens or a full context reads as "length", a stop string
+    as "stop". A cancelled reply has none: it was cut short, and its client gets an error
+    (app.server.sse.Feed) rather than a reply that reads as whole."""
     if stop_hit or engine_reason == "stop":
         return "stop"
-    return "length"
+    if engine_reason in ("length", "context"):
+        return "length"
+    raise ValueError(f"a {engine_reason} reply has no finish_reason")

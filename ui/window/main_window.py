@@ -34,12 +34,7 @@ from ui.window.layout import WindowLayout
 from ui.window.model_session import ModelSession
 from ui.window.reply_flow import ReplyFlow
 from ui.window.server_switch import ServerSwitch
-from ui.window.window_state import (
-    RELOADING_SETTINGS,
-    SEND_WHEN_READY,
-    UiState,
-    render_state,
-)
+from ui.window.window_state import SEND_WHEN_READY, UiState, render_state
 from ui.window.wiring import connect_window
 from ui.workers.catalog import Catalog
 from ui.workers.engine import forget_history
@@ -103,8 +98,12 @@ class MainWindow(WindowLayout):
             host=host,
             panel=self.server_panel,
             metrics=self.metrics,
+            insight=self.insight,
             models=self.models,
-            reply_settings=self._reply_settings,
+            reply_settings=lambda: (
+                self.generation_config(),
+                self.controls.speculation.isChecked(),
+            ),
             clock=clock,
             parent=self,
         )
@@ -264,12 +263,16 @@ class MainWindow(WindowLayout):
 
     def send(self) -> None:
         text = self.prompt.toPlainText().strip()
-        if self._state in SEND_WHEN_READY and text:
+        state = self._state
+        if state == UiState.Idle and self.server_switch.request_ahead():
+            # It would wait behind a server request on the engine, shown as Generating.
+            state = UiState.Serving
+        if state in SEND_WHEN_READY and text:
             # Sent as soon as the request ends or the models are in, not on a second Enter.
             self._send_when_ready = True
-            self.statusBar().showMessage(SEND_WHEN_READY[self._state])
+            self.statusBar().showMessage(SEND_WHEN_READY[state])
             return
-        if self._state != UiState.Idle or not text:
+        if state != UiState.Idle or not text:
             return
         # On a storage failure the text stays in the box, so nothing typed is lost.
         if self.chats.store_action(lambda: self.chat.add_user_message(text)) is None:
@@ -299,9 +302,6 @@ class MainWindow(WindowLayout):
     def export_current(self) -> None:
         if self.chat.conversation_id is not None:
             self.chats.export_dialog(self.chat.conversation_id)
-
-    def _reply_settings(self) -> tuple[GenerationConfig, bool]:
-        return self.generation_config(), self.controls.speculation.isChecked()
 
     def generation_config(self) -> GenerationConfig:
         return generation_config(self.settings)
@@ -353,31 +353,25 @@ class MainWindow(WindowLayout):
 
     # -- the local server ---------------------------------------------------------------------
 
-    def set_local_server(self, on: bool) -> None:
-        self.server_switch.set_on(on)
-
     def _on_serving_changed(self, serving: bool) -> None:
         if serving and self._state == UiState.Idle:
             self._set_state(UiState.Serving)
+            if self._send_when_ready:  # held before the request started (send)
+                self.statusBar().showMessage(SEND_WHEN_READY[UiState.Serving])
         elif not serving and self._state == UiState.Serving:
             self._set_state(UiState.Idle)
             self.models.run_pending()
             self._send_if_waiting()
+        elif not serving and self._state == UiState.Idle:
+            self._send_if_waiting()  # held behind a request that the stopped server dropped
 
     def _send_if_waiting(self) -> None:
-        if self._send_when_ready:
+        if self._send_when_ready and not self._closed:
             # The text stays in the box if it cannot go (no model, or a reload held them).
             self._send_when_ready = False
             self.send()
 
-    # -- settings and memory ------------------------------------------------------------------
-
-    def _on_setting_changed(self, key: str) -> None:
-        if key == "view/highlight_draft":
-            self.view.set_highlight(self.settings.get_bool(key))
-            self.highlight_action.setChecked(self.settings.get_bool(key))
-        elif key in RELOADING_SETTINGS:
-            self.models.reload()
+    # -- memory -------------------------------------------------------------------------------
 
     def _refresh_memory(self) -> None:
         loaded = self.models.loaded

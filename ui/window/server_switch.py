@@ -1,5 +1,7 @@
-"""The Local server switch: starts and stops the server on the loaded models, and tells the
-window while a request is answered (the chat waits), showing the request in the live panel."""
+"""The Local server switch: starts and stops the server on the loaded models, keeps what it
+answers with in step with the window (models, Speculation, γ, reply settings), and tells the
+window while a request is answered (the chat waits), showing the request in the Metrics and
+Insight tabs."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from app.errors import SpecChatError, user_message
 from app.metrics.rounds import RoundRecord
 from ui.formatting import rate
 from ui.messages import describe
+from ui.widgets.insight_panel import InsightPanel
 from ui.widgets.live_metrics import LiveReply
 from ui.widgets.metrics_panel import MetricsPanel
 from ui.widgets.server_panel import ServerPanel
@@ -24,7 +27,8 @@ from ui.workers.local_server import LocalServer, ServerModels, n_max_for
 
 
 class ServerSwitch(QObject):
-    """Signals: servingChanged(bool): a request started or ended; errorRaised(str);
+    """Signals: servingChanged(bool): a request started or ended (False also when the server
+    stops with none running, for a message held behind a request it dropped); errorRaised(str);
     statusMessage(str)."""
 
     servingChanged = Signal(bool)
@@ -37,6 +41,7 @@ class ServerSwitch(QObject):
         host: EngineHost,
         panel: ServerPanel,
         metrics: MetricsPanel,
+        insight: InsightPanel,
         models: ModelSession,
         reply_settings: Callable[[], tuple[GenerationConfig, bool]],
         clock: Callable[[], float] = time.perf_counter,
@@ -46,10 +51,12 @@ class ServerSwitch(QObject):
         self.server = LocalServer(host, self)
         self._panel = panel
         self._metrics = metrics
+        self._insight = insight
         self._models = models
         self._reply_settings = reply_settings
         self._live = LiveReply(clock=clock)
         self.answered = 0  # requests answered since the server was switched on
+        self._serving = False  # between a request's start and end, as the window hears them
         worker = host.worker
         queued = Qt.ConnectionType.QueuedConnection
         worker.serveStarted.connect(self._on_started, queued)
@@ -62,19 +69,14 @@ class ServerSwitch(QObject):
         if not on:
             self.server.stop()
             self._panel.show_state("")
+            if not self._serving:
+                # A request the stop dropped before its turn never starts or ends here.
+                self.servingChanged.emit(False)
             return
-        loaded = self._models.loaded
-        if loaded is None or loaded.target is None:
+        models = self._served_models()
+        if models is None:
             self._panel.show_state("", "Load a target model first.")
             return
-        config, speculation = self._reply_settings()
-        models = ServerModels(
-            model_id=Path(loaded.target.path).stem,
-            n_ctx=loaded.target.n_ctx,
-            config=config,
-            n_max=n_max_for(config, speculation and loaded.draft.kind != "none"),
-            tool_dialect=loaded.tool_dialect,
-        )
         self.answered = 0
         try:
             url = self.server.start(
@@ -86,10 +88,40 @@ class ServerSwitch(QObject):
             return
         self._panel.show_state(url, "Requests take turns with your chat.")
 
+    def follow_window(self) -> None:
+        """The models or reply settings changed: the next requests are answered as the window
+        is set up now (a request already running keeps its own)."""
+        models = self._served_models()
+        if models is not None and self.server.url:
+            self.server.follow(models)
+
+    def request_ahead(self) -> bool:
+        """Whether a request waits for the engine or runs on it: a reply asked for now would
+        run after it."""
+        return self.server.request_ahead()
+
+    def _served_models(self) -> ServerModels | None:
+        """What the server answers with, from the loaded models and the reply settings; None
+        without a target."""
+        loaded = self._models.loaded
+        if loaded is None or loaded.target is None:
+            return None
+        config, speculation = self._reply_settings()
+        return ServerModels(
+            model_id=Path(loaded.target.path).stem,
+            n_ctx=loaded.target.n_ctx,
+            config=config,
+            n_max=n_max_for(config, speculation and loaded.draft.kind != "none"),
+            tool_dialect=loaded.tool_dialect,
+        )
+
     def _on_started(self) -> None:
         config, _speculation = self._reply_settings()
         self._live.start(config.gamma.start)
+        # Both tabs describe the request from now on, not the chat's last reply.
         self._metrics.clear()
+        self._insight.clear()
+        self._serving = True
         self.servingChanged.emit(True)
 
     def _on_round(self, record: RoundRecord) -> None:
@@ -99,12 +131,11 @@ class ServerSwitch(QObject):
         self._metrics.show_stats(self._live.stats(), speculative=record.drafted > 0)
 
     def _on_ended(self, result: GenerationResult | None) -> None:
+        self._serving = False
         if result is not None:
             self._metrics.show_stats(result.stats, speculative=result.mode != "plain")
-            self.statusMessage.emit(
-                f"Answered a local server request: {result.stats.generated_tokens} tokens, "
-                f"{rate(result.stats.tokens_per_second)}."
-            )
+            self._insight.update_from_result(result)
+            self.statusMessage.emit(_ended_message(result))
         # Counted here, as each answer reaches the window: the server counts a request once
         # its sink has heard the end, which can be after this runs, so /health's figure read
         # now would be one behind.
@@ -113,3 +144,13 @@ class ServerSwitch(QObject):
         if self.server.url:
             self._panel.show_state(self.server.url, f"{self.answered} answered")
         self.servingChanged.emit(False)
+
+
+def _ended_message(result: GenerationResult) -> str:
+    tokens = result.stats.generated_tokens
+    if result.finish_reason == "cancelled":
+        # Its client got an error, not a reply (app.server.sse.Feed): not "answered".
+        return f"A local server request was stopped before it ended, after {tokens} tokens."
+    return (
+        f"Answered a local server request: {tokens} tokens, {rate(result.stats.tokens_per_second)}."
+    )

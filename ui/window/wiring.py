@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ui.messages import describe
 from ui.window.menu_actions import connect_menus
-from ui.window.window_state import UiState
+from ui.window.window_state import RELOADING_SETTINGS, UiState
 
 if TYPE_CHECKING:
     from ui.window.main_window import MainWindow
@@ -50,13 +50,27 @@ def connect_window(window: MainWindow) -> None:
     window.controls.addModelsRequested.connect(window.add_models_dialog)
     window.models_button.clicked.connect(window.open_models_dialog)
     window.compare_button.clicked.connect(window.open_compare_dialog)
-    window.settings.changed.connect(window._on_setting_changed)
+    window.settings.changed.connect(lambda key: _apply_setting(window, key))
     window.memory_timer.timeout.connect(window._refresh_memory)
     switch = window.server_switch
     switch.servingChanged.connect(window._on_serving_changed)
+    # After the window's own handlers, so the switch reads the setup they leave (γ reaches it
+    # through settings.changed).
+    window.models.modelsLoaded.connect(lambda _state: switch.follow_window())
+    window.controls.speculationToggled.connect(lambda _on: switch.follow_window())
+    window.settings.changed.connect(lambda _key: switch.follow_window())
     switch.errorRaised.connect(window.show_error)
     switch.statusMessage.connect(lambda text: window.statusBar().showMessage(text, 8000))
     window.view.examplePicked.connect(window.use_example)
     window.view.editRequested.connect(window.edit_last_message)
     window.view.copied.connect(lambda _text: window.statusBar().showMessage("Copied.", 3000))
     connect_menus(window)
+
+
+def _apply_setting(window: MainWindow, key: str) -> None:
+    """What a changed preference does at once; the rest apply to the next reply."""
+    if key == "view/highlight_draft":
+        window.view.set_highlight(window.settings.get_bool(key))
+        window.highlight_action.setChecked(window.settings.get_bool(key))
+    elif key in RELOADING_SETTINGS:
+        window.models.reload()

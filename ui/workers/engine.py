@@ -181,11 +181,15 @@ class EngineWorker(QObject):
         def sink(event: OwnerEvent) -> None:
             if isinstance(event, RoundEvent):
                 self.serveRound.emit(event.record)
-            elif isinstance(event, FinishEvent):
-                self.serveEnded.emit(event.result)
-            elif isinstance(event, Failed):
-                self.serveEnded.emit(None)
-            client(event)
+            try:
+                client(event)
+            finally:
+                # After the owner heard the end (WorkerOwner.ahead), even when its client
+                # failed: the window, told next, must find this request gone.
+                if isinstance(event, FinishEvent):
+                    self.serveEnded.emit(event.result)
+                elif isinstance(event, Failed):
+                    self.serveEnded.emit(None)
 
         self.serveStarted.emit()
         self._served += 1
