@@ -15,7 +15,9 @@ def draw_speedup_chart(report: BenchReport, figure: Any) -> None:
     Figure; the CLI saves it, the Compare dialog shows it in a Qt canvas."""
     figure.clear()
     axes = figure.add_subplot(1, 1, 1)
-    configs = report.configs
+    # A draft that failed to load (or a stopped run never reached) has no figure: a bar at 0
+    # would read as measured.
+    configs = tuple(c for c in report.configs if c.measured)
     series = [ALL_CLASSES, *report.classes] if len(report.classes) > 1 else [ALL_CLASSES]
     width = 0.8 / len(series)
     for s, name in enumerate(series):

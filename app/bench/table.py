@@ -113,6 +113,7 @@ CSV_COLUMNS = (
     "c_verify",
     "ttft_s",
     "identical_to_plain",
+    "error",
 )
 
 
@@ -123,7 +124,13 @@ def csv_rows(report: BenchReport) -> Iterator[dict[str, Any]]:
             data = f.to_json()
             row = {k: data.get(k) for k in CSV_COLUMNS}
             row.update(
-                {"label": c.label, "draft": c.draft or "", "gamma": str(c.gamma), "class": name}
+                {
+                    "label": c.label,
+                    "draft": c.draft or "",
+                    "gamma": str(c.gamma),
+                    "class": name,
+                    "error": c.error,
+                }
             )
             yield row
 

@@ -300,7 +300,11 @@ def measure_and_report(args: argparse.Namespace) -> int:
             save_plot(report, args.plot)
         except OSError as exc:
             raise OutputError(f"--plot: cannot write {args.plot}: {exc.strerror or exc}") from None
-    return 0
+    # The others were measured and written; a script still learns that one draft was not.
+    failed = {c.draft: c.error for c in report.configs if c.error is not None}
+    for draft, error in failed.items():
+        print(f"error: {draft}: not measured: {error}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _json_text(data: dict[str, Any]) -> str:

@@ -23,8 +23,9 @@ the stored chats (`stored_documents`) and calls `rebuild`. It is a cache of the 
 Two processes on one data folder (two windows) share the file
 without a lock: each writes only over the file it last read or wrote, after taking in what the
 other wrote since, so neither loses the other's replies; a file the other deleted (its user
-deleted chats) sets `needs_rebuild`. Only a write racing another's within milliseconds can
-still lose the other's latest reply from the index, never from the chat history.
+deleted chats) sets `needs_rebuild`. A write racing another's within milliseconds, or a
+rebuild (seconds) during which the other rewrites its whole file, can still lose the other's
+latest replies from the index, never from the chat history.
 """
 
 from __future__ import annotations

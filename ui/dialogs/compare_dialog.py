@@ -278,11 +278,13 @@ class CompareDialog(QDialog):
         return self._run is None or self._run.wait(timeout_ms)
 
     def selected_draft(self) -> str | None:
-        """The draft file of the selected row; None for plain decoding or no selection."""
+        """The draft file of the selected row; None for plain decoding, no selection, or a row
+        not measured (its draft may not even load)."""
         rows = self.table.selectionModel().selectedRows()
         if not rows or not 0 <= rows[0].row() < len(self._rows):
             return None
-        return self._rows[rows[0].row()].draft_path
+        row = self._rows[rows[0].row()]
+        return row.draft_path if row.measured else None
 
     def use_selected_draft(self) -> None:
         path = self.selected_draft()

@@ -80,6 +80,7 @@ class ReplyFlow(QObject):
         self.last_result: GenerationResult | None = None
         # The regenerated reply as the view showed it, shown again if the new one writes nothing.
         self._replaced: ViewMessage | None = None
+        self._replaced_id: int | None = None
         # The last measured plain target step: the live headline's unit until this reply
         # measures its own.
         self._plain_step_s: float | None = None
@@ -141,6 +142,7 @@ class ReplyFlow(QObject):
             replaces=replacing,
         )
         self._replaced = self._view.drop_last_reply() if replacing is not None else None
+        self._replaced_id = replacing
         speculative = speculation and draft.kind != "none"
         self._speculation_on = speculation
         self.live.start(config.gamma.start if speculative else 0)
@@ -297,10 +299,16 @@ class ReplyFlow(QObject):
 
     def _put_back_replaced(self) -> None:
         """A regenerated reply wrote nothing: the reply it was to replace, still stored, takes
-        the empty one's place in the view."""
+        the empty one's place in the view (unless another window deleted it meanwhile)."""
         replaced, self._replaced = self._replaced, None
-        if replaced is not None:
-            self._view.set_messages([*self._view.messages[:-1], replaced])
+        if replaced is None:
+            return
+        try:
+            still_stored = self._chat.last_reply_id() == self._replaced_id
+        except (StoreError, OSError):  # shown as it was; the next store action says more
+            still_stored = True
+        kept = self._view.messages[:-1]
+        self._view.set_messages([*kept, replaced] if still_stored else kept)
 
     def _end(self) -> None:
         self.reply = None

@@ -68,10 +68,5 @@ def render_state(w: MainWindow, s: UiState) -> None:
         bar.showMessage(NO_MODEL_MESSAGE)
     elif s == UiState.Serving:
         bar.showMessage(SERVING_MESSAGE)
-    elif bar.currentMessage() in (
-        NO_MODEL_MESSAGE,
-        SERVING_MESSAGE,
-        SEND_AFTER_SERVING_MESSAGE,
-        SEND_AFTER_LOADING_MESSAGE,
-    ):
+    elif bar.currentMessage() in (NO_MODEL_MESSAGE, SERVING_MESSAGE, *SEND_WHEN_READY.values()):
         bar.clearMessage()

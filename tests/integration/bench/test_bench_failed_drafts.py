@@ -1,5 +1,6 @@
-"""`specchat bench` with a --draft that cannot be loaded: the other drafts are still measured
-and the report says which draft failed and why; with no draft that loads, a one-line error."""
+"""`specchat bench` with a --draft that cannot be loaded: the other drafts are still measured,
+the report says which draft failed and why, and the command exits 1 naming it; with no draft
+that loads, a one-line error."""
 
 from __future__ import annotations
 
@@ -30,11 +31,12 @@ def test_cli_measures_the_other_drafts_when_one_cannot_be_loaded(
     demo_models: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """One broken --draft among several no longer ends the bench: the JSON and the table say
-    which draft failed and why, and every other draft is measured (as Compare does)."""
+    which draft failed and why, every other draft is measured (as Compare does), and the exit
+    status and one stderr line say the run is not complete."""
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"not a model at all")
     code, out = _bench_cli(demo_models, tmp_path, [broken, demo_models.q4_1])
-    assert code == 0
+    assert code == 1  # written all the same, but a script must not read it as complete
     data = json.loads(out.read_text(encoding="utf-8"))
     by_label = {c["label"]: c for c in data["configs"]}
     failed = by_label["broken γ=2"]
@@ -42,7 +44,9 @@ def test_cli_measures_the_other_drafts_when_one_cannot_be_loaded(
     measured = by_label[f"{demo_models.q4_1.stem} γ=2"]
     assert measured["runs"] == 1 and measured["error"] is None
     assert {run["config"] for run in data["runs"]} == {"plain", measured["label"]}
-    assert f"broken: not measured: {failed['error']}" in capsys.readouterr().out
+    written = capsys.readouterr()
+    assert f"broken: not measured: {failed['error']}" in written.out
+    assert written.err.strip() == f"error: broken: not measured: {failed['error']}"
 
 
 def test_cli_with_no_draft_that_loads_is_a_one_line_error(

@@ -1,6 +1,7 @@
 """What the Compare dialog's rows and progress say of runs that were not made: a draft not
-reached or not loadable is not called sampled, a stopped run's bar is not full, and a new run
-shows nothing of the previous one's."""
+reached or not loadable is not called sampled, has no bar in the chart and cannot be chosen as
+the chat's draft, a stopped run's bar is not full, and a new run shows nothing of the previous
+one's."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from matplotlib.figure import Figure
 from PySide6.QtWidgets import QTableWidgetItem
 from pytestqt.qtbot import QtBot
 
+from app.bench.chart import draw_speedup_chart
 from app.bench.plan import BenchConfig, DraftChoice
 from app.bench.prompts import BenchPrompt
 from app.bench.run import ProgressFn
 from app.bench.summary import BenchReport, summarize
+from app.bench.table import csv_rows
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.gamma import OFF, fixed
@@ -128,3 +132,23 @@ def test_a_new_run_starts_from_an_empty_table_and_cannot_use_the_previous_runs_d
     assert dialog.selected_draft() is None and not dialog.use_button.isEnabled()
     assert not dialog.figure.axes  # no chart of the first prompt either
     assert dialog.progress.value() < dialog.progress.maximum()
+
+
+def test_rows_never_measured_have_no_bar_no_use_button_and_say_why_in_the_csv(
+    qtbot: QtBot,
+) -> None:
+    report = _greedy_report_with_unmeasured_rows()
+    figure = Figure()
+    draw_speedup_chart(report, figure)
+    labels = [t.get_text() for t in figure.axes[0].get_xticklabels()]
+    assert labels == ["seed γ=4"]  # a bar at 0 would read as a measured 0×
+
+    broken_rows = [row for row in csv_rows(report) if row["label"] == "broken γ=4"]
+    assert broken_rows and all(row["error"] == LOAD_ERROR for row in broken_rows)
+
+    dialog = CompareDialog(lambda *_a, **_k: report, prompt="x")
+    qtbot.addWidget(dialog)
+    dialog.show_report(report)
+    for row, usable in ((1, True), (2, False), (3, False)):
+        dialog.table.selectRow(row)
+        assert dialog.use_button.isEnabled() is usable, row

@@ -8,6 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from app.store import ConversationStore
 from tests.helpers.qt_window import close_window, send
 from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window
 from ui.window.main_window import UiState
@@ -74,5 +75,28 @@ def test_a_regenerate_stopped_before_the_first_token_keeps_the_earlier_reply(
         assert [m.role for m in after] == ["user", "assistant"]
         assert after[0] == before[0] and after[-1].id != before[-1].id
         assert [m.text for m in window.view.messages] == [m.content for m in after]
+    finally:
+        close_window(window)
+
+
+def test_a_regenerate_stopped_early_shows_no_reply_another_window_deleted_meanwhile(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    window = open_fake_window(isolated_data_dir, files, model_step_s=0.3)
+    try:
+        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+            window.start()
+        window.settings.set("generation/max_tokens", 6)
+        send(qtbot, window, "Hello")
+        conversation = window.conversation_id
+        assert conversation is not None
+        window.regenerate()
+        other = ConversationStore(isolated_data_dir / "conversations.sqlite3")
+        other.delete_message(other.messages(conversation)[-1].id)  # a second window's delete
+        other.close()
+        window.stop()
+        qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+        assert [m.role for m in window.store.messages(conversation)] == ["user"]
+        assert [m.role for m in window.view.messages] == ["user"]
     finally:
         close_window(window)

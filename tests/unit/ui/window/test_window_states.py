@@ -221,6 +221,21 @@ def test_a_message_sent_while_a_reply_stops_goes_once_it_has_stopped(
     assert saved[2].content == "Second question" and window.prompt.toPlainText() == ""
 
 
+def test_the_waiting_line_goes_once_nothing_waits_any_more(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    window.settings.set("generation/max_tokens", 4000)
+    window.prompt.setPlainText("A long one please")
+    qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(window.view.streaming_text) > 40, timeout=TIMEOUT_MS)
+    window.stop()
+    window.prompt.setPlainText("Second question")
+    qtbot.keyClick(window.prompt, Qt.Key.Key_Return)
+    window.prompt.clear()  # the user changed their mind: nothing is sent
+    qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+    assert "as soon as the reply has stopped" not in window.statusBar().currentMessage()
+
+
 def test_a_setting_changed_during_the_first_load_reloads_the_models_once_it_ends(
     qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
 ) -> None:
