@@ -34,7 +34,12 @@ from ui.window.layout import WindowLayout
 from ui.window.model_session import ModelSession
 from ui.window.reply_flow import ReplyFlow
 from ui.window.server_switch import ServerSwitch
-from ui.window.window_state import SEND_WHEN_READY, UiState, render_state
+from ui.window.window_state import (
+    REGENERATE_AFTER_SERVING_MESSAGE,
+    SEND_WHEN_READY,
+    UiState,
+    render_state,
+)
 from ui.window.wiring import connect_window
 from ui.workers.catalog import Catalog
 from ui.workers.engine import forget_history
@@ -286,6 +291,9 @@ class MainWindow(WindowLayout):
 
     def regenerate(self) -> None:
         if self._state != UiState.Idle:
+            return
+        if self.server_switch.request_ahead():  # it would wait behind it, shown as Generating
+            self.statusBar().showMessage(REGENERATE_AFTER_SERVING_MESSAGE)
             return
         reply_id = self.chats.store_action(self.chat.last_reply_id)
         if reply_id is not None:

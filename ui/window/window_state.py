@@ -17,6 +17,9 @@ SERVING_MESSAGE = "Answering a request from the local server; press Enter to sen
 SEND_AFTER_SERVING_MESSAGE = "Your message goes as soon as the local server request ends."
 SEND_AFTER_LOADING_MESSAGE = "Your message goes as soon as the models are loaded."
 SEND_AFTER_STOPPING_MESSAGE = "Your message goes as soon as the reply has stopped."
+REGENERATE_AFTER_SERVING_MESSAGE = (
+    "A local server request is waiting; press Regenerate again when it has been answered."
+)
 # Settings whose change reloads the models (the rest apply to the next reply).
 RELOADING_SETTINGS = (
     "models/target_gpu_layers",
@@ -68,5 +71,10 @@ def render_state(w: MainWindow, s: UiState) -> None:
         bar.showMessage(NO_MODEL_MESSAGE)
     elif s == UiState.Serving:
         bar.showMessage(SERVING_MESSAGE)
-    elif bar.currentMessage() in (NO_MODEL_MESSAGE, SERVING_MESSAGE, *SEND_WHEN_READY.values()):
+    elif bar.currentMessage() in (
+        NO_MODEL_MESSAGE,
+        SERVING_MESSAGE,
+        REGENERATE_AFTER_SERVING_MESSAGE,
+        *SEND_WHEN_READY.values(),
+    ):
         bar.clearMessage()

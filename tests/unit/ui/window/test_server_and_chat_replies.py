@@ -85,6 +85,37 @@ def test_stop_then_send_with_a_request_waiting_serves_it_before_the_held_message
     window.server_panel.switch.setChecked(False)
 
 
+def test_regenerate_with_a_request_waiting_does_not_start_behind_it(
+    slow_window: MainWindow, qtbot: QtBot
+) -> None:
+    window = slow_window
+    url = _switch_on(window)
+    window.prompt.setPlainText("Tell me a story")
+    window.send()
+    qtbot.waitUntil(lambda: len(window.view.streaming_text) > 5, timeout=TIMEOUT_MS)
+    body = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 40}
+    answered = _post_in_background(url, body)
+    owner = window.server_switch.server.owner
+    assert owner is not None
+    qtbot.waitUntil(lambda: owner.health()["queued"] == 1, timeout=TIMEOUT_MS)
+    states: list[UiState] = []
+    window.stateChanged.connect(states.append)
+    pressed: list[tuple[UiState, str]] = []
+
+    def regenerate_as_the_stop_lands(_stats: object) -> None:
+        # Idle, with the request about to take the engine: the moment a user's click lands.
+        if not pressed:
+            window.regenerate()
+            pressed.append((window.state, window.statusBar().currentMessage()))
+
+    window.replyFinished.connect(regenerate_as_the_stop_lands)
+    window.stop()
+    qtbot.waitUntil(lambda: bool(answered) and window.state == UiState.Idle, timeout=TIMEOUT_MS)
+    assert pressed and pressed[0][0] == UiState.Idle and "Regenerate again" in pressed[0][1]
+    assert UiState.Generating not in states
+    window.server_panel.switch.setChecked(False)
+
+
 def test_a_request_cut_by_switching_the_server_off_is_not_called_answered(
     slow_window: MainWindow, qtbot: QtBot
 ) -> None:
