@@ -18,15 +18,12 @@ from typing import cast
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QDialog,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QPlainTextEdit,
     QProgressBar,
     QSplitter,
-    QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -37,6 +34,8 @@ from app.bench.session import BenchCallable
 from app.bench.summary import BenchReport, ConfigReport
 from app.engine.control import GenerationControl
 from app.errors import Cancelled, as_sentence
+from app.metrics.summary import METRIC_DEFINITIONS
+from ui.dialogs.tables import make_table
 from ui.formatting import speedup_band
 from ui.messages import describe, is_cancel
 from ui.named_widgets import push_button
@@ -56,15 +55,19 @@ COLUMNS = (
     "TTFT",
     "same as plain",
 )
+_D = METRIC_DEFINITIONS
+# A figure's tip is its definition, word for word as everywhere else it is shown.
 COLUMN_TIPS = {
+    "tok/s": _D["tokens_per_second"],
     "speedup": "tokens/s over plain decoding's on the same prompt",
     "predicted": (
         "the cost model (docs/design.md) fed by the measured per-position acceptance and costs"
     ),
-    "acceptance": "accepted / drafted",
-    "tokens/round": "generated tokens / verification rounds",
-    "c_draft": "one draft step, in plain target steps",
-    "c_verify": "one verification pass, in plain target steps",
+    "acceptance": _D["acceptance_rate"],
+    "tokens/round": _D["tokens_per_round"],
+    "c_draft": _D["c_draft"],
+    "c_verify": _D["c_verify"],
+    "TTFT": _D["ttft_s"],
     "same as plain": "greedy output identical to plain decoding, token for token",
 }
 
@@ -173,6 +176,11 @@ class CompareDialog(QDialog):
         self.prompt.setObjectName("comparePrompt")
         self.prompt.setPlaceholderText("A prompt to run with plain decoding and every draft…")
         self.prompt.setMaximumHeight(90)
+        # Tab moves on to Compare, as in the main window's message box: a tab typed here
+        # would trap the keyboard in the box the dialog opens on.
+        self.prompt.setTabChangesFocus(True)
+        # Neither the prompt nor the table has a caption to be named by.
+        self.prompt.setAccessibleName("Prompt to compare on")
         self.run_button = push_button("Compare", "compareRunButton")
         self.stop_button = push_button("Stop", "compareStopButton")
         self.stop_button.setEnabled(False)
@@ -190,24 +198,17 @@ class CompareDialog(QDialog):
         self.status.setObjectName("compareStatus")
         self.status.setWordWrap(True)
 
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setObjectName("compareTable")
-        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        # Figures take the width they need; the configuration name takes what is left (elided,
+        # whole in its tooltip), so every column, TTFT included, shows without scrolling.
+        self.table = make_table(
+            COLUMNS, "compareTable", stretch=(0,), fit=tuple(range(1, len(COLUMNS)))
+        )
         for column, name in enumerate(COLUMNS):
             header = self.table.horizontalHeaderItem(column)
             if header is not None and name in COLUMN_TIPS:
                 header.setToolTip(COLUMN_TIPS[name])
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setWordWrap(False)
-        # Figures take the width they need; the configuration name takes what is left (elided,
-        # whole in its tooltip), so every column, TTFT included, shows without scrolling.
-        columns = self.table.horizontalHeader()
-        columns.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        columns.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        columns.setMinimumSectionSize(40)
+        self.table.horizontalHeader().setMinimumSectionSize(40)
+        self.table.setAccessibleName("Comparison results")
         self.table.itemSelectionChanged.connect(self._update_use_button)
         self.table.itemDoubleClicked.connect(lambda _item: self.use_selected_draft())
 

@@ -31,10 +31,11 @@ from app.errors import Cancelled
 from models.catalog import CATALOG, CatalogModel, CatalogPair
 from models.hub import DownloadProgress, RemoteFile, list_gguf_files, pull
 from models.memory import format_bytes
-from ui.dialogs.model_library import RED, Downloaded, remote_label
+from ui.dialogs.model_library import Downloaded, remote_label
 from ui.dialogs.tables import make_item, make_table
 from ui.messages import describe, is_cancel
 from ui.named_widgets import named_label, push_button
+from ui.themes import Status, status_style
 from ui.workers.jobs import Job, Jobs, ThrottledProgress
 
 CATALOG_COLUMNS = ("Pair", "Target", "Draft", "Note")
@@ -58,6 +59,7 @@ class DownloadTab(QWidget):
 
         catalog_box = QGroupBox("Known target / draft pairs")
         self.catalog_table = make_table(CATALOG_COLUMNS, "catalogTable", stretch=(3,), fit=(0,))
+        self.catalog_table.setAccessibleName("Known target and draft pairs")
         for pair in CATALOG:
             row = self.catalog_table.rowCount()
             self.catalog_table.insertRow(row)
@@ -91,6 +93,8 @@ class DownloadTab(QWidget):
         repo_box = QGroupBox("Any repository on the Hub")
         self.repo_edit = QLineEdit()
         self.repo_edit.setObjectName("repoEdit")
+        # Unnamed, the field and the file list would both be read as the group's title.
+        self.repo_edit.setAccessibleName("Repository")
         self.repo_edit.setPlaceholderText("owner/name, e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF")
         self.repo_edit.returnPressed.connect(self._on_list_clicked)
         self.repo_edit.textChanged.connect(self._update_buttons)
@@ -101,6 +105,7 @@ class DownloadTab(QWidget):
         repo_row.addWidget(self.list_files_button)
         self.remote_list = QListWidget()
         self.remote_list.setObjectName("remoteList")
+        self.remote_list.setAccessibleName("Files in the repository")
         self.remote_list.itemSelectionChanged.connect(self._update_buttons)
         self.remote_list.itemDoubleClicked.connect(lambda _item: self._on_download_clicked())
         self.download_button = push_button("Download", "downloadButton")
@@ -122,7 +127,7 @@ class DownloadTab(QWidget):
         progress_row.addWidget(self.progress_bar, 1)
         progress_row.addWidget(self.cancel_button)
         self.download_error_label = named_label("downloadErrorLabel", wrap=True)
-        self.download_error_label.setStyleSheet(f"color: {RED.name()};")
+        self.download_error_label.setStyleSheet(status_style(Status.ERROR))
 
         layout = QVBoxLayout(self)
         layout.addWidget(catalog_box)

@@ -62,6 +62,8 @@ class LocalModelsLayout(QWidget):
 
         self.folder_list = QListWidget()
         self.folder_list.setObjectName("folderList")
+        # Lists and tables have no caption beside them: a screen reader needs their names.
+        self.folder_list.setAccessibleName("Searched folders and files")
         self.folder_list.setMaximumHeight(56)
         self.folder_list.setToolTip(
             "Folders and single files searched besides the app's own folder and the usual places"
@@ -73,6 +75,7 @@ class LocalModelsLayout(QWidget):
             MODEL_COLUMNS, "modelsTable", stretch=(9,), fit=tuple(range(9))
         )
         self.models_table.horizontalHeader().setMaximumSectionSize(_NAME_MAX_PX)
+        self.models_table.setAccessibleName("Models found")
         self.details = ModelDetailsPane()
 
         self.draft_type_combo = QComboBox()
@@ -91,7 +94,10 @@ class LocalModelsLayout(QWidget):
         self.quantize_busy.setVisible(False)
         self.local_status_label = named_label("localStatusLabel", wrap=True)
         make_row = QHBoxLayout()
-        make_row.addWidget(QLabel("Make a draft of the selected model, type"))
+        make_label = QLabel("Make a draft of the selected model, type")
+        # The buddy names the combo; unnamed, a screen reader reads its value ("Q4_0").
+        make_label.setBuddy(self.draft_type_combo)
+        make_row.addWidget(make_label)
         make_row.addWidget(self.draft_type_combo)
         make_row.addWidget(self.make_draft_button)
         make_row.addWidget(self.quantize_busy)

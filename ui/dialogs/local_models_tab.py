@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtGui import QColor, QFont
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QFileDialog, QListWidgetItem
 
 from app.paths import models_dir, same_file
@@ -24,7 +24,6 @@ from models.cli import default_draft_path
 from models.discovery import ModelEntry, discover_models, scan_summary
 from ui.dialogs.local_models_layout import LocalModelsLayout
 from ui.dialogs.model_library import (
-    RED,
     Details,
     MadeDraft,
     entry_cells,
@@ -36,6 +35,7 @@ from ui.dialogs.model_library import (
 )
 from ui.dialogs.tables import make_item
 from ui.messages import describe
+from ui.themes import Status, status_style
 from ui.workers.jobs import Job, Jobs
 
 
@@ -272,7 +272,7 @@ class LocalModelsTab(LocalModelsLayout):
         if scan_id != self._scan_id:
             return
         self.scan_label.setText("")
-        self._set_status(describe(exc), RED)
+        self._set_status(describe(exc), Status.ERROR)
         self._update_buttons()
 
     def _in_use(self, path: Path) -> str:
@@ -292,11 +292,11 @@ class LocalModelsTab(LocalModelsLayout):
         bold.setBold(True)
         for row, entry in enumerate(self._entries):
             table.insertRow(row)
-            status, color = entry_status(entry)
+            status, kind = entry_status(entry)
             in_use = self._in_use(entry.path)
             name = make_item(entry.display_name, tip=str(entry.path))
             cells = [in_use, *entry_cells(entry)]
-            items = [name, *(make_item(text) for text in cells), make_item(status, color)]
+            items = [name, *(make_item(text) for text in cells), make_item(status, kind)]
             for col, item in enumerate(items):
                 if in_use:
                     item.setFont(bold)
@@ -344,9 +344,9 @@ class LocalModelsTab(LocalModelsLayout):
 
     # -- making drafts -------------------------------------------------------------------------
 
-    def _set_status(self, text: str, color: QColor | None = None) -> None:
+    def _set_status(self, text: str, status: Status | None = None) -> None:
         self.local_status_label.setText(text)
-        self.local_status_label.setStyleSheet(f"color: {color.name()};" if color else "")
+        self.local_status_label.setStyleSheet(status_style(status))
 
     def _on_draft_made(self, made: MadeDraft) -> None:
         self._quantizing = False
@@ -365,7 +365,7 @@ class LocalModelsTab(LocalModelsLayout):
     def _on_draft_failed(self, exc: Exception) -> None:
         self._quantizing = False
         self.quantize_busy.setVisible(False)
-        self._set_status(describe(exc), RED)
+        self._set_status(describe(exc), Status.ERROR)
         self._update_buttons()
 
     def _update_buttons(self) -> None:

@@ -19,9 +19,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.paths import same_file
-from ui.dialogs.model_library import AMBER, GREEN, RED, Details
+from ui.dialogs.model_library import Details
 from ui.dialogs.tables import make_item, make_table
 from ui.named_widgets import named_label
+from ui.themes import Status, status_style
 
 DRAFT_COLUMNS = ("Draft", "Quantization", "Size", "Verdict")
 IN_USE = "in use"
@@ -39,9 +40,11 @@ class ModelDetailsPane(QWidget):
         self.details_table = make_table(("Field", "Value"), "detailsTable", stretch=(1,), fit=(0,))
         self.details_table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.details_table.horizontalHeader().setVisible(False)
+        # Neither table has a caption a screen reader could take for its name.
+        self.details_table.setAccessibleName("Model details")
         self.memory_label = named_label("memoryLabel", wrap=True)
         self.memory_warning_label = named_label("memoryWarningLabel", wrap=True)
-        self.memory_warning_label.setStyleSheet(f"color: {AMBER.name()};")
+        self.memory_warning_label.setStyleSheet(status_style(Status.WARNING))
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
@@ -51,6 +54,7 @@ class ModelDetailsPane(QWidget):
 
         self.drafts_title = QLabel(_NO_TITLE)
         self.drafts_table = make_table(DRAFT_COLUMNS, "draftsTable", stretch=(3,), fit=(1, 2))
+        self.drafts_table.setAccessibleName("Drafts for the selected model")
         right = QWidget()
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(0, 0, 0, 0)
@@ -83,9 +87,9 @@ class ModelDetailsPane(QWidget):
             return
         for row, (key, value) in enumerate(details.rows):
             self.details_table.insertRow(row)
-            color = RED if key == "status" else None
+            status = Status.ERROR if key == "status" else None
             self.details_table.setItem(row, 0, make_item(key))
-            self.details_table.setItem(row, 1, make_item(value, color))
+            self.details_table.setItem(row, 1, make_item(value, status))
         self.memory_label.setText(details.memory)
         self.memory_warning_label.setText("\n".join(details.warnings))
         usable = sum(1 for d in details.drafts if d.kind == "usable")
@@ -94,7 +98,7 @@ class ModelDetailsPane(QWidget):
             if details.drafts
             else _NO_TITLE
         )
-        colors = {"usable": GREEN, "compatible": AMBER, "refused": RED}
+        statuses = {"usable": Status.OK, "compatible": Status.WARNING, "refused": Status.ERROR}
         bold = QFont(self.drafts_table.font())
         bold.setBold(True)
         for row, draft in enumerate(details.drafts):
@@ -104,7 +108,7 @@ class ModelDetailsPane(QWidget):
                 make_item(draft.name, tip=str(draft.path)),
                 make_item(draft.quantization),
                 make_item(draft.size),
-                make_item(verdict, colors[draft.kind]),
+                make_item(verdict, statuses[draft.kind]),
             ]
             cells[0].setData(Qt.ItemDataRole.UserRole, str(draft.path))
             self.drafts_table.insertRow(row)

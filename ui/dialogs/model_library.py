@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from PySide6.QtGui import QColor
-
 from app.errors import DraftIncompatibleError, InvalidSettingError
 from app.paths import same_file
 from models.compat import check_compatibility, rank_drafts, size_ratio
@@ -26,11 +24,9 @@ from models.gguf import GGUFInfo, inspect_gguf
 from models.hub import RemoteFile
 from models.memory import FitPlan, format_bytes, plan_fit
 from ui.messages import describe
+from ui.themes import Status
 
 DASH = "—"
-RED = QColor("#c62828")
-GREEN = QColor("#2e7d32")
-AMBER = QColor("#b26a00")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -45,12 +41,12 @@ def _layers_word(n_gpu_layers: int) -> str:
     return "all" if n_gpu_layers < 0 else str(n_gpu_layers)
 
 
-def entry_status(entry: ModelEntry) -> tuple[str, QColor | None]:
+def entry_status(entry: ModelEntry) -> tuple[str, Status | None]:
     info = entry.info
     if info is None:
-        return entry.error or "unreadable", RED
+        return entry.error or "unreadable", Status.ERROR
     if not info.is_model:
-        return f"not a language model ({info.kind} file)", AMBER
+        return f"not a language model ({info.kind} file)", Status.WARNING
     return ("ok" if info.has_chat_template else "ok, no chat template"), None
 
 
@@ -220,16 +216,16 @@ def make_draft_file(target: Path, out: Path, type_name: str) -> MadeDraft:
     )
 
 
-def made_draft_status(made: MadeDraft) -> tuple[str, QColor]:
-    """What "Make draft" says when the file is made, and in which colour."""
+def made_draft_status(made: MadeDraft) -> tuple[str, Status]:
+    """What "Make draft" says when the file is made, and as what status."""
     size = f"{format_bytes(made.size_bytes)}, {made.ratio:.0%} of the target"
     if not made.compatible:
         # The file is kept, as the CLI keeps it, but the user learns why it is refused.
         error = DraftIncompatibleError(made.path.name, made.target.name, made.reason)
-        return describe(error), RED
+        return describe(error), Status.ERROR
     note = "" if made.ratio < 1 else " (not smaller: it will not speed anything up)"
     text = f"Made {made.path.name} ({made.type_name}, {size}): {made.reason} with "
-    return text + f"{made.target.name}{note}.", GREEN if made.ratio < 1 else AMBER
+    return text + f"{made.target.name}{note}.", Status.OK if made.ratio < 1 else Status.WARNING
 
 
 def remote_label(chosen: RemoteFile, files: Sequence[RemoteFile]) -> str:

@@ -1,11 +1,13 @@
-"""Read-only tables of the Models dialog's tabs: one line per row, whole text in the tooltip."""
+"""Read-only tables of the Models and Compare dialogs: one line per row, whole text in the
+tooltip."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
+
+from ui.themes import Status, status_color
 
 
 def make_table(
@@ -19,6 +21,9 @@ def make_table(
     table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
     table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    # Qt's default walks Tab from cell to cell and wraps round, so a keyboard user could never
+    # reach the controls after the table; arrow keys still move between rows.
+    table.setTabKeyNavigation(False)
     table.verticalHeader().setVisible(False)
     # One line per row: long paths and reasons are elided here and whole in the tooltip.
     table.setWordWrap(False)
@@ -32,9 +37,9 @@ def make_table(
     return table
 
 
-def make_item(text: str, color: QColor | None = None, tip: str | None = None) -> QTableWidgetItem:
+def make_item(text: str, status: Status | None = None, tip: str | None = None) -> QTableWidgetItem:
     item = QTableWidgetItem(text)
-    if color is not None:
-        item.setForeground(color)
+    if status is not None:
+        item.setForeground(status_color(status))
     item.setToolTip(tip if tip is not None else text)
     return item

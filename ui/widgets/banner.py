@@ -16,6 +16,9 @@ class ErrorBanner(QFrame):
         close = QToolButton()
         close.setText("✕")
         close.setToolTip("Dismiss")
+        # A screen reader would otherwise announce the glyph "✕".
+        close.setAccessibleName("Dismiss")
+        close.setObjectName("dismissErrorButton")
         close.setAutoRaise(True)
         close.clicked.connect(self.hide)
         layout = QHBoxLayout(self)

@@ -21,6 +21,8 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
+from app.metrics.summary import METRIC_DEFINITIONS
+
 RATE_COLOR = QColor(52, 120, 246)
 ACCEPT_COLOR = QColor(46, 160, 67)
 
@@ -159,12 +161,8 @@ class PositionBars(QWidget):
         tip = ", ".join(
             f"{i}: {'—' if v is None else f'{v:.0%}'}" for i, v in enumerate(self._values, 1)
         )
-        self.setToolTip(
-            "Acceptance by draft position: rounds that accepted position i / rounds that "
-            f"drafted it.\n{tip}"
-            if tip
-            else "Acceptance by draft position (nothing drafted yet)"
-        )
+        title = f"Acceptance by draft position: {METRIC_DEFINITIONS['per_position_acceptance']}"
+        self.setToolTip(f"{title}\n{tip}" if tip else f"{title}\n(nothing drafted yet)")
         self.update()
 
     @property

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 
 from app.metrics.sources import SOURCE_WORDS
 from app.store import Segment, TokenSource
+from ui.themes import mix, muted
 from ui.widgets.end_follower import EndFollower
 from ui.widgets.rendering import (
     code_blocks,
@@ -50,14 +51,6 @@ class _Streaming:
     start: int  # document position where the reply (its header first) begins
     dirty: bool = False
     chunks: list[Segment] = field(default_factory=list)
-
-
-def _mix(a: QColor, b: QColor, t: float) -> QColor:
-    return QColor(
-        round(a.red() + (b.red() - a.red()) * t),
-        round(a.green() + (b.green() - a.green()) * t),
-        round(a.blue() + (b.blue() - a.blue()) * t),
-    )
 
 
 class ConversationView(QTextBrowser):
@@ -96,15 +89,17 @@ class ConversationView(QTextBrowser):
         base = palette.color(QPalette.ColorRole.Base)
         text = palette.color(QPalette.ColorRole.Text)
         # Green for a draft model's tokens, amber for the suffix index's: told apart by hue and
-        # by lightness, and light enough under dark text, dark enough under light text.
-        self._mark_color = _mix(base, QColor(46, 160, 67), 0.28).name()
-        self._suffix_color = _mix(base, QColor(235, 150, 20), 0.38).name()
-        code_bg = _mix(base, text, 0.07).name()
-        self._muted = _mix(base, text, 0.55).name()
+        # by lightness, and light enough under dark text, dark enough under light text. Kept
+        # pale on purpose: a shade strong enough for 3:1 against the page leaves the syntax
+        # colours of code on it (pygments') well under 4.5:1.
+        self._mark_color = mix(base, QColor(46, 160, 67), 0.28).name()
+        self._suffix_color = mix(base, QColor(235, 150, 20), 0.38).name()
+        code_bg = mix(base, text, 0.07).name()
+        self._muted = muted(text, base).name()
         self._text_color = text.name()
         self._dark = base.lightness() < 128
-        self._user_color = _mix(text, QColor(52, 120, 246), 0.7).name()
-        self._bot_color = _mix(text, QColor(46, 160, 67), 0.7).name()
+        self._user_color = mix(text, QColor(52, 120, 246), 0.7).name()
+        self._bot_color = mix(text, QColor(46, 160, 67), 0.7).name()
         self.document().setDefaultStyleSheet(
             f"pre {{ background-color: {code_bg}; font-family: monospace; }}"
             f"code {{ background-color: {code_bg}; font-family: monospace; }}"

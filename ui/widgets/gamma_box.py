@@ -31,6 +31,8 @@ class GammaBox(QSpinBox):
         self.setSpecialValueText(AUTO_TEXT)
         self.setPrefix(PREFIX)
         self.setToolTip(GAMMA_TIP)
+        # No label sits beside the box; its prefix alone is not a name a screen reader reads.
+        self.setAccessibleName("γ, draft length")
 
     @property
     def setting(self) -> GammaSetting:

@@ -46,6 +46,13 @@ class ElidedComboBox(QComboBox):
         self._base_tip = text
         self._update_tip()
 
+    def setCurrentIndex(self, index: int) -> None:
+        super().setCurrentIndex(index)
+        # A caller that blocks signals while it selects (so that no one takes it for the
+        # user's choice) blocks currentIndexChanged too, which would leave the tip on the
+        # entry that was current before.
+        self._update_tip()
+
     def shown_text(self) -> str:
         """The current entry as painted: elided to the text field's width."""
         option = QStyleOptionComboBox()

@@ -61,6 +61,8 @@ class InsightPanel(QWidget):
         self.table.setObjectName("roundTable")
         self.table.setHorizontalHeaderLabels(list(ROUND_COLUMNS))
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        # Tab leaves the table (the what-if sliders follow it); arrows move between cells.
+        self.table.setTabKeyNavigation(False)
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.setToolTip(

@@ -94,10 +94,13 @@ class ModelControls(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         model_row = QHBoxLayout()
-        model_row.addWidget(QLabel("Target"))
-        model_row.addWidget(self.target_combo, 1)
-        model_row.addWidget(QLabel("Draft"))
-        model_row.addWidget(self.draft_combo, 1)
+        # Buddies name the dropdowns for a screen reader, which would otherwise read out the
+        # current file as if it were the control's name.
+        for caption, combo in (("Target", self.target_combo), ("Draft", self.draft_combo)):
+            label = QLabel(caption)
+            label.setBuddy(combo)
+            model_row.addWidget(label)
+            model_row.addWidget(combo, 1)
         model_row.addWidget(self.add_button)
         self.option_row = QHBoxLayout()
         self.option_row.addWidget(self.speculation)

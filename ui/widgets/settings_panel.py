@@ -175,6 +175,9 @@ class SettingsPanel(QWidget):
         # Tab moves on, as in the message box: typed here it would trap the keyboard and end
         # up in what the model is told.
         self.system_prompt.setTabChangesFocus(True)
+        # Its only caption is the placeholder, gone once typed in; unnamed, a screen reader
+        # falls back to the group's title.
+        self.system_prompt.setAccessibleName("System prompt")
 
         box = QGroupBox("Settings")
         form = QFormLayout(box)

@@ -7,12 +7,24 @@ Painted with QPainter: a redraw a few times a second must cost well under a mill
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QPainter, QPainterPath, QPaintEvent, QPalette, QPen, QPolygonF
+from dataclasses import dataclass
+
+from PySide6.QtCore import QPointF, QRectF, QSize, QSizeF, Qt
+from PySide6.QtGui import (
+    QColor,
+    QFontMetricsF,
+    QPainter,
+    QPainterPath,
+    QPaintEvent,
+    QPalette,
+    QPen,
+    QPolygonF,
+)
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.insight import Insight
+from ui.themes import muted
 
 CURVE_COLOR = QColor(52, 120, 246)
 MEASURED_COLOR = QColor(46, 160, 67)
@@ -63,55 +75,105 @@ class SpeedupChart(QWidget):
         values = [*self.curve, *self.measured.values(), 1.0]
         return max(1.25, max(values) * 1.12)
 
+    def _plot(self) -> _Plot:
+        metrics = QFontMetricsF(self.font())
+        top = self._y_top()
+        values = [(f"{value:.2f}×", value) for value in (1.0, top / 1.12, 0.0)]
+        # The margin fits the widest scale label: a speedup of 10× or more has one digit more.
+        left = max(metrics.horizontalAdvance(text) for text, _ in values) + 12
+        area = QRectF(self.rect()).adjusted(left, 8, -10, -metrics.height() - 8)
+        n_gamma = max(len(self.curve) - 1, max(self.measured, default=0), MAX_GAMMA)
+        return _Plot(area, n_gamma, top, values, metrics)
+
+    def label_rects(self) -> list[tuple[str, QRectF]]:
+        """Every text painted and where: kept inside the widget and clear of each other (and
+        of the break-even line), dropped where no place is clear."""
+        plot = self._plot()
+        h = plot.metrics.height()
+        bounds = QRectF(self.rect())
+        break_even = plot.point(0, 1.0).y()
+        line = QRectF(plot.area.left(), break_even - 0.5, plot.area.width(), 1.0)
+        placed: list[tuple[str, QRectF]] = []
+
+        def place(text: str, candidates: list[QPointF], *, avoid_line: bool = True) -> None:
+            """Put text at the first top-left corner where it fits clear of the rest."""
+            size = QSizeF(plot.metrics.horizontalAdvance(text) + 2, h)
+            taken = [rect for _, rect in placed] + ([line] if avoid_line else [])
+            for corner in candidates:
+                rect = _inside(QRectF(corner, size), bounds)
+                if not any(rect.intersects(other) for other in taken):
+                    placed.append((text, rect))
+                    return
+
+        # The scale: break-even first, then the top; a label that would overlap one is dropped.
+        for text, value in plot.values:
+            width = plot.metrics.horizontalAdvance(text) + 2
+            y = plot.point(0, value).y() - h / 2
+            # Clear of the γ axis's "0", centred under the corner.
+            place(text, [QPointF(plot.area.left() - 7 - width, y)], avoid_line=False)
+        step = max(1, plot.n_gamma // 8)
+        for gamma in range(0, plot.n_gamma + 1, step):
+            x = plot.point(gamma, 0.0).x() - plot.metrics.horizontalAdvance(str(gamma)) / 2
+            place(str(gamma), [QPointF(x, plot.area.bottom() + 2)], avoid_line=False)
+        if self.best_gamma is not None and self.curve:
+            best = plot.point(self.best_gamma, self.curve[self.best_gamma])
+            text = f"best γ {self.best_gamma}"
+            width = plot.metrics.horizontalAdvance(text) + 2
+            place(
+                text,
+                [
+                    best + QPointF(8, -6 - h),
+                    best + QPointF(-8 - width, -6 - h),
+                    best + QPointF(8, 6),
+                    best + QPointF(-8 - width, 6),
+                ],
+            )
+        if self.current_gamma is not None:
+            # At the foot of its line, else just above or below the break-even line.
+            foot = plot.point(self.current_gamma, 0)
+            width = plot.metrics.horizontalAdvance("current γ") + 2
+            place(
+                "current γ",
+                [
+                    foot + QPointF(3, -4 - h),
+                    foot + QPointF(-3 - width, -4 - h),
+                    QPointF(foot.x() + 3, break_even - 2 - h),
+                    QPointF(foot.x() + 3, break_even + 2),
+                ],
+            )
+        width = plot.metrics.horizontalAdvance("break-even") + 2
+        right = plot.area.right() - width
+        place(
+            "break-even",
+            [
+                QPointF(right, break_even - 2 - h),
+                QPointF(right, break_even + 2),
+                QPointF(plot.area.left() + 4, break_even - 2 - h),
+            ],
+            avoid_line=False,
+        )
+        return placed
+
     def paintEvent(self, event: QPaintEvent) -> None:
         del event
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        text_color = self.palette().color(QPalette.ColorRole.WindowText)
-        muted = QColor(text_color)
-        muted.setAlpha(110)
-        metrics = painter.fontMetrics()
-        left = metrics.horizontalAdvance("0.00×") + 8
-        area = QRectF(self.rect()).adjusted(left, 8, -10, -metrics.height() - 8)
-        n_gamma = max(len(self.curve) - 1, max(self.measured, default=0), MAX_GAMMA)
-        top = self._y_top()
+        palette = self.palette()
+        text_color = palette.color(QPalette.ColorRole.WindowText)
+        # Axis text must still read at 4.5:1; a translucent pen fell short of it.
+        soft = muted(text_color, palette.color(QPalette.ColorRole.Window))
+        plot = self._plot()
+        area, top, point = plot.area, plot.top, plot.point
 
-        def point(gamma: float, speedup: float) -> QPointF:
-            x = area.left() + area.width() * gamma / n_gamma
-            y = area.bottom() - area.height() * speedup / top
-            return QPointF(x, y)
-
-        # Axes with a few ticks.
-        painter.setPen(QPen(muted, 1))
+        painter.setPen(QPen(soft, 1))
         painter.drawLine(area.bottomLeft(), area.bottomRight())
         painter.drawLine(area.bottomLeft(), area.topLeft())
-        step = max(1, n_gamma // 8)
-        for gamma in range(0, n_gamma + 1, step):
-            p = point(gamma, 0.0)
-            painter.drawText(
-                QRectF(p.x() - 15, area.bottom() + 2, 30, metrics.height()),
-                Qt.AlignmentFlag.AlignCenter,
-                str(gamma),
-            )
-        for value in (0.0, 1.0, top / 1.12):
-            p = point(0, value)
-            painter.drawText(
-                QRectF(0, p.y() - metrics.height() / 2, left - 4, metrics.height()),
-                Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                f"{value:.2f}×",
-            )
-
         # Break-even: below this line speculation loses to plain decoding.
-        pen = QPen(text_color, 1, Qt.PenStyle.DashLine)
-        painter.setPen(pen)
-        painter.drawLine(point(0, 1.0), point(n_gamma, 1.0))
-        painter.drawText(point(n_gamma, 1.0) + QPointF(-70, -4), "break-even")
-
+        painter.setPen(QPen(text_color, 1, Qt.PenStyle.DashLine))
+        painter.drawLine(point(0, 1.0), point(plot.n_gamma, 1.0))
         if self.current_gamma is not None:
-            painter.setPen(QPen(muted, 1, Qt.PenStyle.DotLine))
+            painter.setPen(QPen(soft, 1, Qt.PenStyle.DotLine))
             painter.drawLine(point(self.current_gamma, 0), point(self.current_gamma, top))
-            # At the foot of its line: the best γ's label sits near the top of the curve.
-            painter.drawText(point(self.current_gamma, 0) + QPointF(3, -4), "current γ")
 
         if self.curve:
             path = QPainterPath(point(0, self.curve[0]))
@@ -132,13 +194,39 @@ class SpeedupChart(QWidget):
             painter.setPen(QPen(BEST_COLOR, 1))
             painter.setBrush(BEST_COLOR)
             painter.drawPolygon(diamond)
-            painter.setPen(QPen(text_color, 1))
-            painter.drawText(best + QPointF(8, -6), f"best γ {self.best_gamma}")
         painter.setPen(QPen(MEASURED_COLOR.darker(130), 1))
         painter.setBrush(MEASURED_COLOR)
         for gamma, value in self.measured.items():
             painter.drawEllipse(point(gamma, value), 4.0, 4.0)
+
+        strong = {"break-even", f"best γ {self.best_gamma}"}
+        for text, rect in self.label_rects():
+            painter.setPen(QPen(text_color if text in strong else soft, 1))
+            painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
         if self.message:
-            painter.setPen(QPen(muted, 1))
+            painter.setPen(QPen(soft, 1))
             painter.drawText(area, Qt.AlignmentFlag.AlignCenter, self.message)
         painter.end()
+
+
+@dataclass(frozen=True, slots=True)
+class _Plot:
+    """Where the chart's figures go: the plotting area and the scales of both axes."""
+
+    area: QRectF
+    n_gamma: int
+    top: float
+    values: list[tuple[str, float]]  # the scale's labels, in the order they are kept
+    metrics: QFontMetricsF
+
+    def point(self, gamma: float, speedup: float) -> QPointF:
+        x = self.area.left() + self.area.width() * gamma / self.n_gamma
+        y = self.area.bottom() - self.area.height() * speedup / self.top
+        return QPointF(x, y)
+
+
+def _inside(rect: QRectF, bounds: QRectF) -> QRectF:
+    """rect moved (not shrunk) to lie within bounds, as far as it fits."""
+    dx = max(bounds.left() - rect.left(), 0.0) + min(bounds.right() - rect.right(), 0.0)
+    dy = max(bounds.top() - rect.top(), 0.0) + min(bounds.bottom() - rect.bottom(), 0.0)
+    return rect.translated(dx, dy)

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 
 from app.metrics.cost_model import MAX_GAMMA
 from app.metrics.insight_text import WHAT_IF_DEFAULTS, what_if_figures
+from app.metrics.summary import METRIC_DEFINITIONS
 from ui.named_widgets import named_label, push_button
 
 
@@ -41,18 +42,21 @@ class WhatIf(QGroupBox):
         self.setObjectName("whatIfGroup")
         d = WHAT_IF_DEFAULTS
         s = self.SCALE
-        self.alpha = _slider(
-            "whatIfAlpha", s, round(d["alpha"] * s), "α: chance a draft token is accepted"
+        # A quantity with a definition shows it word for word; γ here is a setting (the draft
+        # length), not the measured mean that METRIC_DEFINITIONS["gamma"] defines.
+        m = METRIC_DEFINITIONS
+        self.alpha = _slider("whatIfAlpha", s, round(d["alpha"] * s), f"α: {m['alpha']}")
+        self.gamma = _slider(
+            "whatIfGamma", MAX_GAMMA, int(d["gamma"]), "γ: draft tokens proposed per round"
         )
-        self.gamma = _slider("whatIfGamma", MAX_GAMMA, int(d["gamma"]), "γ")
         self.c_draft = _slider(
-            "whatIfDraftCost", s, round(d["c_draft"] * s), "one draft pass, in target passes"
+            "whatIfDraftCost", s, round(d["c_draft"] * s), f"c_draft: {m['c_draft']}"
         )
         self.c_verify = _slider(
             "whatIfVerifyCost",
             3 * s,
             round(d["c_verify"] * s),
-            "one verification pass (γ + 1 rows), in target passes; 1 is the idealisation",
+            f"c_verify: {m['c_verify']}. 1 is the idealisation.",
         )
         self.c_verify.setMinimum(s // 10)  # a verification pass cannot be free
         self.values = {key: QLabel() for key in ("alpha", "gamma", "c_draft", "c_verify")}
@@ -84,7 +88,10 @@ class WhatIf(QGroupBox):
                 ("c_verify", self.c_verify, "c_verify"),
             ]
         ):
-            grid.addWidget(QLabel(label), row, 0)
+            caption = QLabel(label)
+            # Without a buddy a screen reader names every slider after the group's title.
+            caption.setBuddy(slider)
+            grid.addWidget(caption, row, 0)
             grid.addWidget(slider, row, 1)
             self.values[key].setMinimumWidth(40)
             grid.addWidget(self.values[key], row, 2)

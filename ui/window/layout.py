@@ -45,8 +45,10 @@ SIDE_PANEL_WIDTH = 320
 CHAT_LIST_WIDTH = 190
 
 
-def _side_scroll(widget: QWidget) -> QScrollArea:
+def _side_scroll(widget: QWidget, name: str) -> QScrollArea:
     scroll = QScrollArea()
+    # It takes Tab focus (arrow keys scroll it), so a screen reader needs to say which it is.
+    scroll.setAccessibleName(name)
     scroll.setWidget(widget)
     scroll.setWidgetResizable(True)
     # The panel's content follows the panel's width; a sideways scroll bar would hide figures.
@@ -150,8 +152,8 @@ class WindowLayout(QMainWindow):
         side_layout.addStretch(1)
         self.side_tabs = QTabWidget()
         self.side_tabs.setObjectName("sideTabs")
-        self.side_tabs.addTab(_side_scroll(side), "Metrics")
-        self.side_tabs.addTab(_side_scroll(self.insight), "Insight")
+        self.side_tabs.addTab(_side_scroll(side, "Metrics panel"), "Metrics")
+        self.side_tabs.addTab(_side_scroll(self.insight, "Insight panel"), "Insight")
         self.side_tabs.setMinimumWidth(260)
 
         self.conversations.setMinimumWidth(140)

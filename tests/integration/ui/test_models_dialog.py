@@ -14,8 +14,8 @@ from pytestqt.qtbot import QtBot
 from app.paths import models_dir
 from tests.helpers.fake_hub import FakeFile, FakeHub
 from tests.helpers.model_files import write_broken_files, write_tiny_gguf
-from ui.dialogs.model_library import RED
 from ui.dialogs.models_dialog import ModelsDialog
+from ui.themes import Status, status_color
 
 REPO = "acme/Tiny-GGUF"
 WAIT_MS = 30_000
@@ -120,7 +120,7 @@ def test_lists_models_and_broken_files_with_reasons(
     assert rows["cut-header.gguf"]["Status"].startswith("file is truncated")
     status = _column(dialog.local.models_table, "Status")
     bad = _item(dialog.local.models_table, _row_of(dialog.local.models_table, "empty.gguf"), status)
-    assert bad.foreground().color() == RED
+    assert bad.foreground().color() == status_color(Status.ERROR)
     assert dialog.local.scan_label.text() == "7 files, 3 unusable"
 
     # A broken file selected shows its reason and offers nothing to make.
@@ -157,7 +157,7 @@ def test_target_shows_ranked_drafts_refusals_and_memory(
         _row_of(dialog.local.details.drafts_table, gemma_model.name),
         verdict,
     )
-    assert refused.foreground().color() == RED
+    assert refused.foreground().color() == status_color(Status.ERROR)
     assert dialog.local.details.drafts_title.text().startswith(
         f"Drafts for {demo_models.f32.name}: 2 usable"
     )
