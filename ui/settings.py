@@ -12,6 +12,7 @@ from typing import Any, TypeVar, cast
 from PySide6.QtCore import QByteArray, QObject, QSettings, Signal
 
 from app.llama.config import DEFAULT_PROMPT_CACHE_MIB
+from app.metrics.cost_model import MAX_GAMMA
 from app.paths import create_private_file, data_dir
 
 # Values of "models/draft" (stored on disk: do not change).
@@ -61,6 +62,27 @@ DEFAULTS: dict[str, Any] = {
     "window/splitter": QByteArray(),
 }
 
+# What a number may be, the one home of these bounds: the controls offer exactly this range,
+# and a stored value outside it (a hand-edited settings.ini, another version's file) reads as
+# the default, so what the window shows is what a reply uses and no control is handed a value
+# it cannot hold (a Qt spin box takes 32-bit integers only).
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "models/target_gpu_layers": (-1, 999),
+    "models/draft_gpu_layers": (-1, 999),
+    "models/n_ctx": (256, 131072),
+    "models/n_threads": (0, 256),
+    "models/prompt_cache_mib": (0, 65536),
+    "generation/gamma": (0, MAX_GAMMA),
+    "generation/max_tokens": (1, 8192),
+    "generation/top_k": (0, 1000),
+    "generation/seed": (-1, 2**31 - 1),
+    "server/port": (1024, 65535),
+}
+FLOAT_RANGES: dict[str, tuple[float, float]] = {
+    "generation/temperature": (0.0, 2.0),
+    "generation/top_p": (0.01, 1.0),
+}
+
 T = TypeVar("T")
 
 
@@ -89,8 +111,11 @@ class Settings(QObject):
 
     def value(self, key: str) -> Any:
         default = DEFAULTS[key]
-        raw = self._qs.value(key, default)
-        return _coerce(raw, default)
+        value = _coerce(self._qs.value(key, default), default)
+        bounds = INT_RANGES.get(key) or FLOAT_RANGES.get(key)
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:  # NaN included
+            return default
+        return value
 
     def get_bool(self, key: str) -> bool:
         return self._typed(key, bool)

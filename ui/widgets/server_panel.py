@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from ui.named_widgets import named_label, push_button
-from ui.settings import Settings
+from ui.settings import INT_RANGES, Settings
 
 SWITCH_TIP = (
     "Answer the OpenAI API on this computer (127.0.0.1) with the models loaded here, so an "
@@ -40,7 +40,7 @@ class ServerPanel(QGroupBox):
         self.switch.setToolTip(SWITCH_TIP)
         self.port = QSpinBox()
         self.port.setObjectName("serverPort")
-        self.port.setRange(1024, 65535)
+        self.port.setRange(*INT_RANGES["server/port"])
         self.port.setValue(settings.get_int("server/port"))
         self.api_key = QLineEdit(settings.get_str("server/api_key"))
         self.api_key.setObjectName("serverApiKey")

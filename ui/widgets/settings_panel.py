@@ -18,11 +18,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ui.settings import Settings
+from ui.settings import FLOAT_RANGES, INT_RANGES, Settings
 from ui.widgets.remote_workers import RemoteWorkersBox
 from ui.widgets.rendering import shading_legend
-
-_MAX_SEED = 2**31 - 1
 
 
 def _int_box(name: str, low: int, high: int, tip: str, special: str = "") -> QSpinBox:
@@ -54,8 +52,7 @@ def _toggle(text: str, name: str, tip: str) -> QCheckBox:
 def _layers_box(name: str, tooltip: str) -> QSpinBox:
     box = _int_box(
         name,
-        -1,
-        999,
+        *INT_RANGES["models/target_gpu_layers"],
         tooltip + " −1 (All) offloads every layer; 0 keeps the model on the CPU.",
         special="All",
     )
@@ -93,8 +90,7 @@ class SettingsPanel(QWidget):
         self.draft_layers = _layers_box("draftGpuLayers", "Draft layers on the GPU.")
         self.context = _int_box(
             "contextControl",
-            256,
-            131072,
+            *INT_RANGES["models/n_ctx"],
             "Context size: how much of the conversation the models see. Larger holds longer "
             "chats and costs KV-cache memory in both models (see Memory).",
         )
@@ -103,8 +99,7 @@ class SettingsPanel(QWidget):
         self.context.setKeyboardTracking(False)
         self.threads = _int_box(
             "threadsControl",
-            0,
-            256,
+            *INT_RANGES["models/n_threads"],
             "CPU threads per model. Auto: one per physical core that other programs leave "
             "free, re-checked while a reply runs, so a busy browser or build does not stall it.",
             special="Auto",
@@ -112,8 +107,7 @@ class SettingsPanel(QWidget):
         self.threads.setKeyboardTracking(False)
         self.prompt_cache = _int_box(
             "promptCacheControl",
-            0,
-            65536,
+            *INT_RANGES["models/prompt_cache_mib"],
             "Host memory for chats you left for another: going back to one restores the "
             "target's cache in milliseconds instead of reading the whole chat again. About "
             "23 KB a token for the demo model, 128 KB for an 8B model.",
@@ -124,8 +118,7 @@ class SettingsPanel(QWidget):
         self.prompt_cache.setKeyboardTracking(False)
         self.temperature = _fraction_box(
             "temperatureControl",
-            0.0,
-            2.0,
+            *FLOAT_RANGES["generation/temperature"],
             0.1,
             "0 picks the most likely token (greedy); higher values sample more freely. "
             "Speculation keeps the output distribution exact either way.",
@@ -133,22 +126,25 @@ class SettingsPanel(QWidget):
         self.temperature.setSpecialValueText("0 (greedy)")
         self.top_p = _fraction_box(
             "topPControl",
-            0.01,
-            1.0,
+            *FLOAT_RANGES["generation/top_p"],
             0.05,
             "Nucleus sampling: keep the most likely tokens up to this mass.",
         )
         self.top_k = _int_box(
-            "topKControl", 0, 1000, "Keep only the k most likely tokens (0 = off).", special="off"
+            "topKControl",
+            *INT_RANGES["generation/top_k"],
+            "Keep only the k most likely tokens (0 = off).",
+            special="off",
         )
         self.seed = _int_box(
             "seedControl",
-            -1,
-            _MAX_SEED,
+            *INT_RANGES["generation/seed"],
             "Fixed seed for reproducible sampled replies (-1 = random).",
             special="random",
         )
-        self.max_tokens = _int_box("maxTokensControl", 1, 8192, "Longest reply, in tokens.")
+        self.max_tokens = _int_box(
+            "maxTokensControl", *INT_RANGES["generation/max_tokens"], "Longest reply, in tokens."
+        )
         self.exact = _toggle(
             "Exact greedy replies",
             "exactToggle",

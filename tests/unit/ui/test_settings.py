@@ -8,7 +8,10 @@ import pytest
 from PySide6.QtCore import QSettings
 from pytestqt.qtbot import QtBot
 
-from ui.settings import DEFAULTS, Settings, settings_file
+from app.metrics.cost_model import MAX_GAMMA
+from ui.settings import DEFAULTS, FLOAT_RANGES, INT_RANGES, Settings, settings_file
+from ui.widgets.settings_panel import SettingsPanel
+from ui.window.generation_settings import generation_config
 
 
 def make(path: Path) -> Settings:
@@ -61,6 +64,65 @@ def test_a_garbled_value_falls_back_to_the_default(tmp_path: Path, qtbot: QtBot)
     s = make(path)
     assert s.get_int("generation/gamma") == DEFAULTS["generation/gamma"]
     assert s.get_bool("generation/speculation") is False
+
+
+OUT_OF_RANGE = (
+    "[models]\nn_ctx=99999999999\nn_threads=-3\n"
+    "[generation]\nseed=3000000000\ngamma=99\ntop_p=0\nmax_tokens=0\ntemperature=nan\n"
+    "[server]\nport=99999\n"
+)
+
+
+def test_a_hand_edited_number_out_of_range_reads_as_the_default(
+    tmp_path: Path, qtbot: QtBot
+) -> None:
+    """What the window shows is what a reply uses, and no control is handed a number it
+    cannot hold."""
+    path = tmp_path / "s.ini"
+    path.write_text(OUT_OF_RANGE)
+    s = make(path)
+    for key in (
+        "models/n_ctx",
+        "models/n_threads",
+        "generation/seed",
+        "generation/gamma",
+        "generation/max_tokens",
+        "server/port",
+    ):
+        assert s.get_int(key) == DEFAULTS[key], key
+    for key in ("generation/top_p", "generation/temperature"):
+        assert s.get_float(key) == DEFAULTS[key], key
+    # The edges themselves are values like any other.
+    s.set("generation/gamma", MAX_GAMMA)
+    s.set("generation/top_p", 0.01)
+    assert (s.get_int("generation/gamma"), s.get_float("generation/top_p")) == (MAX_GAMMA, 0.01)
+
+
+def test_the_panel_opens_on_such_a_file_and_offers_exactly_the_stored_ranges(
+    tmp_path: Path, qtbot: QtBot
+) -> None:
+    path = tmp_path / "s.ini"
+    path.write_text(OUT_OF_RANGE)
+    settings = make(path)
+    panel = SettingsPanel(settings)  # a 32-bit spin box handed 99999999999 aborted the app
+    qtbot.addWidget(panel)
+    assert panel.context.value() == DEFAULTS["models/n_ctx"]
+    config = generation_config(settings)  # gamma=99 made every Send raise
+    assert config.gamma.is_auto and config.max_tokens == DEFAULTS["generation/max_tokens"]
+    boxes = {
+        "models/n_ctx": panel.context,
+        "models/n_threads": panel.threads,
+        "models/prompt_cache_mib": panel.prompt_cache,
+        "models/target_gpu_layers": panel.target_layers,
+        "models/draft_gpu_layers": panel.draft_layers,
+        "generation/top_k": panel.top_k,
+        "generation/seed": panel.seed,
+        "generation/max_tokens": panel.max_tokens,
+        "generation/temperature": panel.temperature,
+        "generation/top_p": panel.top_p,
+    }
+    for key, box in boxes.items():
+        assert (box.minimum(), box.maximum()) == (INT_RANGES | FLOAT_RANGES)[key], key
 
 
 def test_default_location_is_the_data_folder(isolated_data_dir: Path, qtbot: QtBot) -> None:
