@@ -117,6 +117,7 @@ class LoadedState(Generic[DemoT]):
     # Each RPC worker's free/total memory as it reported it after the load; empty when local.
     workers: tuple[WorkerMemory, ...] = ()
     tool_dialect: ToolDialect = DESCRIBED  # how the target's chat template offers functions
+    context_note: str | None = None  # ModelFacts.context_note of the target
 
     @property
     def remote(self) -> bool:
@@ -301,12 +302,19 @@ class ModelHost(Generic[DemoT]):
         workers = self._worker_memory() if memory is not None else ()
         if self._runtime.target_facts is None:  # none loaded, or the child died as it was asked
             return LoadedState(None, NO_DRAFT, NO_MEMORY, self._demo)
+        facts = self._runtime.target_facts
         try:
             dialect = self._runtime.tool_dialect()
         except SpecChatError:
             dialect = DESCRIBED
         return LoadedState(
-            self._target, self._draft, memory or NO_MEMORY, self._demo, workers, dialect
+            self._target,
+            self._draft,
+            memory or NO_MEMORY,
+            self._demo,
+            workers,
+            dialect,
+            facts.context_note() if facts is not None else None,
         )
 
     def memory_now(self) -> MemoryUsage | None:

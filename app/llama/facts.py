@@ -52,6 +52,18 @@ class ModelFacts:
     # Where llama.cpp put the weights: (buffer name, bytes), e.g. ("RPC0[10.0.0.2:50052]", ...).
     placement: tuple[tuple[str, int], ...] = ()
 
+    def context_note(self) -> str | None:
+        """A word for a context larger than the model was trained on: llama.cpp runs it, but
+        past that length a model without context extension loses track (llama-server warns
+        the same way). None when it fits, or the file does not say."""
+        if self.n_ctx_train <= 0 or self.n_ctx <= self.n_ctx_train:
+            return None
+        name = Path(self.path).name
+        return (
+            f"the context ({self.n_ctx} tokens) is larger than {name} was trained on "
+            f"({self.n_ctx_train}); replies past that length may lose track"
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryUsage:

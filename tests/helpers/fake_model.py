@@ -27,6 +27,7 @@ from tests.helpers.fake_llama import FakeLlama, LogitFn, Logits
 
 SPECIALS = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
 EOS = 2
+TRAINED_CONTEXT = 8192  # what the fake says it was trained on, as SmolLM2 does
 WORDS = [
     "the",
     "a",
@@ -168,7 +169,7 @@ class FakeModel(FakeLlama):
             path=str(self.path),
             n_vocab=self.n_vocab,
             n_ctx=self.n_ctx,
-            n_ctx_train=self.n_ctx,
+            n_ctx_train=TRAINED_CONTEXT,
             n_layer=2,
             n_embd=8,
             n_head=2,

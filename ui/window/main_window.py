@@ -190,6 +190,9 @@ class MainWindow(WindowLayout):
             self._set_state(UiState.NoModel)  # lost with a worker: nothing left to reply with
         self._refresh_memory()
         self.dialogs.models_changed()
+        if state.context_note:
+            note = state.context_note
+            self.statusBar().showMessage(note[:1].upper() + note[1:] + ".", 15000)
         self.modelsLoaded.emit(state)
 
     def _on_catalog(self, catalog: Catalog) -> None:
