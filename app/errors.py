@@ -61,6 +61,11 @@ class ContextOverflowError(_FactsError):
         self.n_ctx = n_ctx
 
 
+class SystemPromptOverflowError(ContextOverflowError):
+    """The system message alone does not fit in the context window, so no new chat or shorter
+    question can help; n_tokens is the system message's own."""
+
+
 class KvCacheFullError(_FactsError):
     """llama.cpp found no room in the KV cache for a batch, although the history fits n_ctx."""
 
@@ -125,19 +130,26 @@ class RpcWorkerLostError(RpcError):
 class Front:
     """How one front end words its errors.
 
-    prompt names what did not fit, more_context says how its user gets room, and sentences
-    sets each message as a sentence (capital, full stop) rather than a clause after `error:`.
+    prompt names what did not fit, shorten how its user makes that smaller, context_size where
+    the context is raised, and sentences sets each message as a sentence (capital, full stop)
+    rather than a clause after `error:`.
     """
 
     prompt: str
-    more_context: str
+    shorten: str
+    context_size: str
     sentences: bool
 
+    @property
+    def more_context(self) -> str:
+        """How its user gets room for what did not fit."""
+        return f"{self.shorten} or raise {self.context_size}"
 
-TERMINAL = Front("the prompt", "shorten the prompt or raise --n-ctx", sentences=False)
+
+TERMINAL = Front("the prompt", "shorten the prompt", "--n-ctx", sentences=False)
 """The CLI, and the server, whose context size is `specchat serve --n-ctx`."""
 WINDOW = Front(
-    "the conversation", "start a new chat or raise the context size in Settings", sentences=True
+    "the conversation", "start a new chat", "the context size in Settings", sentences=True
 )
 
 
@@ -145,6 +157,12 @@ def user_message(exc: SpecChatError, front: Front = TERMINAL) -> str:
     """The one line a user reads for exc, in front's wording."""
     if isinstance(exc, Cancelled):
         text = "cancelled"
+    elif isinstance(exc, SystemPromptOverflowError):
+        # A new chat or a shorter prompt keeps the same system message: no help.
+        text = (
+            f"the system prompt alone is {exc.n_tokens} tokens but the context holds "
+            f"{exc.n_ctx}; shorten it or raise {front.context_size}"
+        )
     elif isinstance(exc, ContextOverflowError):
         text = (
             f"{front.prompt} is {exc.n_tokens} tokens but the context holds {exc.n_ctx}; "

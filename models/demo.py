@@ -104,7 +104,6 @@ def _derive(source: Path, targets: dict[str, Path], progress: ProgressCallback |
                 f"writing {name}: {format_bytes(n)} of about {format_bytes(max(n, size))}",
             )
 
-        written(0)
         quantize_gguf(source, dst, type_name, written=written)
         done += size
     names = ", ".join(p.name for p in targets.values())

@@ -7,6 +7,7 @@ place, so an interrupted run never leaves a half-written model where discovery w
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.errors import InvalidSettingError, ModelLoadError, SpecChatError
+from app.paths import DataFolderError
 from models.gguf.info import GGUFInfo
 from models.partial import partial_path, remove_stale_partials
 
@@ -102,31 +104,33 @@ def quantize_gguf(
 ) -> Path:
     """Write `src` re-encoded as `type_name` to `dst` and return `dst`.
 
-    `written`, if given, is called on this thread every fraction of a second with the bytes
-    written so far, and once with the final size.
+    `written`, if given, is called on this thread with 0 once writing starts, every fraction
+    of a second with the bytes written so far, and once with the final size.
     """
     ftype = _ftype(type_name)
     src = Path(src)
     dst = Path(dst)
     if not src.is_file():
         raise ModelLoadError(str(src), "no such file")
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_partials(dst.parent)
-    need = _check_space(src, dst, type_name)
-    import llama_cpp  # noqa: PLC0415 - heavy native import, only when quantizing
-
-    from app.llama.backend import ensure_backend  # noqa: PLC0415
-
-    ensure_backend()  # routes llama.cpp's per-tensor chatter into logging
-
     partial = partial_path(dst)
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = ftype
-    params.nthread = threads or os.cpu_count() or 1
-    # The bundled demo file is already quantized (Q4_1); llama.cpp refuses to re-quantize
-    # without this flag.
-    params.allow_requantize = True
+    _claim(partial)
     try:
+        need = _check_space(src, dst, type_name)
+        if written:
+            # Only now: a file refused up front (read-only, no space) was never being written.
+            written(0)
+        import llama_cpp  # noqa: PLC0415 - heavy native import, only when quantizing
+
+        from app.llama.backend import ensure_backend  # noqa: PLC0415
+
+        ensure_backend()  # routes llama.cpp's per-tensor chatter into logging
+
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype = ftype
+        params.nthread = threads or os.cpu_count() or 1
+        # The bundled demo file is already quantized (Q4_1); llama.cpp refuses to re-quantize
+        # without this flag.
+        params.allow_requantize = True
         rc = _run_watched(
             lambda: int(
                 llama_cpp.llama_model_quantize(
@@ -141,7 +145,10 @@ def quantize_gguf(
             raise ModelLoadError(str(src), f"llama.cpp could not quantize it to {type_name}")
         os.replace(partial, dst)
     finally:
-        partial.unlink(missing_ok=True)
+        # Never in place of the error that got here: missing_ok covers only ENOENT, and a
+        # folder that turned read-only (or vanished) mid-way must not hide why it failed.
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
     if written:
         written(dst.stat().st_size)
     return dst
@@ -149,6 +156,20 @@ def quantize_gguf(
 
 def _mib(n: float) -> str:
     return f"{n / 2**20:.1f} MiB"
+
+
+def _claim(partial: Path) -> None:
+    """Create the (empty) file llama.cpp will write, so a folder it cannot write in is refused
+    in words, before anything is read: llama.cpp only says the quantize failed, which reads as
+    the model's fault. Checked before the free space, which a full read-only disk would
+    otherwise be blamed on."""
+    folder = partial.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        remove_stale_partials(folder)
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except OSError as exc:
+        raise DataFolderError(folder, exc.strerror or str(exc)) from None
 
 
 def _check_space(src: Path, dst: Path, type_name: str) -> int:

@@ -27,6 +27,13 @@ MAX_TOP_LOGPROBS = 20
 # OpenAI's ranges for presence/frequency penalties and for logit bias values.
 MAX_PENALTY = 2.0
 MAX_LOGIT_BIAS = 100.0
+# The repeat penalty divides or multiplies float32 logits: 1e-300 or 1e300 turns them into 0,
+# inf or NaN (garbage text, numpy warnings). llama.cpp sets no bound; real use stays within
+# 0.5..2 (CTRL's paper suggests 1.2), and a factor of 100 either way already makes a seen token
+# certain or impossible, so nothing past it is needed. Logits of a few hundred at most, times
+# 100, stay far inside float32.
+MIN_REPEAT_PENALTY = 0.01
+MAX_REPEAT_PENALTY = 100.0
 # A prompt file larger than this is not a prompt (or is /dev/zero): refuse it unread.
 MAX_PROMPT_FILE_BYTES = 16 * 1024 * 1024
 
@@ -91,9 +98,11 @@ class SamplingConfig:
             raise SettingValueError("top_p", f"top-p must be in (0, 1], got {self.top_p}")
         if not 0.0 <= self.min_p < 1.0:
             raise SettingValueError("min_p", f"min-p must be in [0, 1), got {self.min_p}")
-        if self.repeat_penalty <= 0.0:
+        if not MIN_REPEAT_PENALTY <= self.repeat_penalty <= MAX_REPEAT_PENALTY:
             raise SettingValueError(
-                "repeat_penalty", f"repeat penalty must be positive, got {self.repeat_penalty}"
+                "repeat_penalty",
+                f"repeat penalty must be in {MIN_REPEAT_PENALTY:g}..{MAX_REPEAT_PENALTY:g}, "
+                f"got {self.repeat_penalty}",
             )
         for setting, name, value in (
             ("presence_penalty", "presence penalty", self.presence_penalty),

@@ -24,7 +24,13 @@ from app.engine.control import GenerationControl
 from app.engine.events import Event, FinishEvent, RoundEvent
 from app.engine.session import EngineSession
 from app.engine.tool_calls import ToolOffer
-from app.errors import ContextOverflowError, SpecChatError, user_message
+from app.errors import (
+    Cancelled,
+    ContextOverflowError,
+    SpecChatError,
+    SystemPromptOverflowError,
+    user_message,
+)
 from app.metrics.rounds import DraftMode
 
 log = logging.getLogger(__name__)
@@ -158,9 +164,33 @@ def job_events(
         job.config.sampling.check_vocabulary(facts.n_vocab)
     if job.messages is not None:
         prompt_ids = session.chat_prompt(job.messages, control, tools=job.tools)
+        if facts is not None and len(prompt_ids) >= facts.n_ctx:
+            _refuse_oversized_system(session, job.messages, facts.n_ctx, control)
     else:
         prompt_ids = session.text_prompt(job.prompt or "", parse_special=job.prompt_specials)
     return prompt_ids, session.generate(prompt_ids, job.config, control)
+
+
+def _refuse_oversized_system(
+    session: EngineSession,
+    messages: Sequence[ChatMessage],
+    n_ctx: int,
+    control: GenerationControl,
+) -> None:
+    """Raise SystemPromptOverflowError when the system message would not fit even in a new
+    chat, whose remedy differs from a long conversation's. Rendered with an empty user turn
+    (templates that refuse a system message on its own accept that), and only for a prompt
+    that overflows already, so a reply that fits never pays for it."""
+    if not messages or messages[0]["role"] != "system":
+        return
+    try:
+        alone = session.chat_prompt([messages[0], {"role": "user", "content": ""}], control)
+    except Cancelled:
+        raise
+    except SpecChatError:
+        return  # a template that refuses this shape: the whole prompt's overflow says enough
+    if len(alone) >= n_ctx:
+        raise SystemPromptOverflowError(len(alone), n_ctx)
 
 
 def drive(session: EngineSession, job: Job, sink: Sink, ticket: Ticket) -> Outcome:

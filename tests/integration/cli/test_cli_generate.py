@@ -245,6 +245,27 @@ def test_prompt_longer_than_context(demo_models: Any) -> None:
     assert_user_error(proc, "context holds 256")
 
 
+def test_a_system_prompt_longer_than_the_context_is_named_not_the_prompt(
+    demo_models: Any,
+) -> None:
+    proc = specchat(
+        "generate",
+        "--target",
+        str(demo_models.q4_1),
+        "--n-ctx",
+        "512",
+        "--system",
+        "word " * 1000,
+        "--prompt",
+        "hi",
+    )
+    assert proc.returncode == 1
+    # The prompt ("hi") is not what a user must shorten: the system message is.
+    assert_user_error(
+        proc, "the system prompt alone is ", "the context holds 512; shorten it or raise --n-ctx"
+    )
+
+
 def test_missing_prompt_file(demo_models: Any, tmp_path: Path) -> None:
     proc = specchat(
         "generate", "--target", str(demo_models.f32), "--prompt-file", str(tmp_path / "no.txt")

@@ -8,6 +8,11 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
+from app.errors import SpecChatError
+from app.paths import demo_models_dir
+from models.demo import ensure_demo_models
+from tests.unit.models.test_quantize_guards import read_only
+from ui.messages import describe
 
 
 @pytest.mark.parametrize(
@@ -31,3 +36,18 @@ def test_an_unusable_data_folder_is_one_error_line(
     # The demo models live in the data folder: asking for them is the first thing to need it.
     assert main(["generate", "--target", "demo", "--prompt", "hi"]) == 1
     assert capsys.readouterr().err == f"error: cannot use data folder {path}: {reason}\n"
+
+
+def test_a_read_only_demo_folder_is_one_line_naming_it_in_the_cli_and_the_window(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # models/demo exists (mkdir succeeds) but its file system refuses new files: deriving the
+    # demo models used to blame the model, then a traceback from removing the partial file.
+    folder = demo_models_dir()
+    read_only(monkeypatch, folder)
+    line = f"cannot use data folder {folder}: Read-only file system"
+    assert main(["generate", "--target", "demo", "--prompt", "hi"]) == 1
+    assert capsys.readouterr().err == f"error: {line}\n"
+    with pytest.raises(SpecChatError) as caught:  # what the window's engine worker gets
+        ensure_demo_models()
+    assert describe(caught.value) == f"C{line[1:]}."

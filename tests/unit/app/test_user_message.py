@@ -29,6 +29,7 @@ from app.errors import (
     RpcWorkerLostError,
     SettingValueError,
     SpecChatError,
+    SystemPromptOverflowError,
     user_message,
 )
 from app.llama.facts import NO_MEMORY, MemoryUsage
@@ -56,6 +57,13 @@ CASES: list[tuple[SpecChatError, str, str]] = [
         ContextOverflowError(5000, 4096),
         "the prompt is 5000 tokens but the context holds 4096; shorten the prompt or raise --n-ctx",
         "The conversation is 5000 tokens but the context holds 4096; start a new chat or raise "
+        "the context size in Settings.",
+    ),
+    (
+        SystemPromptOverflowError(1015, 512),
+        "the system prompt alone is 1015 tokens but the context holds 512; shorten it or "
+        "raise --n-ctx",
+        "The system prompt alone is 1015 tokens but the context holds 512; shorten it or raise "
         "the context size in Settings.",
     ),
     (

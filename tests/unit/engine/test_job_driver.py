@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.events import FinishEvent, TokenEvent
 from app.engine.gamma import OFF, fixed
@@ -24,7 +25,13 @@ from app.engine.job_driver import (
     job_events,
 )
 from app.engine.runtime import Runtime
-from app.errors import SettingValueError
+from app.errors import (
+    WINDOW,
+    ContextOverflowError,
+    SettingValueError,
+    SystemPromptOverflowError,
+    user_message,
+)
 from app.llama.config import ModelConfig
 from tests.helpers.fake_llama import Logits
 from tests.helpers.fake_model import SPECIALS, VOCAB, FakeModel
@@ -94,6 +101,38 @@ def test_a_raw_prompt_reads_special_token_text_only_when_the_job_asks() -> None:
     assert special in ids
     plain, _events = job_events(runtime, Job(CONFIG, prompt=text), Ticket(1).control)
     assert special not in plain
+
+
+def _chat(system_words: int, turns: int) -> Job:
+    system: ChatMessage = {"role": "system", "content": PROMPT * system_words}
+    talk: list[ChatMessage] = [
+        {"role": "user", "content": PROMPT},
+        {"role": "assistant", "content": PROMPT},
+    ]
+    return Job(CONFIG, (system, *talk * turns, {"role": "user", "content": "hi"}))
+
+
+def test_a_system_prompt_too_long_for_the_context_is_named_not_the_conversation() -> None:
+    (failure,) = run(runtime_of(), _chat(system_words=60, turns=0))
+    assert isinstance(failure, Failed) and failure.kind == "context"
+    assert isinstance(failure.error, SystemPromptOverflowError)
+    n_tokens = failure.error.n_tokens
+    assert n_tokens >= TARGET.n_ctx
+    # Neither a new chat nor a shorter question can help: the sentence says what can.
+    assert failure.message == (
+        f"the system prompt alone is {n_tokens} tokens but the context holds {TARGET.n_ctx}; "
+        "shorten it or raise --n-ctx"
+    )
+    assert user_message(failure.error, WINDOW) == (
+        f"The system prompt alone is {n_tokens} tokens but the context holds {TARGET.n_ctx}; "
+        "shorten it or raise the context size in Settings."
+    )
+
+
+def test_a_long_conversation_under_a_short_system_prompt_still_reads_as_the_conversation() -> None:
+    (failure,) = run(runtime_of(), _chat(system_words=1, turns=20))
+    assert isinstance(failure, Failed) and failure.kind == "context"
+    assert type(failure.error) is ContextOverflowError
 
 
 def test_a_logit_bias_outside_the_vocabulary_fails_the_job_naming_it() -> None:

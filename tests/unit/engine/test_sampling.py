@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
-from app.engine.config import GenerationConfig, SamplingConfig
+from app.engine.config import (
+    GREEDY_BELOW,
+    MAX_LOGIT_BIAS,
+    MAX_PENALTY,
+    MAX_REPEAT_PENALTY,
+    MIN_REPEAT_PENALTY,
+    GenerationConfig,
+    SamplingConfig,
+)
 from app.engine.gamma import OFF
 from app.engine.loop import SpeculativeEngine
 from app.engine.sampling import (
@@ -128,3 +138,45 @@ def test_a_refused_setting_names_its_field(config: GenerationConfig, setting: st
     with pytest.raises(SettingValueError) as caught:
         config.validate()
     assert caught.value.setting == setting
+
+
+@pytest.mark.parametrize("penalty", [1e-300, 1e-3, 1e3, 1e300])
+def test_a_repeat_penalty_that_would_break_float32_logits_is_refused(penalty: float) -> None:
+    # 1e-300 divided positive logits to inf (NaN after the softmax's subtraction); 1e300
+    # overflowed the float32 cast.
+    with pytest.raises(
+        SettingValueError, match=r"repeat penalty must be in 0\.01\.\.100"
+    ) as caught:
+        SamplingConfig(repeat_penalty=penalty).validate()
+    assert caught.value.setting == "repeat_penalty"
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        SamplingConfig(repeat_penalty=MIN_REPEAT_PENALTY, temperature=1.0),
+        SamplingConfig(repeat_penalty=MAX_REPEAT_PENALTY, temperature=1.0),
+        SamplingConfig(repeat_penalty=MAX_REPEAT_PENALTY, temperature=GREEDY_BELOW),
+        SamplingConfig(temperature=1e308),
+        SamplingConfig(temperature=1.0, top_k=10**30, top_p=5e-324, min_p=0.999999),
+        SamplingConfig(
+            temperature=1.0,
+            presence_penalty=MAX_PENALTY,
+            frequency_penalty=MAX_PENALTY,
+            repeat_last_n=10**12,
+            logit_bias=((4, MAX_LOGIT_BIAS), (3, -MAX_LOGIT_BIAS), (4, MAX_LOGIT_BIAS)),
+        ),
+    ],
+)
+def test_every_accepted_extreme_keeps_logits_and_probabilities_finite(
+    config: SamplingConfig,
+) -> None:
+    config.validate()
+    logits = np.array([60.0, -60.0, 0.5, -1.0, 30.0], dtype=np.float32)
+    history = [0, 1, 4] * 2000
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a numpy overflow or invalid-value warning fails
+        assert np.isfinite(penalized_logits(logits, history, config)).all()
+        probs = distribution(logits, history, config)
+    assert np.isfinite(probs).all()
+    assert probs.sum() == pytest.approx(1.0)

@@ -29,6 +29,8 @@ def chat(**fields: Any) -> ApiRequest:
         ({"top_k": -1}, "top_k"),
         ({"min_p": 1}, "min_p"),
         ({"repeat_penalty": 0}, "repeat_penalty"),
+        ({"repeat_penalty": 1e-300}, "repeat_penalty"),
+        ({"repeat_penalty": 1e300}, "repeat_penalty"),
         ({"presence_penalty": 3}, "presence_penalty"),
         ({"frequency_penalty": -2.5}, "frequency_penalty"),
         ({"logit_bias": {"5": 101}}, "logit_bias"),
