@@ -4,6 +4,7 @@ RPC workers hold layers (llama.cpp aborts its process when a worker fails)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from app.cli.args import DRAFT_SUFFIX, chat_template_file, resolve_model_path
@@ -45,7 +46,11 @@ def load_runtime(
     )
     loaded = facts if facts is not None else []
     try:
-        loaded.append(runtime.load_target(target_config(args)))
+        target = runtime.load_target(target_config(args))
+        loaded.append(target)
+        note = target.context_note()
+        if note is not None:
+            print(f"note: {note}", file=sys.stderr)
         if draft == DRAFT_SUFFIX:
             runtime.use_suffix_index()
         elif draft is not None:

@@ -266,6 +266,26 @@ def test_a_system_prompt_longer_than_the_context_is_named_not_the_prompt(
     )
 
 
+def test_a_context_past_the_trained_length_runs_with_a_note(demo_models: Any) -> None:
+    """SmolLM2 was trained on 8192 tokens: a larger context is run as asked, with a word."""
+    proc = specchat(
+        "generate",
+        "--target",
+        str(demo_models.q4_1),
+        "--n-ctx",
+        "9216",
+        "--max-tokens",
+        "2",
+        "--threads",
+        "1",
+        "--prompt",
+        "hi",
+    )
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stderr.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and "(9216 tokens)" in notes[0] and "(8192)" in notes[0]
+
+
 def test_missing_prompt_file(demo_models: Any, tmp_path: Path) -> None:
     proc = specchat(
         "generate", "--target", str(demo_models.f32), "--prompt-file", str(tmp_path / "no.txt")
