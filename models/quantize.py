@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.errors import InvalidSettingError, ModelLoadError, SpecChatError
-from app.paths import DataFolderError
+from app.paths import DataFolderError, data_dir
 from models.gguf.info import GGUFInfo
 from models.partial import partial_path, remove_stale_partials
 
@@ -167,9 +167,14 @@ def _claim(partial: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         remove_stale_partials(folder)
-        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        # The name is this process's and thread's alone: a leftover of its own is replaced.
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666))
     except OSError as exc:
-        raise DataFolderError(folder, exc.strerror or str(exc)) from None
+        reason = exc.strerror or str(exc)
+        if folder.resolve().is_relative_to(data_dir().resolve()):
+            raise DataFolderError(folder, reason) from None
+        # `models make-draft --out` elsewhere: not the data folder, but as plainly refused.
+        raise SpecChatError(f"cannot write in {folder}: {reason}") from None
 
 
 def _check_space(src: Path, dst: Path, type_name: str) -> int:

@@ -159,3 +159,13 @@ def muted(text: QColor, background: QColor) -> QColor:
         if contrast(candidate, background) >= TEXT_CONTRAST:
             return candidate
     return QColor(text)
+
+
+def readable(color: QColor, text: QColor, background: QColor) -> QColor:
+    """A coloured label's colour (a chart series' name) moved toward the text colour only as
+    far as it takes to read at TEXT_CONTRAST, so it keeps its hue where it can."""
+    for step in range(0, 101, 5):
+        candidate = mix(color, text, step / 100)
+        if contrast(candidate, background) >= TEXT_CONTRAST:
+            return candidate
+    return QColor(text)

@@ -183,6 +183,8 @@ def _refuse_oversized_system(
     that overflows already, so a reply that fits never pays for it."""
     if not messages or messages[0]["role"] != "system":
         return
+    if control.stop_requested:  # a session in a child process cannot stop a render midway
+        raise Cancelled("stopped while the chat template was rendering")
     try:
         alone = session.chat_prompt([messages[0], {"role": "user", "content": ""}], control)
     except Cancelled:

@@ -35,7 +35,8 @@ from ui.dialogs.model_library import Downloaded, remote_label
 from ui.dialogs.tables import make_item, make_table
 from ui.messages import describe, is_cancel
 from ui.named_widgets import named_label, push_button
-from ui.themes import Status, status_style
+from ui.status_text import show_status
+from ui.themes import Status
 from ui.workers.jobs import Job, Jobs, ThrottledProgress
 
 CATALOG_COLUMNS = ("Pair", "Target", "Draft", "Note")
@@ -127,7 +128,7 @@ class DownloadTab(QWidget):
         progress_row.addWidget(self.progress_bar, 1)
         progress_row.addWidget(self.cancel_button)
         self.download_error_label = named_label("downloadErrorLabel", wrap=True)
-        self.download_error_label.setStyleSheet(status_style(Status.ERROR))
+        show_status(self.download_error_label, Status.ERROR)
 
         layout = QVBoxLayout(self)
         layout.addWidget(catalog_box)

@@ -35,7 +35,8 @@ from ui.dialogs.model_library import (
 )
 from ui.dialogs.tables import make_item
 from ui.messages import describe
-from ui.themes import Status, status_style
+from ui.status_text import show_status
+from ui.themes import Status
 from ui.workers.jobs import Job, Jobs
 
 
@@ -346,7 +347,7 @@ class LocalModelsTab(LocalModelsLayout):
 
     def _set_status(self, text: str, status: Status | None = None) -> None:
         self.local_status_label.setText(text)
-        self.local_status_label.setStyleSheet(status_style(status))
+        show_status(self.local_status_label, status)
 
     def _on_draft_made(self, made: MadeDraft) -> None:
         self._quantizing = False

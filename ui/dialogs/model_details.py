@@ -22,7 +22,8 @@ from app.paths import same_file
 from ui.dialogs.model_library import Details
 from ui.dialogs.tables import make_item, make_table
 from ui.named_widgets import named_label
-from ui.themes import Status, status_style
+from ui.status_text import show_status
+from ui.themes import Status
 
 DRAFT_COLUMNS = ("Draft", "Quantization", "Size", "Verdict")
 IN_USE = "in use"
@@ -44,7 +45,7 @@ class ModelDetailsPane(QWidget):
         self.details_table.setAccessibleName("Model details")
         self.memory_label = named_label("memoryLabel", wrap=True)
         self.memory_warning_label = named_label("memoryWarningLabel", wrap=True)
-        self.memory_warning_label.setStyleSheet(status_style(Status.WARNING))
+        show_status(self.memory_warning_label, Status.WARNING)
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
-from ui.themes import Status, status_color
+from ui.status_text import colour_item, follow_theme
+from ui.themes import Status
 
 
 def make_table(
@@ -34,12 +35,13 @@ def make_table(
         header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
     for column in stretch:
         header.setSectionResizeMode(column, QHeaderView.ResizeMode.Stretch)
+    follow_theme(table)  # its status items (make_item) are coloured again with the theme
     return table
 
 
 def make_item(text: str, status: Status | None = None, tip: str | None = None) -> QTableWidgetItem:
     item = QTableWidgetItem(text)
     if status is not None:
-        item.setForeground(status_color(status))
+        colour_item(item, status)
     item.setToolTip(tip if tip is not None else text)
     return item

@@ -22,6 +22,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from app.metrics.summary import METRIC_DEFINITIONS
+from ui.themes import readable
 
 RATE_COLOR = QColor(52, 120, 246)
 ACCEPT_COLOR = QColor(46, 160, 67)
@@ -102,8 +103,13 @@ class Sparkline(QWidget):
         painter.drawLine(area.bottomLeft(), area.bottomRight())
         painter.setPen(QPen(_muted(self), 1, Qt.PenStyle.DotLine))
         painter.drawLine(area.topLeft(), area.topRight())
+        palette = self.palette()
+        ink, paper = (
+            palette.color(QPalette.ColorRole.WindowText),
+            palette.color(QPalette.ColorRole.Window),
+        )
         for (text, rect), color in zip(labels, (RATE_COLOR, ACCEPT_COLOR), strict=True):
-            painter.setPen(color)
+            painter.setPen(readable(color, ink, paper))  # the series' hue, at AA contrast
             painter.drawText(rect, Qt.AlignmentFlag.AlignVCenter, text)
         peak = self.peak
         if peak > 0:

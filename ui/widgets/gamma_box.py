@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QSpinBox, QWidget
 
 from app.engine.gamma import AUTO, GammaSetting, fixed, parse_gamma
 from app.errors import InvalidSettingError
-from app.metrics.cost_model import MAX_GAMMA
+from ui.settings import INT_RANGES
 
 AUTO_TEXT = "Auto"
 PREFIX = "γ "
@@ -27,7 +27,7 @@ class GammaBox(QSpinBox):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("gammaControl")
-        self.setRange(0, MAX_GAMMA)
+        self.setRange(*INT_RANGES["generation/gamma"])
         self.setSpecialValueText(AUTO_TEXT)
         self.setPrefix(PREFIX)
         self.setToolTip(GAMMA_TIP)

@@ -18,7 +18,8 @@ from app.errors import InvalidSettingError
 from app.llama import rpc, rpc_keys
 from ui.named_widgets import named_label
 from ui.settings import Settings
-from ui.themes import Status, status_style
+from ui.status_text import show_status
+from ui.themes import Status
 
 TARGET_KEY = "models/target_rpc"
 DRAFT_KEY = "models/draft_rpc"
@@ -46,7 +47,7 @@ class RemoteWorkersBox(QGroupBox):
         self.target = self._field("targetRpcInput", TARGET_KEY, _TARGET_TIP)
         self.draft = self._field("draftRpcInput", DRAFT_KEY, _DRAFT_TIP)
         self.problem = named_label("remoteWorkersProblem", wrap=True)
-        self.problem.setStyleSheet(status_style(Status.ERROR))
+        show_status(self.problem, Status.ERROR)
         self.problem.hide()
         self.notice = named_label("remoteWorkersNotice", wrap=True)
         self._show_notice()

@@ -132,6 +132,7 @@ class MainWindow(WindowLayout):
         # Enter pressed while a server request ran, the models loaded or a reply stopped: sent
         # once that ends.
         self._send_when_ready = False
+        self._context_note: str | None = None  # the last one shown (LoadedState.context_note)
 
         connect_window(self)
         self._render_state()
@@ -190,9 +191,10 @@ class MainWindow(WindowLayout):
             self._set_state(UiState.NoModel)  # lost with a worker: nothing left to reply with
         self._refresh_memory()
         self.dialogs.models_changed()
-        if state.context_note:
-            note = state.context_note
+        note = state.context_note
+        if note and note != self._context_note:  # once per target and context, not per reload
             self.statusBar().showMessage(note[:1].upper() + note[1:] + ".", 15000)
+        self._context_note = note
         self.modelsLoaded.emit(state)
 
     def _on_catalog(self, catalog: Catalog) -> None:

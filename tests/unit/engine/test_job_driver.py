@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,6 +128,26 @@ def test_a_system_prompt_too_long_for_the_context_is_named_not_the_conversation(
         f"The system prompt alone is {n_tokens} tokens but the context holds {TARGET.n_ctx}; "
         "shorten it or raise the context size in Settings."
     )
+
+
+def test_a_stop_during_the_first_render_skips_the_system_prompts_own_render() -> None:
+    """A session in a child process cannot stop a render midway: a Stop that came during the
+    whole prompt's render must not pay for a second one (up to the template's time budget)."""
+    runtime = runtime_of()
+    ticket = Ticket(1)
+    renders: list[int] = []
+    real = runtime.chat_prompt
+
+    def chat_prompt(messages: Any, control: Any = None, tools: Any = None) -> list[int]:
+        renders.append(len(messages))
+        ids = real(messages, None, tools=tools)  # as the child does: the Stop is not seen
+        ticket.control.stop()  # pressed while this render ran
+        return ids
+
+    runtime.chat_prompt = chat_prompt  # type: ignore[method-assign]
+    (failure,) = run(runtime, _chat(system_words=60, turns=0), ticket)
+    assert isinstance(failure, Failed) and failure.message == "cancelled"
+    assert len(renders) == 1
 
 
 def test_a_long_conversation_under_a_short_system_prompt_still_reads_as_the_conversation() -> None:

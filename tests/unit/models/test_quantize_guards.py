@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from app.errors import ModelLoadError
-from app.paths import DataFolderError
+from app.errors import ModelLoadError, SpecChatError
+from app.paths import DataFolderError, models_dir
 from models import quantize
 from models.partial import partial_path, remove_stale_partials
 from tests.helpers.model_files import write_tiny_gguf
@@ -52,8 +52,8 @@ def test_a_read_only_folder_is_named_before_llama_cpp_runs_even_when_nearly_full
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free: int
 ) -> None:
     src = write_tiny_gguf(tmp_path / "src.gguf", n_layers=2, tensor_elements=4096)
-    out = tmp_path / "out"
-    out.mkdir()
+    out = models_dir() / "demo"
+    out.mkdir(parents=True)
     read_only(monkeypatch, out)
     # Read-only is the reason to give even where the space check would also refuse.
     monkeypatch.setattr(quantize.shutil, "disk_usage", lambda _p: _Usage(10**12, 0, free))
@@ -61,6 +61,32 @@ def test_a_read_only_folder_is_named_before_llama_cpp_runs_even_when_nearly_full
         quantize.quantize_gguf(src, out / "draft.gguf", "Q8_0")
     assert str(caught.value) == f"cannot use data folder {out}: Read-only file system"
     assert not any(out.iterdir())
+
+
+def test_a_read_only_folder_outside_the_data_folder_is_not_called_the_data_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`models make-draft --out` anywhere: refused as plainly, in its own words."""
+    src = write_tiny_gguf(tmp_path / "src.gguf", n_layers=2, tensor_elements=4096)
+    out = tmp_path / "elsewhere"
+    out.mkdir()
+    read_only(monkeypatch, out)
+    with pytest.raises(SpecChatError) as caught:
+        quantize.quantize_gguf(src, out / "draft.gguf", "Q8_0")
+    assert not isinstance(caught.value, DataFolderError)
+    assert str(caught.value) == f"cannot write in {out}: Read-only file system"
+
+
+def test_a_partial_file_left_by_this_same_thread_does_not_block_the_next_try(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = write_tiny_gguf(tmp_path / "src.gguf", n_layers=2, tensor_elements=4096)
+    dst = tmp_path / "out" / "draft.gguf"
+    dst.parent.mkdir()
+    partial_path(dst).write_bytes(b"left by a cleanup that failed")  # this pid and thread
+    monkeypatch.setattr(quantize, "_run_watched", lambda *_a: 1)  # llama.cpp's failure code
+    with pytest.raises(ModelLoadError):  # llama.cpp's own failure, not "File exists"
+        quantize.quantize_gguf(src, dst, "Q8_0")
 
 
 def test_a_failed_quantize_is_reported_even_when_its_partial_file_cannot_be_removed(

@@ -35,5 +35,11 @@ def test_the_window_says_so_when_the_context_passes_the_trained_length(
         qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
         message = window.statusBar().currentMessage()
         assert f"({2 * TRAINED_CONTEXT} tokens)" in message and "trained on" in message
+        # A reload of the same target and context (threads changed) does not say it again.
+        window.statusBar().clearMessage()
+        with qtbot.waitSignal(window.modelsLoaded, timeout=TIMEOUT_MS):
+            window.settings_panel.threads.setValue(2)
+        qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+        assert "trained on" not in window.statusBar().currentMessage()
     finally:
         close_window(window)
