@@ -17,7 +17,6 @@ Pure Python, no Qt: the CLI or a test can read the same database.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import re
 import sqlite3
@@ -27,9 +26,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from app.paths import create_private_file, make_private_dir
+from app.store_errors import (
+    StoreDamagedError,
+    StoreError,
+    guarded,
+    retry_while_busy,
+    store_error,
+)
 from app.store_schema import MIGRATIONS, SCHEMA_VERSION, split_sql
 
 
@@ -66,39 +72,6 @@ Clock = Callable[[], float]
 BUSY_TIMEOUT_S = 5.0
 # SQLite keeps these beside the database; they belong to it and move with it.
 _SIDECARS = ("-wal", "-shm", "-journal")
-# Primary result codes (sqlite3.h): the low byte of sqlite_errorcode.
-_BUSY, _LOCKED, _READONLY, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 5, 6, 8, 11, 13, 14, 26
-_PERM, _AUTH = 3, 23
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-class StoreError(Exception):
-    """The conversation database cannot be used; str() is one line saying what to do."""
-
-
-class StoreDamagedError(StoreError):
-    """The database file is corrupt, truncated, not a database, or a folder is in its place.
-
-    `ConversationStore.recover(path)` moves it aside (kept, never deleted) and starts fresh."""
-
-    def __init__(self, path: Path, detail: str) -> None:
-        # SQLite's integrity report can run to thousands of lines: the first says enough.
-        detail = (detail.strip().splitlines() or ["unreadable"])[0][:200]
-        super().__init__(
-            f"the conversation database {path} is damaged ({detail}); it can be kept aside "
-            "and a fresh history started"
-        )
-        self.path = path
-
-
-class StoreFullError(StoreError):
-    """The disk (or the database's size limit) is full; the write was undone, retry later."""
-
-
-class StoreBusyError(StoreError):
-    """Another program held the database locked for longer than the busy timeout."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,20 +94,6 @@ class StoredMessage:
     segments: list[Segment] | None
 
 
-def _guarded(method: Callable[P, R]) -> Callable[P, R]:
-    """Turn any sqlite3.Error out of a store method into a one-line StoreError."""
-
-    @functools.wraps(method)
-    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(*args, **kwargs)
-        except sqlite3.Error as exc:
-            path: Path = getattr(args[0], "path")  # noqa: B009 - args[0] is the store
-            raise _store_error(exc, path, method.__name__.replace("_", " ")) from None
-
-    return guarded
-
-
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -142,19 +101,6 @@ def _storable(text: str) -> str:
     """Text as UTF-8 can hold it: a lone surrogate (half an emoji from a program that cut one
     in two) becomes U+FFFD, as Qt shows it, rather than refusing the whole message."""
     return _LONE_SURROGATE.sub("\ufffd", text)
-
-
-def _retry_while_busy(db: sqlite3.Connection, statement: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            db.execute(statement)
-            return
-        except sqlite3.OperationalError as exc:
-            busy = (getattr(exc, "sqlite_errorcode", -1) & 0xFF) in (_BUSY, _LOCKED)
-            if not busy or time.monotonic() >= deadline:
-                raise
-            time.sleep(0.02)
 
 
 class ConversationStore:
@@ -193,7 +139,7 @@ class ConversationStore:
             self._db.row_factory = sqlite3.Row
             # Switching a new file to WAL takes a lock SQLite does not wait for (its busy
             # handler is skipped there); another process opening the file at once holds it.
-            _retry_while_busy(self._db, "PRAGMA journal_mode=WAL", busy_timeout_s)
+            retry_while_busy(self._db, "PRAGMA journal_mode=WAL", busy_timeout_s)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             # Find damage now, where the way out can be offered, not in the middle of a chat.
@@ -202,7 +148,7 @@ class ConversationStore:
                 raise StoreDamagedError(path, f"integrity check: {problems[0]}")
             self._migrate()
         except sqlite3.Error as exc:
-            raise _store_error(exc, path, "open") from None
+            raise store_error(exc, path, "open") from None
 
     @classmethod
     def recover(
@@ -277,7 +223,7 @@ class ConversationStore:
 
     # -- conversations ------------------------------------------------------------------------
 
-    @_guarded
+    @guarded
     def create_conversation(self, title: str = "New chat") -> int:
         now = self._clock()
         with self._transaction() as db:
@@ -288,7 +234,7 @@ class ConversationStore:
         assert cursor.lastrowid is not None
         return int(cursor.lastrowid)
 
-    @_guarded
+    @guarded
     def conversations(self) -> list[ConversationSummary]:
         """Most recently active first."""
         rows = self._conn.execute(
@@ -304,7 +250,7 @@ class ConversationStore:
     def conversation(self, conversation_id: int) -> ConversationSummary | None:
         return next((c for c in self.conversations() if c.id == conversation_id), None)
 
-    @_guarded
+    @guarded
     def rename(self, conversation_id: int, title: str) -> None:
         title = title.strip() or "Untitled"
         with self._transaction() as db:
@@ -313,14 +259,14 @@ class ConversationStore:
                 (_storable(title), conversation_id),
             )
 
-    @_guarded
+    @guarded
     def delete(self, conversation_id: int) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
     # -- messages -----------------------------------------------------------------------------
 
-    @_guarded
+    @guarded
     def add_message(
         self,
         conversation_id: int,
@@ -361,21 +307,21 @@ class ConversationStore:
         assert cursor.lastrowid is not None
         return int(cursor.lastrowid)
 
-    @_guarded
+    @guarded
     def messages(self, conversation_id: int) -> list[StoredMessage]:
         rows = self._conn.execute(
             "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
         ).fetchall()
         return [_message_from_row(r) for r in rows]
 
-    @_guarded
+    @guarded
     def delete_message(self, message_id: int) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
 
     # -- export -------------------------------------------------------------------------------
 
-    @_guarded
+    @guarded
     def export_markdown(self, conversation_id: int) -> str:
         summary = self.conversation(conversation_id)
         if summary is None:
@@ -393,29 +339,6 @@ class ConversationStore:
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
             self._db = None
-
-
-def _store_error(exc: sqlite3.Error, path: Path, action: str) -> StoreError:
-    code = getattr(exc, "sqlite_errorcode", -1) & 0xFF
-    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if code in (_BUSY, _LOCKED):
-        return StoreBusyError(
-            f"the conversation database {path} is locked by another program ({action}); "
-            "close other SpecChat windows or programs using it and try again"
-        )
-    if code == _FULL:
-        return StoreFullError(
-            f"the disk holding {path} is full ({action}); nothing was saved: free some space "
-            "and try again"
-        )
-    if code in (_CORRUPT, _NOTADB):
-        return StoreDamagedError(path, detail)
-    if code in (_READONLY, _CANTOPEN, _PERM, _AUTH):
-        return StoreError(
-            f"cannot write the conversation database {path} ({detail}); "
-            f"check that it and {path.parent} are writable"
-        )
-    return StoreError(f"the conversation database {path} failed ({action}): {detail}")
 
 
 def _message_from_row(row: sqlite3.Row) -> StoredMessage:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from app.errors import WINDOW, Cancelled, SpecChatError, as_sentence, user_message
-from app.store import StoreError
+from app.store_errors import StoreError
 
 log = logging.getLogger(__name__)
 

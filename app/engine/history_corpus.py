@@ -48,7 +48,8 @@ from app.engine.suffix_file import (
 from app.engine.suffix_index import SuffixIndex
 from app.engine.suffix_journal import append_journal, journal_path, read_journal
 from app.paths import make_private_dir
-from app.store import ConversationStore, StoreError
+from app.store import ConversationStore
+from app.store_errors import StoreError
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ before paying for its load, and turns chat messages into prompt ids with the tar
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig, check_model_config
 from app.engine.control import GenerationControl
 from app.engine.drafters import Drafter, ModelDrafter
-from app.engine.events import Event, FinishEvent
+from app.engine.events import Event
 from app.engine.history_corpus import (
     HistoryCorpus,
     forget_every_vocabulary,
@@ -25,6 +25,7 @@ from app.engine.history_corpus import (
 )
 from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.loop import Clock, SpeculativeEngine
+from app.engine.past_chats import HistorySource, exchange, remembering
 from app.engine.suffix_drafter import SuffixDrafter
 from app.engine.tool_calls import ToolDialect, ToolOffer, tool_dialect
 from app.errors import InvalidSettingError
@@ -36,10 +37,6 @@ from app.metrics.rounds import DraftMode
 # The labels use_suffix_index and load_draft give the one draft of a chat.
 SUFFIX = "suffix"
 DRAFT = "draft"
-# Tokens of the prompt's end kept with each reply in the past-chats index: the question and
-# the turn markers before the reply, so that the same question asked again matches and drafts
-# the old reply from its first token.
-_REMEMBERED_PROMPT_TOKENS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +51,6 @@ DraftVetter = Callable[[Path, Path], None]
 
 Injected by the composition roots (the CLI, the window) because reading GGUF headers is the
 model library's job, and the engine must not import the library."""
-
-
-HistorySource = Callable[[Callable[[str], Sequence[int]]], Iterable[Sequence[int]]]
-"""Every stored prompt and reply as token ids, given a tokenizer: what a past-chats index is
-rebuilt from when its file is missing or damaged, or after chats were deleted."""
 
 
 ModelOpener = Callable[..., LlamaModel]
@@ -372,14 +364,14 @@ class Runtime:
         events = engine.generate(prompt_ids, config, control)
         if self.history is None or not self._remember_replies:
             return events
-        return self._remembering(prompt_ids, events, control)
+        return remembering(events, control, lambda reply: self.remember(prompt_ids, reply))
 
     def remember(self, prompt_ids: Sequence[int], reply_ids: Sequence[int]) -> None:
         """Add one exchange to the past-chats index: the reply with the prompt's end before
         it, so the same question asked again matches from the reply's first token."""
         if self.history is None or not reply_ids:
             return
-        document = [*prompt_ids[-_REMEMBERED_PROMPT_TOKENS:], *reply_ids]
+        document = exchange(prompt_ids, reply_ids)
         if self.history.add(document) and self._keep_history:
             self.history.save()
             if self.history.needs_rebuild:
@@ -388,18 +380,6 @@ class Runtime:
                 self._rebuild_history()
                 self.history.add(document)
                 self.history.save()
-
-    def _remembering(
-        self,
-        prompt_ids: Sequence[int],
-        events: Iterator[Event],
-        control: GenerationControl | None,
-    ) -> Iterator[Event]:
-        for event in events:
-            if isinstance(event, FinishEvent):
-                kept = None if control is None else control.kept_tokens
-                self.remember(prompt_ids, event.result.token_ids[:kept])
-            yield event
 
     def memory(self) -> MemoryUsage:
         """Bytes of the target and of the selected draft, saved conversations as they are now."""

@@ -13,7 +13,8 @@ from typing import TypeVar
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPlainTextEdit
 
-from app.store import StoredMessage, StoreError
+from app.store import StoredMessage
+from app.store_errors import StoreError
 from ui.messages import describe
 from ui.named_widgets import push_button
 from ui.widgets.conversation_list import ConversationList

@@ -17,7 +17,7 @@ from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
 
 from app.engine.config import GenerationConfig
 from app.engine.model_host import LoadedState
-from app.llama.resources import GpuProbe, process_ram_bytes
+from app.llama.resources import GpuProbe
 from app.paths import models_dir
 from app.store import ConversationStore
 from models.demo import DemoModels
@@ -40,7 +40,7 @@ from ui.window.window_state import (
     UiState,
     render_state,
 )
-from ui.window.wiring import connect_window
+from ui.window.wiring import connect_window, refresh_memory
 from ui.workers.catalog import Catalog
 from ui.workers.engine import forget_history
 from ui.workers.engine_host import EngineHost
@@ -132,12 +132,11 @@ class MainWindow(WindowLayout):
         # Enter pressed while a server request ran, the models loaded or a reply stopped: sent
         # once that ends.
         self._send_when_ready = False
-        self._context_note: str | None = None  # the last one shown (LoadedState.context_note)
 
         connect_window(self)
         self._render_state()
         self.chats.refresh_list()
-        self._refresh_memory()
+        refresh_memory(self)
 
     # -- state --------------------------------------------------------------------------------
 
@@ -189,12 +188,11 @@ class MainWindow(WindowLayout):
         self.settings_panel.remote_workers.check_build()
         if state.target is None and self._state == UiState.Idle:
             self._set_state(UiState.NoModel)  # lost with a worker: nothing left to reply with
-        self._refresh_memory()
+        refresh_memory(self)
         self.dialogs.models_changed()
-        note = state.context_note
-        if note and note != self._context_note:  # once per target and context, not per reload
+        note = self.models.new_context_note(state)
+        if note:
             self.statusBar().showMessage(note[:1].upper() + note[1:] + ".", 15000)
-        self._context_note = note
         self.modelsLoaded.emit(state)
 
     def _on_catalog(self, catalog: Catalog) -> None:
@@ -383,15 +381,6 @@ class MainWindow(WindowLayout):
             # The text stays in the box if it cannot go (no model, or a reload held them).
             self._send_when_ready = False
             self.send()
-
-    # -- memory -------------------------------------------------------------------------------
-
-    def _refresh_memory(self) -> None:
-        loaded = self.models.loaded
-        usage = self.models.memory
-        kind = loaded.draft.kind if loaded else "none"
-        workers = loaded.workers if loaded else ()
-        self.metrics.show_memory(self.gpu.read(), process_ram_bytes(), usage, kind, workers)
 
     # -- closing ------------------------------------------------------------------------------
 

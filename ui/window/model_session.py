@@ -75,6 +75,7 @@ class ModelSession(QObject):
         self._lost: tuple[str, str] | None = None
         self._adder = AddedFiles(self, settings, ops)
         self._format_told: str | None = None  # the target last told of its chat format
+        self._context_told: str | None = None  # the last LoadedState.context_note told
         queued = Qt.ConnectionType.QueuedConnection
         worker = host.worker
         worker.loadProgress.connect(self.loadProgress, queued)
@@ -269,6 +270,13 @@ class ModelSession(QObject):
         )
 
     # -- the catalog --------------------------------------------------------------------------
+
+    def new_context_note(self, state: LoadedState[DemoModels]) -> str | None:
+        """The load's context note, once per target and context, not again on every reload."""
+        note = state.context_note
+        fresh = note if note != self._context_told else None
+        self._context_told = note
+        return fresh
 
     def refresh_catalog(self) -> None:
         """Re-read the known files and re-judge the drafts, in the helper process (walking

@@ -22,7 +22,8 @@ from app.engine.model_host import DraftSetting
 from app.engine.result import GenerationResult
 from app.metrics.rounds import RoundRecord
 from app.metrics.summary import GenerationStats
-from app.store import StoreError, TokenSource
+from app.store import TokenSource
+from app.store_errors import StoreError
 from ui.formatting import speedup_headline, stats_line
 from ui.widgets.conversation_view import ConversationView, ViewMessage
 from ui.widgets.insight_panel import InsightPanel

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.llama.resources import process_ram_bytes
 from ui.messages import describe
 from ui.window.menu_actions import connect_menus
 from ui.window.window_state import RELOADING_SETTINGS, UiState
@@ -25,7 +26,7 @@ def connect_window(window: MainWindow) -> None:
     flow.noticed.connect(lambda text: window.statusBar().showMessage(text, 8000))
     flow.headline.connect(window.controls.show_headline)
     flow.saveFailed.connect(lambda exc: window.show_error(describe(exc)))
-    window.metrics_timer.timeout.connect(window._refresh_memory)
+    window.metrics_timer.timeout.connect(lambda: refresh_memory(window))
 
     window.prompt.submitted.connect(window.send)
     window.send_button.clicked.connect(window.send)
@@ -51,7 +52,7 @@ def connect_window(window: MainWindow) -> None:
     window.models_button.clicked.connect(window.open_models_dialog)
     window.compare_button.clicked.connect(window.open_compare_dialog)
     window.settings.changed.connect(lambda key: _apply_setting(window, key))
-    window.memory_timer.timeout.connect(window._refresh_memory)
+    window.memory_timer.timeout.connect(lambda: refresh_memory(window))
     switch = window.server_switch
     switch.servingChanged.connect(window._on_serving_changed)
     # After the window's own handlers, so the switch reads the setup they leave (γ reaches it
@@ -74,3 +75,13 @@ def _apply_setting(window: MainWindow, key: str) -> None:
         window.highlight_action.setChecked(window.settings.get_bool(key))
     elif key in RELOADING_SETTINGS:
         window.models.reload()
+
+
+def refresh_memory(window: MainWindow) -> None:
+    """The memory readout as of now: the models' own figures, the process, the GPU."""
+    loaded = window.models.loaded
+    kind = loaded.draft.kind if loaded else "none"
+    workers = loaded.workers if loaded else ()
+    window.metrics.show_memory(
+        window.gpu.read(), process_ram_bytes(), window.models.memory, kind, workers
+    )

@@ -6,7 +6,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from app.store import ConversationStore, StoreFullError
+from app.store import ConversationStore
+from app.store_errors import StoreFullError
 from tests.helpers.qt_window import send
 from ui.window.main_window import MainWindow, UiState
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.store import ConversationStore, StoreError
+from app.store import ConversationStore
+from app.store_errors import StoreError
 from app.store_schema import MIGRATIONS, SCHEMA_VERSION, split_sql
 
 

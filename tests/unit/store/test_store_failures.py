@@ -12,13 +12,8 @@ from pathlib import Path
 import pytest
 
 from app.paths import data_dir, database_path
-from app.store import (
-    ConversationStore,
-    StoreBusyError,
-    StoreDamagedError,
-    StoreError,
-    StoreFullError,
-)
+from app.store import ConversationStore
+from app.store_errors import StoreBusyError, StoreDamagedError, StoreError, StoreFullError
 
 
 def _filled(path: Path, n_messages: int = 200) -> None:

@@ -13,7 +13,7 @@ from app.errors import (
     KvCacheFullError,
     ModelLoadError,
 )
-from app.store import StoreError
+from app.store_errors import StoreError
 from ui.formatting import percent, rate, seconds, speedup_headline, stats_line
 from ui.messages import describe
 
