@@ -24,6 +24,7 @@ from tests.helpers.timing import report_timing
 from ui.settings import DRAFT_NGRAM
 from ui.widgets.model_controls import NGRAM_LABEL
 from ui.window.main_window import MainWindow, UiState
+from ui.window.wiring import refresh_memory
 from ui.workers.requests import GenerateRequest
 
 NUMBER = re.compile(r"\d")
@@ -398,7 +399,7 @@ def test_the_memory_panel_counts_the_chats_the_target_keeps(
     # The new conversation takes the cache; the first one's state is saved as it goes.
     send(qtbot, window, "Name three colours.")
     qtbot.waitUntil(lambda: window.models.memory.target_saved > before, timeout=REPLY_TIMEOUT_MS)
-    window._refresh_memory()
+    refresh_memory(window)
     assert window.metrics.saved_memory.text() == format_bytes(window.models.memory.target_saved)
 
 
