@@ -17,15 +17,14 @@ kilobyte a reply; the file itself is written whole, to a temporary file renamed 
 dropped or the journal has grown to a quarter of the corpus. Both are private to the user (0600
 in a 0700 folder). A file that is missing, truncated, corrupt or of another format is discarded
 with a one-line log and the corpus starts empty with `needs_rebuild` set: the caller tokenizes
-the stored chats (`stored_documents`) and calls `rebuild`. It is a cache of the chat history:
-`clear` deletes it when the history is wiped.
+the stored chats (`stored_documents`, app/engine/past_chats.py) and calls `rebuild`. It is a
+cache of the chat history: `clear` deletes it when the history is wiped.
 
-Two processes on one data folder (two windows) share the file
-without a lock: each writes only over the file it last read or wrote, after taking in what the
-other wrote since, so neither loses the other's replies; a file the other deleted (its user
-deleted chats) sets `needs_rebuild`. A write racing another's within milliseconds, or a
-rebuild (seconds) during which the other rewrites its whole file, can still lose the other's
-latest replies from the index, never from the chat history.
+Two processes on one data folder (two windows) share the file: each reads, writes and deletes
+it under the folder's lock (app/engine/folder_lock.py), writes only over the file it last read
+or wrote, after taking in what the other wrote since, so neither loses the other's replies; a
+file the other deleted (its user deleted chats) sets `needs_rebuild`. A rebuild reads the
+history unlocked (seconds) and takes in, under the lock, what the other wrote meanwhile.
 """
 
 from __future__ import annotations
@@ -35,10 +34,11 @@ import hashlib
 import logging
 import os
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from app.engine.folder_lock import LOCK_NAME, folder_lock
 from app.engine.suffix_file import (
     IndexFileError,
     read_index_file,
@@ -48,8 +48,6 @@ from app.engine.suffix_file import (
 from app.engine.suffix_index import SuffixIndex
 from app.engine.suffix_journal import append_journal, journal_path, read_journal
 from app.paths import make_private_dir
-from app.store import ConversationStore
-from app.store_errors import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -96,48 +94,19 @@ def forget_every_vocabulary(data_dir: Path) -> None:
     of rewrites a killed process left: chats were deleted, and each file may hold them. A
     target's corpus is rebuilt from the remaining history when it is next loaded."""
     folder = data_dir / FOLDER_NAME
-    try:
-        files = list(folder.iterdir())
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        log.warning("could not list the chat-history draft indexes in %s (%s)", folder, exc)
-        return
-    for path in files:
+    with folder_lock(folder):
         try:
-            path.unlink()
+            files = [path for path in folder.iterdir() if path.name != LOCK_NAME]
+        except FileNotFoundError:
+            return
         except OSError as exc:
-            log.warning("could not delete the chat-history draft index %s (%s)", path, exc)
-
-
-def stored_documents(
-    store: ConversationStore, tokenize: Callable[[str], Sequence[int]]
-) -> Iterator[Sequence[int]]:
-    """Every stored prompt and reply, oldest conversation first, as token ids: what `rebuild`
-    takes when the corpus file was missing or damaged."""
-    for conversation in reversed(store.conversations()):
-        for message in store.messages(conversation.id):
-            if message.role in ("user", "assistant") and message.content.strip():
-                yield tokenize(message.content)
-
-
-def stored_chats(
-    database: Path, tokenize: Callable[[str], Sequence[int]]
-) -> Iterator[Sequence[int]]:
-    """The chats stored at `database` as token ids, read through a connection of their own
-    (on the thread that builds the index); a history that cannot be read leaves the index
-    empty or partial, never a load failed."""
-    try:
-        store = ConversationStore(database)
-    except (StoreError, OSError) as exc:
-        log.warning("the past-chats index starts empty: %s", exc)
-        return
-    try:
-        yield from stored_documents(store, tokenize)
-    except (StoreError, OSError) as exc:
-        log.warning("the past-chats index was rebuilt from part of the history: %s", exc)
-    finally:
-        store.close()
+            log.warning("could not list the chat-history draft indexes in %s (%s)", folder, exc)
+            return
+        for path in files:
+            try:
+                path.unlink()
+            except OSError as exc:
+                log.warning("could not delete the chat-history draft index %s (%s)", path, exc)
 
 
 class HistoryCorpus:
@@ -180,21 +149,32 @@ class HistoryCorpus:
     def rebuild(self, documents: Iterable[Sequence[int]]) -> None:
         """Replace the corpus by these documents (oldest first), index them once and save."""
         # Replies another window journals while the history is read (seconds, lazily) are not
-        # in what it yields: they are taken in at the end. What the journal held before is
-        # in the history, or was deleted with it.
+        # in what it yields: they are taken in at the end, under the lock. What the journal
+        # held before is in the history, or was deleted with it. A file another window wrote
+        # meanwhile holds the history it read plus its new replies (deleting chats deletes the
+        # file): what it holds beyond this history is taken in too.
         journaled_before = {_digest(d) for d in read_journal(self.path, None)[0]}
+        file_before = stored_digest(self.path)
         self._reset()
+        from_history: set[bytes] = set()  # dropped past the bound included
         for tokens in documents:
-            self._admit(array("i", tokens)[-self._kept_tokens() :])
+            document = array("i", tokens)[-self._kept_tokens() :]
+            from_history.add(_digest(document))
+            self._admit(document)
         if self.tokens > self.max_tokens:
             self._drop_oldest()
         self._reindex()
         self.needs_rebuild = False
-        for document in read_journal(self.path, None)[0]:
-            if _digest(document) not in journaled_before:
-                self._take(document)
-        # Built from the history itself: it replaces whatever another process wrote.
-        self._save(over_others=True)
+        if not self._make_folder():
+            return
+        with folder_lock(self.path.parent):
+            for document in read_journal(self.path, None)[0]:
+                if _digest(document) not in journaled_before:
+                    self._take(document)
+            if stored_digest(self.path) not in (file_before, None):
+                self._take_written_meanwhile(from_history)
+            # Built from the history itself: it replaces whatever another process wrote.
+            self._save(over_others=True)
 
     def save(self) -> bool:
         """Put what changed on disk: the documents added since, appended to the journal, or the
@@ -205,11 +185,22 @@ class HistoryCorpus:
         corpus becomes what it wrote plus the documents added here, so neither loses the
         other's replies. One that deleted the file (its user deleted chats) leaves
         `needs_rebuild` set: what is held here may include the deleted chats."""
-        return self._save(over_others=False)
+        if not self._make_folder():
+            return False
+        with folder_lock(self.path.parent):
+            return self._save(over_others=False)
 
-    def _save(self, *, over_others: bool) -> bool:
+    def _make_folder(self) -> bool:
         try:
             make_private_dir(self.path.parent)
+        except OSError as exc:
+            log.warning("could not save the chat-history draft index %s (%s)", self.path, exc)
+            return False
+        return True
+
+    def _save(self, *, over_others: bool) -> bool:
+        """Called under the folder's lock."""
+        try:
             if not over_others and stored_digest(self.path) != self._file_digest:
                 self._adopt_disk()
             unsaved = sum(len(d) for d in self._unsaved)
@@ -242,14 +233,19 @@ class HistoryCorpus:
         self.needs_rebuild = False
         self.dirty = False
         try:
-            self.path.unlink(missing_ok=True)
-            journal_path(self.path).unlink(missing_ok=True)
+            with folder_lock(self.path.parent):
+                self.path.unlink(missing_ok=True)
+                journal_path(self.path).unlink(missing_ok=True)
         except OSError as exc:
             log.warning("could not delete the chat-history draft index %s (%s)", self.path, exc)
 
     # -- internals ----------------------------------------------------------------------------
 
     def _load(self) -> None:
+        with folder_lock(self.path.parent):  # no folder yet: nothing to read, no lock needed
+            self._read_disk()
+
+    def _read_disk(self) -> None:
         self._remove_orphaned_rewrites()
         if not self.path.exists():
             self.needs_rebuild = True
@@ -297,10 +293,22 @@ class HistoryCorpus:
     def _adopt_disk(self) -> None:
         mine = self._unsaved
         self._reset()
-        self._load()  # a missing or unreadable file sets needs_rebuild
+        self._read_disk()  # a missing or unreadable file sets needs_rebuild
         for document in mine:
             if self._take(document):
                 self._unsaved.append(document)
+
+    def _take_written_meanwhile(self, from_history: set[bytes]) -> None:
+        # Only what the history read did not hold: its oldest documents, dropped here past the
+        # bound, must not come back as the newest.
+        try:
+            documents, _index, _digest_on_disk = read_index_file(self.path, self.fingerprint)
+        except (OSError, IndexFileError) as exc:
+            log.warning("could not read %s written meanwhile (%s)", self.path, exc)
+            return
+        for document in documents:
+            if _digest(document) not in from_history:
+                self._take(document)
 
     def _fold_journal(self) -> None:
         # Replies another process appended to the journal of this same file: the rewrite

@@ -5,10 +5,16 @@ of it the receiver kept.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 
 from app.engine.control import GenerationControl
 from app.engine.events import Event, FinishEvent
+from app.store import ConversationStore
+from app.store_errors import StoreError
+
+log = logging.getLogger(__name__)
 
 # Tokens of the prompt's end kept with each reply in the past-chats index: the question and
 # the turn markers before the reply, so that the same question asked again matches and drafts
@@ -37,3 +43,33 @@ def remembering(
             kept = None if control is None else control.kept_tokens
             remember(event.result.token_ids[:kept])
         yield event
+
+
+def stored_documents(
+    store: ConversationStore, tokenize: Callable[[str], Sequence[int]]
+) -> Iterator[Sequence[int]]:
+    """Every stored prompt and reply, oldest conversation first, as token ids: what `rebuild`
+    takes when the corpus file was missing or damaged."""
+    for conversation in reversed(store.conversations()):
+        for message in store.messages(conversation.id):
+            if message.role in ("user", "assistant") and message.content.strip():
+                yield tokenize(message.content)
+
+
+def stored_chats(
+    database: Path, tokenize: Callable[[str], Sequence[int]]
+) -> Iterator[Sequence[int]]:
+    """The chats stored at `database` as token ids, read through a connection of their own
+    (on the thread that builds the index); a history that cannot be read leaves the index
+    empty or partial, never a load failed."""
+    try:
+        store = ConversationStore(database)
+    except (StoreError, OSError) as exc:
+        log.warning("the past-chats index starts empty: %s", exc)
+        return
+    try:
+        yield from stored_documents(store, tokenize)
+    except (StoreError, OSError) as exc:
+        log.warning("the past-chats index was rebuilt from part of the history: %s", exc)
+    finally:
+        store.close()

@@ -23,11 +23,12 @@ from typing import TypedDict
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.engine.events import FinishEvent, NoticeEvent, RoundEvent, TokenEvent
-from app.engine.history_corpus import forget_every_vocabulary, stored_chats
+from app.engine.history_corpus import forget_every_vocabulary
 from app.engine.isolated import IsolatedRuntime
 from app.engine.job_driver import Failed, Job, OwnerEvent, Started, Ticket, drive
 from app.engine.job_queue import WaitList
 from app.engine.model_host import FileCheck, LoadRequest, ModelHost, RemoteRuntimeFactory
+from app.engine.past_chats import stored_chats
 from app.engine.runtime import Runtime
 from app.engine.session import EngineSession
 from app.errors import Cancelled

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
+from app.engine.folder_lock import LOCK_NAME
 from app.engine.history_corpus import (
     FOLDER_NAME,
     HistoryCorpus,
     corpus_path,
-    stored_documents,
     vocabulary_fingerprint,
 )
+from app.engine.past_chats import stored_documents
 from app.engine.suffix_cursor import longest_match
 from app.engine.suffix_file import IndexFileError, read_index_file
 from app.engine.suffix_journal import journal_path
@@ -28,6 +29,11 @@ from app.llama.model import LlamaModel
 from app.store import ConversationStore
 
 FINGERPRINT = "49152-test"
+
+
+def _files(corpus: HistoryCorpus) -> list[str]:
+    """What the corpus's folder holds besides the lock file shared by its writers."""
+    return sorted(p.name for p in corpus.path.parent.iterdir() if p.name != LOCK_NAME)
 
 
 def _doc(start: int, n: int = 10) -> list[int]:
@@ -94,7 +100,7 @@ def test_the_file_is_private_and_inside_the_data_folder(tmp_path: Path) -> None:
     if os.name == "posix":
         assert stat.S_IMODE(corpus.path.stat().st_mode) == 0o600
         assert stat.S_IMODE(corpus.path.parent.stat().st_mode) == 0o700
-    assert [p.name for p in corpus.path.parent.iterdir()] == [corpus.path.name]  # no temp left
+    assert _files(corpus) == [corpus.path.name]  # no temp left
 
 
 def test_each_vocabulary_has_its_own_file(tmp_path: Path) -> None:
@@ -169,7 +175,7 @@ def test_a_failed_save_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.Mo
     assert not corpus.save()
     assert corpus.dirty
     assert corpus.path.read_bytes() == before
-    assert [p.name for p in corpus.path.parent.iterdir()] == [corpus.path.name]
+    assert _files(corpus) == [corpus.path.name]
 
 
 def test_saving_a_reply_appends_it_to_the_journal(tmp_path: Path) -> None:

@@ -4,11 +4,14 @@ back."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from app.engine.folder_lock import LOCK_NAME
 from app.engine.history_corpus import HistoryCorpus, forget_every_vocabulary
 from app.engine.suffix_cursor import longest_match
+from tests.helpers.locks import lock_held_elsewhere
 
 FINGERPRINT = "49152-shared"
 
@@ -104,3 +107,56 @@ def test_a_rebuild_keeps_the_replies_the_other_process_journaled_meanwhile(
     first.rebuild(history())
     assert _holds(first, theirs)
     assert _holds(HistoryCorpus(tmp_path, FINGERPRINT), theirs)
+
+
+def test_a_rebuild_keeps_the_replies_of_a_file_the_other_process_rewrote_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """The other window writes its whole file while this one reads the history (its first
+    save, or its journal outgrown): the rebuild takes in what that file holds beyond the
+    history, and only that (the history's oldest documents, dropped past the bound, stay out)."""
+    second = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60)
+    theirs = _doc(50_000)
+    oldest = _doc(0)
+    first = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60)
+
+    def history() -> Iterator[list[int]]:
+        yield oldest
+        second.add(oldest)
+        second.add(theirs)
+        assert second.save()  # no file yet: written whole
+        for i in range(1, 6):
+            yield _doc(1000 * i)
+
+    first.rebuild(history())
+    assert _holds(first, theirs)
+    assert not _holds(first, oldest)  # past the bound, as the history alone would leave it
+    assert _holds(HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60), theirs)
+
+
+def test_a_save_waits_while_the_other_process_holds_the_folder(tmp_path: Path) -> None:
+    """A save reads the file's digest and writes over it as one step: while another writer is
+    in that step (its lock held) this one waits, so neither writes over the other unseen."""
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.add(_doc(0))
+    folder = corpus.path.parent
+    folder.mkdir(parents=True)
+    done = threading.Event()
+    with lock_held_elsewhere(folder):
+        saver = threading.Thread(target=lambda: (corpus.save(), done.set()))
+        saver.start()
+        assert not done.wait(0.5)
+        assert not corpus.path.exists()
+    assert done.wait(10)
+    saver.join()
+    assert corpus.path.exists()
+
+
+def test_forgetting_every_vocabulary_keeps_the_lock_file(tmp_path: Path) -> None:
+    """Deleting the lock file while another process holds it would let a third take a lock on a
+    new file of the same name: both would write at once."""
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.add(_doc(0))
+    assert corpus.save()
+    forget_every_vocabulary(tmp_path)
+    assert [p.name for p in corpus.path.parent.iterdir()] == [LOCK_NAME]

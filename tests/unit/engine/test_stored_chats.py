@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.engine.history_corpus import stored_chats
+from app.engine.past_chats import stored_chats
 from app.store import ConversationStore
 
 

@@ -1,0 +1,58 @@
+"""One writer at a time in a folder shared by processes (two windows on one data folder).
+
+An advisory lock (`flock`) on a file that is never deleted: a lock on a file that another process
+could delete and create again would be a lock on a name no one else opens. Held for the few
+milliseconds of a read-then-write, so waiting is rare and short; a holder stuck for longer than
+`wait` (a stopped process) is not waited for: the caller goes on unlocked, as it did before
+there was a lock, and says so in the log. Where `flock` does not exist the lock is a no-op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+LOCK_NAME = ".lock"
+_POLL_SECONDS = 0.01
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, *, wait: float = 10.0) -> Iterator[bool]:
+    """Hold the folder's lock for the block; yields False when it went unlocked (no `flock`
+    here, the lock file cannot be opened, or the holder did not let go in `wait` seconds)."""
+    try:
+        import fcntl  # noqa: PLC0415 - POSIX only
+    except ImportError:
+        yield False
+        return
+    try:
+        fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:  # no folder: nothing in it to guard
+        yield False
+        return
+    except OSError as exc:
+        log.warning("going on without the lock of %s (%s)", folder, exc)
+        yield False
+        return
+    try:
+        deadline = time.monotonic() + wait
+        locked = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = True
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    log.warning("%s stayed locked for %.0f s; going on without it", folder, wait)
+                    break
+                time.sleep(_POLL_SECONDS)
+        yield locked
+    finally:
+        os.close(fd)  # closing the last descriptor lets go of the lock
