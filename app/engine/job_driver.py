@@ -210,6 +210,9 @@ def drive(session: EngineSession, job: Job, sink: Sink, ticket: Ticket) -> Outco
         # Read after the prompt's pass: it may have restored a saved conversation, or emptied
         # the cache (exact mode's first reply), so what the cache held before says neither.
         cached = _cached_prefix(session, prompt_ids)
+    except Cancelled as exc:  # stopped while the prompt was being made (the chat template)
+        deliver(sink, ticket, Failed(user_message(exc), "cancelled", exc))
+        return "cancelled"
     except SpecChatError as exc:
         kind: FailureKind = "context" if isinstance(exc, ContextOverflowError) else "invalid"
         deliver(sink, ticket, Failed(user_message(exc), kind, exc))

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 def release_window(w: MainWindow, timeout_ms: int) -> None:
     """Stop any reply or load, free the models on their thread, and close the store."""
-    w.flow.stop()
+    w.flow.stop(closing=True)
     w.models.cancel()
     w.server_switch.set_on(False)
     w.metrics_timer.stop()

@@ -183,7 +183,7 @@ class MainWindow(WindowLayout):
 
     def _on_models_loaded(self, state: LoadedState[DemoModels]) -> None:
         self.controls.set_draft_loaded(state.draft.kind != "none")
-        self.flow.models_changed(state.target.path if state.target else None)
+        self.flow.models_changed(state.target)
         # The engine has loaded llama.cpp's library by now: asking it for RPC costs nothing.
         self.settings_panel.remote_workers.check_build()
         if state.target is None and self._state == UiState.Idle:

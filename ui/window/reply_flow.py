@@ -20,6 +20,7 @@ from app.engine.control import GenerationControl
 from app.engine.events import TokenEvent
 from app.engine.model_host import DraftSetting
 from app.engine.result import GenerationResult
+from app.llama.config import ModelConfig
 from app.metrics.rounds import RoundRecord
 from app.metrics.summary import GenerationStats
 from app.store import TokenSource
@@ -82,11 +83,12 @@ class ReplyFlow(QObject):
         # The regenerated reply as the view showed it, shown again if the new one writes nothing.
         self._replaced: ViewMessage | None = None
         self._replaced_id: int | None = None
+        self._closing = False
         # The last measured plain target step: the live headline's unit until this reply
         # measures its own.
         self._plain_step_s: float | None = None
         self._speculation_on = True
-        self._target_path: str | None = None
+        self._target: ModelConfig | None = None
         self._exact = False
         self.plain_speed = PlainSpeed()
         self._request_ids = itertools.count(1)
@@ -131,6 +133,7 @@ class ReplyFlow(QObject):
             control=control,  # the toggle acts through control.speculative, even mid-reply
         )
         self.control = control
+        self._closing = False
         self.reply = ReplyInProgress(
             request_id=request.request_id,
             conversation_id=conversation_id,
@@ -155,10 +158,13 @@ class ReplyFlow(QObject):
         self._timer.start()
         self._host.request_generate(request)
 
-    def stop(self) -> bool:
-        """Ask the engine to stop after its current round; False when nothing runs."""
+    def stop(self, *, closing: bool = False) -> bool:
+        """Ask the engine to stop after its current round; False when nothing runs.
+        closing: the window is closing, not the user stopping this reply: a regenerated
+        reply cut by it does not take the complete earlier reply's place."""
         if self.control is None:
             return False
+        self._closing = closing
         self.control.stop()
         return True
 
@@ -206,7 +212,7 @@ class ReplyFlow(QObject):
 
     def _speedup(self, stats: GenerationStats) -> Speedup | None:
         exact = self.reply.exact if self.reply else self._exact
-        return self.plain_speed.speedup(self._target_path, exact, stats, self._plain_step_s)
+        return self.plain_speed.speedup(self._target, exact, stats, self._plain_step_s)
 
     def _show_headline(self, speedup: Speedup | None, speculative: bool, gammas: str) -> None:
         text, tooltip = speedup_headline(
@@ -227,14 +233,16 @@ class ReplyFlow(QObject):
         if result.finish_reason == "cancelled" and not result.token_ids:
             self._stopped_before_text()
             return
+        if result.finish_reason == "cancelled" and self._closing and reply.replaces is not None:
+            return  # the earlier reply stays stored; the window is going
         self.last_result = result
         self._plain_step_s = result.plain_step_s or self._plain_step_s
         self._exact = reply.exact
         speedup = self._speedup(result.stats)
         stats = reply.stats(result, speedup=speedup)
-        if stats["mode"] == "plain" and not stats["switched"] and self._target_path:
+        if stats["mode"] == "plain" and not stats["switched"] and self._target:
             self.plain_speed.note(
-                self._target_path,
+                self._target,
                 reply.exact,
                 result.stats.tokens_per_second,
                 result.stats.generated_tokens,
@@ -266,10 +274,11 @@ class ReplyFlow(QObject):
         self.noticed.emit(STOPPED_BEFORE_TEXT)
         self.finished.emit({"finish_reason": "cancelled", "generated_tokens": 0, "saved": False})
 
-    def models_changed(self, target_path: str | None) -> None:
-        """Other models loaded: the plain-step unit and the headline were the old target's."""
-        if target_path != self._target_path:
-            self._target_path = target_path
+    def models_changed(self, target: ModelConfig | None) -> None:
+        """Models loaded: the plain-step unit was the old target's, or of the same file loaded
+        with other threads, GPU layers or workers; the headline spoke of the last ones."""
+        if target != self._target:
+            self._target = target
             self._plain_step_s = None
             self._insight.forget_plain_step()
         self.headline.emit("", "")
@@ -279,7 +288,16 @@ class ReplyFlow(QObject):
         if reply is None:
             return
         self._end()
+        if failure.cancelled:
+            self._stopped_before_text()
+            return
         shown = self._view.finish_reply("", "", note=failure.message)
+        if reply.replaces is not None:
+            # A regenerated reply that failed, even after some text, does not take the
+            # complete earlier reply's place: that one comes back.
+            self._put_back_replaced()
+            self.failed.emit(f"{failure.message} (the earlier reply is kept)")
+            return
         if shown is not None and shown.text.strip():
             # Tokens had arrived (e.g. before an RPC worker died): the reply so far stays in
             # the chat, with the error as its stats line, as a stopped reply would.
@@ -290,7 +308,6 @@ class ReplyFlow(QObject):
                     shown.text,
                     stats,
                     shown.segments,
-                    replaces=reply.replaces,
                 )
             except (StoreError, OSError) as exc:
                 self.saveFailed.emit(exc)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.llama.config import ModelConfig
 from app.metrics.summary import METRIC_DEFINITIONS, GenerationStats
 
 # A plain reply shorter than this says more about its first token than about plain speed.
@@ -42,18 +43,21 @@ class Speedup:
 
 
 class PlainSpeed:
-    """The last measured plain tokens/s per (target file, exact mode)."""
+    """The last measured plain tokens/s per (target as loaded, exact mode). As loaded: the same
+    file with other threads, GPU layers or workers runs at another speed."""
 
     def __init__(self) -> None:
-        self._by_target: dict[tuple[str, bool], float] = {}
+        self._by_target: dict[tuple[ModelConfig, bool], float] = {}
 
-    def note(self, target: str, exact: bool, tokens_per_second: float | None, tokens: int) -> None:
+    def note(
+        self, target: ModelConfig, exact: bool, tokens_per_second: float | None, tokens: int
+    ) -> None:
         if tokens_per_second and tokens >= MIN_REFERENCE_TOKENS:
             self._by_target[(target, exact)] = tokens_per_second
 
     def speedup(
         self,
-        target: str | None,
+        target: ModelConfig | None,
         exact: bool,
         stats: GenerationStats,
         plain_step_s: float | None,

@@ -162,7 +162,9 @@ class EngineWorker(QObject):
             else:
                 error = event.error
                 message = event.message if error is None else describe(error, logged=True)
-                self.generationFailed.emit(GenerationFailure(request.request_id, message))
+                self.generationFailed.emit(
+                    GenerationFailure(request.request_id, message, event.kind == "cancelled")
+                )
 
         job = Job(request.config, messages=request.messages)
         ticket = Ticket(request.request_id, request.control)

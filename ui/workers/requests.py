@@ -40,3 +40,4 @@ RuntimeTask = Callable[[EngineSession], None]
 class GenerationFailure:
     request_id: int
     message: str
+    cancelled: bool = False  # stopped before the reply began: not an error

@@ -147,6 +147,7 @@ def test_a_stop_during_the_first_render_skips_the_system_prompts_own_render() ->
     runtime.chat_prompt = chat_prompt  # type: ignore[method-assign]
     (failure,) = run(runtime, _chat(system_words=60, turns=0), ticket)
     assert isinstance(failure, Failed) and failure.message == "cancelled"
+    assert failure.kind == "cancelled"  # a Stop, not a request the engine refused
     assert len(renders) == 1
 
 

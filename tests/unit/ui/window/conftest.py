@@ -18,7 +18,7 @@ from app.store import ConversationStore
 from models.compat import check_draft_file
 from tests.helpers.fake_model import CHATML, FakeModel
 from tests.helpers.model_files import default_tokens, write_tiny_gguf
-from tests.helpers.qt_window import close_window, write_preferences
+from tests.helpers.qt_window import close_window, send, write_preferences
 from ui.main import create_window, ensure_application
 from ui.settings import Settings
 from ui.window.main_window import MainWindow, UiState
@@ -88,3 +88,17 @@ def window(qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]) -> Ite
     assert window.state == UiState.Idle, window.banner.text
     yield window
     close_window(window)
+
+
+def open_with_one_reply(
+    qtbot: QtBot, data_dir: Path, files: dict[str, Path], *, model_step_s: float, max_tokens: int
+) -> tuple[MainWindow, int]:
+    """A started window whose chat holds "Hello" and a reply of `max_tokens`; the chat's id.
+    The caller closes the window."""
+    window = open_fake_window(data_dir, files, model_step_s=model_step_s)
+    with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+        window.start()
+    window.settings.set("generation/max_tokens", max_tokens)
+    send(qtbot, window, "Hello")
+    assert window.conversation_id is not None
+    return window, window.conversation_id

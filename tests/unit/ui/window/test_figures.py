@@ -9,7 +9,8 @@ from pytestqt.qtbot import QtBot
 
 from app.metrics.summary import METRIC_DEFINITIONS
 from tests.helpers.qt_window import send
-from ui.window.main_window import MainWindow
+from tests.unit.ui.window.conftest import TIMEOUT_MS
+from ui.window.main_window import MainWindow, UiState
 
 
 def test_the_speedup_is_an_estimate_until_a_plain_reply_measured_plain_speed(
@@ -34,6 +35,14 @@ def test_the_speedup_is_an_estimate_until_a_plain_reply_measured_plain_speed(
     assert f"{figure} plain speed" in spec["summary"] and "estimate" not in spec["summary"]
     assert window.metrics.tokens_per_second.text() == f"{spec['tokens_per_second']:.1f} tok/s"
     assert METRIC_DEFINITIONS["tokens_per_second"] in window.controls.headline.toolTip()
+
+    # The same target reloaded with other threads runs at another plain speed: estimated again.
+    with qtbot.waitSignal(window.modelsLoaded, timeout=TIMEOUT_MS):
+        window.settings_panel.threads.setValue(2)
+    qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+    again = send(qtbot, window, "Once more with the draft")
+    assert again["speedup_measured"] is False
+    assert "estimate" in window.controls.headline.text()
 
 
 def test_the_acceptance_rate_and_the_cost_models_alpha_say_which_is_which(

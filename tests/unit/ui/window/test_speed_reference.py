@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import pytest
 
+from app.llama.config import ModelConfig
 from app.metrics.rounds import RoundRecord
 from app.metrics.summary import GenerationStats, summarize
 from ui.window.speed_reference import PlainSpeed
 
 STEP_S = 0.020
 OVERHEAD_S = 0.0004
-TARGET = "/models/target.gguf"
+TARGET = ModelConfig("/models/target.gguf", n_threads=2)
 
 
 def _hybrid_reply(*, draft_prefill_s: float, catchup_s: float) -> GenerationStats:
@@ -79,3 +80,12 @@ def test_a_measured_plain_reply_replaces_the_estimate() -> None:
     assert speedup is not None and speedup.measured
     assert stats.tokens_per_second is not None
     assert speedup.value == pytest.approx(stats.tokens_per_second / 40.0)
+
+
+def test_the_same_file_loaded_with_other_threads_is_measured_afresh() -> None:
+    stats = _hybrid_reply(draft_prefill_s=0.6, catchup_s=0.0)
+    speed = PlainSpeed()
+    speed.note(TARGET, False, 40.0, tokens=64)
+    reloaded = ModelConfig(TARGET.path, n_threads=1)
+    speedup = speed.speedup(reloaded, False, stats, STEP_S)
+    assert speedup is not None and not speedup.measured

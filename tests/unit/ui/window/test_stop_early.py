@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from app.engine.runtime import Runtime
+from app.errors import Cancelled
 from app.store import ConversationStore
 from tests.helpers.qt_window import close_window, send
-from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window
+from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window, open_with_one_reply
 from ui.window.main_window import UiState
 from ui.window.reply_flow import STOPPED_BEFORE_TEXT
 
@@ -49,12 +52,10 @@ def test_stop_before_the_first_token_saves_nothing_and_keeps_the_headline(
 def test_a_regenerate_stopped_before_the_first_token_keeps_the_earlier_reply(
     qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
 ) -> None:
-    window = open_fake_window(isolated_data_dir, files, model_step_s=0.3)
+    window, _conversation = open_with_one_reply(
+        qtbot, isolated_data_dir, files, model_step_s=0.3, max_tokens=6
+    )
     try:
-        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
-            window.start()
-        window.settings.set("generation/max_tokens", 6)
-        send(qtbot, window, "Hello")
         assert window.conversation_id is not None
         before = window.store.messages(window.conversation_id)
         shown = window.view.messages
@@ -82,14 +83,10 @@ def test_a_regenerate_stopped_before_the_first_token_keeps_the_earlier_reply(
 def test_a_regenerate_stopped_early_shows_no_reply_another_window_deleted_meanwhile(
     qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
 ) -> None:
-    window = open_fake_window(isolated_data_dir, files, model_step_s=0.3)
+    window, conversation = open_with_one_reply(
+        qtbot, isolated_data_dir, files, model_step_s=0.3, max_tokens=6
+    )
     try:
-        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
-            window.start()
-        window.settings.set("generation/max_tokens", 6)
-        send(qtbot, window, "Hello")
-        conversation = window.conversation_id
-        assert conversation is not None
         window.regenerate()
         other = ConversationStore(isolated_data_dir / "conversations.sqlite3")
         other.delete_message(other.messages(conversation)[-1].id)  # a second window's delete
@@ -98,5 +95,34 @@ def test_a_regenerate_stopped_early_shows_no_reply_another_window_deleted_meanwh
         qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
         assert [m.role for m in window.store.messages(conversation)] == ["user"]
         assert [m.role for m in window.view.messages] == ["user"]
+    finally:
+        close_window(window)
+
+
+def test_a_stop_while_the_chat_template_renders_reads_as_stopped_not_failed(
+    qtbot: QtBot,
+    isolated_data_dir: Path,
+    files: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    window, conversation = open_with_one_reply(
+        qtbot, isolated_data_dir, files, model_step_s=0.01, max_tokens=6
+    )
+    try:
+        before = window.store.messages(conversation)
+        errors: list[str] = []
+        window.errorShown.connect(errors.append)
+
+        def stopped(*_args: object, **_kwargs: object) -> list[int]:
+            raise Cancelled("stopped while the chat template was rendering")
+
+        monkeypatch.setattr(Runtime, "chat_prompt", stopped)
+        with qtbot.waitSignal(window.replyFinished, timeout=TIMEOUT_MS) as finished:
+            window.regenerate()
+        assert finished.args[0]["finish_reason"] == "cancelled"
+        qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+        assert errors == []
+        assert window.store.messages(conversation) == before
+        assert window.view.messages[-1].text == before[-1].content
     finally:
         close_window(window)
