@@ -13,6 +13,7 @@ from typing import ParamSpec, TypeVar
 
 # Primary result codes (sqlite3.h): the low byte of sqlite_errorcode.
 _BUSY, _LOCKED, _READONLY, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 5, 6, 8, 11, 13, 14, 26
+_CONSTRAINT_FOREIGNKEY = 787  # an extended code: a message for a chat that no longer exists
 _PERM, _AUTH = 3, 23
 
 P = ParamSpec("P")
@@ -88,6 +89,10 @@ def store_error(exc: sqlite3.Error, path: Path, action: str) -> StoreError:
         )
     if code in (_CORRUPT, _NOTADB):
         return StoreDamagedError(path, detail)
+    if getattr(exc, "sqlite_errorcode", -1) == _CONSTRAINT_FOREIGNKEY:
+        # The schema's only foreign key: the chat was deleted, by another window on the same
+        # data folder (this one closes a chat it deletes).
+        return StoreError(f"the chat no longer exists in {path}: it was deleted in another window")
     if code in (_READONLY, _CANTOPEN, _PERM, _AUTH):
         return StoreError(
             f"cannot write the conversation database {path} ({detail}); "

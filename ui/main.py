@@ -18,7 +18,7 @@ from app.paths import DataFolderError, database_path, models_dir
 from app.store import ConversationStore
 from ui.dialogs.storage_recovery import open_store
 from ui.messages import describe
-from ui.settings import Settings
+from ui.settings import Settings, SettingsFileError
 from ui.themes import apply_theme
 from ui.window.main_window import MainWindow
 from ui.workers.engine import EngineOptions
@@ -72,14 +72,14 @@ def run_app() -> int:
     app = ensure_application()
     try:
         database = database_path()
-    except DataFolderError as exc:  # a file in its way, a read-only disk: one sentence
+        settings = Settings()
+    except (DataFolderError, SettingsFileError) as exc:  # a file in its way: one sentence
         print(f"error: {describe(exc)}", file=sys.stderr)
         QMessageBox.critical(None, APP_NAME, describe(exc))
         return 1
     store = open_store(database)
     if store is None:
         return 1
-    settings = Settings()
     apply_theme(app, settings.get_str("view/theme"))
     window = create_window(store, settings)
     window.show()

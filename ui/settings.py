@@ -6,14 +6,18 @@ Values are stored as plain strings, numbers and lists, never translated labels.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from PySide6.QtCore import QByteArray, QObject, QSettings, Signal
+from PySide6.QtCore import QByteArray, QObject, QSettings, QTimer, Signal
 
+from app.errors import SpecChatError
 from app.llama.config import DEFAULT_PROMPT_CACHE_MIB
 from app.metrics.cost_model import MAX_GAMMA
 from app.paths import create_private_file, data_dir
+
+log = logging.getLogger(__name__)
 
 # Values of "models/draft" (stored on disk: do not change).
 DRAFT_AUTO = ""  # the demo's Q4_1 draft with the demo target, no draft otherwise
@@ -92,22 +96,49 @@ def settings_file() -> Path:
     return data_dir() / "settings.ini"
 
 
+# A change is written to disk this long after the last one: a spin box held down changes
+# a value many times a second, and one write says as much as all of them.
+SAVE_DELAY_MS = 500
+
+
+class SettingsFileError(SpecChatError):
+    """The settings file cannot be opened: a folder in its place, a file the user cannot
+    write."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(
+            f"cannot open the settings file {path}: {reason}; move it aside or make it "
+            "writable, and SpecChat starts with its defaults"
+        )
+
+
 class Settings(QObject):
     """Typed access to preferences.
 
     Signals:
         changed(str): a key whose value changed (setters ignore writes of the same value).
+        saveFailed(str): the file could not be written (a full disk, a read-only file); said
+            once until a write succeeds again. Changes then last until the window closes.
     """
 
     changed = Signal(str)
+    saveFailed = Signal(str)
 
     def __init__(self, backend: QSettings | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         if backend is None:
             path = settings_file()
-            create_private_file(path)
+            try:
+                create_private_file(path)
+            except OSError as exc:
+                raise SettingsFileError(path, exc.strerror or str(exc)) from None
             backend = QSettings(str(path), QSettings.Format.IniFormat)
         self._qs = backend
+        self._failing = False
+        self._save_timer = QTimer(self)
+        self._save_timer.setSingleShot(True)
+        self._save_timer.setInterval(SAVE_DELAY_MS)
+        self._save_timer.timeout.connect(self.sync)
 
     def value(self, key: str) -> Any:
         default = DEFAULTS[key]
@@ -147,9 +178,22 @@ class Settings(QObject):
             return
         self._qs.setValue(key, value)
         self.changed.emit(key)
+        self._save_timer.start()
 
-    def sync(self) -> None:
+    def sync(self) -> bool:
+        """Write pending changes now; False (and saveFailed, once) when the disk refused."""
+        self._save_timer.stop()
         self._qs.sync()
+        saved = self._qs.status() == QSettings.Status.NoError
+        if not saved and not self._failing:
+            message = (
+                f"Could not save preferences to {self._qs.fileName()} (a full disk, or a file "
+                "that cannot be written); changes last until SpecChat closes."
+            )
+            log.warning("%s", message)
+            self.saveFailed.emit(message)
+        self._failing = not saved
+        return saved
 
 
 def _coerce(raw: Any, default: Any) -> Any:

@@ -67,6 +67,13 @@ class ChatController:
 
     # -- messages -----------------------------------------------------------------------------
 
+    def deleted_elsewhere(self) -> bool:
+        """The open chat is gone from the store: another window on the data folder deleted it."""
+        return (
+            self.conversation_id is not None
+            and self.store.conversation(self.conversation_id) is None
+        )
+
     def add_user_message(self, text: str) -> int:
         """Save the user's message (starting a chat if none is current); returns the chat id.
 

@@ -6,6 +6,7 @@ never raised into Qt's event loop.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -13,6 +14,8 @@ from typing import TypeVar
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPlainTextEdit
 
+from app.engine.history_corpus import forget_every_vocabulary
+from app.paths import DataFolderError, data_dir
 from app.store import StoredMessage
 from app.store_errors import StoreError
 from ui.messages import describe
@@ -25,6 +28,9 @@ T = TypeVar("T")
 
 # How long Undo stays offered after Edit and resend took an exchange back.
 UNDO_SHOWN_MS = 20_000
+DELETED_ELSEWHERE = (
+    "This chat was deleted in another SpecChat window; your message starts a new chat."
+)
 
 
 class ConversationActions:
@@ -61,6 +67,14 @@ class ConversationActions:
         except (StoreError, OSError) as exc:
             self._show_error(describe(exc))
             return None
+
+    def left_chat_deleted_elsewhere(self) -> bool:
+        """True, said on the status bar, when another window deleted the open chat: a message
+        cannot join it, so the caller starts a new one."""
+        if not self.store_action(self._chat.deleted_elsewhere):
+            return False
+        self._window.statusBar().showMessage(DELETED_ELSEWHERE, 15_000)
+        return True
 
     def refresh_list(self) -> None:
         conversations = self.store_action(self._chat.conversations) or []
@@ -143,6 +157,11 @@ class ConversationActions:
 
     def delete(self, conversation_id: int) -> bool:
         """Delete a chat; True when it was the current one."""
+        # What a deleted chat said must never come back as a draft. The past-chats index files
+        # go first: a crash after the chat's delete and before the index is rebuilt would
+        # leave them holding it, trusted at the next start.
+        with contextlib.suppress(DataFolderError):  # then the store cannot delete either
+            forget_every_vocabulary(data_dir())
         deleted_current = bool(self.store_action(lambda: self._chat.delete(conversation_id)))
         self.refresh_list()
         return deleted_current

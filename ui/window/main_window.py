@@ -256,8 +256,8 @@ class MainWindow(WindowLayout):
     def delete_conversation(self, conversation_id: int) -> None:
         if self.chats.delete(conversation_id):
             self.new_chat()
-        # What a deleted chat said must not come back as a draft: the past-chats index is
-        # rebuilt from the chats that remain, on the engine thread, after the work before it.
+        # The past-chats index is rebuilt from the chats that remain, on the engine thread,
+        # after the work before it (its files went with the chat: ConversationActions.delete).
         self.host.request_task(forget_history)
 
     def _confirm_delete(self, conversation_id: int) -> None:
@@ -282,6 +282,8 @@ class MainWindow(WindowLayout):
             return
         if state != UiState.Idle or not text:
             return
+        if self.chats.left_chat_deleted_elsewhere():
+            self.new_chat()
         # On a storage failure the text stays in the box, so nothing typed is lost.
         if self.chats.store_action(lambda: self.chat.add_user_message(text)) is None:
             return

@@ -52,6 +52,7 @@ def connect_window(window: MainWindow) -> None:
     window.models_button.clicked.connect(window.open_models_dialog)
     window.compare_button.clicked.connect(window.open_compare_dialog)
     window.settings.changed.connect(lambda key: _apply_setting(window, key))
+    window.settings.saveFailed.connect(window.show_error)
     window.memory_timer.timeout.connect(lambda: refresh_memory(window))
     switch = window.server_switch
     switch.servingChanged.connect(window._on_serving_changed)

@@ -178,3 +178,16 @@ def test_data_folder_and_files_are_private_whatever_the_umask() -> None:
         os.umask(old)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert modes == {"conversations.sqlite3": 0o600, "conversations.sqlite3-wal": 0o600}
+
+
+def test_a_message_for_a_chat_another_window_deleted_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "chats.sqlite3"
+    mine = ConversationStore(path)
+    chat = mine.create_conversation("open here")
+    other = ConversationStore(path)
+    other.delete(chat)
+    other.close()
+    with pytest.raises(StoreError) as raised:
+        mine.add_message(chat, "assistant", "a reply that finished after the delete")
+    assert "deleted in another window" in _one_line(raised.value)
+    mine.close()

@@ -8,8 +8,16 @@ import pytest
 from PySide6.QtCore import QSettings
 from pytestqt.qtbot import QtBot
 
+import ui.main
 from app.metrics.cost_model import MAX_GAMMA
-from ui.settings import DEFAULTS, FLOAT_RANGES, INT_RANGES, Settings, settings_file
+from ui.settings import (
+    DEFAULTS,
+    FLOAT_RANGES,
+    INT_RANGES,
+    Settings,
+    SettingsFileError,
+    settings_file,
+)
 from ui.widgets.settings_panel import SettingsPanel
 from ui.window.generation_settings import generation_config
 
@@ -130,3 +138,52 @@ def test_default_location_is_the_data_folder(isolated_data_dir: Path, qtbot: QtB
     Settings().set("generation/gamma", 3)
     Settings().sync()
     assert "gamma=3" in (isolated_data_dir / "settings.ini").read_text()
+
+
+def test_a_change_is_written_soon_and_a_refused_write_is_said_once(
+    tmp_path: Path, qtbot: QtBot
+) -> None:
+    """The file is written shortly after a change, not only at close; a write the disk refuses
+    (here a folder where the file should be, as a full disk refuses it) is said once, not at
+    every change, and again only after a write succeeded."""
+    path = tmp_path / "s.ini"
+    s = make(path)
+    s.set("generation/gamma", 7)
+    qtbot.waitUntil(lambda: path.exists() and "gamma=7" in path.read_text(), timeout=5000)
+
+    blocked = tmp_path / "blocked.ini"
+    blocked.mkdir()
+    refused = make(blocked)
+    said: list[str] = []
+    refused.saveFailed.connect(said.append)
+    with qtbot.waitSignal(refused.saveFailed, timeout=5000):
+        refused.set("generation/gamma", 5)
+    refused.set("generation/gamma", 6)
+    assert not refused.sync()
+    assert len(said) == 1 and str(blocked) in said[0] and "\n" not in said[0]
+
+
+def test_a_folder_in_place_of_the_settings_file_is_one_sentence(
+    isolated_data_dir: Path, qtbot: QtBot
+) -> None:
+    settings_file().mkdir()
+    with pytest.raises(SettingsFileError) as raised:
+        Settings()
+    assert str(settings_file()) in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_the_window_refuses_to_start_on_it_in_one_line(
+    isolated_data_dir: Path,
+    qtbot: QtBot,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    settings_file().mkdir()
+    shown: list[str] = []
+    monkeypatch.setattr(
+        ui.main.QMessageBox, "critical", lambda _parent, _title, text: shown.append(text)
+    )
+    assert ui.main.run_app() == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: Cannot open the settings file") and err.count("\n") == 1
+    assert shown and "settings file" in shown[0]

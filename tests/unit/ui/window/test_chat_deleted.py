@@ -1,0 +1,67 @@
+"""Deleting a chat: its text leaves the past-chats index before it leaves the store, and a
+window whose open chat another window deleted starts a new chat for the next message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytestqt.qtbot import QtBot
+
+from app.engine.history_corpus import HistoryCorpus
+from app.store import ConversationStore
+from tests.helpers.qt_window import close_window, send
+from tests.unit.ui.window.conftest import TIMEOUT_MS, open_with_one_reply
+from ui.window.conversation_actions import DELETED_ELSEWHERE
+from ui.window.main_window import UiState
+
+
+def test_the_index_files_go_before_the_chat_not_after_the_engine_is_free(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    """A crash between the chat's delete and the engine thread's rebuild must not leave an
+    index holding the deleted chat: the files are gone when delete returns, even while the
+    engine thread is busy."""
+    window, doomed = open_with_one_reply(
+        qtbot, isolated_data_dir, files, model_step_s=0.1, max_tokens=4
+    )
+    try:
+        corpus = HistoryCorpus(isolated_data_dir, "49152-held")
+        corpus.add(list(range(100, 140)))
+        assert corpus.save() and corpus.path.exists()
+        window.new_chat()
+        window.settings.set("generation/max_tokens", 400)
+        window.prompt.setPlainText("Keep the engine busy")
+        window.send()
+        assert window.state == UiState.Generating
+        window.delete_conversation(doomed)
+        assert not corpus.path.exists()
+        assert window.store.conversation(doomed) is None
+        window.stop()
+        qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+    finally:
+        close_window(window)
+
+
+def test_a_message_after_another_window_deleted_the_chat_starts_a_new_one(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    window, gone = open_with_one_reply(
+        qtbot, isolated_data_dir, files, model_step_s=0.01, max_tokens=4
+    )
+    try:
+        other = ConversationStore(isolated_data_dir / "conversations.sqlite3")
+        other.delete(gone)
+        other.close()
+        errors: list[str] = []
+        window.errorShown.connect(errors.append)
+        send(qtbot, window, "Still there?")
+        assert errors == []
+        assert window.statusBar().currentMessage() == DELETED_ELSEWHERE
+        chat = window.conversation_id
+        assert chat is not None  # SQLite may give it the deleted chat's id again
+        assert window.chat.title(chat) == "Still there?"
+        assert [m.role for m in window.store.messages(chat)] == ["user", "assistant"]
+        assert [m.role for m in window.view.messages] == ["user", "assistant"]
+        assert window.view.messages[0].text == "Still there?"
+    finally:
+        close_window(window)
