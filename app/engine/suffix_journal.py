@@ -5,13 +5,16 @@ the reply's tokens alone (a kilobyte) and the file is rewritten only now and the
 names the file it continues (by the file's digest): one left over from an older file, as a crash
 between writing a new file and deleting the journal leaves, is ignored, since the new file
 already holds its documents. Each record carries its own checksum, so a record torn by a crash
-ends the journal there and the records before it still count. Damage anywhere else (a bad
-record with more after it, a header that is not a journal's) loses records that cannot be
-told apart from the rest: the reader says so, and the corpus is rebuilt from the chat history.
+(or a full disk) ends the journal there and the records before it still count; the next append
+cuts it off before writing, so records written after a tear are not lost with it. Damage
+anywhere else (a bad record with more after it, a header that is not a journal's) loses records
+that cannot be told apart from the rest: the reader says so, and the corpus is rebuilt from the
+chat history.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import struct
@@ -24,6 +27,7 @@ from typing import Literal
 from app.engine.suffix_file import DIGEST_BYTES, little_endian
 
 MAGIC = b"SPECCHAT-SUFLOG\0"
+_HEADER_BYTES = len(MAGIC) + DIGEST_BYTES
 _RECORD_DIGEST_BYTES = 16
 
 
@@ -38,20 +42,40 @@ def journal_path(index_path: Path) -> Path:
 
 def append_journal(index_path: Path, continues: bytes, documents: Sequence[array[int]]) -> None:
     """Append documents to the journal of the index file whose digest is `continues`,
-    starting the journal if there is none for it."""
+    starting the journal if there is none for it.
+
+    The caller holds the folder's lock (app/engine/folder_lock.py), so no other writer is
+    appending meanwhile: a last record cut short is a dead writer's (killed, or refused by a
+    full disk) and is cut off first, since a record written after it would turn the tear into
+    damage, and the reader would drop every record, these ones included. An append that fails
+    is cut back to where it began, so the journal stays whole for the next one."""
     path = journal_path(index_path)
-    fresh = not path.exists() or _header(path) != MAGIC + continues
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if fresh else os.O_APPEND), 0o600)
-    os.chmod(path, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        if fresh:
-            out.write(MAGIC + continues)
-        for document in documents:
-            body = struct.pack("<I", len(document)) + little_endian(document)
-            digest = hashlib.blake2b(body, digest_size=_RECORD_DIGEST_BYTES).digest()
-            out.write(body + digest)
-        out.flush()
-        os.fsync(out.fileno())
+    records = b"".join(_record(document) for document in documents)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.chmod(path, 0o600)
+        data = _read_all(fd)
+        if data[:_HEADER_BYTES] == MAGIC + continues:
+            _documents, state, whole = _scan(data, decode=False)
+            # Damage inside it is left for the reader to report: cutting there would lose the
+            # records after it without a word.
+            start = whole if state == "torn" else len(data)
+        else:  # none yet, or one left from an older file: start it afresh
+            start = 0
+            records = MAGIC + continues + records
+        try:
+            os.ftruncate(fd, start)
+            os.lseek(fd, start, os.SEEK_SET)
+            view = memoryview(records)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):  # else the next append cuts it off
+                os.ftruncate(fd, start)
+            raise
+    finally:
+        os.close(fd)
 
 
 def read_journal(
@@ -64,38 +88,51 @@ def read_journal(
         data = path.read_bytes()
     except FileNotFoundError:
         return [], "whole"
-    header_bytes = len(MAGIC) + DIGEST_BYTES
-    if len(data) < header_bytes and MAGIC.startswith(data[: len(MAGIC)]):
+    if len(data) < _HEADER_BYTES and MAGIC.startswith(data[: len(MAGIC)]):
         return [], "whole"  # its header being written (or cut by a crash): no record yet
     if not data.startswith(MAGIC):
         return [], "damaged"
-    if continues is not None and data[len(MAGIC) : header_bytes] != continues:
+    if continues is not None and data[len(MAGIC) : _HEADER_BYTES] != continues:
         return [], "whole"  # it continued another file, whose successor holds its documents
-    header = data[:header_bytes]
+    documents, state, _whole = _scan(data, decode=True)
+    return documents, state
+
+
+def _scan(data: bytes, *, decode: bool) -> tuple[list[array[int]], JournalState, int]:
+    """The records after the header (decoded when asked), the journal's state, and where its
+    last whole record ends."""
     documents: list[array[int]] = []
-    at = len(header)
+    at = _HEADER_BYTES
     while at < len(data):
         if at + 4 > len(data):
-            return documents, "torn"
+            return documents, "torn", at
         (n,) = struct.unpack_from("<I", data, at)
         end = at + 4 + 4 * n + _RECORD_DIGEST_BYTES
         if end > len(data):
-            return documents, "torn"
+            return documents, "torn", at
         body = data[at : end - _RECORD_DIGEST_BYTES]
         if (
             hashlib.blake2b(body, digest_size=_RECORD_DIGEST_BYTES).digest()
             != data[end - _RECORD_DIGEST_BYTES : end]
         ):
-            return documents, "torn" if end == len(data) else "damaged"
-        document = array("i")
-        document.frombytes(body[4:])
-        if sys.byteorder != "little":
-            document.byteswap()
-        documents.append(document)
+            return documents, "torn" if end == len(data) else "damaged", at
+        if decode:
+            document = array("i")
+            document.frombytes(body[4:])
+            if sys.byteorder != "little":
+                document.byteswap()
+            documents.append(document)
         at = end
-    return documents, "whole"
+    return documents, "whole", at
 
 
-def _header(path: Path) -> bytes:
-    with path.open("rb") as f:
-        return f.read(len(MAGIC) + DIGEST_BYTES)
+def _record(document: array[int]) -> bytes:
+    body = struct.pack("<I", len(document)) + little_endian(document)
+    return body + hashlib.blake2b(body, digest_size=_RECORD_DIGEST_BYTES).digest()
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -3,6 +3,7 @@ recovery from damaged files, clear(), and what it reads from the chat store."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -217,6 +218,38 @@ def test_a_torn_journal_keeps_the_records_before_it(
     assert again.dirty and again.save()  # written afresh, whole again
     assert not journal.exists()
     assert HistoryCorpus(tmp_path, FINGERPRINT).documents == 3
+
+
+def test_an_append_the_disk_refused_leaves_the_journal_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk stops an append part-way through a record: left there, the tear would be
+    followed by the next saves' records once space came back, and the journal read as damaged
+    would lose them all."""
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.add(_doc(0))
+    assert corpus.save()
+    corpus.add(_doc(100))
+    assert corpus.save()
+    journal = journal_path(corpus.path)
+    before = journal.read_bytes()
+    real_write = os.write
+
+    def full_disk(fd: int, data: bytes) -> int:
+        monkeypatch.setattr(os, "write", real_write)  # space comes back after this one
+        real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full_disk)
+    corpus.add(_doc(200, 40))
+    assert not corpus.save() and corpus.dirty
+    assert journal.read_bytes() == before
+    corpus.add(_doc(300))
+    assert corpus.save()
+    again = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert (again.documents, again.needs_rebuild, again.dirty) == (4, False, False)
+    assert _next(again, [201, 202]) == (203, 204, 205)
+    assert _next(again, [301, 302]) == (303, 304, 305)
 
 
 def test_a_journal_left_from_an_older_file_is_ignored(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from app.engine.folder_lock import LOCK_NAME
 from app.engine.history_corpus import HistoryCorpus, forget_every_vocabulary
 from app.engine.suffix_cursor import longest_match
+from app.engine.suffix_journal import journal_path
 from tests.helpers.locks import lock_held_elsewhere
 
 FINGERPRINT = "49152-shared"
@@ -132,6 +133,33 @@ def test_a_rebuild_keeps_the_replies_of_a_file_the_other_process_rewrote_meanwhi
     assert _holds(first, theirs)
     assert not _holds(first, oldest)  # past the bound, as the history alone would leave it
     assert _holds(HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60), theirs)
+
+
+def test_a_record_torn_by_a_killed_process_is_cut_off_before_the_other_appends(
+    tmp_path: Path,
+) -> None:
+    """A window killed in the middle of an append leaves its last record cut short; the other
+    window, still running, appends after it. Appended after the tear, its records would make
+    the journal damaged, and the next start would drop them all (saves that returned True)."""
+    first = HistoryCorpus(tmp_path, FINGERPRINT)
+    first.add(_doc(0))
+    assert first.save()
+    second = HistoryCorpus(tmp_path, FINGERPRINT)
+    kept = _doc(1000)
+    first.add(kept)
+    assert first.save()
+    journal = journal_path(first.path)
+    whole = journal.read_bytes()
+    first.add(_doc(2000, 40))
+    assert first.save()
+    journal.write_bytes(journal.read_bytes()[: len(whole) + 30])  # killed mid-append
+    mine = [_doc(3000), _doc(4000)]
+    for document in mine:
+        second.add(document)
+        assert second.save()
+    reopened = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert not reopened.needs_rebuild and not reopened.dirty
+    assert all(_holds(reopened, document) for document in [kept, *mine])
 
 
 def test_a_save_waits_while_the_other_process_holds_the_folder(tmp_path: Path) -> None:
