@@ -131,6 +131,9 @@ class HistoryCorpus:
         self._unsaved: list[array[int]] = []  # added since the last save, for the journal
         self._journal_tokens = 0
         self._rewrite = False  # the next save writes the file afresh (documents were dropped)
+        # Digests dropped past the bound since the file was read or written: the file and its
+        # journal may still hold them, and taken in from there they would come back as newest.
+        self._dropped: set[bytes] = set()
         self._load()
 
     @property
@@ -156,11 +159,8 @@ class HistoryCorpus:
         journaled_before = {_digest(d) for d in read_journal(self.path, None)[0]}
         file_before = stored_digest(self.path)
         self._reset()
-        from_history: set[bytes] = set()  # dropped past the bound included
         for tokens in documents:
-            document = array("i", tokens)[-self._kept_tokens() :]
-            from_history.add(_digest(document))
-            self._admit(document)
+            self._admit(array("i", tokens)[-self._kept_tokens() :])
         if self.tokens > self.max_tokens:
             self._drop_oldest()
         self._reindex()
@@ -172,7 +172,7 @@ class HistoryCorpus:
                 if _digest(document) not in journaled_before:
                     self._take(document)
             if stored_digest(self.path) not in (file_before, None):
-                self._take_written_meanwhile(from_history)
+                self._take_written_meanwhile()
             # Built from the history itself: it replaces whatever another process wrote.
             self._save(over_others=True)
 
@@ -214,6 +214,7 @@ class HistoryCorpus:
                     self._fold_journal()
                 digest = write_index_file(self.path, self.fingerprint, self._documents, self.index)
                 self._file_digest, self._journal_tokens, self._rewrite = digest, 0, False
+                self._dropped = set()  # the old file's journal is ignored from now on
                 # Only now: a crash before leaves the new file and a journal of the old one,
                 # which is ignored.
                 journal_path(self.path).unlink(missing_ok=True)
@@ -298,26 +299,26 @@ class HistoryCorpus:
             if self._take(document):
                 self._unsaved.append(document)
 
-    def _take_written_meanwhile(self, from_history: set[bytes]) -> None:
-        # Only what the history read did not hold: its oldest documents, dropped here past the
-        # bound, must not come back as the newest.
+    def _take_written_meanwhile(self) -> None:
+        # It holds the history the other process read too: the oldest of it, dropped here past
+        # the bound, stays out.
         try:
             documents, _index, _digest_on_disk = read_index_file(self.path, self.fingerprint)
         except (OSError, IndexFileError) as exc:
             log.warning("could not read %s written meanwhile (%s)", self.path, exc)
             return
         for document in documents:
-            if _digest(document) not in from_history:
-                self._take(document)
+            self._take_unless_dropped(document)
 
     def _fold_journal(self) -> None:
         # Replies another process appended to the journal of this same file: the rewrite
-        # deletes the journal, so they must be in the new file.
+        # deletes the journal, so they must be in the new file. The journal also holds what
+        # this corpus dropped past the bound since, which stays out.
         if self._file_digest is None:
             return
         journal, _state = read_journal(self.path, self._file_digest)
         for document in journal:
-            self._take(document)
+            self._take_unless_dropped(document)
 
     def _remove_orphaned_rewrites(self) -> None:
         # A process killed while rewriting the file leaves its temporary copy (named by that
@@ -338,6 +339,7 @@ class HistoryCorpus:
             return False
         self._documents.append(document)
         self._digests.add(digest)
+        self._dropped.discard(digest)  # added again: new, so no longer what was dropped
         self.tokens += len(document)
         return True
 
@@ -352,6 +354,10 @@ class HistoryCorpus:
             self.index.add_document(document)
         return True
 
+    def _take_unless_dropped(self, document: array[int]) -> None:
+        if _digest(document) not in self._dropped:
+            self._take(document)
+
     def _kept_tokens(self) -> int:
         # A document longer than what a full corpus keeps keeps its end, the freshest part.
         return int(self.max_tokens * _KEEP_AFTER_DROP)
@@ -362,6 +368,7 @@ class HistoryCorpus:
         while self.tokens > keep:
             document = self._documents[dropped]
             self._digests.discard(_digest(document))
+            self._dropped.add(_digest(document))
             self.tokens -= len(document)
             dropped += 1
         del self._documents[:dropped]
@@ -381,6 +388,7 @@ class HistoryCorpus:
         self._unsaved = []
         self._journal_tokens = 0
         self._rewrite = False
+        self._dropped = set()
 
 
 def _digest(document: array[int]) -> bytes:

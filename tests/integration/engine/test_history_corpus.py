@@ -70,6 +70,21 @@ def test_past_the_bound_the_oldest_documents_go_first(tmp_path: Path) -> None:
     assert corpus.add(_doc(0))
 
 
+def test_a_rewrite_after_a_drop_keeps_the_newest_documents(tmp_path: Path) -> None:
+    """Dropping documents writes the file afresh, taking in the journal first (the replies
+    another window appended to it): the dropped ones are still in that journal, and must not
+    come back as the newest, pushing newer replies out instead."""
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=100)
+    corpus.rebuild([_doc(0)])  # the file, with the journal empty
+    for i in range(1, 16):  # one reply saved at a time: journaled until the first drop
+        assert corpus.add(_doc(1000 * i))
+        assert corpus.save()
+    newest = [_doc(1000 * i) for i in range(9, 16)]  # 70 tokens: within what a drop keeps
+    for held in (corpus, HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=100)):
+        assert all(_next(held, d[:2]) == tuple(d[2:5]) for d in newest)
+        assert _next(held, [2000, 2001]) == ()  # among the oldest: dropped, and not back
+
+
 def test_a_document_longer_than_the_bound_keeps_its_end(tmp_path: Path) -> None:
     corpus = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=100)
     corpus.add(_doc(0, 500))
