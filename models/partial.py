@@ -36,8 +36,8 @@ def _alive(pid: int) -> bool:
 
 def remove_stale_partials(folder: Path) -> list[Path]:
     """Remove the `.partial` files in `folder` left by writers that no longer run (a killed
-    make-draft), and return them. A file whose process is alive, or whose pid now belongs to
-    another process, is kept: it may still be being written."""
+    make-draft, prune or synthetic-model write), and return them. A file whose process is alive,
+    or whose pid now belongs to another process, is kept: it may still be being written."""
     removed: list[Path] = []
     with contextlib.suppress(OSError):
         for entry in folder.iterdir():

@@ -13,6 +13,7 @@ requires. Tensor bytes are copied verbatim, so quantized tensors stay quantized.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterable
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import InvalidSettingError, ModelLoadError
-from models.partial import partial_path
+from models.partial import partial_path, remove_stale_partials
 
 # The layers dropped for the useless demo draft: 9 to 28 inclusive, 20 of SmolLM2's 30.
 USELESS_DRAFT_DROP = range(9, 29)
@@ -67,6 +68,8 @@ def prune_layers(src: Path, dst: Path, drop: Iterable[int]) -> Path:
     new_index = {old: new for new, old in enumerate(kept)}
 
     dst.parent.mkdir(parents=True, exist_ok=True)
+    # A killed run leaves its copy (up to the model's size) under a name no later run reuses.
+    remove_stale_partials(dst.parent)
     partial = partial_path(dst)
     writer = gguf.GGUFWriter(partial, arch)
     try:
@@ -86,7 +89,9 @@ def prune_layers(src: Path, dst: Path, drop: Iterable[int]) -> Path:
         os.replace(partial, dst)
     finally:
         writer.close()
-        partial.unlink(missing_ok=True)
+        # Never in place of the error that got here (a folder that turned read-only).
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
     return dst
 
 

@@ -20,6 +20,7 @@ holds.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import string
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from models.partial import partial_path
+from models.partial import partial_path, remove_stale_partials
 
 # The vocabulary's fixed head: SentencePiece's usual special ids, then the 256 byte tokens that
 # let any text be encoded.
@@ -255,16 +256,24 @@ def write_model(
             tensors.append((tensor_name, _rows_of(in_embd.view(tensor_shape))))
 
     path.parent.mkdir(parents=True, exist_ok=True)
+    # A killed run leaves its copy (gigabytes for the large shapes) under a name no later run
+    # reuses.
+    remove_stale_partials(path.parent)
     partial = partial_path(path)
     writer = gguf.GGUFWriter(str(partial), "llama")
-    _write_metadata(writer, shape, dtype.upper(), name)
-    for tensor_name, array in tensors:
-        writer.add_tensor(tensor_name, array)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    partial.replace(path)
+    try:
+        _write_metadata(writer, shape, dtype.upper(), name)
+        for tensor_name, array in tensors:
+            writer.add_tensor(tensor_name, array)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        partial.replace(path)  # whole, or not there: a loadable half-file is never left
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):  # never in place of the error that got here
+            partial.unlink(missing_ok=True)
     return path
 
 

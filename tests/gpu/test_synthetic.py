@@ -14,6 +14,7 @@ from app.engine.gamma import fixed
 from app.llama.config import ModelConfig
 from models.synthetic import SHAPES, LlamaShape, successor, vocabulary, write_model
 from tests.helpers.engine import loaded_runtime, run_to_end
+from tests.helpers.partials import stale_partial
 
 pytestmark = pytest.mark.model
 
@@ -52,6 +53,13 @@ def test_written_file_holds_the_shape_and_dtype(tmp_path: Path) -> None:
     assert tensors["output_norm.weight"].tensor_type == gguf.GGMLQuantizationType.F32
     assert path.stat().st_size == pytest.approx(shape.file_bytes(2.0), rel=0.1)
     assert not list(path.parent.glob("*.partial"))
+
+
+def test_a_killed_runs_partial_file_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    left = stale_partial(tmp_path / "m.gguf")
+    write_model(tmp_path / "m.gguf", SHAPES["tiny"], dtype="F16")
+    assert not left.exists()
+    assert not list(tmp_path.glob("*.partial"))
 
 
 def test_rows_larger_than_the_pool_are_written_whole(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ model for "llama.cpp loads it and accepts it as a draft"."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 from models.compat import check_draft_file
 from models.prune import USELESS_DRAFT_DROP, prune_layers, useless_draft
+from tests.helpers.partials import stale_partial
 
 
 def _tiny_model(path: Path, blocks: int = 4) -> Path:
@@ -60,6 +62,19 @@ def test_removed_blocks_vanish_and_the_rest_are_renumbered(tmp_path: Path) -> No
     assert (tensors["blk.1.attn_q.weight"] == 3).all()  # old block 3 is the new block 1
     assert (tensors["token_embd.weight"] == np.arange(6).reshape(2, 3)).all()
     assert not list((tmp_path / "out").glob("*.partial"))
+
+
+def test_a_killed_runs_partial_file_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    """A prune killed mid-write leaves a copy up to the model's size, under a name no later
+    run writes to: the next run removes it, and leaves a live writer's alone."""
+    src = _tiny_model(tmp_path / "tiny.gguf")
+    dst = tmp_path / "out" / "pruned.gguf"
+    left = stale_partial(dst)
+    live = dst.with_name(f"{dst.name}.{os.getpid()}-1.partial")  # another thread's, writing
+    live.write_bytes(b"half")
+    prune_layers(src, dst, [1])
+    assert not left.exists() and live.exists()
+    assert dst.is_file()
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-import sys
 from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +17,7 @@ from app.paths import DataFolderError, models_dir
 from models import quantize
 from models.partial import partial_path, remove_stale_partials
 from tests.helpers.model_files import write_tiny_gguf
+from tests.helpers.partials import stale_partial
 
 _Usage = namedtuple("_Usage", "total used free")
 
@@ -103,19 +102,8 @@ def test_a_failed_quantize_is_reported_even_when_its_partial_file_cannot_be_remo
         quantize.quantize_gguf(src, tmp_path / "out" / "draft.gguf", "Q8_0")
 
 
-def _dead_pid() -> int:
-    done = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return int(done.stdout)
-
-
 def test_stale_partials_of_dead_writers_are_removed_and_live_ones_kept(tmp_path: Path) -> None:
-    stale = tmp_path / f"model.Q4_0.gguf.{_dead_pid()}-140.partial"
-    stale.write_bytes(b"half")
+    stale = stale_partial(tmp_path / "model.Q4_0.gguf")
     live = partial_path(tmp_path / "model.Q8_0.gguf")  # this process: still running
     live.write_bytes(b"half")
     download = tmp_path / ".model.gguf.abc.incomplete"  # a download's, resumable: not ours
