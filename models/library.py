@@ -7,12 +7,14 @@ The window's preferences stay the source; the window rewrites this file whenever
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from app.paths import data_dir
+from models.partial import partial_path, remove_stale_partials
 
 LIBRARY_FILE = "library.json"
 
@@ -22,11 +24,27 @@ def library_file() -> Path:
 
 
 def save_library(places: Sequence[Path]) -> None:
-    """Replace the saved places (written whole, then renamed: a reader never sees half)."""
+    """Replace the saved places: a reader sees the old list or the new one, never half of one.
+
+    Written whole under a name of this process and thread alone (two windows saving at once
+    must not write into one temporary file, nor rename the other's half-written one into
+    place), flushed to the disk, then renamed over the file; the last rename wins."""
     path = library_file()
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps({"places": [str(p) for p in places]}, indent=1))
-    os.replace(temporary, path)
+    remove_stale_partials(path.parent)  # a killed save's copy
+    temporary = partial_path(path)
+    text = json.dumps({"places": [str(p) for p in places]}, indent=1)
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            # Else a power cut after the rename could leave the new name on empty blocks.
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # never in place of the error that got here
+            temporary.unlink(missing_ok=True)
+        raise
 
 
 def library_places() -> list[Path]:

@@ -1,4 +1,5 @@
-"""Where a derived model file is written before it is whole.
+"""Where a derived model file (or the library's list, models/library.py) is written before it
+is whole.
 
 Beside its final name and unique to this process and thread, so two writers of the same file
 (two windows started at once, two test runs sharing a model cache) never write into one file:
