@@ -113,8 +113,15 @@ class HistoryCorpus:
     """The past-chats index of one vocabulary. Not thread-safe: add and read from one thread."""
 
     def __init__(
-        self, data_dir: Path, fingerprint: str, *, max_tokens: int = DEFAULT_MAX_TOKENS
+        self,
+        data_dir: Path,
+        fingerprint: str,
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        persist: bool = True,
     ) -> None:
+        """persist=False: held in memory alone for the life of the process (`specchat serve`,
+        the bench), never read from or written to disk; nothing is kept for a save."""
         if max_tokens < MIN_DOCUMENT_TOKENS:
             raise ValueError(f"max_tokens must be at least {MIN_DOCUMENT_TOKENS}")
         self.path = corpus_path(data_dir, fingerprint)
@@ -134,7 +141,9 @@ class HistoryCorpus:
         # Digests dropped past the bound since the file was read or written: the file and its
         # journal may still hold them, and taken in from there they would come back as newest.
         self._dropped: set[bytes] = set()
-        self._load()
+        self._persist = persist
+        if persist:
+            self._load()
 
     @property
     def documents(self) -> int:
@@ -145,8 +154,9 @@ class HistoryCorpus:
         document = array("i", tokens)[-self._kept_tokens() :]
         if not self._take(document):
             return False
-        self._unsaved.append(document)
-        self.dirty = True
+        if self._persist:  # else it would keep a copy of every reply for a save never made
+            self._unsaved.append(document)
+            self.dirty = True
         return True
 
     def rebuild(self, documents: Iterable[Sequence[int]]) -> None:
@@ -165,7 +175,7 @@ class HistoryCorpus:
             self._drop_oldest()
         self._reindex()
         self.needs_rebuild = False
-        if not self._make_folder():
+        if not self._persist or not self._make_folder():
             return
         with folder_lock(self.path.parent):
             for document in read_journal(self.path, None)[0]:
@@ -185,6 +195,8 @@ class HistoryCorpus:
         corpus becomes what it wrote plus the documents added here, so neither loses the
         other's replies. One that deleted the file (its user deleted chats) leaves
         `needs_rebuild` set: what is held here may include the deleted chats."""
+        if not self._persist:
+            return True
         if not self._make_folder():
             return False
         with folder_lock(self.path.parent):
@@ -368,10 +380,13 @@ class HistoryCorpus:
         while self.tokens > keep:
             document = self._documents[dropped]
             self._digests.discard(_digest(document))
-            self._dropped.add(_digest(document))
+            if self._persist:
+                self._dropped.add(_digest(document))
             self.tokens -= len(document)
             dropped += 1
         del self._documents[:dropped]
+        # The next save rewrites the whole file: a dropped document is not one to keep for it.
+        self._unsaved = [d for d in self._unsaved if _digest(d) in self._digests]
 
     def _reindex(self) -> None:
         index = SuffixIndex()

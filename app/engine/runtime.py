@@ -106,7 +106,11 @@ class Runtime:
         self._target_facts = self.target.facts()
         self.engine = SpeculativeEngine(self.target, clock=self._clock)
         if self._history_dir is not None:
-            self.history = HistoryCorpus(self._history_dir, vocabulary_fingerprint(self.target))
+            self.history = HistoryCorpus(
+                self._history_dir,
+                vocabulary_fingerprint(self.target),
+                persist=self._keep_history,
+            )
             if self.history.needs_rebuild:
                 self._rebuild_history()
         return self._target_facts
