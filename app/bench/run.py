@@ -57,6 +57,29 @@ DraftLabels = Mapping[str, str]
 """A configuration's draft label → the label the Runtime holds that draft under."""
 
 
+class MeasurementStopped(Cancelled):
+    """The stop control ended a phase between or inside its runs. Carries the runs that were
+    complete before it, so a caller that keeps partial results (`specchat bench` on SIGINT)
+    can still report them; the run that was cut is not among them."""
+
+    def __init__(self, records: list[RunRecord], block_size: int) -> None:
+        super().__init__("benchmark cancelled")
+        self.records = records
+        # Runs come in blocks of one run per configuration (plain first) on one prompt and
+        # repeat; only whole blocks compare every configuration on the same prompts.
+        self.block_size = block_size
+
+    @property
+    def whole_blocks(self) -> list[RunRecord]:
+        """The runs of the blocks every configuration finished."""
+        return self.records[: len(self.records) - len(self.records) % self.block_size]
+
+    @property
+    def cut_block(self) -> list[RunRecord]:
+        """The runs of the block the stop cut short."""
+        return self.records[len(self.whole_blocks) :]
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     result: GenerationResult
@@ -163,7 +186,7 @@ def measure(bench: Measurement, labels: DraftLabels, phase: Phase | None = None)
     records: list[RunRecord] = []
     for offset, (slot, pi, rep) in enumerate(schedule):
         if bench.control.stop_requested:
-            raise Cancelled("benchmark cancelled")
+            raise MeasurementStopped(records, len(chosen))
         ci = chosen[slot]
         config = bench.configs[ci]
         sequence = phase.first_sequence + offset
@@ -180,7 +203,7 @@ def measure(bench: Measurement, labels: DraftLabels, phase: Phase | None = None)
         )
         result = outcome.result
         if result.finish_reason == "cancelled":
-            raise Cancelled("benchmark cancelled")
+            raise MeasurementStopped(records, len(chosen))
         rss, vram = _memory_now()
         stats = result.stats
         records.append(

@@ -23,7 +23,14 @@ from typing import Protocol
 from app.bench.figures import RunRecord
 from app.bench.plan import PLAIN_LABEL, BenchConfig, BenchSettings, DraftChoice
 from app.bench.prompts import BenchPrompt
-from app.bench.run import Measurement, Phase, ProgressFn, measure, phase_runs
+from app.bench.run import (
+    Measurement,
+    MeasurementStopped,
+    Phase,
+    ProgressFn,
+    measure,
+    phase_runs,
+)
 from app.bench.summary import BenchReport, summarize
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
@@ -120,6 +127,7 @@ def _report(
     runs: Sequence[RunRecord],
     memory: dict[str, int],
     failed: Failures,
+    stopped: MeasurementStopped | None = None,
 ) -> BenchReport:
     assert bench.runtime.target is not None
     target = bench.runtime.target.config
@@ -140,6 +148,8 @@ def _report(
             "warmup": settings.warmup,
         },
         errors={label: user_message(exc) for label, exc in failed.items()},
+        interrupted=stopped is not None,
+        uncounted=stopped.cut_block if stopped is not None else (),
     )
 
 
@@ -150,8 +160,15 @@ def run_benchmark(
     progress: ProgressFn | None = None,
     control: GenerationControl | None = None,
     vet_draft: DraftVetter | None = None,
+    keep_partial: bool = False,
 ) -> BenchReport:
-    """Load the target and every draft (vetted first), run them all interleaved, summarise."""
+    """Load the target and every draft (vetted first), run them all interleaved, summarise.
+
+    With keep_partial, a stop (`control`) once the timed runs have begun returns the report of
+    the runs completed before it, marked interrupted, instead of raising Cancelled; its figures
+    count only the blocks every configuration finished (a block cut short would compare plain
+    and the others on different prompts), and the cut block's finished runs are listed apart.
+    A stop while the models load still raises Cancelled: nothing was measured."""
     settings.check()
     control = control or GenerationControl()
     # The suffix drafter's past chats are the prompts' `recall` turns alone: replies of the
@@ -176,7 +193,13 @@ def run_benchmark(
         bench = Measurement.prepare(runtime, settings, progress, control)
         loaded = [d for d in settings.drafts if d.label in labels]
         phase = Phase(configs=_phase_configs(bench.configs, loaded))
-        return _report(bench, measure(bench, labels, phase), memory, failed)
+        try:
+            runs = measure(bench, labels, phase)
+        except MeasurementStopped as stopped:
+            if not keep_partial:
+                raise
+            return _report(bench, stopped.whole_blocks, memory, failed, stopped)
+        return _report(bench, runs, memory, failed)
     finally:
         runtime.close()
         history.cleanup()

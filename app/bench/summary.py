@@ -88,6 +88,9 @@ class BenchReport:
     drafts: list[DraftSummary]
     runs: list[dict[str, Any]]
     classes: list[str]
+    # A stop (SIGINT, SIGTERM) ended the measuring early: the figures are of the runs completed
+    # before it.
+    interrupted: bool = False
 
     def config(self, label: str) -> ConfigReport:
         for report in (self.plain, *self.configs):
@@ -98,6 +101,7 @@ class BenchReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA_VERSION,
+            "interrupted": self.interrupted,
             "target": self.target,
             "settings": self.settings,
             "prompts": self.prompts,
@@ -190,9 +194,13 @@ def summarize(
     memory_bytes: Mapping[str, int] | None = None,
     extra_settings: Mapping[str, Any] | None = None,
     errors: Mapping[str, str] | None = None,
+    interrupted: bool = False,
+    uncounted: Sequence[RunRecord] = (),
 ) -> BenchReport:
     """The report of `runs`; `errors` gives, by draft label, why a draft could not be loaded
-    (its configurations then have no runs)."""
+    (its configurations then have no runs). `uncounted` runs were completed but left out of
+    every figure (the block an interruption cut short): they are listed in `runs` with
+    `counted` false."""
     greedy = base.sampling.greedy
     classes = list(dict.fromkeys(p.prompt_class for p in prompts))
     memory = memory_bytes or {}
@@ -236,6 +244,7 @@ def summarize(
         runs=[
             {
                 "sequence": r.sequence,
+                "counted": counted,
                 "config": configs[r.config].label,
                 "prompt": prompts[r.prompt].name,
                 "class": r.prompt_class,
@@ -252,7 +261,8 @@ def summarize(
                 "accepted": [round_.accepted for round_ in r.rounds],
                 "notices": list(r.notices),
             }
-            for r in runs
+            for r, counted in [*((r, True) for r in runs), *((r, False) for r in uncounted)]
         ],
         classes=classes,
+        interrupted=interrupted,
     )

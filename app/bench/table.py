@@ -49,6 +49,13 @@ def format_table(report: BenchReport) -> str:
         )
     for draft, error in dict.fromkeys((c.draft, c.error) for c in report.configs if c.error):
         lines.append(f"{draft}: not measured: {error}")
+    if report.interrupted:
+        counted = sum(1 for r in report.runs if r["counted"])
+        cut = len(report.runs) - counted
+        lines.append(
+            f"interrupted: the figures cover the {counted} runs completed before the stop"
+            + (f" ({cut} more of an unfinished block are listed in the JSON only)" if cut else "")
+        )
     lines.append(
         "speedup: tok/s over plain on the same prompts; range: per prompt and repeat; 2nd½: "
         "over the second half of each reply; pred.: cost model from measured per-position "

@@ -29,6 +29,7 @@ from app.bench.prompts import BUILTIN, BUILTIN_CLASSES, load_prompts
 from app.bench.remote import run_remote_bench
 from app.bench.remote_table import format_remote_table
 from app.bench.session import run_benchmark
+from app.bench.summary import BenchReport
 from app.bench.table import format_table, to_csv
 from app.cli.args import (
     DEMO,
@@ -51,9 +52,11 @@ from app.cli.contained import run_contained
 from app.cli.loading import draft_config, target_config
 from app.cli.output import OutputError, write_output_file, write_stdout
 from app.cli.rpc_options import add_rpc_arguments, uses_rpc
+from app.cli.signals import Interrupted, stop_on_signals
+from app.engine.control import GenerationControl
 from app.engine.gamma import AUTO, GAMMA_HELP, GammaSetting
 from app.engine.token_tree_policy import TREE_MODES, TreeMode
-from app.errors import InvalidSettingError, user_message
+from app.errors import Cancelled, InvalidSettingError, user_message
 from models.compat import check_draft_file
 
 DEFAULT_GAMMAS = "2,4,6,auto"
@@ -284,13 +287,41 @@ def measure_and_report(args: argparse.Namespace) -> int:
         draft_template=draft_template,
         warmup=not args.no_warmup,
     )
-    report = run_benchmark(
-        target,
-        settings,
-        progress=None if args.quiet else _progress,
-        vet_draft=check_draft_file,
-    )
-    write_stdout(format_table(report) + "\n")
+    control = GenerationControl()
+    # The first SIGINT/SIGTERM stops the run in progress at its next round and keeps the runs
+    # completed before it, as `generate` keeps a stopped reply; a second ends at once.
+    with stop_on_signals(control) as caught:
+        try:
+            report = run_benchmark(
+                target,
+                settings,
+                progress=None if args.quiet else _progress,
+                control=control,
+                vet_draft=check_draft_file,
+                keep_partial=True,
+            )
+        except Cancelled:
+            if not caught.signum:
+                raise
+            raise Interrupted(caught.signum) from None  # stopped before anything was timed
+        # The files first: a reader of stdout that went away (`| less`, quit early) must not
+        # cost the report the user asked to have written.
+        _write_files(args, report)
+        write_stdout(format_table(report) + "\n")
+    if caught.signum:
+        print(
+            f"error: interrupted; the {len(report.runs)} runs completed before it are reported",
+            file=sys.stderr,
+        )
+        return 128 + caught.signum
+    # The others were measured and written; a script still learns that one draft was not.
+    failed = {c.draft: c.error for c in report.configs if c.error is not None}
+    for draft, error in failed.items():
+        print(f"error: {draft}: not measured: {error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _write_files(args: argparse.Namespace, report: BenchReport) -> None:
     if args.json is not None:
         write_output_file(args.json, _json_text(report.to_json()), "--json")
     if args.csv is not None:
@@ -300,11 +331,6 @@ def measure_and_report(args: argparse.Namespace) -> int:
             save_plot(report, args.plot)
         except OSError as exc:
             raise OutputError(f"--plot: cannot write {args.plot}: {exc.strerror or exc}") from None
-    # The others were measured and written; a script still learns that one draft was not.
-    failed = {c.draft: c.error for c in report.configs if c.error is not None}
-    for draft, error in failed.items():
-        print(f"error: {draft}: not measured: {error}", file=sys.stderr)
-    return 1 if failed else 0
 
 
 def _json_text(data: dict[str, Any]) -> str:

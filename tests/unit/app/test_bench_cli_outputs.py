@@ -4,6 +4,8 @@ any measuring (exit status 2); a disk that refuses the file at the end is one er
 
 from __future__ import annotations
 
+import io
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -98,3 +100,24 @@ def test_a_table_printed_to_a_full_disk_is_one_error_line(
         code = _bench(tmp_path)
     assert code == 1
     assert _error_line(capsys) == "error: cannot write output: No space left on device"
+
+
+class _ClosedPipe(io.StringIO):
+    """stdout whose reader went away (`specchat bench ... | true`)."""
+
+    def write(self, _text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_the_files_are_written_even_when_the_reader_of_stdout_went_away(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, measured: list[str]
+) -> None:
+    out = {ext: tmp_path / f"bench.{ext}" for ext in ("json", "csv", "png")}
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    code = _bench(
+        tmp_path, "--json", str(out["json"]), "--csv", str(out["csv"]), "--plot", str(out["png"])
+    )
+    assert code == 141
+    assert json.loads(out["json"].read_text(encoding="utf-8"))["configs"]
+    assert out["csv"].read_text(encoding="utf-8").startswith("label,")
+    assert out["png"].stat().st_size > 0
