@@ -19,12 +19,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from app.bench.openai_stream import Endpoint, StreamedReply, served_model, stream_reply
+from app.bench.openai_stream import (
+    Endpoint,
+    RemoteServerError,
+    StreamedReply,
+    served_model,
+    stream_reply,
+)
 from app.bench.plan import ALL_CLASSES
 from app.bench.prompts import BenchPrompt
 from app.engine.chat_template import ChatMessage
 from app.engine.config import SamplingConfig
-from app.errors import InvalidSettingError
+from app.engine.control import GenerationControl
+from app.errors import InvalidSettingError, user_message
 
 ProgressFn = Callable[[int, int, str], None]
 # Untimed: the first request a server answers pays for lazy allocations and cold caches.
@@ -97,12 +104,18 @@ class RemoteReport:
     classes: tuple[str, ...]
     runs: tuple[RemoteRun, ...]
     settings: dict[str, Any]
+    # Runs of a block that a stop or a failure cut short: reported, counted in no figure.
+    uncounted: tuple[RemoteRun, ...] = ()
+    interrupted: bool = False
+    failure: RemoteFailure | None = None
 
     def figures(self, server: str, prompt_class: str = ALL_CLASSES) -> RemoteFigures:
         return _figures(self.runs, server, prompt_class, self.baseline)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "interrupted": self.interrupted,
+            "error": None if self.failure is None else self.failure.to_json(),
             "settings": self.settings,
             "baseline": self.baseline,
             "servers": [
@@ -116,7 +129,13 @@ class RemoteReport:
                 }
                 for s in self.servers
             },
-            "runs": [r.to_json() for r in self.runs],
+            "runs": [
+                {**r.to_json(), "counted": counted}
+                for r, counted in [
+                    *((r, True) for r in self.runs),
+                    *((r, False) for r in self.uncounted),
+                ]
+            ],
         }
 
 
@@ -225,6 +244,99 @@ def request_sampling(sampling: SamplingConfig) -> dict[str, Any]:
     return fields
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteFailure:
+    """The request that failed and ended a `--server` bench early."""
+
+    server: str
+    prompt: str
+    repeat: int
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class RemoteBench:
+    """One `--server` benchmark: the servers checked, then `run` measures, and `report` folds
+    whatever was measured, all of it or the runs before a stop or a failed request."""
+
+    def __init__(
+        self,
+        servers: Sequence[Endpoint],
+        prompts: Sequence[BenchPrompt],
+        *,
+        max_tokens: int,
+        sampling: SamplingConfig,
+        repeats: int,
+        baseline: str | None = None,
+    ) -> None:
+        self.baseline = check_servers(servers, baseline)
+        if not prompts:
+            raise InvalidSettingError("the benchmark needs at least one prompt")
+        self.servers = tuple(servers)
+        self.prompts = tuple(prompts)
+        self.max_tokens = max_tokens
+        self.repeats = repeats
+        self.fields = request_sampling(sampling)
+        self.models = tuple(served_model(s) for s in servers)
+        self.runs: list[RemoteRun] = []
+        self.failure: RemoteFailure | None = None
+
+    def run(
+        self,
+        *,
+        warmup: bool = True,
+        progress: ProgressFn | None = None,
+        control: GenerationControl | None = None,
+    ) -> None:
+        """Measure every prompt on every server, interleaved; runs land in `self.runs` as they
+        end. A stop (`control`) ends it after the request in progress; a request that fails
+        ends it with `self.failure` set, keeping the runs before it."""
+        clients = [
+            _Client(s, m, self.fields) for s, m in zip(self.servers, self.models, strict=True)
+        ]
+        total = self.repeats * len(self.prompts) * len(clients)
+        if warmup:
+            for client in clients:
+                if progress is not None:
+                    # A server that never answers shows here, not as a silent wait.
+                    progress(0, total, f"{client.endpoint.label}: warm-up request (untimed)")
+                client.chat([{"role": "user", "content": _WARMUP_PROMPT}], _WARMUP_TOKENS)
+        for repeat in range(self.repeats):
+            for prompt in self.prompts:
+                for client in clients:
+                    if control is not None and control.stop_requested:
+                        return
+                    try:
+                        reply = client.timed(prompt, self.max_tokens)
+                    except RemoteServerError as exc:
+                        name = f"{prompt.prompt_class}/{prompt.name}"
+                        label = client.endpoint.label
+                        self.failure = RemoteFailure(label, name, repeat, user_message(exc))
+                        return
+                    self.runs.append(_record(client.endpoint.label, prompt, repeat, reply))
+                    if progress is not None:
+                        progress(len(self.runs), total, _progress_line(self.runs[-1]))
+
+    def report(self, *, interrupted: bool = False) -> RemoteReport:
+        """The report of the runs so far. Runs come in blocks (every server on one prompt and
+        repeat); only whole blocks are counted in the figures, so that no server is compared
+        with the baseline on prompts the other did not get. The rest are listed, uncounted."""
+        whole = len(self.runs) - len(self.runs) % len(self.servers)
+        return RemoteReport(
+            servers=self.servers,
+            models=self.models,
+            baseline=self.baseline,
+            classes=tuple(dict.fromkeys(p.prompt_class for p in self.prompts)),
+            runs=tuple(self.runs[:whole]),
+            settings={"max_tokens": self.max_tokens, **self.fields, "repeats": self.repeats},
+            uncounted=tuple(self.runs[whole:]),
+            interrupted=interrupted,
+            failure=self.failure,
+        )
+
+
 def run_remote_bench(
     servers: Sequence[Endpoint],
     prompts: Sequence[BenchPrompt],
@@ -236,32 +348,17 @@ def run_remote_bench(
     warmup: bool = True,
     progress: ProgressFn | None = None,
 ) -> RemoteReport:
-    base_label = check_servers(servers, baseline)
-    if not prompts:
-        raise InvalidSettingError("the benchmark needs at least one prompt")
-    models = tuple(served_model(s) for s in servers)
-    fields = request_sampling(sampling)
-    clients = [_Client(s, m, fields) for s, m in zip(servers, models, strict=True)]
-    if warmup:
-        for client in clients:
-            client.chat([{"role": "user", "content": _WARMUP_PROMPT}], _WARMUP_TOKENS)
-    total = repeats * len(prompts) * len(clients)
-    runs: list[RemoteRun] = []
-    for repeat in range(repeats):
-        for prompt in prompts:
-            for client in clients:
-                reply = client.timed(prompt, max_tokens)
-                runs.append(_record(client.endpoint.label, prompt, repeat, reply))
-                if progress is not None:
-                    progress(len(runs), total, _progress_line(runs[-1]))
-    return RemoteReport(
-        servers=tuple(servers),
-        models=models,
-        baseline=base_label,
-        classes=tuple(dict.fromkeys(p.prompt_class for p in prompts)),
-        runs=tuple(runs),
-        settings={"max_tokens": max_tokens, **fields, "repeats": repeats},
+    """Bench the servers to the end; a failed request's error is in the report's `failure`."""
+    bench = RemoteBench(
+        servers,
+        prompts,
+        max_tokens=max_tokens,
+        sampling=sampling,
+        repeats=repeats,
+        baseline=baseline,
     )
+    bench.run(warmup=warmup, progress=progress)
+    return bench.report()
 
 
 def _record(server: str, prompt: BenchPrompt, repeat: int, reply: StreamedReply) -> RemoteRun:

@@ -40,4 +40,14 @@ def format_remote_table(report: RemoteReport) -> str:
         if len(report.servers) > 1 and name != names[-1]:
             lines.append("")
     lines.append(_LEGEND.format(baseline=report.baseline))
+    stopped = report.interrupted or report.failure is not None
+    if report.failure is not None:
+        f = report.failure
+        lines.append(f"{f.server}: failed on {f.prompt} (repeat {f.repeat + 1}): {f.message}")
+    if stopped:
+        cut = f" ({len(report.uncounted)} more of an unfinished block are in the JSON only)"
+        lines.append(
+            f"{'interrupted' if report.interrupted else 'stopped'}: the figures cover the "
+            f"{len(report.runs)} runs completed before it" + (cut if report.uncounted else "")
+        )
     return "\n".join(lines)

@@ -16,6 +16,7 @@ model; `ngram` is another name for it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from typing import Any
 from app.bench.chart import save_plot
 from app.bench.plan import BenchSettings, DraftChoice, parse_gammas
 from app.bench.prompts import BUILTIN, BUILTIN_CLASSES, load_prompts
-from app.bench.remote import run_remote_bench
+from app.bench.remote import RemoteBench
 from app.bench.remote_table import format_remote_table
 from app.bench.session import run_benchmark
 from app.bench.summary import BenchReport
@@ -338,17 +339,33 @@ def _json_text(data: dict[str, Any]) -> str:
 
 
 def bench_servers(args: argparse.Namespace) -> int:
-    report = run_remote_bench(
+    bench = RemoteBench(
         args.endpoints,
         load_prompts(args.prompts),
         max_tokens=args.max_tokens,
         sampling=sampling_from_args(args),
         repeats=args.repeat,
         baseline=args.baseline,
-        warmup=not args.no_warmup,
-        progress=None if args.quiet else _progress,
     )
-    write_stdout(format_remote_table(report) + "\n")
-    if args.json is not None:
-        write_output_file(args.json, _json_text(report.to_json()), "--json")
+    control = GenerationControl()
+    # The first signal lets the request in progress finish; a second abandons it (Interrupted
+    # from inside the read). Either way the runs completed before it are reported.
+    with stop_on_signals(control) as caught:
+        with contextlib.suppress(Interrupted):
+            bench.run(
+                warmup=not args.no_warmup,
+                progress=None if args.quiet else _progress,
+                control=control,
+            )
+        report = bench.report(interrupted=bool(caught.signum))
+        if args.json is not None:  # before the table: see measure_and_report
+            write_output_file(args.json, _json_text(report.to_json()), "--json")
+        write_stdout(format_remote_table(report) + "\n")
+    kept = f"the {len(report.runs) + len(report.uncounted)} runs completed before it are reported"
+    if caught.signum:
+        print(f"error: interrupted; {kept}", file=sys.stderr)
+        return 128 + caught.signum
+    if report.failure is not None:
+        print(f"error: {report.failure.message}; {kept}", file=sys.stderr)
+        return 1
     return 0

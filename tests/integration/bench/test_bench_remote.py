@@ -46,6 +46,8 @@ class FakeServer:
     prefix: str = "reply to: "
     mode: str = "ok"
     slow: float = 1.0
+    # With mode "fail-at": the POST (1-based) answered with HTTP 500, the others as "ok".
+    fail_at: int = 0
     requests: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     keys: list[str | None] = field(default_factory=list)
     port: int = 0
@@ -72,7 +74,8 @@ def _handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             fake.requests.append(("POST", self.path, body))
             fake.keys.append(self.headers.get("Authorization"))
-            if fake.mode == "refuse":
+            posts = sum(1 for method, _p, _b in fake.requests if method == "POST")
+            if fake.mode == "refuse" or (fake.mode == "fail-at" and posts == fake.fail_at):
                 self._send_json(500, {"error": {"message": "the model is on fire"}})
                 return
             self.send_response(200)

@@ -1,0 +1,81 @@
+"""`specchat bench --server` keeps the runs it measured when a request fails or a signal stops
+it: the table and --json report them (whole blocks counted, the rest listed), the failure or
+the interruption is named in one line, and the exit status says what happened."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import app.cli.bench
+from app.cli.main import main
+from tests.integration.bench.test_bench_remote import serve_fake  # noqa: F401 - a fixture
+
+pytestmark = pytest.mark.network
+
+
+def _bench(servers: list[str], out: Path, *flags: str) -> int:
+    args = [a for url in servers for a in ("--server", url)]
+    prompts = ["--prompts", "builtin:chat", "--max-tokens", "8", "--no-warmup"]
+    return main(["bench", *args, *prompts, "--json", str(out), *flags])
+
+
+def test_a_failed_request_keeps_the_runs_before_it(
+    serve_fake: Any,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ok, failing = serve_fake(), serve_fake(mode="fail-at", fail_at=2)
+    out = tmp_path / "remote.json"
+
+    code = _bench([f"ok={ok.url}", f"bad={failing.url}"], out, "--quiet")
+
+    assert code == 1
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        "error: bad refused the request: HTTP 500: the model is on fire; "
+        "the 3 runs completed before it are reported"
+    ]
+    assert "bad: failed on chat/" in captured.out
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["interrupted"] is False
+    assert report["error"]["server"] == "bad" and report["error"]["repeat"] == 0
+    # Prompt 1 on both servers, then prompt 2 on ok alone: only the whole block is counted.
+    assert [(r["server"], r["counted"]) for r in report["runs"]] == [
+        ("ok", True),
+        ("bad", True),
+        ("ok", False),
+    ]
+    assert report["summary"]["ok"]["all"]["runs"] == 1
+
+
+def test_a_signal_stops_after_the_request_in_progress_and_keeps_the_runs(
+    serve_fake: Any,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def progress(done: int, _total: int, _message: str) -> None:
+        if done == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(app.cli.bench, "_progress", progress)
+    fake = serve_fake()
+    out = tmp_path / "remote.json"
+
+    code = _bench([fake.url], out)
+
+    assert code == 128 + signal.SIGTERM
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        "error: interrupted; the 2 runs completed before it are reported"
+    ]
+    assert "interrupted: the figures cover the 2 runs" in captured.out
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["interrupted"] is True and report["error"] is None
+    assert len(report["runs"]) == 2 and all(r["counted"] for r in report["runs"])
