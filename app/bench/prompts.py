@@ -272,8 +272,16 @@ def prompts_from_file(path: Path) -> list[BenchPrompt]:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InvalidSettingError(f"prompt file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidSettingError(f"cannot read prompt file {path}: {exc}") from None
+    except IsADirectoryError:
+        raise InvalidSettingError(f"prompt file {path} is a folder; name a file") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidSettingError(
+            f"prompt file {path} is not UTF-8 text (byte {exc.start})"
+        ) from None
+    except OSError as exc:
+        raise InvalidSettingError(
+            f"cannot read prompt file {path}: {exc.strerror or type(exc).__name__}"
+        ) from None
     if path.suffix.lower() == ".json":
         prompts = _from_json(path, raw)
     else:

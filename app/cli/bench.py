@@ -34,6 +34,7 @@ from app.bench.summary import BenchReport
 from app.bench.table import format_table, to_csv
 from app.cli.args import (
     DEMO,
+    DRAFT_NONE,
     DRAFT_SUFFIX,
     add_model_arguments,
     add_sampling_arguments,
@@ -128,6 +129,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _bench_draft(value: str) -> str:
+    if value == DRAFT_NONE:
+        # `generate --draft none` decodes plain; here plain is the column every bench has.
+        raise argparse.ArgumentTypeError(
+            f"--draft {DRAFT_NONE}: plain decoding is always measured; name a draft to compare "
+            "with it"
+        )
     return value if value == DEMO_PRUNED else draft_value(value)
 
 

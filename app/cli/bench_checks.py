@@ -6,10 +6,13 @@ nothing to `--server`, which are refused rather than silently dropped.
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
 from app.bench.chart import plot_formats
 from app.bench.openai_stream import parse_endpoint
+from app.bench.prompts import BUILTIN
 from app.bench.remote import check_servers
 from app.cli.args import DEMO, DRAFT_SUFFIX, check_model_args, generation_from_args
 from app.cli.output import check_output_file
@@ -78,13 +81,16 @@ def _check_server_args(args: argparse.Namespace) -> None:
     for dest in LOCAL_ONLY:
         if getattr(args, dest) != args.local_defaults[dest]:
             flag = "--" + dest.replace("_", "-")
-            raise InvalidSettingError(
-                f"{flag} does not go with --server (each server runs the models it loaded, "
-                "as it was started)"
+            why = (
+                "a server bench writes its report with --json only"
+                if dest in ("csv", "plot")
+                else "each server runs the models it loaded, as it was started"
             )
+            raise InvalidSettingError(f"{flag} does not go with --server ({why})")
     args.endpoints = [parse_endpoint(value, args.api_key) for value in args.server]
     check_servers(args.endpoints, args.baseline)
     check_output_file(args.json, "--json")
+    _check_distinct_outputs(args, [("--json", args.json)])
 
 
 def _check_drafts(args: argparse.Namespace) -> None:
@@ -106,6 +112,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     # Fail before minutes of measuring, not after.
     for flag in ("--json", "--csv", "--plot"):
         check_output_file(getattr(args, flag[2:]), flag)
+    _check_distinct_outputs(args, [(flag, getattr(args, flag[2:])) for flag in _OUTPUTS])
     if args.plot is not None:
         extension = args.plot.suffix.lower().removeprefix(".")
         formats = plot_formats()
@@ -113,3 +120,36 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise InvalidSettingError(
                 f"--plot {args.plot}: end the file name in a chart format: .{', .'.join(formats)}"
             )
+
+
+_OUTPUTS = ("--json", "--csv", "--plot")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: equal once resolved, or (existing) one inode, as a
+    hard link or a bind mount makes them."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet
+        return False
+
+
+def _check_distinct_outputs(
+    args: argparse.Namespace, outputs: list[tuple[str, Path | None]]
+) -> None:
+    """Refuse output files that name one another or an input: the last write would leave one
+    report in place of the other, or overwrite the prompts or a model the user gave."""
+    named = [(flag, path) for flag, path in outputs if path is not None]
+    inputs: list[tuple[str, Path]] = []
+    if args.prompts != BUILTIN and not args.prompts.startswith(BUILTIN + ":"):
+        inputs.append(("--prompts", Path(args.prompts)))
+    for flag, values in (("--target", [args.target]), ("--draft", args.draft or [])):
+        inputs += [(flag, Path(v)) for v in values if v and Path(v).is_file()]
+    for i, (flag, path) in enumerate(named):
+        for other, other_path in [*named[:i], *inputs]:
+            if _same_file(path, other_path):
+                raise InvalidSettingError(
+                    f"{flag} {path} is the same file as {other}; name another file"
+                )

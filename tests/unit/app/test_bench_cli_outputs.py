@@ -121,3 +121,43 @@ def test_the_files_are_written_even_when_the_reader_of_stdout_went_away(
     assert json.loads(out["json"].read_text(encoding="utf-8"))["configs"]
     assert out["csv"].read_text(encoding="utf-8").startswith("label,")
     assert out["png"].stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--json", "out", "--csv", "out"], "--csv {out} is the same file as --json"),
+        (
+            ["--json", "chart.png", "--plot", "chart.png"],
+            "--plot {chart} is the same file as --json",
+        ),
+        (["--json", "prompts.txt"], "--json {prompts} is the same file as --prompts"),
+        (["--csv", "t.gguf"], "--csv {target} is the same file as --target"),
+        # A hard link is one file under two names.
+        (["--json", "alias.txt"], "--json {alias} is the same file as --prompts"),
+    ],
+)
+def test_outputs_that_name_one_file_are_refused_before_measuring(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    measured: list[str],
+    flags: list[str],
+    message: str,
+) -> None:
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("Name a fruit.", encoding="utf-8")
+    (tmp_path / "t.gguf").write_bytes(b"GGUF")
+    (tmp_path / "alias.txt").hardlink_to(prompts)
+    names = {"out": "out", "chart": "chart.png", "prompts": "prompts.txt", "target": "t.gguf"}
+    names["alias"] = "alias.txt"
+    paths = [str(tmp_path / f) if not f.startswith("--") else f for f in flags]
+    target = str(tmp_path / "t.gguf")
+    code = main(
+        ["bench", "--target", target, "--draft", "suffix", "--prompts", str(prompts), *paths]
+    )
+    assert code == 2
+    expected = message.format(**{k: tmp_path / v for k, v in names.items()})
+    line = _error_line(capsys)
+    assert expected in line, line
+    assert measured == []
+    assert prompts.read_text(encoding="utf-8") == "Name a fruit."

@@ -23,3 +23,14 @@ def test_an_empty_prompt_in_a_json_file_is_refused(
     path.write_text(json.dumps(items), encoding="utf-8")
     with pytest.raises(InvalidSettingError, match=f"item {bad} is an empty prompt"):
         prompts_from_file(path)
+
+
+def test_a_folder_or_a_non_utf8_prompt_file_is_refused_in_plain_words(tmp_path: Path) -> None:
+    with pytest.raises(InvalidSettingError) as folder:
+        prompts_from_file(tmp_path)
+    assert str(folder.value) == f"prompt file {tmp_path} is a folder; name a file"
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"caf\xe9")
+    with pytest.raises(InvalidSettingError) as binary:
+        prompts_from_file(latin)
+    assert str(binary.value) == f"prompt file {latin} is not UTF-8 text (byte 3)"

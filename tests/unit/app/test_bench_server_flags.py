@@ -35,15 +35,26 @@ SERVER = ["bench", "--server", "http://127.0.0.1:9", "--prompts", "builtin:chat"
 def test_flags_of_models_loaded_here_are_refused(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flags: list[str]
 ) -> None:
-    def run_remote_bench(*_args: Any, **_kw: Any) -> object:
+    def remote_bench(*_args: Any, **_kw: Any) -> object:
         raise AssertionError("the flag should have been refused before any request")
 
-    monkeypatch.setattr(app.cli.bench, "run_remote_bench", run_remote_bench)
+    monkeypatch.setattr(app.cli.bench, "RemoteBench", remote_bench)
     assert main([*SERVER, *flags]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (
         f"error: {flags[0]} does not go with --server (each server runs the models it loaded, "
         "as it was started) (see specchat bench --help)"
+    )
+
+
+@pytest.mark.parametrize("flag", ["--csv", "--plot"])
+def test_output_files_the_server_bench_does_not_write_are_refused_for_what_they_are(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flag: str
+) -> None:
+    assert main([*SERVER, flag, str(tmp_path / "out.png")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {flag} does not go with --server (a server bench writes its report with "
+        "--json only) (see specchat bench --help)"
     )
 
 

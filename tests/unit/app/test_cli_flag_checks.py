@@ -103,3 +103,15 @@ def test_bench_refuses_suffix_off_and_draft_rpc_without_a_draft_model(
         [*target, "--draft", "suffix", "--draft", str(tmp_path / "d.gguf"), "--suffix", "on,off"]
     )
     args.check(args)
+
+
+def test_bench_refuses_draft_none_before_loading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Plain decoding is the column every bench has; `none` is not a file to load.
+    try:
+        code = main(["bench", "--target", str(tmp_path / "t.gguf"), "--draft", "none"])
+    except SystemExit as exited:  # argparse's own refusal
+        code = int(str(exited.code))
+    assert code == 2
+    assert "--draft none: plain decoding is always measured" in _last_error_line(capsys, "bench")
