@@ -149,10 +149,13 @@ def _predict(
 
 
 def _second_half(runs: Sequence[RunRecord]) -> tuple[int, float]:
-    """Tokens and round seconds of the rounds that start in the second half of each reply.
+    """Tokens and wall seconds of the rounds that start in the second half of each reply.
 
     Where γ auto ends up matters as much as the average over a reply that includes its
-    learning: this is the rate after the first half of the tokens, when it has settled.
+    learning: this is the rate after the first half of the tokens, when it has settled. The
+    seconds are the rounds' whole wall time, as in tokens/s: the draft and target passes, the
+    draft's catch-up after a pause and the round's overhead. Leaving the last two out would
+    flatter a γ auto that pauses and resumes a draft model.
     """
     tokens = 0
     seconds = 0.0
@@ -162,7 +165,7 @@ def _second_half(runs: Sequence[RunRecord]) -> tuple[int, float]:
         for r in run.rounds:
             if done >= half:
                 tokens += r.emitted
-                seconds += r.draft_s + r.verify_s
+                seconds += r.draft_s + r.verify_s + r.draft_catchup_s + r.overhead_s
             done += r.emitted
     return tokens, seconds
 
@@ -178,12 +181,12 @@ def figures_for(
     seconds = math.fsum(r.generation_s for r in runs)
     plain_tokens = sum(r.decoded_tokens for r in plain_runs)
     plain_seconds = math.fsum(r.generation_s for r in plain_runs)
-    tps = ratio(tokens, seconds)
-    plain_tps = ratio(plain_tokens, plain_seconds)
+    tps = _rate(tokens, seconds)
+    plain_tps = _rate(plain_tokens, plain_seconds)
     speedup = tps / plain_tps if tps is not None and plain_tps else None
 
-    tail_tps = ratio(*_second_half(runs))
-    plain_tail_tps = ratio(*_second_half(plain_runs))
+    tail_tps = _rate(*_second_half(runs))
+    plain_tail_tps = _rate(*_second_half(plain_runs))
     speedup_tail = tail_tps / plain_tail_tps if tail_tps is not None and plain_tail_tps else None
 
     # Paired speedups, one per (prompt, repeat) block: their spread shows how noisy the machine
@@ -260,6 +263,12 @@ def figures_for(
         tree_rounds=sum(1 for r in rounds if r.tree_nodes),
         tree_bonus=sum(r.tree_bonus for r in rounds),
     )
+
+
+def _rate(tokens: int, seconds: float) -> float | None:
+    """Tokens per second, None where undefined: no time, or no token to time (replies of one
+    token each decode none after the first); never 0 (app/metrics/summary.py)."""
+    return ratio(tokens, seconds) if tokens > 0 else None
 
 
 def _overhead_share(rounds: Sequence[RoundRecord]) -> float | None:

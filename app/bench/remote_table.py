@@ -17,10 +17,11 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
     return "—" if value is None else f"{value:{spec}}{suffix}"
 
 
-def _row(server: str, name: str, f: RemoteFigures) -> str:
+def _row(server: str, name: str, f: RemoteFigures, widths: tuple[int, int]) -> str:
     ttft = None if f.ttft_s is None else f.ttft_s * 1000
     return (
-        f"{server:<22.22} {name:<12.12} {f.runs:>4} {_fmt(f.tokens_per_second, '.1f'):>7} "
+        f"{server:<{widths[0]}} {name:<{widths[1]}} {f.runs:>4} "
+        f"{_fmt(f.tokens_per_second, '.1f'):>7} "
         f"{_fmt(f.ratio, '.2f', '×'):>6} {_fmt(f.decode_tokens_per_second, '.1f'):>7} "
         f"{_fmt(ttft, '.0f', 'ms'):>7} {_fmt(f.acceptance_rate, '.1%'):>7} "
         f"{_fmt(f.same_as_baseline, '.0%'):>5}"
@@ -28,15 +29,21 @@ def _row(server: str, name: str, f: RemoteFigures) -> str:
 
 
 def format_remote_table(report: RemoteReport) -> str:
+    # As wide as the longest label and class: cut, two servers could read alike.
+    widths = (
+        max(22, *(len(s.label) for s in report.servers)),
+        max(12, *(len(c) for c in report.classes)),
+    )
     header = (
-        f"{'server':<22} {'class':<12} {'runs':>4} {'tok/s':>7} {'×base':>6} {'decode':>7} "
+        f"{'server':<{widths[0]}} {'class':<{widths[1]}} {'runs':>4} {'tok/s':>7} {'×base':>6} "
+        f"{'decode':>7} "
         f"{'TTFT':>7} {'accept':>7} {'same':>5}"
     )
     lines = [header, "-" * len(header)]
     names = [ALL_CLASSES, *report.classes] if len(report.classes) > 1 else [ALL_CLASSES]
     for name in names:
         for server in report.servers:
-            lines.append(_row(server.label, name, report.figures(server.label, name)))
+            lines.append(_row(server.label, name, report.figures(server.label, name), widths))
         if len(report.servers) > 1 and name != names[-1]:
             lines.append("")
     lines.append(_LEGEND.format(baseline=report.baseline))

@@ -22,8 +22,10 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
 
 def format_table(report: BenchReport) -> str:
     """The human-readable summary the CLI prints."""
+    # As wide as the longest label: a cut label loses what tells rows apart (a γ, +suffix).
+    width = max(len("configuration"), *(len(c.label) for c in (report.plain, *report.configs)))
     header = (
-        f"{'configuration':<28} {'tok/s':>7} {'speedup':>8} {'range':>11} {'2nd½':>6} "
+        f"{'configuration':<{width}} {'tok/s':>7} {'speedup':>8} {'range':>11} {'2nd½':>6} "
         f"{'pred.':>6} "
         f"{'accept':>7} {'tok/rnd':>7} {'c_dr':>5} {'c_ver':>5} {'TTFT':>7} {'same':>5}"
     )
@@ -39,7 +41,7 @@ def format_table(report: BenchReport) -> str:
             "" if c.draft is None else {True: "yes", False: "NO", None: "n/a"}[f.identical_to_plain]
         )
         lines.append(
-            f"{c.label:<28.28} {_fmt(f.tokens_per_second, '.1f'):>7} "
+            f"{c.label:<{width}} {_fmt(f.tokens_per_second, '.1f'):>7} "
             f"{_fmt(f.speedup, '.2f', '×'):>8} {spread:>11} "
             f"{_fmt(f.speedup_second_half if c.draft else None, '.2f', '×'):>6} "
             f"{_fmt(f.predicted_speedup if c.draft else None, '.2f', '×'):>6} "
@@ -58,9 +60,9 @@ def format_table(report: BenchReport) -> str:
         )
     lines.append(
         "speedup: tok/s over plain on the same prompts; range: per prompt and repeat; 2nd½: "
-        "over the second half of each reply; pred.: cost model from measured per-position "
-        "acceptance and costs; accept: accepted/drafted; c_dr, c_ver: in plain steps; "
-        "same: greedy output identical to plain"
+        "speedup over the rounds in the second half of each reply; pred.: cost model from "
+        "measured per-position acceptance and costs; accept: accepted/drafted; c_dr, c_ver: "
+        "in plain steps; same: greedy output identical to plain"
     )
     noisy = [
         c.label for c in report.configs if (c.figures.speedup_repeat_spread or 0.0) > NOISY_SPREAD
@@ -75,10 +77,14 @@ def format_table(report: BenchReport) -> str:
     if report.classes and len(report.classes) > 1:
         lines.append("")
         lines.append("speedup by prompt class")
-        lines.append(f"{'configuration':<28} " + " ".join(f"{c:>10.10}" for c in report.classes))
+        # Each class's column as wide as its name (asked-again is 11 characters).
+        widths = [max(10, len(name)) for name in report.classes]
+        names = " ".join(f"{c:>{w}}" for c, w in zip(report.classes, widths, strict=True))
+        lines.append(f"{'configuration':<{width}} " + names)
         for c in report.configs:
             cells = [_fmt(c.by_class[name].speedup, ".2f", "×") for name in report.classes]
-            lines.append(f"{c.label:<28.28} " + " ".join(f"{x:>10}" for x in cells))
+            row = " ".join(f"{x:>{w}}" for x, w in zip(cells, widths, strict=True))
+            lines.append(f"{c.label:<{width}} " + row)
     if report.settings.get("exact"):
         lines.append(
             "exact mode: every target pass, plain included, computed at least two rows, so "

@@ -1,0 +1,74 @@
+"""The bench's figures and table on scripted runs: undefined rates are None, never 0; the
+second-half rate counts the same wall time as tokens/s; long labels are never cut."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from app.bench.figures import figures_for
+from app.bench.plan import BenchConfig, DraftChoice
+from app.bench.prompts import BenchPrompt
+from app.bench.summary import summarize
+from app.bench.table import format_table
+from app.engine.config import GenerationConfig
+from app.engine.gamma import AUTO, OFF, fixed
+from tests.helpers.bench_data import round_record, run_record, seed_rounds
+
+
+def test_tokens_per_second_is_none_when_no_token_was_decoded() -> None:
+    # --max-tokens 1: each reply is its first token alone, drawn from the prompt's pass.
+    one = replace(run_record(0, [round_record(0, 0, 0)], (7,)), generation_s=0.01)
+    figures = figures_for([one], [one], greedy=True)
+    assert figures.tokens_per_second is None
+    assert figures.speedup is None
+
+
+def test_the_second_half_rate_counts_catch_up_and_overhead_like_tokens_per_second() -> None:
+    plain = run_record(0, [round_record(i, 0, 0) for i in range(20)])
+    rounds = seed_rounds()
+    slow_tail = [
+        replace(r, draft_catchup_s=1.0, overhead_s=0.5) if i >= 3 else r
+        for i, r in enumerate(rounds)
+    ]
+    fast, slow = (run_record(1, rs) for rs in (rounds, slow_tail))
+    fast_half = figures_for([fast], [plain], greedy=True).speedup_second_half
+    slow_half = figures_for([slow], [plain], greedy=True).speedup_second_half
+    assert fast_half is not None and slow_half is not None
+    # 1.5 s more in each of three second-half rounds against ~0.014 s a round before.
+    assert slow_half < fast_half / 50
+
+
+def _report_with_labels(*labels: str) -> str:
+    drafts = [DraftChoice(label, Path(f"{label}.gguf")) for label in labels]
+    configs = [BenchConfig("plain", None, OFF)]
+    for draft in drafts:
+        configs += [
+            BenchConfig(f"{draft.label} γ=3", draft, fixed(3)),
+            BenchConfig(f"{draft.label} γ=auto", draft, AUTO),
+        ]
+    plain_rounds = [round_record(i, 0, 0) for i in range(20)]
+    runs = [run_record(0, plain_rounds, sequence=0)]
+    runs += [run_record(i, seed_rounds(), sequence=i) for i in range(1, len(configs))]
+    report = summarize(
+        target="target.gguf",
+        configs=configs,
+        prompts=[BenchPrompt("asked-again", "p", "hello")],
+        prompt_tokens=[5],
+        runs=runs,
+        base=GenerationConfig(max_tokens=20),
+        repeats=1,
+    )
+    return format_table(report)
+
+
+def test_long_draft_names_keep_their_gamma_in_the_table() -> None:
+    table = _report_with_labels("SmolLM2-135M-Instruct.Q4_1+suffix", "SmolLM2-135M-Instruct.Q4_1")
+    rows = [line.split("  ")[0] for line in table.splitlines()]
+    for label in (
+        "SmolLM2-135M-Instruct.Q4_1+suffix γ=3",
+        "SmolLM2-135M-Instruct.Q4_1+suffix γ=auto",
+        "SmolLM2-135M-Instruct.Q4_1 γ=3",
+        "SmolLM2-135M-Instruct.Q4_1 γ=auto",
+    ):
+        assert sum(1 for row in rows if row.strip() == label) == 1, table
