@@ -73,6 +73,10 @@ class Figures:
     speedup_second_half: float | None
     drafted: int
     accepted: int
+    # The accepted tokens by what proposed them (they add up to `accepted`): the suffix index
+    # drafts first in a round, a draft model after it.
+    suffix_accepted: int
+    model_accepted: int
     acceptance_rate: float | None
     alpha: float | None
     rounds: int
@@ -214,6 +218,7 @@ def figures_for(
     spec_rounds = [r for r in rounds if r.speculative]
     drafted = sum(r.drafted for r in rounds)
     accepted = sum(r.accepted for r in rounds)
+    suffix_accepted = sum(r.accepted_from_suffix for r in rounds)
     conditional = m.conditional_acceptance(rounds)
     alpha = m.judged_acceptance(rounds)
 
@@ -241,6 +246,8 @@ def figures_for(
         speedup_second_half=speedup_tail,
         drafted=drafted,
         accepted=accepted,
+        suffix_accepted=suffix_accepted,
+        model_accepted=accepted - suffix_accepted,
         acceptance_rate=ratio(accepted, drafted),
         alpha=alpha,
         rounds=len(rounds),

@@ -254,10 +254,14 @@ def summarize(
                 "generation_s": r.generation_s,
                 "tokens_per_second": decode_rate(r.generated_tokens, r.generation_s),
                 "finish_reason": r.finish_reason,
-                # The γ of every round in order (0: a plain step), so auto's choices and its
-                # pauses can be read run by run; with the tokens each round kept, a run's
-                # acceptance can be replayed (γ auto's simulator needs real, bursty text).
-                "gammas": [round_.drafted for round_ in r.rounds],
+                # The γ every round asked for, in order (0: a plain step), as gamma_histogram
+                # counts it, so auto's choices and its pauses can be read run by run; with the
+                # tokens each round drafted and kept, a run's acceptance can be replayed (γ
+                # auto's simulator needs real, bursty text). The suffix index's free tokens
+                # may draft past γ, so `drafted` can exceed `gammas`.
+                "gammas": [round_.gamma if round_.speculative else 0 for round_ in r.rounds],
+                "drafted": [round_.drafted for round_ in r.rounds],
+                "suffix_drafted": [round_.suffix_drafted for round_ in r.rounds],
                 "accepted": [round_.accepted for round_ in r.rounds],
                 "notices": list(r.notices),
             }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -345,16 +346,24 @@ def test_acceptance_tells_the_good_draft_from_the_useless_one(greedy_report: Ben
 def test_each_run_lists_the_draft_length_and_the_kept_tokens_of_every_round(
     greedy_report: BenchReport,
 ) -> None:
-    for run in greedy_report.to_json()["runs"]:
-        gammas, accepted = run["gammas"], run["accepted"]
-        assert len(gammas) == len(accepted) > 0, run["config"]
-        assert all(0 <= a <= g for g, a in zip(gammas, accepted, strict=True)), run["config"]
+    data = greedy_report.to_json()
+    histograms: dict[str, Counter[int]] = {}
+    for run in data["runs"]:
+        gammas, drafted, accepted = run["gammas"], run["drafted"], run["accepted"]
+        assert len(gammas) == len(drafted) == len(accepted) > 0, run["config"]
+        assert all(0 <= a <= d for d, a in zip(drafted, accepted, strict=True)), run["config"]
+        assert all(s <= d for s, d in zip(run["suffix_drafted"], drafted, strict=True))
         # The prompt's pass draws the first token; a round emits its kept tokens plus one from
         # the target; only the last round can be cut short by the token budget.
         emitted = 1 + sum(a + 1 for a in accepted)
-        assert emitted - (gammas[-1] + 1) < run["generated_tokens"] <= emitted, run["config"]
+        assert emitted - (drafted[-1] + 1) < run["generated_tokens"] <= emitted, run["config"]
         if run["config"] == "plain":
             assert set(gammas) == {0} and set(accepted) == {0}
+        histograms.setdefault(run["config"], Counter()).update(gammas)
+    # The runs' γ are what each configuration's histogram counts.
+    for config in data["configs"]:
+        assert histograms[config["label"]] == Counter(config["gamma_histogram"])
+        assert config["suffix_accepted"] + config["model_accepted"] == config["accepted"]
 
 
 def test_report_figures_are_complete(greedy_report: BenchReport, tmp_path: Path) -> None:

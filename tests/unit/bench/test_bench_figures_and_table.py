@@ -72,3 +72,28 @@ def test_long_draft_names_keep_their_gamma_in_the_table() -> None:
         "SmolLM2-135M-Instruct.Q4_1 γ=auto",
     ):
         assert sum(1 for row in rows if row.strip() == label) == 1, table
+
+
+def test_accepted_tokens_are_split_by_what_proposed_them_and_runs_list_the_gamma_asked() -> None:
+    # Two hybrid rounds at γ 4: the suffix index drafted 3 then 6 free tokens (past γ).
+    hybrid = [
+        replace(round_record(0, 5, 4), gamma=4, suffix_drafted=3),
+        replace(round_record(1, 8, 7), gamma=4, suffix_drafted=6),
+    ]
+    plain_rounds = [round_record(i, 0, 0) for i in range(13)]
+    draft = DraftChoice("hybrid", Path("d.gguf"))
+    report = summarize(
+        target="t.gguf",
+        configs=[BenchConfig("plain", None, OFF), BenchConfig("hybrid γ=auto", draft, AUTO)],
+        prompts=[BenchPrompt("chat", "p", "hello")],
+        prompt_tokens=[5],
+        runs=[run_record(0, plain_rounds), run_record(1, hybrid, sequence=1)],
+        base=GenerationConfig(max_tokens=20),
+        repeats=1,
+    ).to_json()
+    config = report["configs"][0]
+    assert (config["accepted"], config["suffix_accepted"], config["model_accepted"]) == (11, 9, 2)
+    run = report["runs"][1]
+    assert run["gammas"] == [4, 4] and run["drafted"] == [5, 8]
+    assert run["suffix_drafted"] == [3, 6]
+    assert config["gamma_histogram"] == {4: 2}
