@@ -190,7 +190,9 @@ def run_generate(args: argparse.Namespace) -> int:
         assert result is not None
         if args.json:
             out = result.to_json()
-            out["stats"]["gamma_setting"] = str(config.gamma)
+            # Plain decoding (--no-spec, --draft none) asks for no γ, whatever the default is.
+            plain = draft_source(args) is None
+            out["stats"]["gamma_setting"] = "off" if plain else str(config.gamma)
             if uses_rpc(args):
                 out["devices"] = placement_json(facts)
             write_stdout(json.dumps(out, ensure_ascii=False) + "\n")

@@ -97,6 +97,8 @@ def test_generate_chats_and_speculates_by_default(demo_models: Any) -> None:
     assert default["stats"]["suffix_accepted"] > 0
     assert default["token_ids"] == chat["token_ids"] != raw["token_ids"]
     assert chat["mode"] == raw["mode"] == "plain"
+    # Plain decoding asks for no γ: a script must not read speculation into it.
+    assert chat["stats"]["gamma_setting"] == raw["stats"]["gamma_setting"] == "off"
 
 
 def test_plain_and_ngram_modes_agree_in_text(demo_models: Any, tmp_path: Path) -> None:
