@@ -233,8 +233,9 @@ class SpeculativeEngine:
             record = RoundRecord(
                 index=len(rounds),
                 mode=mode if drafted else "plain",
-                # Under the confidence stop, γ was a ceiling: the length that ran is the draft's.
-                gamma=gamma if draft_stop is None else drafted,
+                # Under the confidence stop, γ was a ceiling: the length that ran is the draft's,
+                # but free suffix-index tokens past γ were never asked for (METRIC_DEFINITIONS).
+                gamma=gamma if draft_stop is None else min(drafted, gamma),
                 drafted=drafted,
                 accepted=verdict.accepted,
                 emitted=len(emitted),

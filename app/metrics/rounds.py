@@ -18,7 +18,8 @@ class RoundRecord:
     """One target verification pass and the draft work that fed it.
 
     gamma: the draft length asked for this round (0 for a plain step); where γ auto's
-    confidence stop ended the draft, the length it ran to (the ask was only a ceiling).
+    confidence stop ended the draft, the length it ran to (the ask was only a ceiling), never
+    more than the ask: free suffix-index tokens that drafted past it do not count.
     drafted: draft tokens sent to verification (0 for a plain step; fewer than gamma when the
     draft stopped early, e.g. the p_min stop).
     accepted: how many of them the target kept, always a prefix of the draft.
