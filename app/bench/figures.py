@@ -179,8 +179,10 @@ def figures_for(
     plain_runs: Sequence[RunRecord],
     *,
     greedy: bool,
+    is_plain: bool = False,
 ) -> Figures:
-    """Fold the runs of one configuration; plain_runs are plain decoding on the same prompts."""
+    """Fold the runs of one configuration; plain_runs are plain decoding on the same prompts.
+    is_plain: these are plain_runs, so nothing is compared (identical_to_plain is None)."""
     tokens = sum(r.decoded_tokens for r in runs)
     seconds = math.fsum(r.generation_s for r in runs)
     plain_tokens = sum(r.decoded_tokens for r in plain_runs)
@@ -232,7 +234,7 @@ def figures_for(
 
     ttfts = [r.ttft_s for r in runs if r.ttft_s is not None]
     identical: bool | None = None
-    if greedy and plain_by_key:
+    if greedy and plain_by_key and not is_plain:
         identical = mismatched == 0
     return Figures(
         runs=len(runs),

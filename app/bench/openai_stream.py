@@ -13,7 +13,7 @@ import http.client
 import json
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,7 +43,13 @@ class Endpoint:
 
     @property
     def url(self) -> str:
-        return f"{self.scheme}://{self.host}:{self.port}{self.base_path}"
+        return f"{self.scheme}://{self.netloc}{self.base_path}"
+
+    @property
+    def netloc(self) -> str:
+        """host:port as a URL writes it: an IPv6 address in brackets."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
 
     def connection(self, timeout: float) -> http.client.HTTPConnection:
         kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
@@ -68,17 +74,21 @@ def parse_endpoint(value: str, api_key: str | None = None) -> Endpoint:
             f"--server {value!r}: expected [LABEL=]http://HOST:PORT, e.g. http://127.0.0.1:8080"
         )
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = parts.port
     except ValueError:
-        raise InvalidSettingError(f"--server {value!r}: the port is not a number 0-65535") from None
+        raise InvalidSettingError(f"--server {value!r}: the port is not a number 1-65535") from None
+    if port == 0:  # no server listens there; `or` would have read it as the scheme's default
+        raise InvalidSettingError(f"--server {value!r}: the port is not a number 1-65535")
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
     path = parts.path.rstrip("/")
     for suffix in (_CHAT_PATH, _TEXT_PATH):
         if path.endswith(suffix):
             path = path[: -len(suffix)]
     if not path:
         path = "/v1"
-    host = parts.hostname
-    return Endpoint(label.strip() or f"{host}:{port}", parts.scheme, host, port, path, api_key)
+    endpoint = Endpoint("", parts.scheme, parts.hostname, port, path, api_key)
+    return replace(endpoint, label=label.strip() or endpoint.netloc)
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,6 +132,7 @@ def _config_report(
             [r for r in mine if r.prompt_class == name],
             [r for r in plain if r.prompt_class == name],
             greedy=greedy,
+            is_plain=index == 0,
         )
         for name in classes
     }
@@ -148,7 +149,7 @@ def _config_report(
         source=config.draft.source if config.draft else None,
         draft_path=str(config.draft.path) if config.draft and config.draft.path else None,
         gamma=config.gamma,
-        figures=figures_for(mine, plain, greedy=greedy),
+        figures=figures_for(mine, plain, greedy=greedy, is_plain=index == 0),
         by_class=by_class,
         model_memory_bytes=model_bytes,
         peak_rss_bytes=max(rss) if rss else None,

@@ -102,8 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--prompt", help="the prompt text")
     source.add_argument(
         "--prompt-file",
-        type=user_file,
-        help=f"read the prompt from a UTF-8 file (at most {MAX_PROMPT_FILE_BYTES // 2**20} MiB)",
+        type=_prompt_file,
+        help=f"read the prompt from a UTF-8 file, or - for standard input (at most "
+        f"{MAX_PROMPT_FILE_BYTES // 2**20} MiB)",
     )
     gen.add_argument("--json", action="store_true", help="print one JSON object")
     add_rpc_arguments(gen)
@@ -136,30 +137,38 @@ def check_generate_args(args: argparse.Namespace) -> None:
         raise InvalidSettingError("--prompt is empty")
 
 
+# `--prompt-file -`: the prompt comes from standard input, as pipes expect.
+STDIN = "-"
+
+
+def _prompt_file(value: str) -> Path | str:
+    return STDIN if value == STDIN else user_file(value)
+
+
 def _read_prompt(args: argparse.Namespace) -> str:
     if args.prompt is not None:
         return str(args.prompt)
-    path: Path = args.prompt_file
+    path: Path | str = args.prompt_file
+    name = "standard input" if path == STDIN else f"prompt file {path}"
     try:
-        with path.open("rb") as handle:
-            # Read one byte past the cap: a larger file (or /dev/zero) is refused unread.
-            data = handle.read(MAX_PROMPT_FILE_BYTES + 1)
+        if path == STDIN:
+            data = sys.stdin.buffer.read(MAX_PROMPT_FILE_BYTES + 1)
+        else:
+            with Path(path).open("rb") as handle:
+                # Read one byte past the cap: a larger file (or /dev/zero) is refused unread.
+                data = handle.read(MAX_PROMPT_FILE_BYTES + 1)
     except FileNotFoundError:
-        raise InvalidSettingError(f"prompt file {path} does not exist") from None
+        raise InvalidSettingError(f"{name} does not exist") from None
     except OSError as exc:
-        raise InvalidSettingError(f"cannot read prompt file {path}: {exc.strerror}") from None
+        raise InvalidSettingError(f"cannot read {name}: {exc.strerror}") from None
     if len(data) > MAX_PROMPT_FILE_BYTES:
-        raise InvalidSettingError(
-            f"prompt file {path} is larger than {MAX_PROMPT_FILE_BYTES // 2**20} MiB"
-        )
+        raise InvalidSettingError(f"{name} is larger than {MAX_PROMPT_FILE_BYTES // 2**20} MiB")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidSettingError(
-            f"prompt file {path} is not UTF-8 text (byte {exc.start})"
-        ) from None
+        raise InvalidSettingError(f"{name} is not UTF-8 text (byte {exc.start})") from None
     if not text.strip():
-        raise InvalidSettingError(f"prompt file {path} is empty")
+        raise InvalidSettingError(f"{name} is empty")
     return text
 
 

@@ -328,6 +328,9 @@ def test_real_runs_follow_the_interleaved_order(greedy_report: BenchReport) -> N
 def test_greedy_output_is_identical_to_plain_in_every_configuration(
     greedy_report: BenchReport,
 ) -> None:
+    plain = greedy_report.plain
+    assert plain.figures.identical_to_plain is None  # compared with itself it says nothing
+    assert all(f.identical_to_plain is None for f in plain.by_class.values())
     for config in greedy_report.configs:
         assert config.figures.identical_to_plain is True, config.label
         for name, figures in config.by_class.items():

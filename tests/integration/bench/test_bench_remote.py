@@ -159,6 +159,7 @@ def test_a_streamed_reply_is_timed_from_the_request_to_its_first_and_last_token(
         ("http://127.0.0.1:8080/v1/", "http://127.0.0.1:8080/v1"),
         ("http://10.0.0.5:9000/v1/chat/completions", "http://10.0.0.5:9000/v1"),
         ("http://box/api/v1", "http://box:80/api/v1"),
+        ("http://[::1]:8080", "http://[::1]:8080/v1"),
     ],
 )
 def test_a_server_url_may_stop_at_the_host_or_at_v1_or_name_the_chat_path(
@@ -171,6 +172,16 @@ def test_a_server_url_may_stop_at_the_host_or_at_v1_or_name_the_chat_path(
 @pytest.mark.parametrize("given", ["127.0.0.1:8080", "ftp://127.0.0.1/v1", "http://:80", "x=y"])
 def test_a_bad_server_url_is_refused_in_words(given: str) -> None:
     with pytest.raises(InvalidSettingError, match="expected"):
+        parse_endpoint(given)
+
+
+def test_an_ipv6_server_is_labelled_as_a_url_writes_it() -> None:
+    assert parse_endpoint("http://[::1]:8080").label == "[::1]:8080"
+
+
+@pytest.mark.parametrize("given", ["http://127.0.0.1:0", "http://127.0.0.1:99999"])
+def test_a_port_no_server_can_listen_on_is_refused(given: str) -> None:
+    with pytest.raises(InvalidSettingError, match="port is not a number 1-65535"):
         parse_endpoint(given)
 
 

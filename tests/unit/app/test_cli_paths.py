@@ -4,11 +4,13 @@ model load check's child, which runs in another folder, and the loader open the 
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 
-from app.cli.main import build_parser
+from app.cli.main import _read_prompt, build_parser
+from app.errors import InvalidSettingError
 
 
 def test_relative_paths_are_made_absolute_and_draft_names_stay_names(
@@ -51,3 +53,12 @@ def test_a_tilde_the_shell_left_after_an_equals_sign_is_the_home_folder(
     assert bench.chat_template_file == str(tmp_path / "t.jinja")
     generate = parse(["generate", "--target", "demo", "--prompt-file=~/p.txt"])
     assert generate.prompt_file == tmp_path / "p.txt"
+
+
+def test_a_prompt_file_named_dash_is_standard_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = build_parser().parse_args(["generate", "--target", "demo", "--prompt-file", "-"])
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO("Héllo from a pipe".encode())))
+    assert _read_prompt(args) == "Héllo from a pipe"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"  \n")))
+    with pytest.raises(InvalidSettingError, match=r"^standard input is empty$"):
+        _read_prompt(args)
