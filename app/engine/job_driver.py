@@ -98,8 +98,17 @@ class ReplyComplete(Exception):  # noqa: N818 - a signal, like StopIteration, no
 class Ticket:
     """A submitted job's handle: cancel it, and see how promptly the cancel took effect."""
 
-    def __init__(self, job_id: int, control: GenerationControl | None = None) -> None:
+    def __init__(
+        self,
+        job_id: int,
+        control: GenerationControl | None = None,
+        *,
+        on_cancel: Callable[[Ticket], None] | None = None,
+    ) -> None:
         self.job_id = job_id
+        # Told after a cancel took: the queue holding a job that has not started drops it then,
+        # so a client that gave up stops holding a place in it.
+        self._on_cancel = on_cancel
         # The window's replies bring their own, which its Stop button and speculation toggle set.
         self.control = control or GenerationControl()
         self._lock = threading.Lock()
@@ -123,6 +132,8 @@ class Ticket:
             self.cancelled_at = time.perf_counter()
             self.cancel_reason = reason
         self.control.stop()
+        if self._on_cancel is not None:
+            self._on_cancel(self)
 
     def complete(self, kept_tokens: int | None = None) -> None:
         """The receiver has the whole reply: stop between rounds, and count the job served.

@@ -3,7 +3,10 @@
 The seam. The HTTP layer talks to an `EngineOwner` only: `submit(job, sink)` queues a job and
 returns a `Ticket`; the owner later calls `sink` from its own thread with `Started` (or
 `Failed`), then the engine's events (TokenEvent, RoundEvent, NoticeEvent) and a FinishEvent;
-`Ticket.cancel()` stops the job between engine rounds, or before it starts if still queued.
+`Ticket.cancel()` stops the job between engine rounds; a job still queued leaves the queue at
+once, and its sink hears `Failed` (kind "cancelled") then, on the thread that cancelled it, as
+the waiting jobs do when the owner stops: nobody waits for the owner thread to reach a job that
+will never run. Every other event comes from the owner's thread.
 `drive` (app/engine/job_driver.py) is the one way a job runs; `WaitList` is the one bounded queue.
 `RuntimeOwner` is the headless owner used by `specchat serve`; a window that serves its own
 loaded models takes the same WaitList's jobs on its engine worker thread, so one process
@@ -124,6 +127,10 @@ class JobRunner:
         with self._lock:
             self._stats.memory = memory
 
+    def count_withdrawn(self, ticket: Ticket) -> None:
+        """A job cancelled while it waited, so it never reached run(): count it as cancelled."""
+        self._record("cancelled", ticket)
+
     def reject(self) -> None:
         with self._lock:
             self._stats.rejected += 1
@@ -192,10 +199,23 @@ class WaitList:
                 self._runner.reject()
                 raise QueueFullError(f"{self._max_queue} requests are already waiting; retry later")
             self._next_id += 1
-            ticket = Ticket(self._next_id)
+            ticket = Ticket(self._next_id, on_cancel=self._withdraw)
             self._waiting.append((job, sink, ticket))
             self._ready.notify()
         return ticket
+
+    def _withdraw(self, ticket: Ticket) -> None:
+        """A ticket was cancelled (any thread): if its job still waits, it leaves the queue now,
+        so its place is free for the next client and health() counts only live requests. A job
+        already taken is the runner's to end (drive skips one cancelled before it starts)."""
+        with self._ready:
+            found = next((item for item in self._waiting if item[2] is ticket), None)
+            if found is None:
+                return
+            self._waiting.remove(found)
+        # Counted before its receiver hears the end, so /health agrees with what it was told.
+        self._runner.count_withdrawn(ticket)
+        deliver(found[1], ticket, Failed("cancelled before it started", "cancelled"))
 
     def health(self) -> dict[str, Any]:
         with self._ready:

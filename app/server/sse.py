@@ -51,8 +51,9 @@ class Feed:
         self._started = False
 
     def put(self, event: OwnerEvent) -> None:
-        """The owner's Sink, called on its thread. Raises ReplyComplete once a stop string
-        matched, and RuntimeError once the loop is closed."""
+        """The owner's Sink, called on its thread (a job that never started is told on the
+        thread that withdrew it: any thread). Raises ReplyComplete once a stop string matched,
+        and RuntimeError once the loop is closed."""
         if isinstance(event, TokenEvent):
             was_hit = self._cut.hit
             self._send_piece(self._cut.push(event))

@@ -90,3 +90,25 @@ def test_full_queue_answers_503_and_the_queued_requests_still_run(server: Server
         assert status == 200, payload
         assert payload["usage"]["completion_tokens"] >= 1
     assert server.health()["rejected"] >= 1
+
+
+def test_a_queued_client_that_leaves_frees_its_place_at_once(server: Server) -> None:
+    before = server.health()["cancelled"]
+    sock = open_stream(server, {"prompt": COUNTING, "max_tokens": LONG, "temperature": 0})
+    try:
+        read_events(sock, 1)  # the long reply is running, so the next ones must wait
+        short = {"prompt": "Hello", "max_tokens": 2, "temperature": 0}
+        waiting = [open_stream(server, short) for _ in range(QUEUE_SIZE)]
+        wait_for(server, lambda h: h["queued"] == QUEUE_SIZE)
+        for client in waiting:
+            client.close()
+        # Before the long reply ends: the places are free, and the requests count as cancelled.
+        health = wait_for(server, lambda h: h["queued"] == 0)
+        assert health["running"]
+        assert health["cancelled"] == before + QUEUE_SIZE
+        assert health["last_cancel"]["reason"] == "client disconnected"
+    finally:
+        sock.close()
+    wait_for(server, lambda h: not h["running"])
+    status, payload = server.request("POST", "/v1/completions", short)
+    assert status == 200, payload

@@ -169,6 +169,29 @@ def test_cancel_before_start_skips_the_job(runtime: ScriptedRuntime) -> None:
     assert isinstance(events[-1], Failed) and events[-1].kind == "cancelled"
 
 
+def test_a_cancelled_waiting_job_leaves_the_queue_at_once(runtime: ScriptedRuntime) -> None:
+    owner = make_owner(runtime, max_queue=1)
+    runtime.gate.clear()
+    running, gone, later = Collector(), Collector(), Collector()
+    owner.submit(text_job("a"), running)
+    while not runtime.started:  # "a" has left the queue
+        threading.Event().wait(0.01)
+    ticket = owner.submit(text_job("b"), gone)
+    ticket.cancel("client disconnected")
+    # While "a" still runs: its receiver is told, its place is free, and it counts as cancelled.
+    assert gone.wait() == [Failed("cancelled before it started", "cancelled")]
+    health = owner.health()
+    assert (health["queued"], health["cancelled"], health["running"]) == (0, 1, True)
+    assert health["last_cancel"]["reason"] == "client disconnected"
+    owner.submit(text_job("c"), later)  # not refused as a full queue
+    runtime.gate.set()
+    running.wait()
+    later.wait()
+    owner.close()
+    assert runtime.started == ["a", "c"]
+    assert (owner.health()["served"], owner.health()["cancelled"]) == (2, 1)
+
+
 def test_cancel_while_running_stops_within_one_round(runtime: ScriptedRuntime) -> None:
     owner = make_owner(runtime)
     runtime.gate.clear()
