@@ -27,6 +27,7 @@ from app.engine.drafters import Draft, Drafter, DraftRequest, constrain_draft
 from app.engine.events import Event, FinishEvent, NoticeEvent, RoundEvent, TokenEvent
 from app.engine.exact_check import ExactMode
 from app.engine.gamma_controllers import GammaControllers
+from app.engine.prompt_pass import read_prompt
 from app.engine.result import FinishReason, GenerationResult
 from app.engine.token_tree import tree_round
 from app.engine.verification import Verdict, verify_rows
@@ -111,11 +112,11 @@ class SpeculativeEngine:
         draft_prefill_s, prompt_unread = 0.0, mode != "plain" and self.drafter is not None
         # The prompt's last token is read with the rest and the reply's first token drawn from
         # its row, as llama-server does: the first token waits for no pass of its own, no
-        # reading and no draft. Two rows are asked for so that the last token is computed in a
-        # batch even where the cache holds the whole prompt already (a reply asked for again): a
-        # one-row pass rounds differently (LlamaModel.uniform_batches), and the same prompt
-        # must give the same reply whatever the cache held, in every mode.
-        first_rows: np.ndarray | None = self.target.feed(tokens, min(2, len(tokens)))[-1:]
+        # reading and no draft.
+        first_rows = read_prompt(self.target, tokens, control)
+        # A stop came while the prompt was being read: the reply ends, cancelled, before its
+        # first token.
+        stopped_reading = first_rows is None
         self._draft_behind = False
         # Set when γ auto judged that reading the prompt would cost this reply more than
         # drafting saves it: the reply runs plain, and the draft model reads the prompt if the
@@ -136,7 +137,7 @@ class SpeculativeEngine:
         ttft: float | None = None
         finish: FinishReason = "length"
         while True:
-            if control.stop_requested:
+            if control.stop_requested or stopped_reading:
                 finish = "cancelled"
                 break
             remaining = config.max_tokens - len(reply)

@@ -21,9 +21,17 @@ class ModelHandle(Protocol):
     # When set, every pass computes at least two rows (see LlamaModel.uniform_batches).
     uniform_batches: bool
     tokens: list[int]  # what the cache holds, in order
+    # Of the last feed's history, what the cache held when it began (restored included); a
+    # prompt read in parts (app/engine/prompt_pass.py) sets it to the whole pass's.
+    reused: int
 
     def feed(self, history: Sequence[int], n_logits: int) -> npt.NDArray[np.float32]:
         """Make the cache hold exactly `history`; return logits of its last n_logits rows."""
+        ...
+
+    def held_for(self, history: Sequence[int]) -> int:
+        """How many of history's first tokens a feed of it would not decode again: held in the
+        cache, or in a saved state it would restore. Decodes and restores nothing."""
         ...
 
     def reset(self) -> None: ...

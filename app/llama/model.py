@@ -84,7 +84,8 @@ class LlamaModel(TokenText):
         # so dropping them starts another conversation, not a speculative rollback.
         self._settled = 0
         # How much of the last feed's history the cache held when it began, live or restored
-        # from the prompt cache (rows decoded again for their logits included): cache_n.
+        # from the prompt cache (rows decoded again for their logits included): cache_n. A
+        # prompt read in parts (app/engine/prompt_pass.py) sets it to the whole pass's.
         self.reused = 0
         self._prompt_cache = PromptCache(config.prompt_cache_mib * 2**20)
         self._piece_cache: dict[int, bytes] = {}
@@ -268,6 +269,16 @@ class LlamaModel(TokenText):
         ptr = self._lib.llama_get_logits(self._ctx)
         rows = np.ctypeslib.as_array(ptr, shape=(n_rows * self.n_vocab,))
         return rows.reshape(n_rows, self.n_vocab)[n_rows - n_logits :].copy()
+
+    def held_for(self, history: Sequence[int]) -> int:
+        """How many of history's first tokens feed(history, …) would not decode again: the
+        cache's common prefix, or what the saved state it would restore holds."""
+        held = common_prefix(self.tokens, history)
+        if len(history) - held > MIN_RESTORE_GAIN and self._prompt_cache.budget_bytes:
+            found = self._prompt_cache.find(history, beyond=held + MIN_RESTORE_GAIN)
+            if found is not None:
+                held = found[1]
+        return held
 
     def _fit_threads(self) -> None:
         if self._governor is None:

@@ -113,6 +113,9 @@ class FakeLlama:
             rows[j] = self.logits(history[: n_hist - n_logits + j + 1])
         return rows
 
+    def held_for(self, history: Sequence[int]) -> int:
+        return common_prefix(self.tokens, history)  # a fake restores nothing
+
     def reset(self) -> None:
         self.tokens = []
 

@@ -1,0 +1,64 @@
+"""The prompt's pass: the target reads a reply's prompt, and a stop is heard while it does.
+
+One feed of a long prompt runs for seconds on a CPU (a 4k-token prompt on a large model: tens
+of seconds), and nothing can stop it midway; so a prompt that leaves more than a batch to read
+is fed as ever longer prefixes, each one whole batch more than the last (every one a plain
+`feed`, the one primitive), with the stop flag read between them. A client that leaves, a
+server shutting down or the window's Stop then waits for one batch, not the whole pass.
+
+Those feeds decode the very batches one feed of the whole prompt would: whole batches from
+where the cache's hold ends (live, or restored from a saved conversation), then the rest split
+as that feed splits it. So the reply is the same either way, to the bit (llama.cpp's kernels
+may round a row by the size of the batch it is in: LlamaModel.uniform_batches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from app.engine.control import GenerationControl
+from app.llama.handle import ModelHandle
+
+# The rows the prompt's last feed asks for, and so the fewest tokens one feed of the whole
+# prompt keeps for its last batch. Two, so that the last token is computed in a batch even where
+# the cache holds the whole prompt already (a reply asked for again): a one-row pass rounds
+# differently (LlamaModel.uniform_batches), and the same prompt must give the same reply
+# whatever the cache held, in every mode.
+PROMPT_ROWS = 2
+# Tokens one feed of a prompt read in parts decodes at least: a multiple of the batch, so that a
+# target that reads one token a pass (n_batch 1) is not fed once per token.
+MIN_PART = 64
+
+
+def read_prompt(
+    target: ModelHandle, tokens: Sequence[int], control: GenerationControl
+) -> np.ndarray | None:
+    """Make the target's cache hold `tokens`; the row its last token gives (the reply's first
+    token is drawn from it), or None when a stop came first: the cache then holds a prefix of
+    the prompt, whole batches, that a later reply reuses."""
+    step = part_size(getattr(target, "n_batch", None))
+    held: int | None = None  # what the cache held when the first part's feed began
+    if step:
+        end = target.held_for(tokens) + step
+        # A part's feed never leaves fewer than the last rows: one feed splits those its way.
+        while len(tokens) - end >= PROMPT_ROWS:
+            target.feed(tokens[:end], 0)
+            held = target.reused if held is None else held
+            if control.stop_requested:
+                return None
+            end += step
+    rows = target.feed(tokens, min(PROMPT_ROWS, len(tokens)))[-1:]
+    if held is not None:
+        # The pass's count (cache_n), not its last part's: the parts before it were read now.
+        target.reused = held
+    return rows
+
+
+def part_size(n_batch: int | None) -> int:
+    """Tokens between two stop checks while a prompt is read: whole batches; 0 reads it in one
+    feed (a target that does not say its batch)."""
+    if not n_batch:
+        return 0
+    return n_batch * max(1, -(-MIN_PART // n_batch))
