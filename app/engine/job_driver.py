@@ -240,8 +240,7 @@ def drive(session: EngineSession, job: Job, sink: Sink, ticket: Ticket) -> Outco
             if isinstance(event, RoundEvent):
                 ticket._count_round()
             elif isinstance(event, FinishEvent):
-                if event.result.finish_reason == "cancelled" and not ticket.completed:
-                    finish = "cancelled"
+                finish = outcome_of(event, ticket)
                 # Done before the receiver hears of it, so a late cancel() is a no-op.
                 ticket.finish()
             deliver(sink, ticket, event)
@@ -250,6 +249,14 @@ def drive(session: EngineSession, job: Job, sink: Sink, ticket: Ticket) -> Outco
         deliver(sink, ticket, Failed(_INTERNAL, "internal", exc))
         return "failed"
     return finish
+
+
+def outcome_of(event: FinishEvent | Failed, ticket: Ticket) -> Outcome:
+    """How a job ended, from its last event: what drive returns, known as the event is sent."""
+    if isinstance(event, Failed):
+        return "cancelled" if event.kind == "cancelled" else "failed"
+    stopped = event.result.finish_reason == "cancelled" and not ticket.completed
+    return "cancelled" if stopped else "served"
 
 
 def deliver(sink: Sink, ticket: Ticket, event: OwnerEvent) -> None:

@@ -26,14 +26,17 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from app.engine.events import FinishEvent
 from app.engine.job_driver import (
     Failed,
     Job,
     Outcome,
+    OwnerEvent,
     Sink,
     Ticket,
     deliver,
     drive,
+    outcome_of,
 )
 from app.engine.session import EngineSession
 from app.errors import SpecChatError
@@ -102,15 +105,35 @@ class JobRunner:
         self._runtime = runtime
 
     def run(self, job: Job, sink: Sink, ticket: Ticket) -> None:
-        """Serve one job to the end and count how it ended."""
+        """Serve one job to the end and count how it ended.
+
+        Counted as its last event (FinishEvent or Failed) is handed on, not when drive returns:
+        the engine goes on after the reply's end (it saves the conversation for the next one),
+        and a client that reads /health as soon as it has its reply must find it counted."""
+        counted = False
+
+        def count_at_the_end(event: OwnerEvent) -> None:
+            nonlocal counted
+            if not counted and isinstance(event, FinishEvent | Failed):
+                counted = True
+                self._end(outcome_of(event, ticket), ticket)
+            sink(event)
+
         with self._lock:
             self._stats.running = True
         try:
-            outcome = drive(self._runtime, job, sink, ticket)
+            outcome = drive(self._runtime, job, count_at_the_end, ticket)
         finally:
             ticket.finish()
-            with self._lock:
-                self._stats.running = False
+            if not counted:
+                with self._lock:
+                    self._stats.running = False
+        if not counted:  # drive always ends with one of them; this only keeps the count whole
+            self._end(outcome, ticket)
+
+    def _end(self, outcome: Outcome, ticket: Ticket) -> None:
+        with self._lock:
+            self._stats.running = False
         self._record(outcome, ticket)
 
     def read_memory(self) -> None:

@@ -266,6 +266,30 @@ def test_stop_accepting_ends_the_running_job_and_tells_the_waiting_ones(
     assert owner.health()["queued"] == 0
 
 
+def test_health_counts_a_job_before_its_receiver_hears_the_end(runtime: ScriptedRuntime) -> None:
+    owner = make_owner(runtime)
+    seen: list[dict[str, Any]] = []
+
+    class Reading(Collector):
+        """Reads /health as it hears the end, as a client does once it has its reply."""
+
+        def __call__(self, event: OwnerEvent) -> None:
+            if isinstance(event, FinishEvent | Failed):
+                seen.append(owner.health())
+            super().__call__(event)
+
+    for job in (text_job("a"), text_job("x" * N_CTX)):  # served, then failed
+        sink = Reading()
+        owner.submit(job, sink)
+        sink.wait()
+    owner.close()
+    assert [(h["served"], h["failed"], h["running"]) for h in seen] == [
+        (1, 0, False),
+        (1, 1, False),
+    ]
+    assert owner.health()["served"] == 1  # counted once
+
+
 def test_health_reports_what_the_models_hold_as_of_the_last_job(runtime: ScriptedRuntime) -> None:
     owner = make_owner(runtime)
     for name in "ab":
