@@ -21,7 +21,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.engine.job_driver import Failed, Started
 from app.engine.job_queue import EngineOwner, QueueFullError
@@ -33,6 +33,7 @@ from app.server.guard import RequestGuard
 from app.server.limits import Limits, check_message_count, check_prompt_size
 from app.server.schemas import ApiRequest, Defaults, parse_chat, parse_completion, request_param
 from app.server.sse import (
+    CUT_SHORT,
     EventStreamResponse,
     Feed,
     ReplyEnd,
@@ -215,9 +216,17 @@ class _Completions:
             return
         gone = asyncio.Event()
         watcher = asyncio.create_task(watch_disconnect(receive, ticket, gone))
+        sent = _SentSoFar(send)
         try:
             response = await self._respond(parsed, feed, gone, settings.model_id)
-            await response(scope, receive, send)
+            await response(scope, receive, sent)
+        except asyncio.CancelledError:
+            # The server gave up waiting for this request (uvicorn cancels what is still running
+            # when its graceful-shutdown limit runs out): it ends here, as a reply the shutdown
+            # cut short, not as a traceback in the log and a text/plain 500 from uvicorn.
+            log.info("request %d cut short: the server is shutting down", ticket.job_id)
+            if not gone.is_set():
+                await sent.cut_short(scope, receive)
         finally:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -245,6 +254,34 @@ class _Completions:
                 return error_response(_failure_error(piece.failure, chat=self._chat))
             return JSONResponse(fmt.completion("".join(text), piece.result, first, piece.stop_hit))
         raise AssertionError("a reply always ends with ReplyEnd")
+
+
+class _SentSoFar:
+    """A request's `send`, noting how far the response got, so a request cut short ends it as
+    the API says: a JSON 503 before it began, an error event and [DONE] in a stream."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.complete = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.complete = True
+        await self._send(message)
+
+    async def cut_short(self, scope: Scope, receive: Receive) -> None:
+        error = ApiError(503, CUT_SHORT, code="cancelled")
+        # The connection may be closing too: whatever cannot be sent any more is not sent.
+        with contextlib.suppress(Exception):
+            if not self.started:
+                await error_response(error)(scope, receive, self)
+            elif not self.complete:
+                for chunk in (sse_event(error.body()), sse_event("[DONE]")):
+                    await self({"type": "http.response.body", "body": chunk, "more_body": True})
+                await self({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _sse(

@@ -1,0 +1,96 @@
+"""A request that uvicorn cancels (its graceful-shutdown limit ran out while the engine still
+worked on it) ends as the API says a reply the shutdown cut short does: a JSON 503 `cancelled`
+before anything was sent, an error event and [DONE] in a stream. No traceback is logged."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import pytest
+
+from app.engine.config import GenerationConfig
+from app.engine.events import TokenEvent
+from app.engine.job_driver import Job, Sink, Started, Ticket
+from app.server.app import ServerSettings, create_app
+from app.server.schemas import Defaults
+
+
+class SilentOwner:
+    """Takes a job and never ends it, as an engine deep in a long pass; `tell` sends it on."""
+
+    def __init__(self, *events: Any) -> None:
+        self.events = events
+        self.tickets: list[Ticket] = []
+
+    def submit(self, job: Job, sink: Sink) -> Ticket:  # noqa: ARG002
+        for event in self.events:
+            sink(event)
+        self.tickets.append(Ticket(1))
+        return self.tickets[-1]
+
+    def health(self) -> dict[str, Any]:
+        return {}
+
+
+def cancelled_request(owner: SilentOwner, stream: bool) -> list[dict[str, Any]]:
+    app = create_app(owner, ServerSettings(Defaults(GenerationConfig(max_tokens=40), 4), "m", 512))
+    body = {"prompt": "Count.", "stream": stream}
+
+    async def call() -> list[dict[str, Any]]:
+        incoming = [{"type": "http.request", "body": json.dumps(body).encode()}]
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            if incoming:
+                return incoming.pop()
+            await asyncio.Event().wait()  # the client stays connected
+            raise AssertionError
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]
+        scope = {"type": "http", "method": "POST", "path": "/v1/completions",
+                 "headers": headers, "query_string": b"", "root_path": ""}  # fmt: skip
+        task = asyncio.create_task(app(scope, receive, send))
+        while not owner.tickets or (stream and not sent):
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        task.cancel()  # as uvicorn does once its graceful-shutdown limit runs out
+        await task  # ends without raising: uvicorn would log a raise as a traceback
+        return sent
+
+    return asyncio.run(call())
+
+
+def test_a_request_cancelled_before_its_reply_began_gets_a_json_503(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    owner = SilentOwner()
+    with caplog.at_level(logging.INFO):
+        sent = cancelled_request(owner, stream=False)
+    start = sent[0]
+    assert start["status"] == 503
+    assert (b"content-type", b"application/json") in start["headers"]
+    body = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    assert body["error"]["code"] == "cancelled"
+    assert owner.tickets[0].cancelled  # the engine is told to stop
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+def test_a_stream_cancelled_midway_ends_with_an_error_event_and_done(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    owner = SilentOwner(Started((1, 2), 0, "plain"), TokenEvent(65, "A", False, 0))
+    with caplog.at_level(logging.INFO):
+        sent = cancelled_request(owner, stream=True)
+    assert sent[0]["status"] == 200
+    raw = b"".join(m.get("body", b"") for m in sent[1:]).decode()
+    events = [line[6:] for line in raw.splitlines() if line.startswith("data: ")]
+    assert json.loads(events[-2])["error"]["code"] == "cancelled"
+    assert events[-1] == "[DONE]"
+    assert sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
