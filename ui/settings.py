@@ -118,7 +118,7 @@ class Settings(QObject):
     Signals:
         changed(str): a key whose value changed (setters ignore writes of the same value).
         saveFailed(str): the file could not be written (a full disk, a read-only file); said
-            once until a write succeeds again. Changes then last until the window closes.
+            once. Changes then last until the window closes.
     """
 
     changed = Signal(str)
@@ -181,10 +181,13 @@ class Settings(QObject):
         self._save_timer.start()
 
     def sync(self) -> bool:
-        """Write pending changes now; False (and saveFailed, once) when the disk refused."""
+        """Write pending changes now; False (and saveFailed, the first time) when the disk
+        refused. QSettings keeps its first error for the object's life, so once refused, every
+        later sync reads as refused: said once, then only returned."""
         self._save_timer.stop()
         self._qs.sync()
-        saved = self._qs.status() == QSettings.Status.NoError
+        # FormatError is the file's reading (a hand-edited line without "="), not the write.
+        saved = self._qs.status() != QSettings.Status.AccessError
         if not saved and not self._failing:
             message = (
                 f"Could not save preferences to {self._qs.fileName()} (a full disk, or a file "

@@ -1,10 +1,12 @@
 """One writer at a time in a folder shared by processes (two windows on one data folder).
 
 An advisory lock (`flock`) on a file that is never deleted: a lock on a file that another process
-could delete and create again would be a lock on a name no one else opens. Held for the few
-milliseconds of a read-then-write, so waiting is rare and short; a holder stuck for longer than
-`wait` (a stopped process) is not waited for: the caller goes on unlocked, as it did before
-there was a lock, and says so in the log. Where `flock` does not exist the lock is a no-op.
+could delete and create again would be a lock on a name no one else opens. Held for a
+read-then-write: milliseconds for a journal append, up to a second or two for a whole index
+file read or rewritten. A holder stuck for longer than `wait` (a stopped process) is not waited
+for: the caller goes on unlocked, as it did before there was a lock, and says so in the log.
+Where `flock` does not exist the lock is a no-op. The lock belongs to an open file, not to a
+process: two threads of one process exclude each other as two processes do.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def folder_lock(folder: Path, *, wait: float = 10.0) -> Iterator[bool]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    log.warning("%s stayed locked for %.0f s; going on without it", folder, wait)
+                    log.warning("%s stayed locked for %.1f s; going on without it", folder, wait)
                     break
                 time.sleep(_POLL_SECONDS)
         yield locked

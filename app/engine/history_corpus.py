@@ -89,12 +89,16 @@ def corpus_path(data_dir: Path, fingerprint: str) -> Path:
     return data_dir / FOLDER_NAME / f"{name}.bin"
 
 
-def forget_every_vocabulary(data_dir: Path) -> None:
+def forget_every_vocabulary(data_dir: Path, *, wait: float = 10.0) -> None:
     """Delete every vocabulary's corpus under `data_dir`, with journals and the temporary files
     of rewrites a killed process left: chats were deleted, and each file may hold them. A
-    target's corpus is rebuilt from the remaining history when it is next loaded."""
+    target's corpus is rebuilt from the remaining history when it is next loaded.
+
+    wait: how long to wait for the folder's lock before deleting unlocked (a deletion is
+    atomic; what a writer puts back meanwhile, the rebuild after the deletion replaces). The
+    UI thread waits little: an index being read or rewritten holds the lock for a second or two."""
     folder = data_dir / FOLDER_NAME
-    with folder_lock(folder):
+    with folder_lock(folder, wait=wait):
         try:
             files = [path for path in folder.iterdir() if path.name != LOCK_NAME]
         except FileNotFoundError:
@@ -121,7 +125,8 @@ class HistoryCorpus:
         persist: bool = True,
     ) -> None:
         """persist=False: held in memory alone for the life of the process (`specchat serve`,
-        the bench), never read from or written to disk; nothing is kept for a save."""
+        the bench): no file is read or written (clear() and rebuild() still look in
+        `data_dir`, which such callers keep apart); nothing is kept for a save."""
         if max_tokens < MIN_DOCUMENT_TOKENS:
             raise ValueError(f"max_tokens must be at least {MIN_DOCUMENT_TOKENS}")
         self.path = corpus_path(data_dir, fingerprint)

@@ -7,9 +7,15 @@ is fed as ever longer prefixes, each one whole batch more than the last (every o
 server shutting down or the window's Stop then waits for one batch, not the whole pass.
 
 Those feeds decode the very batches one feed of the whole prompt would: whole batches from
-where the cache's hold ends (live, or restored from a saved conversation), then the rest split
-as that feed splits it. So the reply is the same either way, to the bit (llama.cpp's kernels
-may round a row by the size of the batch it is in: LlamaModel.uniform_batches).
+where the cache's hold ends (live, or restored from a saved conversation: held_for), then the
+rest split as that feed splits it. So the reply is the same either way, to the bit (llama.cpp's
+kernels may round a row by the size of the batch it is in: LlamaModel.uniform_batches). Where
+the hold is not what held_for foresaw (a saved state that fails to restore, a cache that cannot
+drop a suffix and starts over) the parts split differently; exact mode, which checks that
+llama.cpp rounds every batch size alike, still gives the same reply.
+
+Models on RPC workers run in a child process (app/engine/isolated_child.py) that hears a stop
+only between the events it sends: there a stop waits for the prompt's whole pass.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ def read_prompt(
             target.feed(tokens[:end], 0)
             held = target.reused if held is None else held
             if control.stop_requested:
+                target.reused = held  # what the pass found held, not what its last part did
                 return None
             end += step
     rows = target.feed(tokens, min(PROMPT_ROWS, len(tokens)))[-1:]

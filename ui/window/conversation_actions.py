@@ -28,6 +28,9 @@ T = TypeVar("T")
 
 # How long Undo stays offered after Edit and resend took an exchange back.
 UNDO_SHOWN_MS = 20_000
+# The UI thread's wait for the past-chats index's lock, which the engine thread may hold for a
+# second or two while it reads or rewrites an index; past it the files are deleted unlocked.
+UI_LOCK_WAIT_S = 0.2
 DELETED_ELSEWHERE = (
     "This chat was deleted in another SpecChat window; your message starts a new chat."
 )
@@ -161,7 +164,7 @@ class ConversationActions:
         # go first: a crash after the chat's delete and before the index is rebuilt would
         # leave them holding it, trusted at the next start.
         with contextlib.suppress(DataFolderError):  # then the store cannot delete either
-            forget_every_vocabulary(data_dir())
+            forget_every_vocabulary(data_dir(), wait=UI_LOCK_WAIT_S)
         deleted_current = bool(self.store_action(lambda: self._chat.delete(conversation_id)))
         self.refresh_list()
         return deleted_current

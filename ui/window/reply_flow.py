@@ -164,6 +164,8 @@ class ReplyFlow(QObject):
         reply cut by it does not take the complete earlier reply's place."""
         if self.control is None:
             return False
+        if closing and self.control.stop_requested:
+            return True  # the user stopped it first: the partial reply replaces, as they meant
         self._closing = closing
         self.control.stop()
         return True

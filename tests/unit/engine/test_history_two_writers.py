@@ -5,6 +5,7 @@ back."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -188,3 +189,18 @@ def test_forgetting_every_vocabulary_keeps_the_lock_file(tmp_path: Path) -> None
     assert corpus.save()
     forget_every_vocabulary(tmp_path)
     assert [p.name for p in corpus.path.parent.iterdir()] == [LOCK_NAME]
+
+
+def test_the_ui_thread_deletes_the_files_even_while_the_lock_is_held(tmp_path: Path) -> None:
+    """A chat's deletion must not wait seconds on the UI thread behind an index being read
+    or rewritten: past a short wait the files go unlocked (the rebuild after it replaces what a
+    writer puts back)."""
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.add(_doc(0))
+    assert corpus.save()
+    with lock_held_elsewhere(corpus.path.parent):
+        started = time.monotonic()
+        forget_every_vocabulary(tmp_path, wait=0.1)
+        waited = time.monotonic() - started
+    assert not corpus.path.exists()
+    assert waited < 5  # not the 10 s a writer on the engine thread would wait

@@ -118,3 +118,17 @@ def test_a_prompt_read_in_parts_gives_the_reply_one_feed_gives(gamma: GammaSetti
 
     whole = FakeLlama(toy_logits(3, N_VOCAB), N_VOCAB, n_ctx=4096)  # says no batch: one feed
     assert reply(BatchedLlama(8)) == reply(whole)
+
+
+def test_a_prompt_stopped_after_some_parts_reports_what_the_pass_found_held() -> None:
+    """cache_n of a stopped read is what the cache held when the read began, not what its last
+    part found (the parts before it, read by this same pass)."""
+    model = BatchedLlama(16)
+    prompt = _prompt(400)
+    model.feed(prompt[:20], 0)
+    control = GenerationControl()
+    feeds = iter(range(2, -1, -1))
+    model.after_feed = lambda: None if next(feeds) else control.stop()  # during the third part
+    assert read_prompt(model, prompt, control) is None
+    assert len(model.tokens) == 20 + 3 * part_size(16)
+    assert model.reused == 20

@@ -187,3 +187,18 @@ def test_the_window_refuses_to_start_on_it_in_one_line(
     err = capsys.readouterr().err
     assert err.startswith("error: Cannot open the settings file") and err.count("\n") == 1
     assert shown and "settings file" in shown[0]
+
+
+def test_a_hand_edited_line_qt_cannot_read_is_no_refused_write(
+    tmp_path: Path, qtbot: QtBot
+) -> None:
+    """QSettings reports a line without "=" as a format error, and keeps reporting it: the file
+    is written all the same, so nothing is said."""
+    path = tmp_path / "s.ini"
+    path.write_text("[generation]\nthis line has no equals sign\ngamma=3\n", encoding="utf-8")
+    s = make(path)
+    said: list[str] = []
+    s.saveFailed.connect(said.append)
+    s.set("generation/gamma", 7)
+    assert s.sync()
+    assert said == [] and make(path).get_int("generation/gamma") == 7

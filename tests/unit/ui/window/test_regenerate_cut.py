@@ -70,3 +70,33 @@ def test_a_regenerate_that_fails_after_some_text_keeps_the_earlier_reply(
         assert errors and "the earlier reply is kept" in errors[-1]
     finally:
         close_window(window)
+
+
+def test_closing_right_after_the_users_stop_keeps_the_stopped_reply_as_meant(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    """The user's Stop keeps what the regenerated reply wrote (it replaces the earlier one); a
+    close that comes before that reply's end has arrived must not turn it into a cut by the
+    window."""
+    window, conversation = open_with_one_reply(
+        qtbot, isolated_data_dir, files, model_step_s=0.3, max_tokens=8
+    )
+    closed = False
+    try:
+        before = window.store.messages(conversation)
+        window.settings.set("generation/max_tokens", 400)
+        window.regenerate()
+        qtbot.waitUntil(lambda: bool(window.view.streaming_text), timeout=TIMEOUT_MS)
+        window.stop()
+        close_window(window)  # the stopped reply's end arrives during the close
+        closed = True
+    finally:
+        if not closed:
+            close_window(window)
+    store = ConversationStore(isolated_data_dir / "conversations.sqlite3")
+    try:
+        after = store.messages(conversation)
+    finally:
+        store.close()
+    assert [m.role for m in after] == ["user", "assistant"]
+    assert after[-1].id != before[-1].id and after[-1].content.strip()
