@@ -105,7 +105,18 @@ def schema_grammar(schema: dict[str, Any], where: str = "response_format") -> st
         raise
     except Exception as exc:  # the converter raises bare Exceptions and KeyErrors alike
         raise invalid(where, f"'{where}' holds a schema this server cannot use: {exc}") from None
-    return grammar
+    return _json_string_chars(grammar)
+
+
+# llama-cpp-python's converter lets a string hold any character but `"` and `\`, raw control
+# characters included, which JSON forbids: a sampled reply with a newline inside a string is
+# no JSON. llama.cpp's own converter (json-schema-to-grammar.cpp) leaves them out, as here.
+_CONVERTER_STRING_CHAR = r'[^"\\]'
+_JSON_STRING_CHAR = r'[^"\\\x7F\x00-\x1F]'
+
+
+def _json_string_chars(grammar: str) -> str:
+    return grammar.replace(_CONVERTER_STRING_CHAR, _JSON_STRING_CHAR)
 
 
 def _bounded(node: Any, where: str) -> Any:

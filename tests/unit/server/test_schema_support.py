@@ -146,3 +146,14 @@ def test_a_tuple_whose_length_breaks_its_item_bounds_is_refused() -> None:
 def test_an_all_of_member_the_converter_cannot_merge_is_refused() -> None:
     error = refusal({"allOf": [{"type": "string"}]})
     assert "'allOf/0' at #" in error.message
+
+
+def test_a_string_in_the_grammar_holds_no_raw_control_character() -> None:
+    """JSON forbids a raw newline or tab inside a string; llama-cpp-python's converter allowed
+    any character but the quote and the backslash, so a sampled reply could be no JSON."""
+    grammars = [schema_grammar(schema) for _prompt, schema in SCHEMAS.values()]
+    char_rules = [line for g in grammars for line in g.splitlines() if line.startswith("char ::=")]
+    assert len(char_rules) >= 3  # the schemas with strings
+    for rule in char_rules:
+        assert r"\x00-\x1F" in rule and r"\x7F" in rule, rule
+    assert not any('[^"\\\\]' in g for g in grammars)  # the converter's class, nowhere left
