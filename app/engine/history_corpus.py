@@ -36,9 +36,15 @@ import os
 from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Protocol
 
-from app.engine.folder_lock import LOCK_NAME, folder_lock
+from app.engine.corpus_files import (
+    FOLDER_NAME,
+    Vocabulary,
+    corpus_path,
+    forget_every_vocabulary,
+    vocabulary_fingerprint,
+)
+from app.engine.folder_lock import folder_lock
 from app.engine.suffix_file import (
     IndexFileError,
     read_index_file,
@@ -51,7 +57,17 @@ from app.paths import make_private_dir
 
 log = logging.getLogger(__name__)
 
-FOLDER_NAME = "suffix-index"
+# Where each vocabulary's file lives, and deleting them all, have their own module; named here
+# too, where callers have always found them.
+__all__ = [
+    "FOLDER_NAME",
+    "HistoryCorpus",
+    "Vocabulary",
+    "corpus_path",
+    "forget_every_vocabulary",
+    "vocabulary_fingerprint",
+]
+
 # 300k tokens: about 1,200 replies of 250 tokens, 26 MB of index in memory, 17 MB on disk.
 DEFAULT_MAX_TOKENS = 300_000
 # What a corpus past its bound is cut down to, as a share of the bound.
@@ -62,55 +78,6 @@ MIN_DOCUMENT_TOKENS = 4
 # tokens); then the file is written afresh and the journal starts again.
 _JOURNAL_SHARE = 0.25
 _JOURNAL_MIN_TOKENS = 20_000
-
-
-class Vocabulary(Protocol):
-    """What a fingerprint reads from a loaded model (LlamaModel has it)."""
-
-    n_vocab: int
-
-    def token_text(self, token: int) -> str: ...
-
-
-def vocabulary_fingerprint(vocabulary: Vocabulary) -> str:
-    """Names a tokenizer: its size and a hash of every token's text, in id order. Two models
-    with the same fingerprint give the same ids for the same text."""
-    digest = hashlib.blake2b(digest_size=12)
-    for token in range(vocabulary.n_vocab):
-        digest.update(vocabulary.token_text(token).encode("utf-8", "surrogatepass"))
-        digest.update(b"\0")
-    return f"{vocabulary.n_vocab}-{digest.hexdigest()}"
-
-
-def corpus_path(data_dir: Path, fingerprint: str) -> Path:
-    """The corpus file for a vocabulary: always inside `data_dir`, whatever the fingerprint
-    says (it is hashed into the name)."""
-    name = hashlib.blake2b(fingerprint.encode("utf-8"), digest_size=16).hexdigest()
-    return data_dir / FOLDER_NAME / f"{name}.bin"
-
-
-def forget_every_vocabulary(data_dir: Path, *, wait: float = 10.0) -> None:
-    """Delete every vocabulary's corpus under `data_dir`, with journals and the temporary files
-    of rewrites a killed process left: chats were deleted, and each file may hold them. A
-    target's corpus is rebuilt from the remaining history when it is next loaded.
-
-    wait: how long to wait for the folder's lock before deleting unlocked (a deletion is
-    atomic; what a writer puts back meanwhile, the rebuild after the deletion replaces). The
-    UI thread waits little: an index being read or rewritten holds the lock for a second or two."""
-    folder = data_dir / FOLDER_NAME
-    with folder_lock(folder, wait=wait):
-        try:
-            files = [path for path in folder.iterdir() if path.name != LOCK_NAME]
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            log.warning("could not list the chat-history draft indexes in %s (%s)", folder, exc)
-            return
-        for path in files:
-            try:
-                path.unlink()
-            except OSError as exc:
-                log.warning("could not delete the chat-history draft index %s (%s)", path, exc)
 
 
 class HistoryCorpus:

@@ -7,6 +7,7 @@ before paying for its load, and turns chat messages into prompt ids with the tar
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -107,9 +108,7 @@ class Runtime:
         self.engine = SpeculativeEngine(self.target, clock=self._clock)
         if self._history_dir is not None:
             self.history = HistoryCorpus(
-                self._history_dir,
-                vocabulary_fingerprint(self.target),
-                persist=self._keep_history,
+                self._history_dir, vocabulary_fingerprint(self.target), persist=self._keep_history
             )
             if self.history.needs_rebuild:
                 self._rebuild_history()
@@ -131,11 +130,8 @@ class Runtime:
     def _rebuild_history(self) -> None:
         if self.history is None or self._history_source is None or self.target is None:
             return
-        target = self.target
-
-        def tokenize(text: str) -> list[int]:
-            return target.tokenize(text, add_special=False, parse_special=False)
-
+        # The chats' text as plain text: a "<|im_start|>" typed in a chat is no control token.
+        tokenize = functools.partial(self.target.tokenize, add_special=False, parse_special=False)
         self.history.rebuild(self._history_source(tokenize))
 
     def load_draft(

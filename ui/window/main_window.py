@@ -129,8 +129,7 @@ class MainWindow(WindowLayout):
             show_error=self.show_error,
         )
         self._closed = False
-        # Enter pressed while a server request ran, the models loaded or a reply stopped: sent
-        # once that ends.
+        # Enter pressed while a request ran, models loaded or a reply stopped: sent after.
         self._send_when_ready = False
 
         connect_window(self)
@@ -256,8 +255,7 @@ class MainWindow(WindowLayout):
     def delete_conversation(self, conversation_id: int) -> None:
         if self.chats.delete(conversation_id):
             self.new_chat()
-        # The past-chats index is rebuilt from the chats that remain, on the engine thread,
-        # after the work before it (its files went with the chat: ConversationActions.delete).
+        # The past-chats index, its files gone with the chat, is rebuilt from those that remain.
         self.host.request_task(forget_history)
 
     def _confirm_delete(self, conversation_id: int) -> None:
