@@ -9,19 +9,30 @@ for, so mypy checks both ends), a `Generate`, or `Close`; while a generation run
 messages pass the user's Stop and γ switches on. The child answers a call with `Progress`
 messages (loads) and then `Returned` or `Raised`; a generation with its events, then `Done`
 or `Raised`.
+
+Who holds the pipe: the child's main thread runs every request and sends every answer. It also
+receives every request, except while a generation runs: then `_ControlReader`'s thread alone
+receives, and sets each `Control` on the generation's GenerationControl the moment it arrives,
+as the window's UI thread sets the flags of a generation in process. So a Stop reaches the
+prompt's pass between two of its parts (app/engine/prompt_pass.py), not after the whole pass.
+That thread has ended before the generation's `Done` or `Raised` is sent, and the parent sends
+only `Control` messages until it has read one of those, so it never takes a request.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import pickle
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
 
 from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
@@ -258,19 +269,55 @@ def _send(conn: Connection, answer: Answer) -> None:
     conn.send(answer)
 
 
+class _ControlReader:
+    """The thread that receives on the pipe while a generation runs (see the module's text)."""
+
+    def __init__(self, conn: Connection, control: GenerationControl) -> None:
+        self._conn = conn
+        self._control = control
+        # The generation's end wakes the thread through a pipe of its own: only the parent
+        # writes to the pipe the thread reads.
+        self._wake_recv, self._wake_send = multiprocessing.Pipe(duplex=False)
+        self._thread = threading.Thread(target=self._run, name="generation-control", daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._wake_send.send_bytes(b"")
+        self._thread.join()
+        self._wake_send.close()
+        self._wake_recv.close()
+
+    def _run(self) -> None:
+        while True:
+            ready = wait([self._wake_recv, self._conn])
+            if self._wake_recv in ready:
+                return  # a Control still unread is stale: the main loop skips it
+            try:
+                change = self._conn.recv()
+            except (EOFError, OSError):
+                return  # the parent is gone; the main thread's next send or receive says so
+            assert isinstance(change, Control)  # the parent sends nothing else mid-generation
+            change.apply(self._control)
+
+
 def _generate(conn: Connection, runtime: Runtime, request: Generate) -> None:
     control = GenerationControl()
     request.control.apply(control)
     first = True
-    for event in runtime.generate(request.prompt_ids, request.config, control):
-        if first:  # the prompt's pass has run
-            _send(conn, PromptCached(runtime.prompt_cached))
-            first = False
-        _send(conn, event)
-        while conn.poll():
-            change = conn.recv()  # only a Control arrives mid-generation
-            assert isinstance(change, Control)
-            change.apply(control)
+    with _ControlReader(conn, control):
+        for event in runtime.generate(request.prompt_ids, request.config, control):
+            if first:  # the prompt's pass has run
+                _send(conn, PromptCached(runtime.prompt_cached))
+                first = False
+            _send(conn, event)
     _send(conn, Done())
 
 

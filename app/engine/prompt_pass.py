@@ -14,8 +14,9 @@ the hold is not what held_for foresaw (a saved state that fails to restore, a ca
 drop a suffix and starts over) the parts split differently; exact mode, which checks that
 llama.cpp rounds every batch size alike, still gives the same reply.
 
-Models on RPC workers run in a child process (app/engine/isolated_child.py) that hears a stop
-only between the events it sends: there a stop waits for the prompt's whole pass.
+Models on RPC workers run in a child process (app/engine/isolated_child.py) where a thread of
+its own sets the stop flag as soon as the parent passes a Stop on, so there too a stop waits
+for one part.
 """
 
 from __future__ import annotations

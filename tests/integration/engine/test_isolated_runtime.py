@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
+from multiprocessing.connection import Connection
 from typing import Any
 
 import pytest
 
+from app.engine import isolated_child as child
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, TokenEvent
 from app.engine.gamma import OFF
 from app.engine.isolated import IsolatedRuntime
 from app.engine.job_driver import Job, Started, Ticket, drive
+from app.engine.prompt_pass import MIN_PART, part_size
 from app.errors import (
     Cancelled,
     ContextOverflowError,
@@ -72,6 +75,36 @@ def test_stop_reaches_the_child_between_rounds(
     assert result is not None
     assert result.finish_reason == "cancelled"
     assert len(result.token_ids) < 200
+
+
+def test_a_stop_reaches_the_child_while_it_reads_the_prompt(
+    runtime: IsolatedRuntime, demo_models: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long prompt is read in parts there too, and a Stop ends the pass between two of them:
+    no token is drawn, and the child's cache keeps only the parts read before the Stop."""
+    runtime.load_target(
+        ModelConfig(str(demo_models.f32), n_ctx=1024, n_batch=MIN_PART, n_threads=1)
+    )
+    prompt = [1, *range(2000, 2700)]  # eleven parts
+    control = GenerationControl()
+    send = runtime._send
+
+    def send_then_stop(request: child.Request, *, connecting: str | None = None) -> Connection:
+        conn = send(request, connecting=connecting)
+        if isinstance(request, child.Generate):
+            control.stop()  # the user's Stop, pressed as the prompt goes to the child
+        return conn
+
+    monkeypatch.setattr(runtime, "_send", send_then_stop)
+    events = list(runtime.generate(prompt, GenerationConfig(max_tokens=20, gamma=OFF), control))
+    monkeypatch.undo()
+    assert not any(isinstance(event, TokenEvent) for event in events)
+    finish = events[-1]
+    assert isinstance(finish, FinishEvent)
+    assert finish.result.finish_reason == "cancelled"
+    # The same prompt again: the cache holds what the stopped pass had read.
+    list(runtime.generate(prompt, GenerationConfig(max_tokens=1, gamma=OFF)))
+    assert 0 < runtime.prompt_cached <= len(prompt) - part_size(MIN_PART)
 
 
 def test_a_reply_abandoned_early_leaves_the_runtime_ready(
