@@ -256,6 +256,8 @@ class WaitList:
             taken.cancel("server shutting down")
         for _job, sink, ticket in waiting:
             ticket.cancel("server shutting down")
+            # Out of the queue already, so the cancel's own withdrawal found nothing to count.
+            self._runner.count_withdrawn(ticket)
             deliver(sink, ticket, Failed("the server is shutting down", "cancelled"))
 
     # -- the thread that runs the jobs ----------------------------------------------------------

@@ -266,6 +266,28 @@ def test_stop_accepting_ends_the_running_job_and_tells_the_waiting_ones(
     assert owner.health()["queued"] == 0
 
 
+def test_waiting_jobs_the_shutdown_cancels_count_as_cancelled(runtime: ScriptedRuntime) -> None:
+    owner = make_owner(runtime)
+    runtime.gate.clear()
+    running = Collector()
+    owner.submit(Job(GenerationConfig(max_tokens=50), prompt="a"), running)
+    while not runtime.started:
+        threading.Event().wait(0.01)
+    waiting = [Collector(), Collector()]
+    for name, sink in zip("bc", waiting, strict=True):
+        owner.submit(text_job(name), sink)
+    owner.stop_accepting()
+    for sink in waiting:
+        sink.wait()
+    # Counted before their receivers heard of it, as a client's own withdrawal is.
+    assert owner.health()["cancelled"] == 2
+    runtime.gate.set()
+    running.wait()
+    owner.close()
+    assert (owner.health()["cancelled"], owner.health()["served"]) == (3, 0)
+    assert owner.health()["last_cancel"]["reason"] == "server shutting down"
+
+
 def test_health_counts_a_job_before_its_receiver_hears_the_end(runtime: ScriptedRuntime) -> None:
     owner = make_owner(runtime)
     seen: list[dict[str, Any]] = []
