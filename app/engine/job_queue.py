@@ -60,6 +60,11 @@ class EngineOwner(Protocol):
         """Counters for GET /health: requests served, cancelled, waiting..."""
         ...
 
+    @property
+    def stopping(self) -> bool:
+        """Whether the server is shutting down: the owner takes no more jobs."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class CancelRecord:
@@ -244,6 +249,12 @@ class WaitList:
         with self._ready:
             queued = len(self._waiting)
         return {**self._runner.health(), "queued": queued, "queue_size": self._max_queue}
+
+    @property
+    def stopping(self) -> bool:
+        """Whether stop_accepting was called: the server that queues here is shutting down."""
+        with self._ready:
+            return self._closed
 
     def stop_accepting(self) -> None:
         """Refuse new jobs and cancel the running and waiting ones, so their replies end now."""

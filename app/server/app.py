@@ -221,9 +221,15 @@ class _Completions:
             response = await self._respond(parsed, feed, gone, settings.model_id)
             await response(scope, receive, sent)
         except asyncio.CancelledError:
-            # The server gave up waiting for this request (uvicorn cancels what is still running
-            # when its graceful-shutdown limit runs out): it ends here, as a reply the shutdown
-            # cut short, not as a traceback in the log and a text/plain 500 from uvicorn.
+            if not self._owner.stopping:
+                # Not this server stopping (uvicorn cancels a request only once its graceful
+                # shutdown runs out of time): whoever cancelled the task, such as an ASGI server
+                # that cancels a request when its client leaves, or a timeout around the app,
+                # handles it. The engine stops for it below; no client is told of a shutdown.
+                log.info("request %d cancelled before its reply ended", ticket.job_id)
+                raise
+            # The server gave up waiting for this request: it ends here, as a reply the
+            # shutdown cut short, not as a traceback in the log and a text/plain 500 from uvicorn.
             log.info("request %d cut short: the server is shutting down", ticket.job_id)
             if not gone.is_set():
                 await sent.cut_short(scope, receive)
