@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.durable import fsync_folder
 from app.paths import data_dir
 from models.partial import partial_path, remove_stale_partials
 
@@ -28,7 +29,8 @@ def save_library(places: Sequence[Path]) -> None:
 
     Written whole under a name of this process and thread alone (two windows saving at once
     must not write into one temporary file, nor rename the other's half-written one into
-    place), flushed to the disk, then renamed over the file; the last rename wins."""
+    place), flushed to the disk, then renamed over the file, and the rename flushed too; the
+    last rename wins."""
     path = library_file()
     remove_stale_partials(path.parent)  # a killed save's copy
     temporary = partial_path(path)
@@ -45,6 +47,8 @@ def save_library(places: Sequence[Path]) -> None:
         with contextlib.suppress(OSError):  # never in place of the error that got here
             temporary.unlink(missing_ok=True)
         raise
+    # Else a power cut soon after could bring back the old list, or none.
+    fsync_folder(path.parent)
 
 
 def library_places() -> list[Path]:

@@ -17,6 +17,7 @@ from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.durable import fsync_folder
 from app.engine.suffix_columns import index_from_columns
 from app.engine.suffix_index import COLUMNS, SuffixIndex
 
@@ -65,7 +66,7 @@ def write_index_file(
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_folder(path.parent)
+    fsync_folder(path.parent)
     return named
 
 
@@ -154,14 +155,3 @@ def little_endian(column: array[int]) -> bytes:
     swapped = array(column.typecode, column)
     swapped.byteswap()
     return swapped.tobytes()
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make the rename durable where folders can be synced (POSIX)."""
-    if os.name != "posix":
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

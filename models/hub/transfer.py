@@ -31,6 +31,7 @@ import httpx2
 from huggingface_hub import get_hf_file_metadata, get_session, hf_hub_url, hf_raise_for_status
 from huggingface_hub.utils import build_hf_headers
 
+from app.durable import fsync_folder
 from app.errors import Cancelled, DownloadError, ModelLoadError
 from models.gguf.header import vet_file
 from models.hub.common import (
@@ -134,15 +135,6 @@ def _lock(out: IO[bytes], name: str) -> None:
         fcntl.flock(out.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         raise DownloadError(f"{name} is already being downloaded by another process") from None
-
-
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _no_space(directory: Path, exc: OSError, partial: Path) -> DownloadError:
@@ -313,7 +305,7 @@ def download_file(
             f"{name} is not a usable GGUF file ({exc.reason}); the download was deleted"
         ) from None
     os.replace(partial, dest)
-    _fsync_dir(directory)
+    fsync_folder(directory)
     if progress is not None:
         progress(DownloadProgress(name, state.have, size, "done", state.resumed_from))
     return dest
