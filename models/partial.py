@@ -15,6 +15,8 @@ import re
 import threading
 from pathlib import Path
 
+from app.leftovers import process_alive
+
 __all__ = ["partial_path", "remove_stale_partials"]
 
 # partial_path's names: "<final name>.<pid>-<thread id>.partial".
@@ -25,18 +27,6 @@ def partial_path(dst: Path) -> Path:
     return dst.with_name(f"{dst.name}.{os.getpid()}-{threading.get_ident()}.partial")
 
 
-def _alive(pid: int) -> bool:
-    if os.name != "posix":  # there os.kill(pid, 0) ends the process instead of asking about it
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return True  # another user's process (or a number we cannot ask about): keep its file
-    return True
-
-
 def remove_stale_partials(folder: Path) -> list[Path]:
     """Remove the `.partial` files in `folder` left by writers that no longer run (a killed
     make-draft, prune or synthetic-model write), and return them. A file whose process is alive,
@@ -45,7 +35,7 @@ def remove_stale_partials(folder: Path) -> list[Path]:
     with contextlib.suppress(OSError):
         for entry in folder.iterdir():
             found = _PARTIAL_NAME.fullmatch(entry.name)
-            if found is None or _alive(int(found.group(1))):
+            if found is None or process_alive(int(found.group(1))):
                 continue
             with contextlib.suppress(OSError):
                 entry.unlink()

@@ -14,7 +14,6 @@ only when no draft at all could be loaded is its error the benchmark's.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +36,7 @@ from app.engine.control import GenerationControl
 from app.engine.gamma import GammaSetting
 from app.engine.runtime import DraftVetter, Runtime
 from app.errors import Cancelled, InvalidSettingError, SpecChatError, user_message
+from app.leftovers import scratch_dir
 from app.llama.config import ModelConfig
 from app.llama.model import LoadProgress
 
@@ -173,7 +173,7 @@ def run_benchmark(
     control = control or GenerationControl()
     # The suffix drafter's past chats are the prompts' `recall` turns alone: replies of the
     # runs themselves are not remembered, so no configuration drafts from another's output.
-    history = tempfile.TemporaryDirectory(prefix="specchat-bench-")
+    history = scratch_dir("bench")
     runtime = Runtime(
         vet_draft=vet_draft,
         history_dir=Path(history.name),

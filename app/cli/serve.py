@@ -15,7 +15,6 @@ import math
 import os
 import socket
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from app.cli.rpc_options import add_rpc_arguments
 from app.cli.signals import Interrupted
 from app.engine.job_queue import DEFAULT_QUEUE_SIZE
 from app.errors import InvalidSettingError
+from app.leftovers import scratch_dir
 from app.server.host import exposure_warning, listen, make_server, url_of
 from app.server.limits import (
     DEFAULT_BODY_TIMEOUT_S,
@@ -171,7 +171,8 @@ def run_serve(args: argparse.Namespace) -> int:
     sock = _listen(args.host, args.port, keyed=bool(args.api_key))
     # The server's own past replies, in memory for the life of the process: a question asked
     # again drafts its old answer. Never written out, and never the window's chats.
-    history = None if args.suffix == "off" else tempfile.TemporaryDirectory(prefix="specchat-")
+    # Named by this process, so the next start removes it if this one is killed outright.
+    history = None if args.suffix == "off" else scratch_dir("serve")
     try:
         runtime = load_runtime(
             args, draft_source(args), history_dir=None if history is None else Path(history.name)

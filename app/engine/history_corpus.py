@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -53,6 +52,7 @@ from app.engine.suffix_file import (
 )
 from app.engine.suffix_index import SuffixIndex
 from app.engine.suffix_journal import append_journal, journal_path, read_journal
+from app.leftovers import process_alive
 from app.paths import make_private_dir
 
 log = logging.getLogger(__name__)
@@ -310,7 +310,7 @@ class HistoryCorpus:
         # reach. A live writer's copy is left to it.
         for leftover in self.path.parent.glob(f"{self.path.name}.tmp-*"):
             pid = leftover.name.rpartition("-")[2]
-            if pid.isdigit() and _process_alive(int(pid)):
+            if pid.isdigit() and process_alive(int(pid)):
                 continue
             with contextlib.suppress(OSError):
                 leftover.unlink()
@@ -380,15 +380,3 @@ class HistoryCorpus:
 
 def _digest(document: array[int]) -> bytes:
     return hashlib.blake2b(document.tobytes(), digest_size=16).digest()
-
-
-def _process_alive(pid: int) -> bool:
-    if pid == os.getpid() or os.name != "posix":  # elsewhere os.kill(pid, 0) is no probe
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive, not ours to judge
-        return True
-    return True
