@@ -4,7 +4,9 @@ An advisory lock (`flock`) on a file that is never deleted: a lock on a file tha
 could delete and create again would be a lock on a name no one else opens. Held for a
 read-then-write: milliseconds for a journal append, up to a second or two for a whole index
 file read or rewritten. A holder stuck for longer than `wait` (a stopped process) is not waited
-for: the caller goes on unlocked, as it did before there was a lock, and says so in the log.
+for: a reader or a deleter goes on unlocked and says so in the log (reading a file another
+writer replaces by rename is safe, and so is deleting it); a writer gives up instead
+(`FolderBusyError`), since what it wrote unlocked could overwrite the holder's half-done write.
 Where `flock` does not exist the lock is a no-op. The lock belongs to an open file, not to a
 process: two threads of one process exclude each other as two processes do.
 """
@@ -21,13 +23,24 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 LOCK_NAME = ".lock"
+# How long a holder is waited for unless the caller says: far longer than any read or write
+# takes, short enough that a stopped process does not hang the other window's engine.
+LOCK_WAIT_S = 10.0
 _POLL_SECONDS = 0.01
 
 
+class FolderBusyError(Exception):
+    """Another holder kept the folder's lock past the wait, and the caller asked to give up."""
+
+
 @contextlib.contextmanager
-def folder_lock(folder: Path, *, wait: float = 10.0) -> Iterator[bool]:
+def folder_lock(
+    folder: Path, *, wait: float | None = None, give_up: bool = False
+) -> Iterator[bool]:
     """Hold the folder's lock for the block; yields False when it went unlocked (no `flock`
-    here, the lock file cannot be opened, or the holder did not let go in `wait` seconds)."""
+    here, the lock file cannot be opened, or the holder did not let go in `wait` seconds,
+    LOCK_WAIT_S by default). give_up: raise FolderBusyError instead of going on unlocked when
+    the holder did not let go."""
     try:
         import fcntl  # noqa: PLC0415 - POSIX only
     except ImportError:
@@ -43,6 +56,7 @@ def folder_lock(folder: Path, *, wait: float = 10.0) -> Iterator[bool]:
         yield False
         return
     try:
+        wait = LOCK_WAIT_S if wait is None else wait
         deadline = time.monotonic() + wait
         locked = False
         while True:
@@ -52,6 +66,8 @@ def folder_lock(folder: Path, *, wait: float = 10.0) -> Iterator[bool]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
+                    if give_up:
+                        raise FolderBusyError(f"{folder} stayed locked for {wait:.1f} s") from None
                     log.warning("%s stayed locked for %.1f s; going on without it", folder, wait)
                     break
                 time.sleep(_POLL_SECONDS)

@@ -24,7 +24,10 @@ Two processes on one data folder (two windows) share the file: each reads, write
 it under the folder's lock (app/engine/folder_lock.py), writes only over the file it last read
 or wrote, after taking in what the other wrote since, so neither loses the other's replies; a
 file the other deleted (its user deleted chats) sets `needs_rebuild`. A rebuild reads the
-history unlocked (seconds) and takes in, under the lock, what the other wrote meanwhile.
+history unlocked (seconds) and takes in, under the lock, what the other wrote meanwhile. A
+writer never writes unlocked: when the other holds the lock past its wait (a stopped process)
+the save writes nothing and returns False, and what it held stays for the next save (the chat
+history has the replies all along).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from app.engine.corpus_files import (
     forget_every_vocabulary,
     vocabulary_fingerprint,
 )
-from app.engine.folder_lock import folder_lock
+from app.engine.folder_lock import FolderBusyError, folder_lock
 from app.engine.suffix_file import (
     IndexFileError,
     read_index_file,
@@ -149,14 +152,18 @@ class HistoryCorpus:
         self.needs_rebuild = False
         if not self._persist or not self._make_folder():
             return
-        with folder_lock(self.path.parent):
-            for document in read_journal(self.path, None)[0]:
-                if _digest(document) not in journaled_before:
-                    self._take(document)
-            if stored_digest(self.path) not in (file_before, None):
-                self._take_written_meanwhile()
-            # Built from the history itself: it replaces whatever another process wrote.
-            self._save(over_others=True)
+        self.dirty = True  # until it is on disk
+        try:
+            with folder_lock(self.path.parent, give_up=True):
+                for document in read_journal(self.path, None)[0]:
+                    if _digest(document) not in journaled_before:
+                        self._take(document)
+                if stored_digest(self.path) not in (file_before, None):
+                    self._take_written_meanwhile()
+                # Built from the history itself: it replaces whatever another process wrote.
+                self._save(over_others=True)
+        except FolderBusyError as exc:
+            _log_busy(self.path, exc)
 
     def save(self) -> bool:
         """Put what changed on disk: the documents added since, appended to the journal, or the
@@ -166,13 +173,20 @@ class HistoryCorpus:
         Another process on the same data folder may have written the file since: then this
         corpus becomes what it wrote plus the documents added here, so neither loses the
         other's replies. One that deleted the file (its user deleted chats) leaves
-        `needs_rebuild` set: what is held here may include the deleted chats."""
+        `needs_rebuild` set: what is held here may include the deleted chats.
+
+        One that holds the folder's lock past the wait (a stopped process) is not written
+        over: nothing is written, and what changed stays for the next save (False)."""
         if not self._persist:
             return True
         if not self._make_folder():
             return False
-        with folder_lock(self.path.parent):
-            return self._save(over_others=False)
+        try:
+            with folder_lock(self.path.parent, give_up=True):
+                return self._save(over_others=False)
+        except FolderBusyError as exc:
+            _log_busy(self.path, exc)
+            return False
 
     def _make_folder(self) -> bool:
         try:
@@ -376,6 +390,13 @@ class HistoryCorpus:
         self._journal_tokens = 0
         self._rewrite = False
         self._dropped = set()
+
+
+def _log_busy(path: Path, exc: FolderBusyError) -> None:
+    # Written unlocked, a journal record could land where the holder's own is being written,
+    # and one of the two would be lost or both damaged. The chat history holds the replies;
+    # the index keeps them in memory and writes them with its next save.
+    log.warning("the chat-history draft index %s is not saved for now: %s", path, exc)
 
 
 def _digest(document: array[int]) -> bytes:

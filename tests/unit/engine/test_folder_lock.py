@@ -7,7 +7,9 @@ import threading
 import time
 from pathlib import Path
 
-from app.engine.folder_lock import folder_lock
+import pytest
+
+from app.engine.folder_lock import FolderBusyError, folder_lock
 from tests.helpers.locks import lock_held_elsewhere
 
 
@@ -39,6 +41,15 @@ def test_a_holder_that_never_lets_go_is_given_up_on(tmp_path: Path) -> None:
         with folder_lock(tmp_path, wait=0.2) as locked:
             assert not locked
         assert time.monotonic() - started < 5
+
+
+def test_a_writer_that_asks_to_gives_up_instead_of_going_on_unlocked(tmp_path: Path) -> None:
+    with (
+        lock_held_elsewhere(tmp_path),
+        pytest.raises(FolderBusyError),
+        folder_lock(tmp_path, wait=0.1, give_up=True),
+    ):
+        pytest.fail("went on without the lock")
 
 
 def test_a_missing_folder_goes_on_unlocked(tmp_path: Path) -> None:

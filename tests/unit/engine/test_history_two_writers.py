@@ -9,6 +9,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from app.engine import folder_lock
 from app.engine.folder_lock import LOCK_NAME
 from app.engine.history_corpus import HistoryCorpus, forget_every_vocabulary
 from app.engine.suffix_cursor import longest_match
@@ -179,6 +182,36 @@ def test_a_save_waits_while_the_other_process_holds_the_folder(tmp_path: Path) -
     assert done.wait(10)
     saver.join()
     assert corpus.path.exists()
+
+
+def test_a_save_that_cannot_take_the_lock_writes_nothing_and_saves_with_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window stopped while it holds the lock, halfway through its own append, is not waited
+    for forever; but a record appended unlocked would land where the holder's is going, and
+    one of the two would be lost or the journal damaged. Nothing is written then; the reply
+    stays in memory and is saved with the next one."""
+    monkeypatch.setattr(folder_lock, "LOCK_WAIT_S", 0.1)
+    first = HistoryCorpus(tmp_path, FINGERPRINT)
+    first.add(_doc(0))
+    assert first.save()
+    first.add(_doc(100))
+    assert first.save()  # appended: the journal exists
+    journal = journal_path(first.path)
+    before = journal.read_bytes()
+    second = HistoryCorpus(tmp_path, FINGERPRINT)
+    mine = _doc(50_000, 30)
+    with lock_held_elsewhere(first.path.parent):
+        second.add(mine)
+        assert not second.save()
+        assert second.dirty and _holds(second, mine)
+        assert journal.read_bytes() == before
+    later = _doc(60_000)
+    second.add(later)
+    assert second.save()
+    reopened = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert not reopened.needs_rebuild
+    assert _holds(reopened, mine) and _holds(reopened, later)
 
 
 def test_forgetting_every_vocabulary_keeps_the_lock_file(tmp_path: Path) -> None:
