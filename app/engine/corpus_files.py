@@ -1,19 +1,24 @@
 """Where the past-chats index files live in a data folder (one per target vocabulary, named by
-a hash of its fingerprint) and how they all go at once when chats are deleted. The index itself
-is app/engine/history_corpus.py."""
+a hash of its fingerprint) and how they all go at once when chats are deleted, leaving a stamp
+that names the deletion. The index itself is app/engine/history_corpus.py."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from pathlib import Path
 from typing import Protocol
 
 from app.engine.folder_lock import LOCK_NAME, folder_lock
+from app.paths import make_private_dir
 
 log = logging.getLogger(__name__)
 
 FOLDER_NAME = "suffix-index"
+# Names the last deletion of chats: kept when the index files go (as the lock file is).
+DELETIONS_NAME = ".deletions"
+_KEPT = (LOCK_NAME, DELETIONS_NAME)
 
 
 class Vocabulary(Protocol):
@@ -47,14 +52,26 @@ def forget_every_vocabulary(data_dir: Path, *, wait: float = 10.0) -> None:
     target's corpus is rebuilt from the remaining history when it is next loaded.
 
     wait: how long to wait for the folder's lock before deleting unlocked (a deletion is
-    atomic; what a writer puts back meanwhile, the rebuild after the deletion replaces). The
-    UI thread waits little: an index being read or rewritten holds the lock for a second or two."""
+    atomic; a file a writer puts back meanwhile bears the stamp before it, and no reader takes
+    it in). The
+    UI thread waits little: an index being read or rewritten holds the lock for a second or two.
+
+    The deletion leaves a new stamp (`deletion_stamp`) even where there was no index yet: another
+    window reading the history meanwhile, for a rebuild, may have read the deleted chats, and
+    must not write what it read."""
     folder = data_dir / FOLDER_NAME
+    try:
+        make_private_dir(folder)
+    except OSError as exc:
+        log.warning("could not open the chat-history draft indexes in %s (%s)", folder, exc)
+        return
     with folder_lock(folder, wait=wait):
         try:
-            files = [path for path in folder.iterdir() if path.name != LOCK_NAME]
-        except FileNotFoundError:
-            return
+            _stamp_deletion(folder)
+        except OSError as exc:
+            log.warning("could not record the deletion of chats in %s (%s)", folder, exc)
+        try:
+            files = [path for path in folder.iterdir() if path.name not in _KEPT]
         except OSError as exc:
             log.warning("could not list the chat-history draft indexes in %s (%s)", folder, exc)
             return
@@ -63,3 +80,27 @@ def forget_every_vocabulary(data_dir: Path, *, wait: float = 10.0) -> None:
                 path.unlink()
             except OSError as exc:
                 log.warning("could not delete the chat-history draft index %s (%s)", path, exc)
+
+
+def deletion_stamp(folder: Path) -> bytes:
+    """What names the last deletion of chats in the index folder `folder` (b"" before the
+    first). An index written from chats read under an older stamp may hold deleted ones.
+    OSError when it cannot be read."""
+    try:
+        return (folder / DELETIONS_NAME).read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def _stamp_deletion(folder: Path) -> None:
+    # Random rather than counted: two deletions that missed each other's lock still each leave
+    # a stamp no reader saw before them. Renamed into place, so a reader sees one whole stamp.
+    tmp = folder / f"{DELETIONS_NAME}.tmp-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(os.urandom(16).hex().encode("ascii"))
+        os.replace(tmp, folder / DELETIONS_NAME)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

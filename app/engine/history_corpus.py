@@ -22,12 +22,22 @@ cache of the chat history: `clear` deletes it when the history is wiped.
 
 Two processes on one data folder (two windows) share the file: each reads, writes and deletes
 it under the folder's lock (app/engine/folder_lock.py), writes only over the file it last read
-or wrote, after taking in what the other wrote since, so neither loses the other's replies; a
-file the other deleted (its user deleted chats) sets `needs_rebuild`. A rebuild reads the
-history unlocked (seconds) and takes in, under the lock, what the other wrote meanwhile. A
-writer never writes unlocked: when the other holds the lock past its wait (a stopped process)
-the save writes nothing and returns False, and what it held stays for the next save (the chat
-history has the replies all along).
+or wrote, after taking in what the other wrote since, so neither loses the other's replies.
+
+Deleting chats deletes every index file and leaves a new deletion stamp in the folder
+(app/engine/corpus_files.py); a file records the stamp its documents were read under. Documents
+read under an older stamp may include a deleted chat, so they are never written or taken in: a
+save finding a new stamp takes the file written since the deletion (plus the replies added
+here since the last save) or, with none, sets `needs_rebuild`; a rebuild whose history was read
+across a deletion keeps none of it and sets `needs_rebuild`; a file bearing an older stamp (its
+writer checked before a deletion that went on without the lock) is discarded. The window that
+deletes chats stamps before they leave the history and again after (ui/window/main_window.py,
+`delete_conversation`), so a history read between the two is caught too.
+
+A rebuild reads the history unlocked (seconds) and takes in, under the lock, what the other
+wrote meanwhile. A writer never writes unlocked: when the other holds the lock past its wait (a
+stopped process) the save writes nothing and returns False, and what it held stays for the next
+save (the chat history has the replies all along).
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ from app.engine.corpus_files import (
     FOLDER_NAME,
     Vocabulary,
     corpus_path,
+    deletion_stamp,
     forget_every_vocabulary,
     vocabulary_fingerprint,
 )
@@ -116,6 +127,9 @@ class HistoryCorpus:
         # Digests dropped past the bound since the file was read or written: the file and its
         # journal may still hold them, and taken in from there they would come back as newest.
         self._dropped: set[bytes] = set()
+        # The folder's deletion stamp when the documents held were read (None: unknown). Held
+        # documents read under an older one may include deleted chats: they are never written.
+        self._deletions: bytes | None = None
         self._persist = persist
         if persist:
             self._load()
@@ -141,6 +155,9 @@ class HistoryCorpus:
         # held before is in the history, or was deleted with it. A file another window wrote
         # meanwhile holds the history it read plus its new replies (deleting chats deletes the
         # file): what it holds beyond this history is taken in too.
+        # A chat deleted in another window while the history is read may be in what it
+        # yields: the deletion's stamp tells, and then nothing read is written or kept.
+        deletions = self._stamp_now() if self._persist else None
         journaled_before = {_digest(d) for d in read_journal(self.path, None)[0]}
         file_before = stored_digest(self.path)
         self._reset()
@@ -150,20 +167,31 @@ class HistoryCorpus:
             self._drop_oldest()
         self._reindex()
         self.needs_rebuild = False
-        if not self._persist or not self._make_folder():
+        self._deletions = deletions
+        if not self._persist:
             return
         self.dirty = True  # until it is on disk
+        if deletions is None or not self._make_folder():
+            return  # logged; the index in memory still serves
         try:
             with folder_lock(self.path.parent, give_up=True):
+                if deletion_stamp(self.path.parent) != deletions:
+                    self._reset()
+                    self.needs_rebuild = True
+                    self.dirty = False
+                    log.info("chats were deleted while the past-chats index was rebuilt")
+                    return
                 for document in read_journal(self.path, None)[0]:
                     if _digest(document) not in journaled_before:
                         self._take(document)
                 if stored_digest(self.path) not in (file_before, None):
-                    self._take_written_meanwhile()
+                    self._take_written_meanwhile(deletions)
                 # Built from the history itself: it replaces whatever another process wrote.
                 self._save(over_others=True)
         except FolderBusyError as exc:
             _log_busy(self.path, exc)
+        except OSError as exc:
+            log.warning("could not save the chat-history draft index %s (%s)", self.path, exc)
 
     def save(self) -> bool:
         """Put what changed on disk: the documents added since, appended to the journal, or the
@@ -172,8 +200,9 @@ class HistoryCorpus:
 
         Another process on the same data folder may have written the file since: then this
         corpus becomes what it wrote plus the documents added here, so neither loses the
-        other's replies. One that deleted the file (its user deleted chats) leaves
-        `needs_rebuild` set: what is held here may include the deleted chats.
+        other's replies. One that deleted chats (a new deletion stamp) leaves this corpus the
+        file written since the deletion, or `needs_rebuild` set when there is none: what was
+        held here may include the deleted chats, and is neither written nor kept.
 
         One that holds the folder's lock past the wait (a stopped process) is not written
         over: nothing is written, and what changed stays for the next save (False)."""
@@ -199,7 +228,11 @@ class HistoryCorpus:
     def _save(self, *, over_others: bool) -> bool:
         """Called under the folder's lock."""
         try:
-            if not over_others and stored_digest(self.path) != self._file_digest:
+            deletions = deletion_stamp(self.path.parent)  # a rebuild checked it already
+            if not over_others and (
+                deletions != self._deletions or stored_digest(self.path) != self._file_digest
+            ):
+                self._deletions = deletions
                 self._adopt_disk()
             unsaved = sum(len(d) for d in self._unsaved)
             journal_limit = max(_JOURNAL_MIN_TOKENS, int(_JOURNAL_SHARE * self.tokens))
@@ -210,7 +243,9 @@ class HistoryCorpus:
             ):
                 if not over_others:
                     self._fold_journal()
-                digest = write_index_file(self.path, self.fingerprint, self._documents, self.index)
+                digest = write_index_file(
+                    self.path, self.fingerprint, self._documents, self.index, deletions=deletions
+                )
                 self._file_digest, self._journal_tokens, self._rewrite = digest, 0, False
                 self._dropped = set()  # the old file's journal is ignored from now on
                 # Only now: a crash before leaves the new file and a journal of the old one,
@@ -242,7 +277,18 @@ class HistoryCorpus:
 
     def _load(self) -> None:
         with folder_lock(self.path.parent):  # no folder yet: nothing to read, no lock needed
+            self._deletions = self._stamp_now()
+            if self._deletions is None:
+                self.needs_rebuild = True
+                return
             self._read_disk()
+
+    def _stamp_now(self) -> bytes | None:
+        try:
+            return deletion_stamp(self.path.parent)
+        except OSError as exc:
+            log.warning("could not read %s's deletion stamp (%s)", self.path.parent, exc)
+            return None
 
     def _read_disk(self) -> None:
         self._remove_orphaned_rewrites()
@@ -250,19 +296,24 @@ class HistoryCorpus:
             self.needs_rebuild = True
             return
         try:
-            documents, index, digest = read_index_file(self.path, self.fingerprint)
-            journal, journal_state = read_journal(self.path, digest)
+            stored = read_index_file(self.path, self.fingerprint)
+            if stored.deletions != self._deletions:
+                # A writer that read its chats before a deletion renamed its file in after it
+                # (the deletion went on without the lock): it may hold a deleted chat.
+                raise IndexFileError("written from chats read before some were deleted")
+            journal, journal_state = read_journal(self.path, stored.digest)
         except (OSError, IndexFileError) as exc:
             log.warning("discarding the chat-history draft index %s: %s", self.path, exc)
-            with contextlib.suppress(OSError):  # then the next save replaces it
+            with contextlib.suppress(OSError):  # then the next save replaces them
                 self.path.unlink(missing_ok=True)
+                journal_path(self.path).unlink(missing_ok=True)
             self.needs_rebuild = True
             return
-        self._documents = documents
-        self._digests = {_digest(d) for d in documents}
-        self.tokens = sum(len(d) for d in documents)
-        self.index = index
-        self._file_digest = digest
+        self._documents = stored.documents
+        self._digests = {_digest(d) for d in stored.documents}
+        self.tokens = sum(len(d) for d in stored.documents)
+        self.index = stored.index
+        self._file_digest = stored.digest
         if self.tokens > self.max_tokens:  # saved under a larger bound
             self._drop_oldest()
             self._reindex()
@@ -297,16 +348,18 @@ class HistoryCorpus:
             if self._take(document):
                 self._unsaved.append(document)
 
-    def _take_written_meanwhile(self) -> None:
+    def _take_written_meanwhile(self, deletions: bytes) -> None:
         # It holds the history the other process read too: the oldest of it, dropped here past
-        # the bound, stays out.
+        # the bound, stays out. One read before a deletion may hold a deleted chat: this
+        # rebuild's file replaces it, and nothing of it is taken in.
         try:
-            documents, _index, _digest_on_disk = read_index_file(self.path, self.fingerprint)
+            stored = read_index_file(self.path, self.fingerprint)
         except (OSError, IndexFileError) as exc:
             log.warning("could not read %s written meanwhile (%s)", self.path, exc)
             return
-        for document in documents:
-            self._take_unless_dropped(document)
+        if stored.deletions == deletions:
+            for document in stored.documents:
+                self._take_unless_dropped(document)
 
     def _fold_journal(self) -> None:
         # Replies another process appended to the journal of this same file: the rewrite

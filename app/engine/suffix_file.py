@@ -1,9 +1,10 @@
 """The chat-history index file: documents and the automaton's columns, checksummed, written by
 temporary file and rename.
 
-Layout (little-endian): magic, format version, the vocabulary fingerprint, the documents (their
-lengths, then their token ids), the index's columns (each: item count, then items), and a
-BLAKE2b digest of everything before it. Any mismatch (short file, bad digest, another format or
+Layout (little-endian): magic, format version, the vocabulary fingerprint, the deletion stamp
+the documents were read under (app/engine/corpus_files.py), the documents (their lengths, then
+their token ids), the index's columns (each: item count, then items), and a BLAKE2b digest of
+everything before it. Any mismatch (short file, bad digest, another format or
 vocabulary, columns that do not make an automaton) is a IndexFileError, never a crash.
 """
 
@@ -15,6 +16,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.durable import fsync_folder
@@ -22,7 +24,7 @@ from app.engine.suffix_columns import index_from_columns
 from app.engine.suffix_index import COLUMNS, SuffixIndex
 
 MAGIC = b"SPECCHAT-SUFFIX\0"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 DIGEST_BYTES = 32
 _COLUMN_TYPES = {"degree": "B"}  # every other column holds 32-bit ints
 
@@ -31,11 +33,25 @@ class IndexFileError(Exception):
     """The file cannot be used; str() says why in a few words."""
 
 
+@dataclass(frozen=True, slots=True)
+class IndexFile:
+    documents: list[array[int]]
+    index: SuffixIndex
+    digest: bytes  # names the file
+    deletions: bytes  # the deletion stamp its documents were read under
+
+
 def write_index_file(
-    path: Path, fingerprint: str, documents: Sequence[array[int]], index: SuffixIndex
+    path: Path,
+    fingerprint: str,
+    documents: Sequence[array[int]],
+    index: SuffixIndex,
+    *,
+    deletions: bytes,
 ) -> bytes:
     """Replace `path` atomically (a crash leaves the old file or the new one, never half);
-    returns the new file's digest, which names it."""
+    returns the new file's digest, which names it. deletions: the folder's deletion stamp
+    when the documents were read."""
     digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -49,6 +65,7 @@ def write_index_file(
 
             name = fingerprint.encode("utf-8")
             put(MAGIC + struct.pack("<II", FORMAT_VERSION, len(name)) + name)
+            put(struct.pack("<I", len(deletions)) + deletions)
             put(struct.pack("<QQQ", len(documents), index.tokens, index.documents))
             put(little_endian(array("I", [len(d) for d in documents])))
             for document in documents:
@@ -84,8 +101,8 @@ def stored_digest(path: Path) -> bytes | None:
         return None
 
 
-def read_index_file(path: Path, fingerprint: str) -> tuple[list[array[int]], SuffixIndex, bytes]:
-    """The documents and index stored at `path` for this fingerprint, and the file's digest."""
+def read_index_file(path: Path, fingerprint: str) -> IndexFile:
+    """The file stored at `path` for this fingerprint."""
     data = path.read_bytes()
     if len(data) < len(MAGIC) + DIGEST_BYTES or not data.startswith(MAGIC):
         raise IndexFileError("not a chat-history index file")
@@ -93,19 +110,19 @@ def read_index_file(path: Path, fingerprint: str) -> tuple[list[array[int]], Suf
     if hashlib.blake2b(body, digest_size=DIGEST_BYTES).digest() != stored_digest:
         raise IndexFileError("truncated or damaged (checksum mismatch)")
     try:
-        documents, index = _parse(_Reader(memoryview(body), len(MAGIC)), fingerprint)
+        return _parse(_Reader(memoryview(body), len(MAGIC)), fingerprint, stored_digest)
     except (ValueError, OverflowError, MemoryError) as exc:
         # A digest anyone can recompute proves no intent: what it covers is checked as well.
         raise IndexFileError(f"malformed ({exc})") from None
-    return documents, index, stored_digest
 
 
-def _parse(reader: _Reader, fingerprint: str) -> tuple[list[array[int]], SuffixIndex]:
+def _parse(reader: _Reader, fingerprint: str, digest: bytes) -> IndexFile:
     version, name_length = reader.unpack("<II")
     if version != FORMAT_VERSION:
         raise IndexFileError(f"format {version}, this version reads {FORMAT_VERSION}")
     if reader.take(name_length) != fingerprint.encode("utf-8"):
         raise IndexFileError("written for another vocabulary")
+    deletions = reader.take(reader.unpack("<I")[0])
     n_documents, n_tokens, n_indexed_documents = reader.unpack("<QQQ")
     lengths = reader.column("I", n_documents)
     documents = [reader.column("i", length) for length in lengths]
@@ -118,7 +135,7 @@ def _parse(reader: _Reader, fingerprint: str) -> tuple[list[array[int]], SuffixI
     if sum(lengths) != n_tokens:
         raise IndexFileError("documents and index disagree on the token count")
     index = index_from_columns(columns, tokens=n_tokens, documents=n_indexed_documents)
-    return documents, index
+    return IndexFile(documents, index, digest, deletions)
 
 
 class _Reader:

@@ -1,6 +1,6 @@
 """Two SpecChat windows on one data folder share each past-chats index file: neither loses the
 replies the other saved, and one that deleted chats is not undone by the other writing them
-back."""
+back, even from a history it read before the deletion."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.engine import folder_lock
+from app.engine.corpus_files import DELETIONS_NAME, deletion_stamp
 from app.engine.folder_lock import LOCK_NAME
 from app.engine.history_corpus import HistoryCorpus, forget_every_vocabulary
 from app.engine.suffix_cursor import longest_match
@@ -214,14 +215,65 @@ def test_a_save_that_cannot_take_the_lock_writes_nothing_and_saves_with_the_next
     assert _holds(reopened, mine) and _holds(reopened, later)
 
 
-def test_forgetting_every_vocabulary_keeps_the_lock_file(tmp_path: Path) -> None:
+def test_forgetting_every_vocabulary_keeps_the_lock_file_and_stamps_the_deletion(
+    tmp_path: Path,
+) -> None:
     """Deleting the lock file while another process holds it would let a third take a lock on a
-    new file of the same name: both would write at once."""
+    new file of the same name: both would write at once. The deletion stamp stays, new."""
     corpus = HistoryCorpus(tmp_path, FINGERPRINT)
     corpus.add(_doc(0))
     assert corpus.save()
+    folder = corpus.path.parent
     forget_every_vocabulary(tmp_path)
-    assert [p.name for p in corpus.path.parent.iterdir()] == [LOCK_NAME]
+    assert sorted(p.name for p in folder.iterdir()) == sorted([LOCK_NAME, DELETIONS_NAME])
+    first = deletion_stamp(folder)
+    forget_every_vocabulary(tmp_path)
+    assert first and deletion_stamp(folder) != first
+
+
+def test_a_rebuild_that_read_chats_before_their_deletion_writes_none_of_them(
+    tmp_path: Path,
+) -> None:
+    """A rebuild reads the history for seconds: a chat the user deletes in the other window
+    meanwhile may be in what it read. Written, the file would bring the chat back as a draft
+    in every window that opens it."""
+    secret, kept = _doc(7_000, 30), _doc(100)
+    there = HistoryCorpus(tmp_path, FINGERPRINT)
+
+    def history() -> Iterator[list[int]]:
+        yield secret
+        forget_every_vocabulary(tmp_path)  # deleted in the other window meanwhile
+        yield kept
+
+    there.rebuild(history())
+    assert there.needs_rebuild and not _holds(there, secret)
+    assert not _holds(HistoryCorpus(tmp_path, FINGERPRINT), secret)
+
+
+def test_a_file_written_from_chats_read_before_a_deletion_is_not_taken_in(
+    tmp_path: Path,
+) -> None:
+    """A writer that checked the deletion stamp before a deletion that went on without the lock
+    (the UI thread waits little) renames its file in after it. Neither a rebuild running
+    meanwhile nor a window opened later takes in what it holds."""
+    secret, kept = _doc(7_000, 30), _doc(100)
+    stale = HistoryCorpus(tmp_path, FINGERPRINT)
+    stale.add(secret)
+    assert stale.save()
+    written_late = stale.path.read_bytes()
+    forget_every_vocabulary(tmp_path)  # the user deleted that chat here
+    here = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert here.needs_rebuild
+
+    def history() -> Iterator[list[int]]:
+        yield kept
+        stale.path.write_bytes(written_late)  # the other window's rename lands now
+
+    here.rebuild(history())
+    assert not _holds(here, secret) and _holds(here, kept)
+    stale.path.write_bytes(written_late)  # and once more, after this window's save
+    opened = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert opened.needs_rebuild and not _holds(opened, secret)
 
 
 def test_the_ui_thread_deletes_the_files_even_while_the_lock_is_held(tmp_path: Path) -> None:
