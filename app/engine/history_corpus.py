@@ -23,6 +23,9 @@ cache of the chat history: `clear` deletes it when the history is wiped.
 Two processes on one data folder (two windows) share the file: each reads, writes and deletes
 it under the folder's lock (app/engine/folder_lock.py), writes only over the file it last read
 or wrote, after taking in what the other wrote since, so neither loses the other's replies.
+What the other appended to the journal is told by its place there, past the records this one
+has seen, not by its content: a reply identical to a document dropped here past the bound is
+a new one and is kept.
 
 Deleting chats deletes every index file and leaves a new deletion stamp in the folder
 (app/engine/corpus_files.py); a file records the stamp its documents were read under. Documents
@@ -123,10 +126,11 @@ class HistoryCorpus:
         self._file_digest: bytes | None = None  # names the file on disk, when there is one
         self._unsaved: list[array[int]] = []  # added since the last save, for the journal
         self._journal_tokens = 0
+        # Records of the file's journal this corpus has taken in or written: those after them
+        # are replies another process added since. Counted, not named by content: a reply
+        # identical to a document dropped here past the bound is a new one all the same.
+        self._journal_seen = 0
         self._rewrite = False  # the next save writes the file afresh (documents were dropped)
-        # Digests dropped past the bound since the file was read or written: the file and its
-        # journal may still hold them, and taken in from there they would come back as newest.
-        self._dropped: set[bytes] = set()
         # The folder's deletion stamp when the documents held were read (None: unknown). Held
         # documents read under an older one may include deleted chats: they are never written.
         self._deletions: bytes | None = None
@@ -150,19 +154,19 @@ class HistoryCorpus:
 
     def rebuild(self, documents: Iterable[Sequence[int]]) -> None:
         """Replace the corpus by these documents (oldest first), index them once and save."""
-        # Replies another window journals while the history is read (seconds, lazily) are not
-        # in what it yields: they are taken in at the end, under the lock. What the journal
-        # held before is in the history, or was deleted with it. A file another window wrote
-        # meanwhile holds the history it read plus its new replies (deleting chats deletes the
-        # file): what it holds beyond this history is taken in too.
-        # A chat deleted in another window while the history is read may be in what it
-        # yields: the deletion's stamp tells, and then nothing read is written or kept.
+        # Replies another window saves while the history is read (seconds, lazily) are not
+        # in what it yields: they are taken in at the end, under the lock. A chat deleted in
+        # another window meanwhile may be in what it yields: the deletion's stamp tells, and
+        # then nothing read is written or kept.
         deletions = self._stamp_now() if self._persist else None
-        journaled_before = {_digest(d) for d in read_journal(self.path, None)[0]}
         file_before = stored_digest(self.path)
+        journaled_before = len(read_journal(self.path, file_before)[0]) if file_before else 0
         self._reset()
+        history: set[bytes] = set()
         for tokens in documents:
-            self._admit(array("i", tokens)[-self._kept_tokens() :])
+            document = array("i", tokens)[-self._kept_tokens() :]
+            history.add(_digest(document))
+            self._admit(document)
         if self.tokens > self.max_tokens:
             self._drop_oldest()
         self._reindex()
@@ -181,11 +185,7 @@ class HistoryCorpus:
                     self.dirty = False
                     log.info("chats were deleted while the past-chats index was rebuilt")
                     return
-                for document in read_journal(self.path, None)[0]:
-                    if _digest(document) not in journaled_before:
-                        self._take(document)
-                if stored_digest(self.path) not in (file_before, None):
-                    self._take_written_meanwhile(deletions)
+                self._take_saved_meanwhile(file_before, journaled_before, history, deletions)
                 # Built from the history itself: it replaces whatever another process wrote.
                 self._save(over_others=True)
         except FolderBusyError as exc:
@@ -234,6 +234,8 @@ class HistoryCorpus:
             ):
                 self._deletions = deletions
                 self._adopt_disk()
+            elif not over_others:
+                self._take_journal_news()
             unsaved = sum(len(d) for d in self._unsaved)
             journal_limit = max(_JOURNAL_MIN_TOKENS, int(_JOURNAL_SHARE * self.tokens))
             if (
@@ -241,19 +243,18 @@ class HistoryCorpus:
                 or self._rewrite
                 or self._journal_tokens + unsaved > journal_limit
             ):
-                if not over_others:
-                    self._fold_journal()
                 digest = write_index_file(
                     self.path, self.fingerprint, self._documents, self.index, deletions=deletions
                 )
-                self._file_digest, self._journal_tokens, self._rewrite = digest, 0, False
-                self._dropped = set()  # the old file's journal is ignored from now on
+                self._file_digest, self._rewrite = digest, False
+                self._journal_tokens = self._journal_seen = 0
                 # Only now: a crash before leaves the new file and a journal of the old one,
                 # which is ignored.
                 journal_path(self.path).unlink(missing_ok=True)
             elif self._unsaved:
                 append_journal(self.path, self._file_digest, self._unsaved)
                 self._journal_tokens += unsaved
+                self._journal_seen += len(self._unsaved)
         except OSError as exc:
             log.warning("could not save the chat-history draft index %s (%s)", self.path, exc)
             return False
@@ -321,6 +322,7 @@ class HistoryCorpus:
         for document in journal:
             if self._take(document):
                 self._journal_tokens += len(document)
+        self._journal_seen = len(journal)
         self.dirty = self._rewrite  # dropping documents changed what the file should hold
         if journal_state == "torn":
             log.warning(
@@ -348,28 +350,50 @@ class HistoryCorpus:
             if self._take(document):
                 self._unsaved.append(document)
 
-    def _take_written_meanwhile(self, deletions: bytes) -> None:
-        # It holds the history the other process read too: the oldest of it, dropped here past
-        # the bound, stays out. One read before a deletion may hold a deleted chat: this
-        # rebuild's file replaces it, and nothing of it is taken in.
+    def _take_saved_meanwhile(
+        self,
+        file_before: bytes | None,
+        journaled_before: int,
+        history: set[bytes],
+        deletions: bytes,
+    ) -> None:
+        """What another process saved while a rebuild read the history: not in what it read."""
+        now = stored_digest(self.path)
+        if now is None:
+            return
+        if now == file_before:
+            # The journal's records from before are in the history, or were deleted with it;
+            # each one after them is a reply added since, even one identical to a document
+            # of the history this rebuild dropped past the bound.
+            for document in read_journal(self.path, now)[0][journaled_before:]:
+                self._take(document)
+            return
+        # Written afresh: the history the other process read (what of it this rebuild dropped
+        # past the bound stays out) and its replies since. One read before a deletion may hold
+        # a deleted chat: this rebuild's file replaces it, and nothing of it is taken in.
         try:
             stored = read_index_file(self.path, self.fingerprint)
         except (OSError, IndexFileError) as exc:
             log.warning("could not read %s written meanwhile (%s)", self.path, exc)
             return
-        if stored.deletions == deletions:
-            for document in stored.documents:
-                self._take_unless_dropped(document)
+        if stored.deletions != deletions:
+            return
+        for document in stored.documents:
+            if _digest(document) not in history:
+                self._take(document)
+        for document in read_journal(self.path, now)[0]:
+            self._take(document)
 
-    def _fold_journal(self) -> None:
-        # Replies another process appended to the journal of this same file: the rewrite
-        # deletes the journal, so they must be in the new file. The journal also holds what
-        # this corpus dropped past the bound since, which stays out.
+    def _take_journal_news(self) -> None:
+        # Replies another process appended to this file's journal since this corpus last read
+        # or wrote it: a rewrite deletes the journal, so they must be in the new file.
         if self._file_digest is None:
             return
         journal, _state = read_journal(self.path, self._file_digest)
-        for document in journal:
-            self._take_unless_dropped(document)
+        for document in journal[self._journal_seen :]:
+            self._take(document)
+            self._journal_tokens += len(document)
+        self._journal_seen = len(journal)
 
     def _remove_orphaned_rewrites(self) -> None:
         # A process killed while rewriting the file leaves its temporary copy (named by that
@@ -390,7 +414,6 @@ class HistoryCorpus:
             return False
         self._documents.append(document)
         self._digests.add(digest)
-        self._dropped.discard(digest)  # added again: new, so no longer what was dropped
         self.tokens += len(document)
         return True
 
@@ -405,10 +428,6 @@ class HistoryCorpus:
             self.index.add_document(document)
         return True
 
-    def _take_unless_dropped(self, document: array[int]) -> None:
-        if _digest(document) not in self._dropped:
-            self._take(document)
-
     def _kept_tokens(self) -> int:
         # A document longer than what a full corpus keeps keeps its end, the freshest part.
         return int(self.max_tokens * _KEEP_AFTER_DROP)
@@ -419,8 +438,6 @@ class HistoryCorpus:
         while self.tokens > keep:
             document = self._documents[dropped]
             self._digests.discard(_digest(document))
-            if self._persist:
-                self._dropped.add(_digest(document))
             self.tokens -= len(document)
             dropped += 1
         del self._documents[:dropped]
@@ -441,8 +458,8 @@ class HistoryCorpus:
         self._file_digest = None
         self._unsaved = []
         self._journal_tokens = 0
+        self._journal_seen = 0
         self._rewrite = False
-        self._dropped = set()
 
 
 def _log_busy(path: Path, exc: FolderBusyError) -> None:

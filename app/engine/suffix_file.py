@@ -2,10 +2,13 @@
 temporary file and rename.
 
 Layout (little-endian): magic, format version, the vocabulary fingerprint, the deletion stamp
-the documents were read under (app/engine/corpus_files.py), the documents (their lengths, then
-their token ids), the index's columns (each: item count, then items), and a BLAKE2b digest of
-everything before it. Any mismatch (short file, bad digest, another format or
-vocabulary, columns that do not make an automaton) is a IndexFileError, never a crash.
+the documents were read under (app/engine/corpus_files.py), 16 random bytes, the documents
+(their lengths, then their token ids), the index's columns (each: item count, then items), and
+a BLAKE2b digest of everything before it. The random bytes make the digest name one write of
+the file: two writes of the same documents differ, so a journal that continues one
+(app/engine/suffix_journal.py) is never taken for the other's. Any mismatch (short file, bad
+digest, another format or vocabulary, columns that do not make an automaton) is a
+IndexFileError, never a crash.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from app.engine.suffix_columns import index_from_columns
 from app.engine.suffix_index import COLUMNS, SuffixIndex
 
 MAGIC = b"SPECCHAT-SUFFIX\0"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 DIGEST_BYTES = 32
+_WRITE_ID_BYTES = 16
 _COLUMN_TYPES = {"degree": "B"}  # every other column holds 32-bit ints
 
 
@@ -37,7 +41,7 @@ class IndexFileError(Exception):
 class IndexFile:
     documents: list[array[int]]
     index: SuffixIndex
-    digest: bytes  # names the file
+    digest: bytes  # names this write of the file
     deletions: bytes  # the deletion stamp its documents were read under
 
 
@@ -65,7 +69,7 @@ def write_index_file(
 
             name = fingerprint.encode("utf-8")
             put(MAGIC + struct.pack("<II", FORMAT_VERSION, len(name)) + name)
-            put(struct.pack("<I", len(deletions)) + deletions)
+            put(struct.pack("<I", len(deletions)) + deletions + os.urandom(_WRITE_ID_BYTES))
             put(struct.pack("<QQQ", len(documents), index.tokens, index.documents))
             put(little_endian(array("I", [len(d) for d in documents])))
             for document in documents:
@@ -123,6 +127,7 @@ def _parse(reader: _Reader, fingerprint: str, digest: bytes) -> IndexFile:
     if reader.take(name_length) != fingerprint.encode("utf-8"):
         raise IndexFileError("written for another vocabulary")
     deletions = reader.take(reader.unpack("<I")[0])
+    reader.take(_WRITE_ID_BYTES)
     n_documents, n_tokens, n_indexed_documents = reader.unpack("<QQQ")
     lengths = reader.column("I", n_documents)
     documents = [reader.column("i", length) for length in lengths]

@@ -281,6 +281,21 @@ def test_a_journal_left_from_an_older_file_is_ignored(tmp_path: Path) -> None:
     assert _next(again, [101, 102]) == ()
 
 
+def test_a_journal_continues_one_write_of_the_file_not_its_documents(tmp_path: Path) -> None:
+    """A rebuild from the same chats writes the same documents again; a journal left from the
+    old file (a crash before its deletion) must not continue the new one: a writer counts the
+    records it has seen in the journal it continues, and another file's would be miscounted."""
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.rebuild([_doc(0), _doc(100)])
+    corpus.add(_doc(200))
+    assert corpus.save()
+    stale = journal_path(corpus.path).read_bytes()
+    corpus.rebuild([_doc(0), _doc(100)])
+    journal_path(corpus.path).write_bytes(stale)
+    again = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert again.documents == 2
+
+
 def test_a_grown_journal_is_folded_into_the_file(tmp_path: Path) -> None:
     corpus = HistoryCorpus(tmp_path, FINGERPRINT)
     corpus.add(_doc(0, 1000))

@@ -46,6 +46,29 @@ def test_a_rewrite_keeps_the_replies_the_other_process_journaled(tmp_path: Path)
     assert _holds(HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60), theirs)
 
 
+def test_a_reply_identical_to_one_dropped_here_is_kept_when_the_other_process_adds_it(
+    tmp_path: Path,
+) -> None:
+    """A question asked again gets the same reply word for word (greedy decoding). This window
+    dropped its first copy past the bound; the other window, opened before that copy was saved,
+    adds the same reply anew. It is a new document, and the rewrite here must keep it."""
+    first = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60)
+    for i in range(3):
+        first.add(_doc(1000 * i))
+    assert first.save()
+    second = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60)
+    repeated = _doc(50_000)
+    first.add(repeated)
+    assert first.save()  # journaled
+    first.add(_doc(60_000, 40))  # past the bound: everything older goes, the repeat with it
+    assert not _holds(first, repeated)
+    second.add(repeated)  # asked again there
+    assert second.save()  # journaled after this window's copy
+    assert first.save()  # written afresh, the journal folded in
+    assert _holds(first, repeated)
+    assert _holds(HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60), repeated)
+
+
 def test_a_file_the_other_process_rewrote_is_taken_before_saving(tmp_path: Path) -> None:
     first = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=60)
     first.add(_doc(0))
