@@ -4,7 +4,7 @@ one that left it still runs.
 A process killed outright (SIGKILL, a power cut) cleans nothing up; files and folders named by
 its process id can be removed by the next one once that process has ended, and never while it
 runs. `.partial` model files (models/partial.py) and the draft index's rewrites
-(app/engine/history_corpus.py) are named so; so are the scratch folders made here.
+(app/engine/corpus_files.py) are named so; so are the scratch folders made here.
 """
 
 from __future__ import annotations

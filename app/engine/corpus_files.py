@@ -1,9 +1,11 @@
 """Where the past-chats index files live in a data folder (one per target vocabulary, named by
-a hash of its fingerprint) and how they all go at once when chats are deleted, leaving a stamp
-that names the deletion. The index itself is app/engine/history_corpus.py."""
+a hash of its fingerprint), how they all go at once when chats are deleted, leaving a stamp
+that names the deletion, and how a killed rewrite's leftovers go. The index itself is
+app/engine/history_corpus.py."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from app.engine.folder_lock import LOCK_NAME, folder_lock
+from app.leftovers import process_alive
 from app.paths import make_private_dir
 
 log = logging.getLogger(__name__)
@@ -104,3 +107,16 @@ def _stamp_deletion(folder: Path) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def remove_orphaned_rewrites(path: Path) -> None:
+    """Delete the temporary copies of the index file at `path` that killed processes left."""
+    # A process killed while rewriting the file leaves its temporary copy (named by that
+    # process's id, see write_index_file): chat text outside the bound and out of clear()'s
+    # reach. A live writer's copy is left to it.
+    for leftover in path.parent.glob(f"{path.name}.tmp-*"):
+        pid = leftover.name.rpartition("-")[2]
+        if pid.isdigit() and process_alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            leftover.unlink()

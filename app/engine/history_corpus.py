@@ -58,6 +58,7 @@ from app.engine.corpus_files import (
     corpus_path,
     deletion_stamp,
     forget_every_vocabulary,
+    remove_orphaned_rewrites,
     vocabulary_fingerprint,
 )
 from app.engine.folder_lock import FolderBusyError, folder_lock
@@ -69,7 +70,6 @@ from app.engine.suffix_file import (
 )
 from app.engine.suffix_index import SuffixIndex
 from app.engine.suffix_journal import append_journal, journal_path, read_journal
-from app.leftovers import process_alive
 from app.paths import make_private_dir
 
 log = logging.getLogger(__name__)
@@ -292,7 +292,7 @@ class HistoryCorpus:
             return None
 
     def _read_disk(self) -> None:
-        self._remove_orphaned_rewrites()
+        remove_orphaned_rewrites(self.path)
         if not self.path.exists():
             self.needs_rebuild = True
             return
@@ -394,17 +394,6 @@ class HistoryCorpus:
             self._take(document)
             self._journal_tokens += len(document)
         self._journal_seen = len(journal)
-
-    def _remove_orphaned_rewrites(self) -> None:
-        # A process killed while rewriting the file leaves its temporary copy (named by that
-        # process's id, see write_index_file): chat text outside the bound and out of clear()'s
-        # reach. A live writer's copy is left to it.
-        for leftover in self.path.parent.glob(f"{self.path.name}.tmp-*"):
-            pid = leftover.name.rpartition("-")[2]
-            if pid.isdigit() and process_alive(int(pid)):
-                continue
-            with contextlib.suppress(OSError):
-                leftover.unlink()
 
     def _admit(self, document: array[int]) -> bool:
         """Add a document to the corpus (not yet to the index) unless it is too short to
