@@ -23,6 +23,7 @@ from app.errors import InvalidSettingError, SpecChatError
 REQUEST_TIMEOUT_S = 600.0
 _CHAT_PATH = "/chat/completions"
 _TEXT_PATH = "/completions"
+_CUT = "the stream ended before the reply did"
 
 
 class RemoteServerError(SpecChatError):
@@ -170,6 +171,8 @@ def served_model(endpoint: Endpoint, timeout: float = 30.0) -> str | None:
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, http.client.IncompleteRead):
+        return _CUT
     if isinstance(exc, socket.timeout | TimeoutError):
         return "no answer in time"
     if isinstance(exc, ConnectionRefusedError):
@@ -202,12 +205,14 @@ def _read_stream(
     timings: dict[str, Any] | None = None
     finish: str | None = None
     events = 0
+    done = False
     for raw_line in response:
         line = raw_line.decode("utf-8", errors="replace").strip()
         if not line.startswith("data:"):
             continue  # blank separators, comments, `event:` lines
         data = line[5:].strip()
         if data == "[DONE]":
+            done = True
             break
         now = time.perf_counter() - start
         events += 1
@@ -223,6 +228,12 @@ def _read_stream(
             finish = choice.get("finish_reason") or finish
     if events == 0:
         raise RemoteServerError(f"{endpoint.label} did not stream the reply (no `data:` events)")
+    if not done and finish is None:
+        # Usage may ride on any chunk (some servers put it on every one): only a finish_reason
+        # or [DONE] says the reply is whole.
+        raise RemoteServerError(
+            f"{endpoint.label} at {endpoint.url}: {_CUT} (no finish_reason, no [DONE])"
+        )
     tokens = _completion_tokens(usage, timings)
     if tokens is None:
         raise RemoteServerError(

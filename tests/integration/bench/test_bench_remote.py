@@ -41,7 +41,8 @@ class FakeServer:
     """An OpenAI-style streaming server that records every request it is sent.
 
     Its reply to a chat is `<prefix>` plus the last user message, in two chunks; `mode` makes
-    it misbehave: "refuse" (HTTP 500), "garbage" (a stream line that is not JSON)."""
+    it misbehave: "refuse" (HTTP 500), "garbage" (a stream line that is not JSON),
+    "cut-after-usage" (the stream ends after a chunk with the counts, before the reply does)."""
 
     prefix: str = "reply to: "
     mode: str = "ok"
@@ -92,9 +93,13 @@ def _handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
             self._event({"choices": [{"index": 0, "delta": {"content": text[:half]}}]})
             time.sleep(DECODE_DELAY_S * fake.slow)
             self._event({"choices": [{"index": 0, "delta": {"content": text[half:]}}]})
-            self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
             timings = {"predicted_n": 99, "draft_n": DRAFT_N, "draft_n_accepted": DRAFT_ACCEPTED}
             usage = {"prompt_tokens": 3, "completion_tokens": COMPLETION_TOKENS}
+            if fake.mode == "cut-after-usage":
+                # Counts on a chunk of their own, then the connection closes: no finish, no [DONE].
+                self._event({"choices": [], "usage": usage, "timings": timings})
+                return
+            self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
             self._event({"choices": [], "usage": usage, "timings": timings})
             self._event("[DONE]")
 
@@ -294,6 +299,7 @@ def _closed_port() -> int:
     [
         ("refuse", 1, "refused the request: HTTP 500: the model is on fire"),
         ("garbage", 1, "sent a stream event that is not JSON: '<html>not json</html>'"),
+        ("cut-after-usage", 1, "the stream ended before the reply did"),
         ("closed", 1, "connection refused"),
         ("bad-url", 2, "expected [LABEL=]http://HOST:PORT"),
         ("with-target", 2, "--target does not go with --server"),
@@ -320,6 +326,16 @@ def test_cli_user_errors_are_one_line(
     assert code == status
     assert err.startswith("error:") and message in err
     assert "\n" not in err and "Traceback" not in err
+
+
+def test_a_stream_cut_after_its_counts_is_a_failed_request_not_a_whole_reply(
+    serve_fake: Any,
+) -> None:
+    fake = serve_fake(mode="cut-after-usage")
+    with pytest.raises(RemoteServerError, match=r"the stream ended before the reply did"):
+        stream_reply(
+            parse_endpoint(fake.url), {"messages": [{"role": "user", "content": "hi"}]}, chat=True
+        )
 
 
 def test_a_stream_without_token_counts_is_refused(serve_fake: Any) -> None:
