@@ -19,8 +19,10 @@ from urllib.parse import urlsplit
 
 from app.errors import InvalidSettingError, SpecChatError
 
-# One reply of a few hundred tokens from a slow CPU server fits well within this.
-REQUEST_TIMEOUT_S = 600.0
+# How long a server may send nothing, to a connection or a read, before its request fails
+# (`bench --timeout`): a CPU server reading a long prompt is silent for seconds, one that hung
+# is silent for good, and the runs before it should not wait ten minutes to be reported.
+READ_TIMEOUT_S = 120.0
 _CHAT_PATH = "/chat/completions"
 _TEXT_PATH = "/completions"
 _CUT = "the stream ended before the reply did"
@@ -118,9 +120,10 @@ def _count(timings: dict[str, Any] | None, name: str) -> int | None:
 
 
 def stream_reply(
-    endpoint: Endpoint, body: dict[str, Any], *, chat: bool, timeout: float = REQUEST_TIMEOUT_S
+    endpoint: Endpoint, body: dict[str, Any], *, chat: bool, timeout: float = READ_TIMEOUT_S
 ) -> StreamedReply:
-    """POST `body` with streaming on, read the reply to its end, and time it."""
+    """POST `body` with streaming on, read the reply to its end, and time it; `timeout` bounds
+    the connection and every read, not the whole reply."""
     payload = {**body, "stream": True, "stream_options": {"include_usage": True}}
     path = endpoint.base_path + (_CHAT_PATH if chat else _TEXT_PATH)
     conn = endpoint.connection(timeout)
@@ -135,12 +138,14 @@ def stream_reply(
             )
         return _read_stream(endpoint, response, start)
     except (OSError, http.client.HTTPException) as exc:
-        raise RemoteServerError(f"{endpoint.label} at {endpoint.url}: {_reason(exc)}") from None
+        raise RemoteServerError(
+            f"{endpoint.label} at {endpoint.url}: {_reason(exc, timeout)}"
+        ) from None
     finally:
         conn.close()
 
 
-def served_model(endpoint: Endpoint, timeout: float = 30.0) -> str | None:
+def served_model(endpoint: Endpoint, timeout: float = READ_TIMEOUT_S) -> str | None:
     """The first model id of GET /v1/models: a reachability check before anything is timed,
     and the `model` that servers which require one are sent. None when the list is empty or
     not offered (llama-server and SpecChat need no model name)."""
@@ -151,7 +156,7 @@ def served_model(endpoint: Endpoint, timeout: float = 30.0) -> str | None:
         raw = response.read()
     except (OSError, http.client.HTTPException) as exc:
         raise RemoteServerError(
-            f"cannot reach {endpoint.label} at {endpoint.url}: {_reason(exc)}"
+            f"cannot reach {endpoint.label} at {endpoint.url}: {_reason(exc, timeout)}"
         ) from None
     finally:
         conn.close()
@@ -170,11 +175,11 @@ def served_model(endpoint: Endpoint, timeout: float = 30.0) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, timeout: float) -> str:
     if isinstance(exc, http.client.IncompleteRead):
         return _CUT
     if isinstance(exc, socket.timeout | TimeoutError):
-        return "no answer in time"
+        return f"no answer for {timeout:g} s (--timeout)"
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused (is the server running?)"
     if isinstance(exc, socket.gaierror):

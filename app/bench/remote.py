@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from app.bench.openai_stream import (
+    READ_TIMEOUT_S,
     Endpoint,
     RemoteServerError,
     StreamedReply,
@@ -196,18 +197,21 @@ def check_servers(servers: Sequence[Endpoint], baseline: str | None) -> str:
 class _Client:
     """Requests to one server with the bench's generation settings."""
 
-    def __init__(self, endpoint: Endpoint, model: str | None, sampling: dict[str, Any]) -> None:
+    def __init__(
+        self, endpoint: Endpoint, model: str | None, sampling: dict[str, Any], timeout: float
+    ) -> None:
         self.endpoint = endpoint
         self._model = {"model": model} if model else {}
         self._sampling = sampling
+        self._timeout = timeout
 
     def chat(self, messages: list[ChatMessage], max_tokens: int) -> StreamedReply:
         body = {**self._model, **self._sampling, "messages": messages, "max_tokens": max_tokens}
-        return stream_reply(self.endpoint, body, chat=True)
+        return stream_reply(self.endpoint, body, chat=True, timeout=self._timeout)
 
     def complete(self, text: str, max_tokens: int) -> StreamedReply:
         body = {**self._model, **self._sampling, "prompt": text, "max_tokens": max_tokens}
-        return stream_reply(self.endpoint, body, chat=False)
+        return stream_reply(self.endpoint, body, chat=False, timeout=self._timeout)
 
     def timed(self, prompt: BenchPrompt, max_tokens: int) -> StreamedReply:
         """The prompt's earlier turns, untimed, then its own request; returns the timed reply."""
@@ -270,6 +274,7 @@ class RemoteBench:
         sampling: SamplingConfig,
         repeats: int,
         baseline: str | None = None,
+        timeout: float = READ_TIMEOUT_S,
     ) -> None:
         self.baseline = check_servers(servers, baseline)
         if not prompts:
@@ -278,8 +283,9 @@ class RemoteBench:
         self.prompts = tuple(prompts)
         self.max_tokens = max_tokens
         self.repeats = repeats
+        self.timeout = timeout
         self.fields = request_sampling(sampling)
-        self.models = tuple(served_model(s) for s in servers)
+        self.models = tuple(served_model(s, timeout) for s in servers)
         self.runs: list[RemoteRun] = []
         self.failure: RemoteFailure | None = None
 
@@ -294,7 +300,8 @@ class RemoteBench:
         end. A stop (`control`) ends it after the request in progress; a request that fails
         ends it with `self.failure` set, keeping the runs before it."""
         clients = [
-            _Client(s, m, self.fields) for s, m in zip(self.servers, self.models, strict=True)
+            _Client(s, m, self.fields, self.timeout)
+            for s, m in zip(self.servers, self.models, strict=True)
         ]
         total = self.repeats * len(self.prompts) * len(clients)
         if warmup:
@@ -330,7 +337,12 @@ class RemoteBench:
             baseline=self.baseline,
             classes=tuple(dict.fromkeys(p.prompt_class for p in self.prompts)),
             runs=tuple(self.runs[:whole]),
-            settings={"max_tokens": self.max_tokens, **self.fields, "repeats": self.repeats},
+            settings={
+                "max_tokens": self.max_tokens,
+                **self.fields,
+                "repeats": self.repeats,
+                "timeout_s": self.timeout,
+            },
             uncounted=tuple(self.runs[whole:]),
             interrupted=interrupted,
             failure=self.failure,
@@ -347,6 +359,7 @@ def run_remote_bench(
     baseline: str | None = None,
     warmup: bool = True,
     progress: ProgressFn | None = None,
+    timeout: float = READ_TIMEOUT_S,
 ) -> RemoteReport:
     """Bench the servers to the end; a failed request's error is in the report's `failure`."""
     bench = RemoteBench(
@@ -356,6 +369,7 @@ def run_remote_bench(
         sampling=sampling,
         repeats=repeats,
         baseline=baseline,
+        timeout=timeout,
     )
     bench.run(warmup=warmup, progress=progress)
     return bench.report()

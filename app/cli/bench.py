@@ -5,8 +5,9 @@
 [--json OUT] [--csv OUT] [--plot OUT.png]`
 
 `specchat bench --server [LABEL=]URL [--server ...] [--baseline LABEL] [--prompts ...]
-[--max-tokens N] [--repeat R] [--json OUT]` benches running OpenAI-compatible servers instead
-(app/bench/remote.py); the servers load their own models, so --target and --draft go away.
+[--max-tokens N] [--repeat R] [--timeout SECONDS] [--json OUT]` benches running
+OpenAI-compatible servers instead (app/bench/remote.py); the servers load their own models, so
+--target and --draft go away.
 
 Besides a path, `--draft` takes `demo` (the Q4_1 demo draft), `demo-pruned` (the demo's useless
 draft: Q4_1 with layers 9-28 removed, built on first use) and `suffix` (the suffix index, no draft
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.chart import save_plot
+from app.bench.openai_stream import READ_TIMEOUT_S
 from app.bench.plan import BenchSettings, DraftChoice, parse_gammas
 from app.bench.prompts import BUILTIN, BUILTIN_CLASSES, load_prompts
 from app.bench.remote import RemoteBench
@@ -196,6 +199,24 @@ def _add_server_arguments(bench: argparse.ArgumentParser) -> None:
         metavar="KEY",
         help="with --server: sent to every server as 'Authorization: Bearer KEY'",
     )
+    bench.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="with --server: how long a server may send nothing, to connect or mid-reply, "
+        "before its request fails and the runs before it are reported "
+        f"(default {READ_TIMEOUT_S:g})",
+    )
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {value!r}")
+    return seconds
 
 
 def _listed(value: str) -> list[str]:
@@ -353,6 +374,7 @@ def bench_servers(args: argparse.Namespace) -> int:
         sampling=sampling_from_args(args),
         repeats=args.repeat,
         baseline=args.baseline,
+        timeout=READ_TIMEOUT_S if args.timeout is None else args.timeout,
     )
     control = GenerationControl()
     # The first signal lets the request in progress finish; a second abandons it (Interrupted

@@ -67,7 +67,11 @@ def check_bench_args(args: argparse.Namespace) -> None:
     if args.server:
         _check_server_args(args)
         return
-    for flag, value in (("--baseline", args.baseline), ("--api-key", args.api_key)):
+    for flag, value in (
+        ("--baseline", args.baseline),
+        ("--api-key", args.api_key),
+        ("--timeout", args.timeout),
+    ):
         if value is not None:
             raise InvalidSettingError(f"{flag} goes with --server, and there is none")
     for flag, value in (("--target", args.target), ("--draft", args.draft)):

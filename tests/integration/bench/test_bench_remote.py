@@ -34,6 +34,7 @@ FIRST_DELAY_S = 0.15
 DECODE_DELAY_S = 0.25
 COMPLETION_TOKENS = 5
 DRAFT_N, DRAFT_ACCEPTED = 10, 7
+HANG_S = 3.0
 
 
 @dataclass
@@ -47,7 +48,8 @@ class FakeServer:
     prefix: str = "reply to: "
     mode: str = "ok"
     slow: float = 1.0
-    # With mode "fail-at": the POST (1-based) answered with HTTP 500, the others as "ok".
+    # With mode "fail-at": the POST (1-based) answered with HTTP 500, the others as "ok"; with
+    # "hang-at", that POST is answered with nothing for HANG_S seconds, then the connection closes.
     fail_at: int = 0
     requests: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     keys: list[str | None] = field(default_factory=list)
@@ -76,6 +78,9 @@ def _handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
             fake.requests.append(("POST", self.path, body))
             fake.keys.append(self.headers.get("Authorization"))
             posts = sum(1 for method, _p, _b in fake.requests if method == "POST")
+            if fake.mode == "hang-at" and posts == fake.fail_at:
+                time.sleep(HANG_S)
+                return
             if fake.mode == "refuse" or (fake.mode == "fail-at" and posts == fake.fail_at):
                 self._send_json(500, {"error": {"message": "the model is on fire"}})
                 return

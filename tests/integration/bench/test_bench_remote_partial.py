@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 import app.cli.bench
 from app.cli.main import main
-from tests.integration.bench.test_bench_remote import serve_fake  # noqa: F401 - a fixture
+from tests.integration.bench.test_bench_remote import HANG_S, serve_fake  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.network
 
@@ -52,6 +53,33 @@ def test_a_failed_request_keeps_the_runs_before_it(
         ("ok", False),
     ]
     assert report["summary"]["ok"]["all"]["runs"] == 1
+
+
+def test_a_server_that_stops_answering_fails_its_request_after_timeout_and_keeps_the_runs(
+    serve_fake: Any,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ok, hung = serve_fake(), serve_fake(mode="hang-at", fail_at=2)
+    out = tmp_path / "remote.json"
+
+    start = time.monotonic()
+    code = _bench([f"ok={ok.url}", f"hung={hung.url}"], out, "--quiet", "--timeout", "0.5")
+
+    assert time.monotonic() - start < HANG_S  # it did not wait for the server
+    assert code == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: hung at {hung.url}/v1: no answer for 0.5 s (--timeout); "
+        "the 3 runs completed before it are reported"
+    ]
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["error"]["server"] == "hung"
+    assert report["settings"]["timeout_s"] == 0.5
+    assert [(r["server"], r["counted"]) for r in report["runs"]] == [
+        ("ok", True),
+        ("hung", True),
+        ("ok", False),
+    ]
 
 
 def test_a_signal_stops_after_the_request_in_progress_and_keeps_the_runs(

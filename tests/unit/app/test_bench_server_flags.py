@@ -68,7 +68,7 @@ def test_the_sampling_flags_go_with_every_request(
         return StreamedReply("fine", 3, 0.1, 0.3, "length", None)
 
     monkeypatch.setattr(app.bench.remote, "stream_reply", stream_reply)
-    monkeypatch.setattr(app.bench.remote, "served_model", lambda _server: None)
+    monkeypatch.setattr(app.bench.remote, "served_model", lambda _server, _timeout: None)
     sampling = ["--temperature", "0.5", "--top-p", "0.9", "--top-k", "5", "--min-p", "0.05"]
     sampling += ["--repeat-penalty", "1.1", "--seed", "7"]
     assert main([*SERVER, *sampling, "--max-tokens", "3"]) == 0
@@ -85,3 +85,27 @@ def test_the_sampling_flags_go_with_every_request(
     assert bodies  # the warm-up request and the chat prompts' turns
     for body in bodies:
         assert {name: body.get(name) for name in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--timeout", "0"], "argument --timeout: expected a number of seconds above 0, got '0'"),
+        (["--timeout", "nan"], "argument --timeout: expected a number of seconds above 0"),
+    ],
+)
+def test_a_timeout_that_is_no_length_of_time_is_refused(
+    capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([*SERVER, *flags])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_timeout_without_a_server_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    local = ["bench", "--target", "t.gguf", "--draft", "suffix", "--timeout", "5"]
+    assert main(local) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: --timeout goes with --server, and there is none"
+    )
