@@ -56,6 +56,9 @@ class RemoteRun:
     draft_n_accepted: int | None
     finish_reason: str | None
     text: str
+    # What the server reported that cannot hold for the request it was sent (`doubts`); the
+    # figures use the numbers as reported, so the report says which runs to read with care.
+    warnings: tuple[str, ...] = ()
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -113,10 +116,20 @@ class RemoteReport:
     def figures(self, server: str, prompt_class: str = ALL_CLASSES) -> RemoteFigures:
         return _figures(self.runs, server, prompt_class, self.baseline)
 
+    @property
+    def warnings(self) -> list[str]:
+        """Every run's warnings, each with the run it is about, counted or not."""
+        return [
+            f"{r.server}: {r.prompt} (repeat {r.repeat + 1}): {w}"
+            for r in (*self.runs, *self.uncounted)
+            for w in r.warnings
+        ]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "interrupted": self.interrupted,
             "error": None if self.failure is None else self.failure.to_json(),
+            "warnings": self.warnings,
             "settings": self.settings,
             "baseline": self.baseline,
             "servers": [
@@ -315,14 +328,14 @@ class RemoteBench:
                 for client in clients:
                     if control is not None and control.stop_requested:
                         return
+                    label = client.endpoint.label
                     try:
                         reply = client.timed(prompt, self.max_tokens)
                     except RemoteServerError as exc:
                         name = f"{prompt.prompt_class}/{prompt.name}"
-                        label = client.endpoint.label
                         self.failure = RemoteFailure(label, name, repeat, user_message(exc))
                         return
-                    self.runs.append(_record(client.endpoint.label, prompt, repeat, reply))
+                    self.runs.append(_record(label, prompt, repeat, reply, self.max_tokens))
                     if progress is not None:
                         progress(len(self.runs), total, _progress_line(self.runs[-1]))
 
@@ -375,7 +388,9 @@ def run_remote_bench(
     return bench.report()
 
 
-def _record(server: str, prompt: BenchPrompt, repeat: int, reply: StreamedReply) -> RemoteRun:
+def _record(
+    server: str, prompt: BenchPrompt, repeat: int, reply: StreamedReply, max_tokens: int
+) -> RemoteRun:
     return RemoteRun(
         server=server,
         prompt_class=prompt.prompt_class,
@@ -389,7 +404,22 @@ def _record(server: str, prompt: BenchPrompt, repeat: int, reply: StreamedReply)
         draft_n_accepted=reply.draft_n_accepted,
         finish_reason=reply.finish_reason,
         text=reply.text,
+        warnings=doubts(reply, max_tokens),
     )
+
+
+def doubts(reply: StreamedReply, max_tokens: int) -> tuple[str, ...]:
+    """What a server reported about a reply that cannot hold for the request it was sent: more
+    draft tokens accepted than drafted, more completion tokens than max_tokens allowed."""
+    out: list[str] = []
+    drafted, accepted = reply.draft_n, reply.draft_n_accepted
+    if drafted is not None and accepted is not None and accepted > drafted:
+        out.append(f"draft_n_accepted {accepted} is more than draft_n {drafted}")
+    if reply.completion_tokens > max_tokens:
+        out.append(
+            f"{reply.completion_tokens} completion tokens, more than max_tokens {max_tokens}"
+        )
+    return tuple(out)
 
 
 def _progress_line(run: RemoteRun) -> str:

@@ -47,6 +47,7 @@ def format_remote_table(report: RemoteReport) -> str:
         if len(report.servers) > 1 and name != names[-1]:
             lines.append("")
     lines.append(_LEGEND.format(baseline=report.baseline))
+    lines += _warning_lines(report)
     stopped = report.interrupted or report.failure is not None
     if report.failure is not None:
         f = report.failure
@@ -58,3 +59,21 @@ def format_remote_table(report: RemoteReport) -> str:
             f"{len(report.runs)} runs completed before it" + (cut if report.uncounted else "")
         )
     return "\n".join(lines)
+
+
+def _warning_lines(report: RemoteReport) -> list[str]:
+    """One line per server that reported figures that cannot hold: taken as given, they would
+    read as a result (an acceptance over 100 %, a rate over more tokens than were asked for)."""
+    lines = []
+    for server in report.servers:
+        runs = [r for r in (*report.runs, *report.uncounted) if r.server == server.label]
+        doubtful = [r for r in runs if r.warnings]
+        if doubtful:
+            first = doubtful[0]
+            lines.append(
+                f"warning: {server.label} reported figures that cannot hold in "
+                f"{len(doubtful)} of {len(runs)} runs, first {first.prompt} (repeat "
+                f"{first.repeat + 1}): {first.warnings[0]}; the figures use them as reported "
+                "(every one is in the JSON's warnings)"
+            )
+    return lines

@@ -43,7 +43,8 @@ class FakeServer:
 
     Its reply to a chat is `<prefix>` plus the last user message, in two chunks; `mode` makes
     it misbehave: "refuse" (HTTP 500), "garbage" (a stream line that is not JSON),
-    "cut-after-usage" (the stream ends after a chunk with the counts, before the reply does)."""
+    "cut-after-usage" (the stream ends after a chunk with the counts, before the reply does),
+    "overcount" (counts that cannot hold: more accepted than drafted, more than max_tokens)."""
 
     prefix: str = "reply to: "
     mode: str = "ok"
@@ -100,6 +101,9 @@ def _handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
             self._event({"choices": [{"index": 0, "delta": {"content": text[half:]}}]})
             timings = {"predicted_n": 99, "draft_n": DRAFT_N, "draft_n_accepted": DRAFT_ACCEPTED}
             usage = {"prompt_tokens": 3, "completion_tokens": COMPLETION_TOKENS}
+            if fake.mode == "overcount":
+                timings["draft_n_accepted"] = DRAFT_N + 2
+                usage["completion_tokens"] = body["max_tokens"] + 4
             if fake.mode == "cut-after-usage":
                 # Counts on a chunk of their own, then the connection closes: no finish, no [DONE].
                 self._event({"choices": [], "usage": usage, "timings": timings})
@@ -291,6 +295,45 @@ def test_cli_prints_the_table_and_writes_the_json(
     assert report["summary"]["two"]["all"]["ratio"] == 1.0
     assert report["summary"]["one"]["revision"]["acceptance_rate"] == DRAFT_ACCEPTED / DRAFT_N
     assert len(report["runs"]) == 4 and report["settings"]["max_tokens"] == 9
+
+
+def test_figures_a_server_reports_that_cannot_hold_are_flagged_not_mended(
+    serve_fake: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = serve_fake(mode="overcount")
+    out_file = tmp_path / "remote.json"
+    code, out, _err = _cli(
+        [
+            *("--server", f"odd={fake.url}", "--prompts", "builtin:chat", "--max-tokens", "9"),
+            *("--json", str(out_file), "--quiet", "--no-warmup"),
+        ],
+        capsys,
+    )
+    assert code == 0
+    report = json.loads(out_file.read_text(encoding="utf-8"))
+    doubts = [
+        f"draft_n_accepted {DRAFT_N + 2} is more than draft_n {DRAFT_N}",
+        "13 completion tokens, more than max_tokens 9",
+    ]
+    assert all(run["warnings"] == doubts for run in report["runs"])
+    assert len(report["warnings"]) == 2 * len(report["runs"])
+    assert report["warnings"][0].startswith("odd: chat/")
+    # The numbers stay as the server sent them.
+    assert report["summary"]["odd"]["all"]["acceptance_rate"] == (DRAFT_N + 2) / DRAFT_N
+    assert all(run["completion_tokens"] == 13 for run in report["runs"])
+    (line,) = [line for line in out.splitlines() if line.startswith("warning:")]
+    assert line.startswith("warning: odd reported figures that cannot hold in 3 of 3 runs")
+    assert doubts[0] in line
+
+
+def test_a_server_whose_figures_hold_gets_no_warning(
+    serve_fake: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = serve_fake()
+    code, out, _err = _cli(
+        ["--server", fake.url, "--prompts", "builtin:chat", "--quiet", "--no-warmup"], capsys
+    )
+    assert code == 0 and "warning" not in out
 
 
 def _closed_port() -> int:
