@@ -255,6 +255,11 @@ def builtin_prompts(classes: tuple[str, ...] | None = None) -> list[BenchPrompt]
     return [p for p in _BUILTIN if p.prompt_class in classes]
 
 
+def is_builtin(spec: str) -> bool:
+    """Whether `--prompts` names built-in classes (`builtin`, `builtin:CLASS,...`), not a file."""
+    return spec == BUILTIN or spec.startswith(BUILTIN + ":")
+
+
 def load_prompts(spec: str) -> list[BenchPrompt]:
     """Resolve `--prompts`: `builtin`, `builtin:CLASS[,CLASS...]`, or a file path."""
     if spec == BUILTIN:

@@ -12,7 +12,7 @@ from typing import Any
 
 from app.bench.chart import plot_formats
 from app.bench.openai_stream import parse_endpoint
-from app.bench.prompts import BUILTIN
+from app.bench.prompts import is_builtin, load_prompts
 from app.bench.remote import check_servers
 from app.cli.args import DEMO, DRAFT_SUFFIX, check_model_args, generation_from_args
 from app.cli.output import check_output_file
@@ -64,6 +64,8 @@ def check_bench_args(args: argparse.Namespace) -> None:
     generation_from_args(args, AUTO).validate()
     if args.repeat < 1:
         raise InvalidSettingError(f"--repeat must be at least 1, got {args.repeat}")
+    if is_builtin(args.prompts):
+        load_prompts(args.prompts)  # an unknown class is the command line's error, not a file's
     if args.server:
         _check_server_args(args)
         return
@@ -147,7 +149,7 @@ def _check_distinct_outputs(
     report in place of the other, or overwrite the prompts or a model the user gave."""
     named = [(flag, path) for flag, path in outputs if path is not None]
     inputs: list[tuple[str, Path]] = []
-    if args.prompts != BUILTIN and not args.prompts.startswith(BUILTIN + ":"):
+    if not is_builtin(args.prompts):
         inputs.append(("--prompts", Path(args.prompts)))
     for flag, values in (("--target", [args.target]), ("--draft", args.draft or [])):
         inputs += [(flag, Path(v)) for v in values if v and Path(v).is_file()]

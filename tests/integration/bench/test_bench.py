@@ -472,7 +472,7 @@ def test_cli_writes_json_csv_and_plot(
     [
         (["--gamma", "0"], 2, "--gamma needs at least one draft length or 'auto'"),
         (["--repeat", "0"], 2, "--repeat must be at least 1"),
-        (["--prompts", "builtin:klingon"], 1, "unknown prompt class klingon"),
+        (["--prompts", "builtin:klingon"], 2, "unknown prompt class klingon; built-in classes"),
         (["--json", "/no/such/folder/x.json"], 2, "folder /no/such/folder does not exist"),
     ],
 )

@@ -109,3 +109,12 @@ def test_a_timeout_without_a_server_is_refused(capsys: pytest.CaptureFixture[str
     assert capsys.readouterr().err.startswith(
         "error: --timeout goes with --server, and there is none"
     )
+
+
+def test_an_unknown_builtin_class_is_a_usage_error_with_servers_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([*SERVER, "--prompts", "builtin:chat,klingon"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: unknown prompt class klingon; built-in classes are chat, code")
+    assert "\n" not in err
