@@ -253,7 +253,7 @@ def figures_for(
         acceptance_rate=ratio(accepted, drafted),
         alpha=alpha,
         rounds=len(rounds),
-        tokens_per_round=ratio(sum(r.emitted for r in rounds), len(rounds)),
+        tokens_per_round=m.tokens_per_round(rounds),
         per_position_acceptance=per_position_acceptance(rounds),
         per_position_conditional=conditional,
         mean_gamma=m.mean_gamma(rounds) if spec_rounds else None,

@@ -34,6 +34,14 @@ def decode_rate(generated_tokens: int, generation_s: float) -> float | None:
     return ratio(decoded(generated_tokens), generation_s) if generated_tokens > 1 else None
 
 
+def tokens_per_round(rounds: Sequence[RoundRecord]) -> float | None:
+    """Tokens a target pass yields: the draft tokens it kept and one of its own, so a plain
+    step is exactly 1. The pass that draws the end of the reply yields its token too, though
+    the reply does not show it: counted by what was shown, a plain reply read below one token
+    a step, and the cost model's E (accepted + 1 a round) no longer matched the measurement."""
+    return ratio(sum(r.accepted for r in rounds) + len(rounds), len(rounds))
+
+
 def judged_positions(drafted: int, accepted: int) -> int:
     """Draft positions the target judged in one round: every kept one plus the first refused.
 

@@ -31,7 +31,10 @@ METRIC_DEFINITIONS: dict[str, str] = {
     ),
     "rounds": "target verification passes",
     "accepted_per_round": "accepted / rounds",
-    "tokens_per_round": "tokens the rounds emitted / rounds (accepted per round + 1)",
+    "tokens_per_round": (
+        "accepted per round + 1: the draft tokens a round kept and the target's own token, "
+        "the end of the reply included (a plain step is exactly 1)"
+    ),
     "per_position_acceptance": (
         "for draft position i: rounds that accepted i / rounds that drafted i"
     ),
@@ -140,7 +143,7 @@ def summarize(
         acceptance_rate=ratio(accepted, drafted),
         rounds=n_rounds,
         accepted_per_round=ratio(accepted, n_rounds),
-        tokens_per_round=ratio(sum(r.emitted for r in rounds), n_rounds),
+        tokens_per_round=measured.tokens_per_round(rounds),
         per_position_acceptance=per_position_acceptance(rounds),
         tokens_per_second=measured.decode_rate(generated_tokens, generation_s),
         ttft_s=ttft_s,

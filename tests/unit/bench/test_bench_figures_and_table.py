@@ -24,6 +24,12 @@ def test_tokens_per_second_is_none_when_no_token_was_decoded() -> None:
     assert figures.speedup is None
 
 
+def test_plain_decoding_reads_one_token_a_round_though_its_last_step_drew_the_end() -> None:
+    last = replace(round_record(9, 0, 0), emitted=0)  # the end of the reply, never shown
+    plain = run_record(0, [*(round_record(i, 0, 0) for i in range(9)), last])
+    assert figures_for([plain], [plain], greedy=True).tokens_per_round == 1.0
+
+
 def test_the_second_half_rate_counts_catch_up_and_overhead_like_tokens_per_second() -> None:
     plain = run_record(0, [round_record(i, 0, 0) for i in range(20)])
     rounds = seed_rounds()

@@ -9,6 +9,7 @@ from app.metrics import measured as m
 from app.metrics.cost_model import VerifyLine, fit_verify_line
 from app.metrics.ledger import ledger
 from app.metrics.rounds import RoundRecord
+from app.metrics.summary import summarize
 
 STEP = 0.02  # seconds of one plain step
 
@@ -124,3 +125,23 @@ def test_a_rounds_model_verdict_counts_only_the_draft_models_tokens() -> None:
     assert hybrid(8, 3, 2).model_verdict is None  # a suffix token was refused first
     assert hybrid(4, 4, 4).model_verdict is None  # the suffix index drafted it all
     assert hybrid(4, 0, 1).model_verdict == (4, 1)
+
+
+def test_a_plain_step_yields_one_token_even_the_step_that_ends_the_reply() -> None:
+    # Nine plain steps, then one that draws the end of the reply: the reply shows no token of
+    # it, but the step yielded one, as every plain step does.
+    plain = [*(rec(0, 0, 0) for _ in range(9)), rec(0, 0, 0, emitted=0)]
+    stats = summarize(
+        plain,
+        prompt_tokens=3,
+        generated_tokens=10,
+        prompt_s=0.1,
+        generation_s=0.2,
+        ttft_s=0.1,
+        plain_step_s=STEP,
+    )
+    assert stats.tokens_per_round == m.tokens_per_round(plain) == 1.0
+    # A speculative reply alike: 2 kept + 1, then 1 kept + the end, which the reply hides.
+    spec = [rec(4, 4, 2), rec(4, 4, 1, emitted=1)]
+    assert m.tokens_per_round(spec) == pytest.approx((3 + 2) / 2)
+    assert m.tokens_per_round([]) is None
