@@ -131,8 +131,10 @@ def summarize(
     drafted = sum(r.drafted for r in rounds)
     accepted = sum(r.accepted for r in rounds)
     n_rounds = len(rounds)
-    draft_s = sum(r.draft_s for r in rounds)
-    verify_s = sum(r.verify_s for r in rounds)
+    # fsum: a reply of no rounds (its one token drawn from the prompt's pass) spent 0.0 s, a
+    # float like every other time in the JSON, where sum() would give the integer 0.
+    draft_s = math.fsum(r.draft_s for r in rounds)
+    verify_s = math.fsum(r.verify_s for r in rounds)
     return GenerationStats(
         prompt_tokens=prompt_tokens,
         generated_tokens=generated_tokens,
@@ -154,7 +156,7 @@ def summarize(
         verify_s=verify_s,
         c_draft=measured.c_draft(rounds, plain_step_s),
         c_verify=measured.c_verify(rounds, plain_step_s),
-        draft_catchup_s=sum(r.draft_catchup_s for r in rounds),
+        draft_catchup_s=math.fsum(r.draft_catchup_s for r in rounds),
         suffix_accepted=sum(r.accepted_from_suffix for r in rounds),
         model_accepted=accepted - sum(r.accepted_from_suffix for r in rounds),
         overhead_s=math.fsum(r.overhead_s for r in rounds),

@@ -3,6 +3,8 @@ cost model's fit): each derivation on hand-made rounds whose answers are worked 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from app.metrics import measured as m
@@ -145,3 +147,20 @@ def test_a_plain_step_yields_one_token_even_the_step_that_ends_the_reply() -> No
     spec = [rec(4, 4, 2), rec(4, 4, 1, emitted=1)]
     assert m.tokens_per_round(spec) == pytest.approx((3 + 2) / 2)
     assert m.tokens_per_round([]) is None
+
+
+def test_a_reply_of_no_rounds_reports_its_times_as_floats() -> None:
+    # --max-tokens 1: the one token comes from the prompt's pass, and no round runs.
+    stats = summarize(
+        [],
+        prompt_tokens=3,
+        generated_tokens=1,
+        prompt_s=0.1,
+        generation_s=0.0,
+        ttft_s=0.1,
+        plain_step_s=None,
+    )
+    data = json.loads(json.dumps(stats.to_dict()))
+    times = {name: value for name, value in data.items() if name.endswith("_s")}
+    assert times["draft_s"] == 0.0
+    assert all(isinstance(value, float) for value in times.values() if value is not None), times
