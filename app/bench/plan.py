@@ -130,6 +130,12 @@ def interleaved_schedule(
     ]
 
 
+def repeat_note(repeat: int, repeats: int) -> str:
+    """What a progress line says of the repeat it is in (0-based `repeat`): nothing when every
+    prompt runs once, else ` · repeat i/N`, so a long bench shows how far it has come."""
+    return f" · repeat {repeat + 1}/{repeats}" if repeats > 1 else ""
+
+
 def generation_for(config: BenchConfig, base: GenerationConfig) -> GenerationConfig:
     """The GenerationConfig of one configuration: the base settings at its γ."""
     return replace(base, gamma=config.gamma)

@@ -27,7 +27,7 @@ from app.bench.openai_stream import (
     served_model,
     stream_reply,
 )
-from app.bench.plan import ALL_CLASSES
+from app.bench.plan import ALL_CLASSES, repeat_note
 from app.bench.prompts import BenchPrompt
 from app.engine.chat_template import ChatMessage
 from app.engine.config import SamplingConfig
@@ -337,7 +337,8 @@ class RemoteBench:
                         return
                     self.runs.append(_record(label, prompt, repeat, reply, self.max_tokens))
                     if progress is not None:
-                        progress(len(self.runs), total, _progress_line(self.runs[-1]))
+                        line = _progress_line(self.runs[-1], self.repeats)
+                        progress(len(self.runs), total, line)
 
     def report(self, *, interrupted: bool = False) -> RemoteReport:
         """The report of the runs so far. Runs come in blocks (every server on one prompt and
@@ -422,7 +423,8 @@ def doubts(reply: StreamedReply, max_tokens: int) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _progress_line(run: RemoteRun) -> str:
+def _progress_line(run: RemoteRun, repeats: int) -> str:
     rate = run.tokens_per_second
     figure = "—" if rate is None else f"{rate:.1f} tok/s"
-    return f"{run.server}: {run.prompt} ({run.completion_tokens} tokens, {figure})"
+    where = f"{run.prompt}{repeat_note(run.repeat, repeats)}"
+    return f"{run.server}: {where} ({run.completion_tokens} tokens, {figure})"

@@ -35,6 +35,7 @@ from app.bench.plan import (
     BenchSettings,
     generation_for,
     interleaved_schedule,
+    repeat_note,
 )
 from app.bench.turns import prompt_ids_for
 from app.engine.config import GenerationConfig
@@ -192,7 +193,8 @@ def measure(bench: Measurement, labels: DraftLabels, phase: Phase | None = None)
         sequence = phase.first_sequence + offset
         prompt_class = settings.prompts[pi].prompt_class
         if bench.progress:
-            bench.progress(sequence, total, f"{config.label} · {prompt_class} #{pi + 1}")
+            where = f"{prompt_class} #{pi + 1}{repeat_note(rep, settings.repeats)}"
+            bench.progress(sequence, total, f"{config.label} · {where}")
         outcome = run_once(
             bench.runtime,
             config,

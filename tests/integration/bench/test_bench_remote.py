@@ -264,6 +264,26 @@ def test_servers_run_interleaved_and_are_compared_with_the_baseline(serve_fake: 
     assert base.tokens_per_second == pytest.approx(rate)
 
 
+def test_progress_names_the_repeat_when_prompts_run_more_than_once(serve_fake: Any) -> None:
+    fake = serve_fake()
+
+    def lines(repeats: int) -> list[str]:
+        seen: list[str] = []
+        run_remote_bench(
+            [parse_endpoint(f"one={fake.url}")],
+            [BenchPrompt("chat", "p", "hi")],
+            max_tokens=8,
+            sampling=SamplingConfig(),
+            repeats=repeats,
+            warmup=False,
+            progress=lambda _done, _total, text: seen.append(text.split(" (")[0]),
+        )
+        return seen
+
+    assert lines(2) == ["one: chat/p · repeat 1/2", "one: chat/p · repeat 2/2"]
+    assert lines(1) == ["one: chat/p"]
+
+
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     try:
         code = main(["bench", *args])

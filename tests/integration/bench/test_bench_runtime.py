@@ -191,6 +191,29 @@ def test_a_cancelled_bench_leaves_the_chat_as_it_was(chat: Runtime, demo_models:
     assert chat.target is not None and chat.target.tokens == []
 
 
+def test_progress_names_the_repeat_when_prompts_run_more_than_once(runtime: Runtime) -> None:
+    def messages(repeats: int) -> list[str]:
+        seen: list[str] = []
+        settings = BenchSettings(
+            [DraftChoice("lookup", None)],
+            [fixed(2)],
+            PROMPT,
+            GenerationConfig(max_tokens=2),
+            repeats=repeats,
+            warmup=False,
+        )
+        bench_on_runtime(runtime, settings, progress=lambda _d, _t, text: seen.append(text))
+        return seen[:-1]  # the last is "done"
+
+    assert messages(2) == [
+        "plain · prompt #1 · repeat 1/2",
+        "lookup γ=2 · prompt #1 · repeat 1/2",
+        "plain · prompt #1 · repeat 2/2",
+        "lookup γ=2 · prompt #1 · repeat 2/2",
+    ]
+    assert messages(1) == ["plain · prompt #1", "lookup γ=2 · prompt #1"]
+
+
 def test_the_compare_callable_on_a_runtime_refuses_an_empty_prompt_before_running(
     chat: Runtime, demo_models: Any
 ) -> None:
