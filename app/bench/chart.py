@@ -74,7 +74,9 @@ def plot_formats() -> tuple[str, ...]:
     return tuple(sorted(FigureCanvasAgg.get_supported_filetypes()))
 
 
-def save_plot(report: BenchReport, path: Path) -> None:
+def save_plot(report: BenchReport, path: Path, file_format: str | None = None) -> None:
+    """Draw the chart into `path`, in `file_format` (png, svg, ...; by default the one its
+    extension names)."""
     # The Agg canvas directly, not pyplot: no GUI backend is chosen or opened.
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
     from matplotlib.figure import Figure  # noqa: PLC0415
@@ -82,4 +84,4 @@ def save_plot(report: BenchReport, path: Path) -> None:
     figure = Figure(figsize=(max(6.0, 1.2 * len(report.configs) + 2.0), 4.5), dpi=110)
     FigureCanvasAgg(figure)
     draw_speedup_chart(report, figure)
-    figure.savefig(str(path))
+    figure.savefig(str(path), format=file_format)

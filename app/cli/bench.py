@@ -55,7 +55,7 @@ from app.cli.bench_checks import (
 )
 from app.cli.contained import run_contained
 from app.cli.loading import draft_config, target_config
-from app.cli.output import OutputError, write_output_file, write_stdout
+from app.cli.output import OutputError, replace_file, write_output_file, write_stdout
 from app.cli.rpc_options import add_rpc_arguments, uses_rpc
 from app.cli.signals import Interrupted, stop_on_signals
 from app.engine.control import GenerationControl
@@ -356,8 +356,10 @@ def _write_files(args: argparse.Namespace, report: BenchReport) -> None:
     if args.csv is not None:
         write_output_file(args.csv, to_csv(report), "--csv")
     if args.plot is not None:
+        # Written under a temporary name first (replace_file), so the format is named here.
+        chart_format = args.plot.suffix.lower().removeprefix(".")
         try:
-            save_plot(report, args.plot)
+            replace_file(args.plot, lambda path: save_plot(report, path, chart_format))
         except OSError as exc:
             raise OutputError(f"--plot: cannot write {args.plot}: {exc.strerror or exc}") from None
 

@@ -2,15 +2,16 @@
 
 A full disk, a file where a folder should be, a closed pipe: the machine refusing the output is
 one `error:` line, never a traceback. Output files are checked when the flags are, before
-minutes of measuring, and written at the end.
+minutes of measuring, and written at the end, each one whole or not at all (`replace_file`).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -107,6 +108,36 @@ def check_output_file(path: Path | None, flag: str) -> None:
 def write_output_file(path: Path, text: str, flag: str) -> None:
     """Write a result file; a disk or file system that refuses it is one error line."""
     try:
-        path.write_text(text, encoding="utf-8")
+        replace_file(path, lambda temp: temp.write_text(text, encoding="utf-8"))
     except OSError as exc:
         raise OutputError(f"{flag}: cannot write {path}: {exc.strerror or exc}") from None
+
+
+def replace_file(path: Path, write: Callable[[Path], object]) -> None:
+    """Have `write` make the file under a temporary name beside `path`, flush it to disk, then
+    rename it over `path` in one step: a write cut short (a second signal, a full disk) leaves
+    the file that was there whole, never half a report in its place. What a rename cannot
+    replace is written in place: a device or a link (`/dev/stdout`: renamed over, the output
+    would miss the stream it names) and a file in a folder this process may not write."""
+    if not _replaceable(path):
+        write(path)
+        return
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
+    try:
+        write(temp)
+        handle = os.open(temp, os.O_RDONLY)
+        try:
+            os.fsync(handle)  # on disk before the name moves: a crash leaves old or new whole
+        finally:
+            os.close(handle)
+        os.replace(temp, path)
+    except BaseException:
+        with suppress(OSError):
+            temp.unlink()
+        raise
+
+
+def _replaceable(path: Path) -> bool:
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        return False
+    return os.access(path.parent, os.W_OK)

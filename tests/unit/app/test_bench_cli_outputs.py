@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 import app.cli.bench
 from app.cli.main import main
+from app.cli.signals import Interrupted
 from app.llama.config import ModelConfig
 from tests.helpers.bench_data import seed_report
 
@@ -121,6 +123,48 @@ def test_the_files_are_written_even_when_the_reader_of_stdout_went_away(
     assert json.loads(out["json"].read_text(encoding="utf-8"))["configs"]
     assert out["csv"].read_text(encoding="utf-8").startswith("label,")
     assert out["png"].stat().st_size > 0
+
+
+def _cut_short(path: Path, text: str) -> None:
+    """Half the file, then a second signal: what a write that SIGINT ends at once leaves."""
+    with path.open("w", encoding="utf-8") as handle:
+        handle.write(text[: len(text) // 2])
+    raise Interrupted(signal.SIGINT)
+
+
+@pytest.mark.parametrize("flag", ["--json", "--csv", "--plot"])
+def test_a_report_file_cut_short_never_replaces_the_one_that_was_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, measured: list[str], flag: str
+) -> None:
+    out = tmp_path / "reports" / f"bench.{flag[2:].replace('plot', 'png')}"
+    out.parent.mkdir()
+    out.write_text("the report of an earlier run", encoding="utf-8")
+    monkeypatch.setattr(Path, "write_text", lambda path, text, **_kw: _cut_short(path, text))
+    monkeypatch.setattr(
+        app.cli.bench, "save_plot", lambda _report, path, *_a: _cut_short(path, "x" * 100)
+    )
+
+    assert _bench(tmp_path, flag, str(out)) == 128 + signal.SIGINT
+
+    assert out.read_text(encoding="utf-8") == "the report of an earlier run"
+    assert [p.name for p in out.parent.iterdir()] == [out.name]  # no half file left beside it
+
+
+def test_a_report_file_is_written_whole_over_the_one_that_was_there(
+    tmp_path: Path, measured: list[str]
+) -> None:
+    out = {ext: tmp_path / "reports" / f"bench.{ext}" for ext in ("json", "csv", "png")}
+    out["json"].parent.mkdir()
+    for path in out.values():
+        path.write_text("the report of an earlier run", encoding="utf-8")
+    files = ["--json", str(out["json"]), "--csv", str(out["csv"]), "--plot", str(out["png"])]
+    assert _bench(tmp_path, *files) == 0
+    assert json.loads(out["json"].read_text(encoding="utf-8"))["configs"]
+    assert out["csv"].read_text(encoding="utf-8").startswith("label,")
+    assert out["png"].read_bytes().startswith(b"\x89PNG")
+    assert sorted(p.name for p in out["json"].parent.iterdir()) == sorted(
+        p.name for p in out.values()
+    )
 
 
 @pytest.mark.parametrize(
