@@ -10,6 +10,7 @@ table), `alpha` accepted / judged positions (the cost model's α).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,9 @@ class Figures:
     speedup: float | None
     speedup_min: float | None
     speedup_max: float | None
+    # The median paired speedup: a stall in some blocks moves the aggregate (total tokens over
+    # total seconds) but not this, so the two apart show what the stall cost.
+    speedup_median: float | None
     # The widest spread (max / min) of one prompt's paired speedups over its repeats.
     speedup_repeat_spread: float | None
     speedup_second_half: float | None
@@ -244,6 +248,7 @@ def figures_for(
         speedup=speedup,
         speedup_min=min(paired) if paired else None,
         speedup_max=max(paired) if paired else None,
+        speedup_median=statistics.median(paired) if paired else None,
         speedup_repeat_spread=repeat_spread,
         speedup_second_half=speedup_tail,
         drafted=drafted,

@@ -25,9 +25,9 @@ def format_table(report: BenchReport) -> str:
     # As wide as the longest label: a cut label loses what tells rows apart (a γ, +suffix).
     width = max(len("configuration"), *(len(c.label) for c in (report.plain, *report.configs)))
     header = (
-        f"{'configuration':<{width}} {'tok/s':>7} {'speedup':>8} {'range':>11} {'2nd½':>6} "
-        f"{'pred.':>6} "
-        f"{'accept':>7} {'tok/rnd':>7} {'c_dr':>5} {'c_ver':>5} {'TTFT':>7} {'same':>5}"
+        f"{'configuration':<{width}} {'tok/s':>7} {'speedup':>8} {'range':>11} {'median':>7} "
+        f"{'2nd½':>6} {'pred.':>6} {'accept':>7} {'tok/rnd':>7} {'c_dr':>5} {'c_ver':>5} "
+        f"{'TTFT':>7} {'same':>5}"
     )
     lines = [header, "-" * len(header)]
     for c in (report.plain, *report.configs):
@@ -43,6 +43,7 @@ def format_table(report: BenchReport) -> str:
         lines.append(
             f"{c.label:<{width}} {_fmt(f.tokens_per_second, '.1f'):>7} "
             f"{_fmt(f.speedup, '.2f', '×'):>8} {spread:>11} "
+            f"{_fmt(f.speedup_median if c.draft else None, '.2f', '×'):>7} "
             f"{_fmt(f.speedup_second_half if c.draft else None, '.2f', '×'):>6} "
             f"{_fmt(f.predicted_speedup if c.draft else None, '.2f', '×'):>6} "
             f"{_fmt(f.acceptance_rate, '.1%'):>7} {_fmt(f.tokens_per_round, '.2f'):>7} "
@@ -59,10 +60,10 @@ def format_table(report: BenchReport) -> str:
             + (f" ({cut} more of an unfinished block are listed in the JSON only)" if cut else "")
         )
     lines.append(
-        "speedup: tok/s over plain on the same prompts; range: per prompt and repeat; 2nd½: "
-        "speedup over the rounds in the second half of each reply; pred.: cost model from "
-        "measured per-position acceptance and costs; accept: accepted/drafted; c_dr, c_ver: "
-        "in plain steps; same: greedy output identical to plain"
+        "speedup: tok/s over plain on the same prompts; range, median: of the speedups per "
+        "prompt and repeat; 2nd½: speedup over the rounds in the second half of each reply; "
+        "pred.: cost model from measured per-position acceptance and costs; accept: "
+        "accepted/drafted; c_dr, c_ver: in plain steps; same: greedy output identical to plain"
     )
     noisy = [
         c.label for c in report.configs if (c.figures.speedup_repeat_spread or 0.0) > NOISY_SPREAD
@@ -114,6 +115,7 @@ CSV_COLUMNS = (
     "speedup",
     "speedup_min",
     "speedup_max",
+    "speedup_median",
     "speedup_repeat_spread",
     "speedup_second_half",
     "predicted_speedup",

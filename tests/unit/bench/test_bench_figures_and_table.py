@@ -3,14 +3,18 @@ second-half rate counts the same wall time as tokens/s; long labels are never cu
 
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from app.bench.figures import figures_for
 from app.bench.plan import BenchConfig, DraftChoice
 from app.bench.prompts import BenchPrompt
 from app.bench.summary import summarize
-from app.bench.table import format_table
+from app.bench.table import format_table, to_csv
 from app.engine.config import GenerationConfig
 from app.engine.gamma import AUTO, OFF, fixed
 from tests.helpers.bench_data import round_record, run_record, seed_rounds
@@ -103,3 +107,37 @@ def test_accepted_tokens_are_split_by_what_proposed_them_and_runs_list_the_gamma
     assert run["gammas"] == [4, 4] and run["drafted"] == [5, 8]
     assert run["suffix_drafted"] == [3, 6]
     assert config["gamma_histogram"] == {4: 2}
+
+
+def test_the_median_paired_speedup_shows_what_a_stall_did_to_the_aggregate() -> None:
+    # Three prompts: twice plain's speed on two, a stall ten times as long on the third. The
+    # stall's seconds weigh in the aggregate; the median of the paired ratios stays at 2.
+    plain = [
+        run_record(0, [round_record(i, 0, 0, draft_s=0.0) for i in range(4)], prompt=p)
+        for p in range(3)
+    ]
+    verify_s = {0: 0.02, 1: 0.02, 2: 0.2}
+    spec = [
+        run_record(1, [round_record(0, 3, 3, draft_s=0.0, verify_s=verify_s[p])], prompt=p)
+        for p in range(3)
+    ]
+    draft = DraftChoice("d", Path("d.gguf"))
+    report = summarize(
+        target="t.gguf",
+        configs=[BenchConfig("plain", None, OFF), BenchConfig("d γ=3", draft, fixed(3))],
+        prompts=[BenchPrompt("chat", name, "x") for name in "abc"],
+        prompt_tokens=[3, 3, 3],
+        runs=[*plain, *spec],
+        base=GenerationConfig(max_tokens=4),
+        repeats=1,
+    )
+    figures = report.configs[0].figures
+    assert figures.speedup == pytest.approx(0.5)
+    assert figures.speedup_median == pytest.approx(2.0)
+    assert report.to_json()["configs"][0]["speedup_median"] == pytest.approx(2.0)
+    (row,) = [r for r in csv.DictReader(io.StringIO(to_csv(report))) if r["class"] == "all"][1:]
+    assert float(row["speedup_median"]) == pytest.approx(2.0)
+    table = format_table(report).splitlines()
+    assert table[0].split()[4] == "median"
+    # The row of "d γ=3": its label's two words and tok/s, then speedup, range and median.
+    assert table[3].split()[3:6] == ["0.50×", "0.20-2.00", "2.00×"]
