@@ -363,32 +363,6 @@ class RemoteBench:
         )
 
 
-def run_remote_bench(
-    servers: Sequence[Endpoint],
-    prompts: Sequence[BenchPrompt],
-    *,
-    max_tokens: int,
-    sampling: SamplingConfig,
-    repeats: int,
-    baseline: str | None = None,
-    warmup: bool = True,
-    progress: ProgressFn | None = None,
-    timeout: float = READ_TIMEOUT_S,
-) -> RemoteReport:
-    """Bench the servers to the end; a failed request's error is in the report's `failure`."""
-    bench = RemoteBench(
-        servers,
-        prompts,
-        max_tokens=max_tokens,
-        sampling=sampling,
-        repeats=repeats,
-        baseline=baseline,
-        timeout=timeout,
-    )
-    bench.run(warmup=warmup, progress=progress)
-    return bench.report()
-
-
 def _record(
     server: str, prompt: BenchPrompt, repeat: int, reply: StreamedReply, max_tokens: int
 ) -> RemoteRun:

@@ -21,7 +21,7 @@ import pytest
 
 from app.bench.openai_stream import RemoteServerError, parse_endpoint, stream_reply
 from app.bench.prompts import BenchPrompt
-from app.bench.remote import run_remote_bench
+from app.bench.remote import RemoteBench
 from app.cli.main import main
 from app.engine.config import SamplingConfig
 from app.errors import InvalidSettingError
@@ -207,14 +207,11 @@ def test_earlier_turns_go_first_and_the_timed_conversation_holds_the_servers_own
         BenchPrompt("revision", "r", "now shorter", before=("explain fridges",)),
         BenchPrompt("asked-again", "a", "how do fridges work?", recall=("explain fridges",)),
     ]
-    report = run_remote_bench(
-        [parse_endpoint(fake.url)],
-        prompts,
-        max_tokens=17,
-        sampling=SamplingConfig(),
-        repeats=1,
-        warmup=False,
+    bench = RemoteBench(
+        [parse_endpoint(fake.url)], prompts, max_tokens=17, sampling=SamplingConfig(), repeats=1
     )
+    bench.run(warmup=False)
+    report = bench.report()
     assert fake.chats() == [
         [{"role": "user", "content": "explain fridges"}],
         [
@@ -237,9 +234,9 @@ def test_servers_run_interleaved_and_are_compared_with_the_baseline(serve_fake: 
     fast, slow = serve_fake(), serve_fake(slow=2.0, prefix="other: ")
     servers = [parse_endpoint(f"fast={fast.url}"), parse_endpoint(f"slow={slow.url}")]
     prompts = [BenchPrompt("chat", "p", "one"), BenchPrompt("code", "q", "two")]
-    report = run_remote_bench(
-        servers, prompts, max_tokens=8, sampling=SamplingConfig(), repeats=2, warmup=True
-    )
+    bench = RemoteBench(servers, prompts, max_tokens=8, sampling=SamplingConfig(), repeats=2)
+    bench.run(warmup=True)
+    report = bench.report()
     order = [(r.repeat, r.prompt, r.server) for r in report.runs]
     assert order == [
         (repeat, prompt, server)
@@ -269,14 +266,15 @@ def test_progress_names_the_repeat_when_prompts_run_more_than_once(serve_fake: A
 
     def lines(repeats: int) -> list[str]:
         seen: list[str] = []
-        run_remote_bench(
+        bench = RemoteBench(
             [parse_endpoint(f"one={fake.url}")],
             [BenchPrompt("chat", "p", "hi")],
             max_tokens=8,
             sampling=SamplingConfig(),
             repeats=repeats,
-            warmup=False,
-            progress=lambda _done, _total, text: seen.append(text.split(" (")[0]),
+        )
+        bench.run(
+            warmup=False, progress=lambda _done, _total, text: seen.append(text.split(" (")[0])
         )
         return seen
 
