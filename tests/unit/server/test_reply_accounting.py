@@ -26,6 +26,7 @@ from app.metrics.rounds import RoundRecord
 from app.metrics.summary import summarize
 from app.server.app import ServerSettings, create_app
 from app.server.schemas import Defaults
+from tests.helpers.asgi import asgi_post
 
 # "1. 1\n2. 2\n..." a token at a time: four tokens per line.
 PIECES = [piece for n in range(1, 11) for piece in (str(n), ".", f" {n}", "\n")]
@@ -111,21 +112,7 @@ def post(owner: RuntimeOwner, path: str, body: dict[str, Any]) -> tuple[int, byt
     app = create_app(owner, settings)
 
     async def call() -> tuple[int, bytes]:
-        incoming = [{"type": "http.request", "body": json.dumps(body).encode()}]
-        sent: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            if incoming:
-                return incoming.pop()
-            await asyncio.Event().wait()  # the client stays connected
-            raise AssertionError
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]
-        scope = {"type": "http", "method": "POST", "path": path, "headers": headers,
-                 "query_string": b"", "root_path": ""}  # fmt: skip
+        scope, receive, send, sent = asgi_post(path, body)
         await app(scope, receive, send)
         status = next(m["status"] for m in sent if m["type"] == "http.response.start")
         return status, b"".join(

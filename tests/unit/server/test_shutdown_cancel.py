@@ -18,6 +18,7 @@ from app.engine.events import TokenEvent
 from app.engine.job_driver import Job, Sink, Started, Ticket
 from app.server.app import ServerSettings, create_app
 from app.server.schemas import Defaults
+from tests.helpers.asgi import asgi_post
 
 
 class SilentOwner:
@@ -48,21 +49,7 @@ def cancelled_request(
     body = {"prompt": "Count.", "stream": stream}
 
     async def call() -> list[dict[str, Any]]:
-        incoming = [{"type": "http.request", "body": json.dumps(body).encode()}]
-        sent: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            if incoming:
-                return incoming.pop()
-            await asyncio.Event().wait()  # the client stays connected
-            raise AssertionError
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]
-        scope = {"type": "http", "method": "POST", "path": "/v1/completions",
-                 "headers": headers, "query_string": b"", "root_path": ""}  # fmt: skip
+        scope, receive, send, sent = asgi_post("/v1/completions", body)
         task = asyncio.create_task(app(scope, receive, send))
         while not owner.tickets or (stream and not sent):
             await asyncio.sleep(0.01)

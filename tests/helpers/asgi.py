@@ -1,0 +1,38 @@
+"""One HTTP request to the server's ASGI app as uvicorn would make it, with no socket: the
+tests await `app(scope, receive, send)` themselves, to the end or until they cancel it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
+
+Message = dict[str, Any]
+
+
+class AsgiPost(NamedTuple):
+    scope: dict[str, Any]
+    receive: Callable[[], Awaitable[Message]]
+    send: Callable[[Message], Awaitable[None]]
+    sent: list[Message]  # every message the app sent, in order
+
+
+def asgi_post(path: str, body: dict[str, Any]) -> AsgiPost:
+    """A JSON POST to `path`, from a client that stays connected until the app is done."""
+    incoming = [{"type": "http.request", "body": json.dumps(body).encode()}]
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        if incoming:
+            return incoming.pop()
+        await asyncio.Event().wait()  # the client stays connected
+        raise AssertionError
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]
+    scope = {"type": "http", "method": "POST", "path": path, "headers": headers,
+             "query_string": b"", "root_path": ""}  # fmt: skip
+    return AsgiPost(scope, receive, send, sent)
