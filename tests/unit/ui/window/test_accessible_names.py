@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
 )
 from pytestqt.qtbot import QtBot
 
+from tests.helpers.fake_window import TIMEOUT_MS
 from tests.helpers.qt_window import send
-from tests.unit.ui.window.conftest import TIMEOUT_MS
 from ui.window.main_window import MainWindow
 
 _INTERACTIVE = (

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QFileDialog
 from pytestqt.qtbot import QtBot
 
 from app.cli.main import main as cli_main
+from tests.helpers.fake_window import TIMEOUT_MS, open_fake_window
 from tests.helpers.model_files import (
     default_tokens,
     hf_cache_layout,
@@ -19,7 +20,6 @@ from tests.helpers.model_files import (
     write_tiny_gguf,
 )
 from tests.helpers.qt_window import close_window
-from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window
 from ui.window.main_window import MainWindow, UiState
 
 

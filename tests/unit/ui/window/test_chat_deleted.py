@@ -8,9 +8,8 @@ from pathlib import Path
 from pytestqt.qtbot import QtBot
 
 from app.engine.history_corpus import HistoryCorpus
-from app.store import ConversationStore
-from tests.helpers.qt_window import close_window, send
-from tests.unit.ui.window.conftest import TIMEOUT_MS, open_with_one_reply
+from tests.helpers.fake_window import TIMEOUT_MS, another_store, fake_window_with_one_reply
+from tests.helpers.qt_window import send
 from ui.window.conversation_actions import DELETED_ELSEWHERE
 from ui.window.main_window import UiState
 
@@ -21,10 +20,9 @@ def test_the_index_files_go_before_the_chat_not_after_the_engine_is_free(
     """A crash between the chat's delete and the engine thread's rebuild must not leave an
     index holding the deleted chat: the files are gone when delete returns, even while the
     engine thread is busy."""
-    window, doomed = open_with_one_reply(
+    with fake_window_with_one_reply(
         qtbot, isolated_data_dir, files, model_step_s=0.1, max_tokens=4
-    )
-    try:
+    ) as (window, doomed):
         corpus = HistoryCorpus(isolated_data_dir, "49152-held")
         corpus.add(list(range(100, 140)))
         assert corpus.save() and corpus.path.exists()
@@ -38,20 +36,16 @@ def test_the_index_files_go_before_the_chat_not_after_the_engine_is_free(
         assert window.store.conversation(doomed) is None
         window.stop()
         qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
-    finally:
-        close_window(window)
 
 
 def test_a_message_after_another_window_deleted_the_chat_starts_a_new_one(
     qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
 ) -> None:
-    window, gone = open_with_one_reply(
+    with fake_window_with_one_reply(
         qtbot, isolated_data_dir, files, model_step_s=0.01, max_tokens=4
-    )
-    try:
-        other = ConversationStore(isolated_data_dir / "conversations.sqlite3")
-        other.delete(gone)
-        other.close()
+    ) as (window, gone):
+        with another_store(isolated_data_dir) as other:
+            other.delete(gone)
         errors: list[str] = []
         window.errorShown.connect(errors.append)
         send(qtbot, window, "Still there?")
@@ -63,5 +57,3 @@ def test_a_message_after_another_window_deleted_the_chat_starts_a_new_one(
         assert [m.role for m in window.store.messages(chat)] == ["user", "assistant"]
         assert [m.role for m in window.view.messages] == ["user", "assistant"]
         assert window.view.messages[0].text == "Still there?"
-    finally:
-        close_window(window)

@@ -8,32 +8,16 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from tests.helpers.model_files import write_tiny_gguf
+from tests.helpers.fake_window import TIMEOUT_MS, compare_with_another_draft
 from tests.helpers.qt_window import send
-from tests.unit.ui.window.conftest import TIMEOUT_MS
-from ui.window.main_window import MainWindow, UiState
+from ui.window.main_window import MainWindow
 
 
 def test_a_broken_draft_is_its_rows_error_and_the_other_drafts_are_still_measured(
     window: MainWindow, qtbot: QtBot, files: dict[str, Path]
 ) -> None:
     # The stand-in model refuses files named "broken"; the catalog lists it as a fitting draft.
-    broken = write_tiny_gguf(files["draft"].parent / "broken-draft.gguf", tensor_elements=32)
-    window.models.add_files([str(broken)])
-    qtbot.waitUntil(
-        lambda: str(broken) in window.settings.get_list("models/extra_files"), timeout=TIMEOUT_MS
-    )
-    qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
-    if window.models.draft_value != str(files["draft"]):  # adding it may have made it the draft
-        window.models.choose_draft(str(files["draft"]))
-    qtbot.waitUntil(
-        lambda: window.state == UiState.Idle and window.models.draft_value == str(files["draft"]),
-        timeout=TIMEOUT_MS,
-    )
-    send(qtbot, window, "Hello")  # Compare runs on the chat's last prompt
-
-    dialog = window.open_compare_dialog()
-    assert dialog is not None
+    _broken, dialog = compare_with_another_draft(qtbot, window, files, "broken-draft.gguf")
     with qtbot.waitSignal(dialog.reportReady, timeout=TIMEOUT_MS) as ready:
         dialog.start()
     report = ready.args[0]

@@ -9,8 +9,8 @@ from pytestqt.qtbot import QtBot
 
 from app.llama.facts import ModelFacts
 from tests.helpers.fake_model import TRAINED_CONTEXT
+from tests.helpers.fake_window import TIMEOUT_MS, open_fake_window
 from tests.helpers.qt_window import close_window
-from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window
 from ui.window.main_window import UiState
 
 

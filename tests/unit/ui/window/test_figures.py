@@ -8,8 +8,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from app.metrics.summary import METRIC_DEFINITIONS
+from tests.helpers.fake_window import TIMEOUT_MS
 from tests.helpers.qt_window import send
-from tests.unit.ui.window.conftest import TIMEOUT_MS
 from ui.window.main_window import MainWindow, UiState
 
 

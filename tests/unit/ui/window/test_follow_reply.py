@@ -6,8 +6,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from tests.helpers.fake_window import TIMEOUT_MS
 from tests.helpers.qt_window import send, wheel
-from tests.unit.ui.window.conftest import TIMEOUT_MS
 from ui.window.main_window import MainWindow
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from tests.helpers.fake_window import TIMEOUT_MS, open_fake_window
 from tests.helpers.qt_window import close_window
-from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window
 from ui.window.main_window import MainWindow
 
 

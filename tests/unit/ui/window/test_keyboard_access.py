@@ -8,8 +8,8 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QAbstractButton, QApplication, QTableWidgetItem, QWidget
 from pytestqt.qtbot import QtBot
 
+from tests.helpers.fake_window import TIMEOUT_MS
 from tests.helpers.qt_window import send
-from tests.unit.ui.window.conftest import TIMEOUT_MS
 from ui.dialogs.models_dialog import ModelsDialog
 from ui.window.main_window import MainWindow
 

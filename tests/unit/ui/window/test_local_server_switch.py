@@ -13,8 +13,8 @@ from typing import Any
 from PySide6.QtGui import QGuiApplication
 from pytestqt.qtbot import QtBot
 
+from tests.helpers.fake_window import TIMEOUT_MS
 from tests.helpers.qt_window import send
-from tests.unit.ui.window.conftest import TIMEOUT_MS
 from ui.window.main_window import MainWindow, UiState
 
 

@@ -9,35 +9,30 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.store import ConversationStore
 from tests.helpers.fake_model import FakeModel
+from tests.helpers.fake_window import TIMEOUT_MS, another_store, fake_window_with_one_reply
 from tests.helpers.qt_window import close_window
-from tests.unit.ui.window.conftest import TIMEOUT_MS, open_with_one_reply
-from ui.window.main_window import UiState
+from ui.window.main_window import MainWindow, UiState
+
+
+def regenerate_a_long_reply(qtbot: QtBot, window: MainWindow) -> None:
+    """Regenerate with room for a long reply, and wait for its first text to show."""
+    window.settings.set("generation/max_tokens", 400)
+    window.regenerate()
+    qtbot.waitUntil(lambda: bool(window.view.streaming_text), timeout=TIMEOUT_MS)
 
 
 def test_closing_the_window_mid_regenerate_keeps_the_earlier_reply(
     qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
 ) -> None:
-    window, conversation = open_with_one_reply(
+    with fake_window_with_one_reply(
         qtbot, isolated_data_dir, files, model_step_s=0.1, max_tokens=8
-    )
-    closed = False
-    try:
+    ) as (window, conversation):
         before = window.store.messages(conversation)
-        window.settings.set("generation/max_tokens", 400)
-        window.regenerate()
-        qtbot.waitUntil(lambda: bool(window.view.streaming_text), timeout=TIMEOUT_MS)
+        regenerate_a_long_reply(qtbot, window)
         close_window(window)
-        closed = True
-    finally:
-        if not closed:
-            close_window(window)
-    store = ConversationStore(isolated_data_dir / "conversations.sqlite3")
-    try:
+    with another_store(isolated_data_dir) as store:
         assert store.messages(conversation) == before
-    finally:
-        store.close()
 
 
 def test_a_regenerate_that_fails_after_some_text_keeps_the_earlier_reply(
@@ -46,17 +41,14 @@ def test_a_regenerate_that_fails_after_some_text_keeps_the_earlier_reply(
     files: dict[str, Path],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    window, conversation = open_with_one_reply(
+    with fake_window_with_one_reply(
         qtbot, isolated_data_dir, files, model_step_s=0.05, max_tokens=8
-    )
-    try:
+    ) as (window, conversation):
         before = window.store.messages(conversation)
         shown = window.view.messages
-        window.settings.set("generation/max_tokens", 400)
         errors: list[str] = []
         window.errorShown.connect(errors.append)
-        window.regenerate()
-        qtbot.waitUntil(lambda: bool(window.view.streaming_text), timeout=TIMEOUT_MS)
+        regenerate_a_long_reply(qtbot, window)
 
         def worker_gone(self: FakeModel, history: Sequence[int], n_logits: int) -> None:
             raise OSError("the worker stopped answering")
@@ -68,8 +60,6 @@ def test_a_regenerate_that_fails_after_some_text_keeps_the_earlier_reply(
         assert window.store.messages(conversation) == before
         assert window.view.messages == shown
         assert errors and "the earlier reply is kept" in errors[-1]
-    finally:
-        close_window(window)
 
 
 def test_closing_right_after_the_users_stop_keeps_the_stopped_reply_as_meant(
@@ -78,25 +68,14 @@ def test_closing_right_after_the_users_stop_keeps_the_stopped_reply_as_meant(
     """The user's Stop keeps what the regenerated reply wrote (it replaces the earlier one); a
     close that comes before that reply's end has arrived must not turn it into a cut by the
     window."""
-    window, conversation = open_with_one_reply(
+    with fake_window_with_one_reply(
         qtbot, isolated_data_dir, files, model_step_s=0.3, max_tokens=8
-    )
-    closed = False
-    try:
+    ) as (window, conversation):
         before = window.store.messages(conversation)
-        window.settings.set("generation/max_tokens", 400)
-        window.regenerate()
-        qtbot.waitUntil(lambda: bool(window.view.streaming_text), timeout=TIMEOUT_MS)
+        regenerate_a_long_reply(qtbot, window)
         window.stop()
         close_window(window)  # the stopped reply's end arrives during the close
-        closed = True
-    finally:
-        if not closed:
-            close_window(window)
-    store = ConversationStore(isolated_data_dir / "conversations.sqlite3")
-    try:
+    with another_store(isolated_data_dir) as store:
         after = store.messages(conversation)
-    finally:
-        store.close()
     assert [m.role for m in after] == ["user", "assistant"]
     assert after[-1].id != before[-1].id and after[-1].content.strip()

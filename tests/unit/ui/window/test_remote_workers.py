@@ -29,9 +29,9 @@ from app.llama.model import LoadProgress
 from app.llama.rpc_token import FINGERPRINT_BYTES, SECRET_BYTES, WorkerToken
 from models.compat import check_draft_file
 from tests.helpers.fake_model import FakeModel
+from tests.helpers.fake_window import TIMEOUT_MS, open_fake_window
 from tests.helpers.qt_window import close_window, send
 from tests.helpers.rpc_workers import free_port
-from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window
 from tests.unit.ui.window.test_local_server_switch import in_thread, post
 from ui.settings import Settings
 from ui.widgets.metrics_panel import MetricsPanel

@@ -12,9 +12,9 @@ from PySide6.QtWidgets import QApplication, QDialogButtonBox, QScrollArea
 from pytestqt.qtbot import QtBot
 
 from app.llama.facts import MemoryUsage
+from tests.helpers.fake_window import TIMEOUT_MS, open_fake_window
 from tests.helpers.model_files import write_tiny_gguf
 from tests.helpers.qt_window import close_window, wheel
-from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window
 from ui.window.main_window import MainWindow
 
 LONG_NAME = "SmolLM2-135M-Instruct-a-very-long-fine-tune-name-with-its-training-run-F32"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pytestqt.qtbot import QtBot
 
+from tests.helpers.fake_window import TIMEOUT_MS, open_fake_window
 from tests.helpers.qt_window import close_window, send
-from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window
 from tests.unit.ui.window.test_local_server_switch import free_port, in_thread, post
 from ui.window.main_window import MainWindow, UiState
 
@@ -47,10 +47,11 @@ def _post_in_background(url: str, body: dict[str, Any]) -> list[tuple[int, dict[
     return box
 
 
-def test_stop_then_send_with_a_request_waiting_serves_it_before_the_held_message(
-    slow_window: MainWindow, qtbot: QtBot
-) -> None:
-    window = slow_window
+def _request_behind_a_streaming_reply(
+    qtbot: QtBot, window: MainWindow
+) -> list[tuple[int, dict[str, Any]]]:
+    """A chat reply streaming, and a server request waiting in the queue behind it; the list
+    gets the request's status and answer once it ends."""
     url = _switch_on(window)
     window.prompt.setPlainText("Tell me a story")
     window.send()
@@ -60,6 +61,14 @@ def test_stop_then_send_with_a_request_waiting_serves_it_before_the_held_message
     owner = window.server_switch.server.owner
     assert owner is not None
     qtbot.waitUntil(lambda: owner.health()["queued"] == 1, timeout=TIMEOUT_MS)
+    return answered
+
+
+def test_stop_then_send_with_a_request_waiting_serves_it_before_the_held_message(
+    slow_window: MainWindow, qtbot: QtBot
+) -> None:
+    window = slow_window
+    answered = _request_behind_a_streaming_reply(qtbot, window)
 
     states: list[UiState] = []
     window.stateChanged.connect(states.append)
@@ -89,15 +98,7 @@ def test_regenerate_with_a_request_waiting_does_not_start_behind_it(
     slow_window: MainWindow, qtbot: QtBot
 ) -> None:
     window = slow_window
-    url = _switch_on(window)
-    window.prompt.setPlainText("Tell me a story")
-    window.send()
-    qtbot.waitUntil(lambda: len(window.view.streaming_text) > 5, timeout=TIMEOUT_MS)
-    body = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 40}
-    answered = _post_in_background(url, body)
-    owner = window.server_switch.server.owner
-    assert owner is not None
-    qtbot.waitUntil(lambda: owner.health()["queued"] == 1, timeout=TIMEOUT_MS)
+    answered = _request_behind_a_streaming_reply(qtbot, window)
     states: list[UiState] = []
     window.stateChanged.connect(states.append)
     pressed: list[tuple[UiState, str]] = []

@@ -10,7 +10,7 @@ from typing import Any
 
 from pytestqt.qtbot import QtBot
 
-from tests.unit.ui.window.conftest import TIMEOUT_MS
+from tests.helpers.fake_window import TIMEOUT_MS
 from tests.unit.ui.window.test_local_server_switch import free_port, in_thread, post
 from ui.window.main_window import MainWindow, UiState
 

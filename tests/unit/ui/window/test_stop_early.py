@@ -11,9 +11,7 @@ from pytestqt.qtbot import QtBot
 
 from app.engine.runtime import Runtime
 from app.errors import Cancelled
-from app.store import ConversationStore
-from tests.helpers.qt_window import close_window, send
-from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window, open_with_one_reply
+from tests.helpers.fake_window import TIMEOUT_MS, another_store, fake_window_with_one_reply
 from ui.window.main_window import UiState
 from ui.window.reply_flow import STOPPED_BEFORE_TEXT
 
@@ -21,12 +19,9 @@ from ui.window.reply_flow import STOPPED_BEFORE_TEXT
 def test_stop_before_the_first_token_saves_nothing_and_keeps_the_headline(
     qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
 ) -> None:
-    window = open_fake_window(isolated_data_dir, files, model_step_s=0.3)
-    try:
-        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
-            window.start()
-        window.settings.set("generation/max_tokens", 6)
-        send(qtbot, window, "Hello")
+    with fake_window_with_one_reply(
+        qtbot, isolated_data_dir, files, model_step_s=0.3, max_tokens=6
+    ) as (window, _conversation):
         headline = window.controls.headline.text()
         assert "without a draft" in headline or "As fast" in headline or "×" in headline
         window.prompt.setPlainText("Stop me at once")
@@ -45,17 +40,14 @@ def test_stop_before_the_first_token_saves_nothing_and_keeps_the_headline(
         with qtbot.waitSignal(window.modelsLoaded, timeout=TIMEOUT_MS):
             window.choose_target(str(files["target2"]))
         assert window.controls.headline.text() == ""
-    finally:
-        close_window(window)
 
 
 def test_a_regenerate_stopped_before_the_first_token_keeps_the_earlier_reply(
     qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
 ) -> None:
-    window, _conversation = open_with_one_reply(
+    with fake_window_with_one_reply(
         qtbot, isolated_data_dir, files, model_step_s=0.3, max_tokens=6
-    )
-    try:
+    ) as (window, _conversation):
         assert window.conversation_id is not None
         before = window.store.messages(window.conversation_id)
         shown = window.view.messages
@@ -76,27 +68,21 @@ def test_a_regenerate_stopped_before_the_first_token_keeps_the_earlier_reply(
         assert [m.role for m in after] == ["user", "assistant"]
         assert after[0] == before[0] and after[-1].id != before[-1].id
         assert [m.text for m in window.view.messages] == [m.content for m in after]
-    finally:
-        close_window(window)
 
 
 def test_a_regenerate_stopped_early_shows_no_reply_another_window_deleted_meanwhile(
     qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
 ) -> None:
-    window, conversation = open_with_one_reply(
+    with fake_window_with_one_reply(
         qtbot, isolated_data_dir, files, model_step_s=0.3, max_tokens=6
-    )
-    try:
+    ) as (window, conversation):
         window.regenerate()
-        other = ConversationStore(isolated_data_dir / "conversations.sqlite3")
-        other.delete_message(other.messages(conversation)[-1].id)  # a second window's delete
-        other.close()
+        with another_store(isolated_data_dir) as other:  # a second window's delete
+            other.delete_message(other.messages(conversation)[-1].id)
         window.stop()
         qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
         assert [m.role for m in window.store.messages(conversation)] == ["user"]
         assert [m.role for m in window.view.messages] == ["user"]
-    finally:
-        close_window(window)
 
 
 def test_a_stop_while_the_chat_template_renders_reads_as_stopped_not_failed(
@@ -105,10 +91,9 @@ def test_a_stop_while_the_chat_template_renders_reads_as_stopped_not_failed(
     files: dict[str, Path],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    window, conversation = open_with_one_reply(
+    with fake_window_with_one_reply(
         qtbot, isolated_data_dir, files, model_step_s=0.01, max_tokens=6
-    )
-    try:
+    ) as (window, conversation):
         before = window.store.messages(conversation)
         errors: list[str] = []
         window.errorShown.connect(errors.append)
@@ -124,5 +109,3 @@ def test_a_stop_while_the_chat_template_renders_reads_as_stopped_not_failed(
         assert errors == []
         assert window.store.messages(conversation) == before
         assert window.view.messages[-1].text == before[-1].content
-    finally:
-        close_window(window)

@@ -17,8 +17,8 @@ from app.llama.model import LoadProgress
 from app.store import ConversationStore, TokenSource
 from models.compat import check_draft_file
 from tests.helpers.fake_model import FakeModel
+from tests.helpers.fake_window import TIMEOUT_MS
 from tests.helpers.qt_window import close_window, send, write_preferences
-from tests.unit.ui.window.conftest import TIMEOUT_MS
 from ui.main import create_window, ensure_application
 from ui.settings import Settings
 from ui.window.main_window import MainWindow, UiState

@@ -7,11 +7,9 @@ from pathlib import Path
 
 from pytestqt.qtbot import QtBot
 
-from tests.helpers.model_files import write_tiny_gguf
-from tests.helpers.qt_window import send
-from tests.unit.ui.window.conftest import TIMEOUT_MS
+from tests.helpers.fake_window import TIMEOUT_MS, compare_with_another_draft
 from ui.dialogs.models_dialog import ModelsDialog
-from ui.window.main_window import MainWindow, UiState
+from ui.window.main_window import MainWindow
 
 
 def _marks(dialog: ModelsDialog) -> dict[str, str]:
@@ -47,20 +45,7 @@ def test_the_models_dialog_marks_and_selects_the_loaded_models(
 def test_use_this_draft_in_compare_loads_it_as_the_chats_draft(
     window: MainWindow, qtbot: QtBot, files: dict[str, Path]
 ) -> None:
-    other = write_tiny_gguf(files["draft"].parent / "tiny-draft.gguf", tensor_elements=32)
-    window.models.add_files([str(other)])
-    qtbot.waitUntil(
-        lambda: str(other) in window.settings.get_list("models/extra_files"), timeout=TIMEOUT_MS
-    )
-    qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
-    if window.models.draft_value != str(files["draft"]):  # adding it may have made it the draft
-        window.models.choose_draft(str(files["draft"]))
-    qtbot.waitUntil(lambda: window.models.draft_value == str(files["draft"]), timeout=TIMEOUT_MS)
-    qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
-    send(qtbot, window, "Hello")  # Compare runs on the chat's last prompt
-
-    dialog = window.open_compare_dialog()
-    assert dialog is not None
+    other, dialog = compare_with_another_draft(qtbot, window, files, "tiny-draft.gguf")
     dialog.draftChosen.emit(str(other))  # what the row's "Use this draft" sends
     qtbot.waitUntil(lambda: window.models.draft_value == str(other), timeout=TIMEOUT_MS)
     dialog.close()

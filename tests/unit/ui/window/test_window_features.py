@@ -8,8 +8,8 @@ from PySide6.QtGui import QGuiApplication, QPalette
 from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
+from tests.helpers.fake_window import TIMEOUT_MS
 from tests.helpers.qt_window import send
-from tests.unit.ui.window.conftest import TIMEOUT_MS
 from ui.widgets.conversation_view import EXAMPLE_PROMPTS
 from ui.window.main_window import MainWindow
 

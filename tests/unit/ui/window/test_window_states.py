@@ -7,13 +7,15 @@ covered by the end-to-end tests in test_chat_window.py and test_lifecycle.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from tests.helpers.fake_window import TIMEOUT_MS, open_fake_window
 from tests.helpers.qt_window import close_window, send
-from tests.unit.ui.window.conftest import TIMEOUT_MS, open_fake_window
 from ui.formatting import percent
 from ui.settings import DRAFT_NGRAM, DRAFT_NONE
 from ui.widgets.model_controls import NO_DRAFT_LABEL, SPECULATION_LABEL
@@ -24,6 +26,29 @@ def loaded_paths(window: MainWindow) -> tuple[str | None, str | None]:
     loaded = window.models.loaded
     assert loaded is not None
     return (loaded.target.path if loaded.target else None, loaded.draft.path)
+
+
+def switched_mid_reply(
+    qtbot: QtBot, window: MainWindow, switch: Callable[[], None]
+) -> dict[str, Any]:
+    """Send a long message, call `switch` once the reply has some text, and return the reply's
+    stats once it has finished."""
+    window.settings.set("generation/max_tokens", 400)
+    window.prompt.setPlainText("Toggle me")
+    with qtbot.waitSignal(window.replyFinished, timeout=TIMEOUT_MS) as finished:
+        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: len(window.view.streaming_text) > 40, timeout=TIMEOUT_MS)
+        switch()
+    return dict(finished.args[0])
+
+
+def stop_a_long_reply(qtbot: QtBot, window: MainWindow) -> None:
+    """Send a message with room for a long reply, and stop the reply once it has some text."""
+    window.settings.set("generation/max_tokens", 4000)
+    window.prompt.setPlainText("A long one please")
+    qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(window.view.streaming_text) > 40, timeout=TIMEOUT_MS)
+    window.stop()
 
 
 def test_buttons_follow_a_reply_from_send_to_finish(window: MainWindow, qtbot: QtBot) -> None:
@@ -60,31 +85,23 @@ def test_stop_keeps_the_partial_reply_and_returns_to_idle(window: MainWindow, qt
 def test_speculation_switched_off_mid_reply_runs_the_rest_plain(
     window: MainWindow, qtbot: QtBot
 ) -> None:
-    window.settings.set("generation/max_tokens", 400)
-    window.prompt.setPlainText("Toggle me")
-    with qtbot.waitSignal(window.replyFinished, timeout=TIMEOUT_MS) as finished:
-        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
-        qtbot.waitUntil(lambda: len(window.view.streaming_text) > 40, timeout=TIMEOUT_MS)
-        window.controls.speculation.setChecked(False)
+    stats = switched_mid_reply(qtbot, window, lambda: window.controls.speculation.setChecked(False))
     result = window.flow.last_result
     assert result is not None
     modes = [r.mode for r in result.rounds]
     assert "hybrid" in modes[: len(modes) // 2] and modes[-1] == "plain"
-    assert finished.args[0]["switched"] is True
-    assert "speculation switched mid-reply" in finished.args[0]["summary"]
+    assert stats["switched"] is True
+    assert "speculation switched mid-reply" in stats["summary"]
 
 
 def test_the_metrics_panel_agrees_with_a_reply_that_switched_speculation_off(
     window: MainWindow, qtbot: QtBot
 ) -> None:
-    window.settings.set("generation/max_tokens", 400)
-    window.prompt.setPlainText("Toggle me")
-    with qtbot.waitSignal(window.replyFinished, timeout=TIMEOUT_MS) as finished:
-        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
-        qtbot.waitUntil(lambda: len(window.view.streaming_text) > 40, timeout=TIMEOUT_MS)
+    def switch_off() -> None:
         window.set_speculation(False)
         assert window.metrics.acceptance.text() == "—"  # no stale figure while it runs plain
-    stats = finished.args[0]
+
+    stats = switched_mid_reply(qtbot, window, switch_off)
     assert stats["mode"] == "hybrid" and stats["acceptance_rate"] is not None
     saved = percent(stats["acceptance_rate"])
     assert saved in stats["summary"]
@@ -203,11 +220,7 @@ def test_a_message_sent_while_the_models_load_goes_once_they_are_in(
 def test_a_message_sent_while_a_reply_stops_goes_once_it_has_stopped(
     window: MainWindow, qtbot: QtBot
 ) -> None:
-    window.settings.set("generation/max_tokens", 4000)
-    window.prompt.setPlainText("A long one please")
-    qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: len(window.view.streaming_text) > 40, timeout=TIMEOUT_MS)
-    window.stop()
+    stop_a_long_reply(qtbot, window)
     assert window.state == UiState.Stopping
     window.settings.set("generation/max_tokens", 6)
     window.prompt.setPlainText("Second question")
@@ -224,11 +237,7 @@ def test_a_message_sent_while_a_reply_stops_goes_once_it_has_stopped(
 def test_the_waiting_line_goes_once_nothing_waits_any_more(
     window: MainWindow, qtbot: QtBot
 ) -> None:
-    window.settings.set("generation/max_tokens", 4000)
-    window.prompt.setPlainText("A long one please")
-    qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: len(window.view.streaming_text) > 40, timeout=TIMEOUT_MS)
-    window.stop()
+    stop_a_long_reply(qtbot, window)
     window.prompt.setPlainText("Second question")
     qtbot.keyClick(window.prompt, Qt.Key.Key_Return)
     window.prompt.clear()  # the user changed their mind: nothing is sent
