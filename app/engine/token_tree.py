@@ -130,8 +130,16 @@ def tree_round(
 ) -> TreeVerdict | None:
     """The verification of a tree draft; None for a linear one, which the loop verifies, and
     under a grammar, whose masks the loop applies token by token to the main branch, or when
-    the reply asks for log probabilities, which the loop reads from the main branch's rows."""
-    if not isinstance(draft, TreeDraft) or grammar is not None or config.logprobs is not None:
+    the reply asks for log probabilities, which the loop reads from the main branch's rows.
+    None in exact mode too: a tree pass computes the nodes off its main branch a little apart
+    from the linear passes of plain decoding, their rows and the cache cells a path through
+    them keeps, which a near-tie or a seeded draw turns into another reply."""
+    if (
+        not isinstance(draft, TreeDraft)
+        or grammar is not None
+        or config.logprobs is not None
+        or config.exact
+    ):
         return None
     return verify_tree(target, history, draft, config.sampling, rng=rng, clock=clock)
 

@@ -11,15 +11,18 @@ import numpy as np
 import pytest
 
 from app.engine.chat_template import ChatMessage
-from app.engine.config import GenerationConfig
+from app.engine.config import GenerationConfig, SamplingConfig
+from app.engine.drafters import Draft, Drafter, DraftRequest
 from app.engine.gamma import AUTO, fixed
 from app.engine.loop import SpeculativeEngine
 from app.engine.runtime import Runtime
 from app.engine.suffix_drafter import SuffixDrafter
+from app.engine.token_tree import TreeDraft
 from app.llama.config import ModelConfig
 from app.llama.model import MAX_BRANCHES, LlamaModel
 from app.llama.tree_feed import feed_tree
 from tests.helpers.engine import run_to_end
+from tests.helpers.exact_engine import ForwardingDrafter
 
 # The cache-reuse tests' tolerance (tests/integration/llama/test_fake_llama.py): rows of the
 # same position from passes of other sizes differ by llama.cpp's kernels' rounding only.
@@ -159,8 +162,55 @@ def test_greedy_replies_drafted_with_trees_are_the_plain_replies(
     drafted, _ = run_to_end(engine, ids, config)
     assert drafted.token_ids == plain.token_ids
     trees = [r for r in drafted.rounds if r.tree_nodes]
+    if exact:  # verified as their main branches (next test)
+        assert not trees
+        return
     assert trees  # trees ran, not only linear drafts
     assert all(r.tree_nodes > r.drafted for r in trees)
+
+
+class _TreesProposed(ForwardingDrafter):
+    """Counts the token trees the drafter proposes, whatever the loop does with them."""
+
+    def __init__(self, inner: Drafter) -> None:
+        super().__init__(inner)
+        self.trees = 0
+
+    def propose(self, ask: DraftRequest) -> Draft:
+        draft = self.inner.propose(ask)
+        self.trees += isinstance(draft, TreeDraft)
+        return draft
+
+
+# Seeds whose replies, with trees verified as trees, left plain decoding's path on the demo
+# target (AMD EPYC, AVX2, 2 threads) at tokens 29, 26, 14 and 45.
+TREE_SEEDS = (15, 16, 20, 22)
+
+
+def test_exact_replies_verify_a_tree_as_its_main_branch_and_keep_the_seeded_plain_reply(
+    f32_runtime: Runtime,
+) -> None:
+    """Exact mode's promise is plain decoding's arithmetic in every pass; a tree pass breaks it.
+    Its nodes off the main branch, their rows and the cache cells a path through them keeps,
+    differ from a linear pass's in the last bits, and a seeded sampled reply, which draws from
+    those rows, then leaves the plain reply's path (as a greedy one can at a near-tie)."""
+    target = f32_runtime.target
+    assert target is not None
+    ids = f32_runtime.chat_prompt(COPY_PROMPT)
+    departed, proposed, verified_as_trees = [], 0, 0
+    for seed in TREE_SEEDS:
+        sampling = SamplingConfig(temperature=1.0, seed=seed)
+        config = GenerationConfig(max_tokens=48, gamma=fixed(12), exact=True, sampling=sampling)
+        plain, _ = run_to_end(SpeculativeEngine(target), ids, config, speculative=False)
+        drafter = _TreesProposed(SuffixDrafter(trees="on"))
+        drafted, _ = run_to_end(SpeculativeEngine(target, drafter), ids, config)
+        proposed += drafter.trees
+        verified_as_trees += sum(1 for r in drafted.rounds if r.tree_nodes)
+        if drafted.token_ids != plain.token_ids:
+            departed.append(seed)
+    assert proposed > 0  # the drafter did propose trees
+    assert departed == []
+    assert verified_as_trees == 0
 
 
 def test_gamma_auto_with_trees_keeps_the_plain_reply(f32_runtime: Runtime) -> None:
