@@ -43,7 +43,8 @@ def accept_or_correct(
         # with the one draw plain sampling would make and keep x if it came out. That is the
         # rule above for q = None (x with p(x), else p without x), and it uses the random
         # stream exactly as plain decoding does, one draw per emitted token, so a seeded
-        # reply is the plain one whatever was drafted (llama.cpp verifies this way).
+        # reply is the plain one whatever was drafted (llama.cpp verifies this way): token
+        # for token in exact mode, where p is computed as a plain step computes it.
         token = sample(p, rng)
         return token == x, token
     if rng.random() < acceptance_probability(p, q, x):
