@@ -3,13 +3,15 @@ draft and the target apply them alike and speculation keeps plain sampling's dis
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from app.engine.config import SamplingConfig
 from app.engine.sampling import penalized_logits
 from app.errors import InvalidSettingError
-from tests.helpers.exact_engine import Case, describe, fits, run_engine
+from tests.helpers.exact_engine import Case, DrafterKind, describe, fits, run_engine
 
 ALPHA = 1e-3 / 4  # the harness's family-wise rate over this file's windows
 
@@ -72,3 +74,27 @@ def test_out_of_range_settings_are_refused(config: SamplingConfig) -> None:
 def test_speculation_with_penalties_samples_like_plain_decoding(case: Case) -> None:
     found = fits(case, run_engine(case))
     assert min(f.p_value for _, f in found) >= ALPHA, describe(found)
+
+
+@pytest.mark.parametrize("drafter", ["suffix", "tree", "lookup"])
+def test_a_seeded_reply_drafted_with_certain_tokens_under_penalties_is_plain_decodings(
+    drafter: DrafterKind,
+) -> None:
+    """Certain drafts are checked with plain sampling's own draw at each position, from the
+    penalties and bias of the history up to it (a tree's alternatives included), so for a seed
+    the reply is plain decoding's, token for token."""
+    sampling = SamplingConfig(
+        temperature=0.9,
+        repeat_penalty=1.2,
+        presence_penalty=0.6,
+        frequency_penalty=0.4,
+        logit_bias=((2, 1.0), (4, -1.5)),
+        repeat_last_n=4,
+    )
+    case = Case(f"seeded-penalties-{drafter}", drafter, 5, sampling, 10, runs=40)
+    spec = run_engine(case)
+    plain = run_engine(replace(case, drafter="none"))
+    assert spec.replies == plain.replies
+    assert any(r.accepted for r in spec.rounds)
+    if drafter == "tree":
+        assert any(r.tree_bonus for r in spec.rounds)
