@@ -168,6 +168,15 @@ def server(demo_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 @pytest.fixture(scope="session")
+def suffix_server(demo_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The demo target drafting from the suffix index alone (`--draft suffix`): certain drafts,
+    and a question asked again drafted whole from the answer the server gave before."""
+    folder = tmp_path_factory.mktemp("suffix-server")
+    with _serving(demo_models, folder / "server.log", "--draft", "suffix") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def hermes_server(demo_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The demo pair served with a Hermes-style tool template (`--chat-template-file`)."""
     folder = tmp_path_factory.mktemp("hermes-server")
