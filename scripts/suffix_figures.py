@@ -27,8 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from app.engine.config import SamplingConfig  # noqa: E402
+from app.engine.corpus_files import vocabulary_fingerprint  # noqa: E402
 from app.engine.drafters import DraftRequest  # noqa: E402
-from app.engine.history_corpus import HistoryCorpus, vocabulary_fingerprint  # noqa: E402
+from app.engine.history_corpus import HistoryCorpus  # noqa: E402
 from app.engine.suffix_drafter import SuffixDrafter  # noqa: E402
 from app.engine.suffix_index import SuffixIndex  # noqa: E402
 from app.engine.suffix_journal import journal_path  # noqa: E402

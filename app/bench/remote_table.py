@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.bench.plan import ALL_CLASSES
-from app.bench.remote import RemoteFigures, RemoteReport
+from app.bench.remote_report import RemoteFigures, RemoteReport
 
 _LEGEND = (
     "tok/s: completion tokens over request-to-last-token time (prompt processing included); "

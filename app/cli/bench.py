@@ -22,13 +22,11 @@ import json
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from app.bench.chart import save_plot
 from app.bench.openai_stream import READ_TIMEOUT_S
-from app.bench.plan import BenchSettings, DraftChoice, parse_gammas
+from app.bench.plan import BenchSettings, parse_gammas
 from app.bench.prompts import BUILTIN, BUILTIN_CLASSES, load_prompts
 from app.bench.remote import RemoteBench
 from app.bench.remote_table import format_remote_table
@@ -43,15 +41,21 @@ from app.cli.args import (
     add_sampling_arguments,
     draft_value,
     generation_from_args,
-    resolve_model_path,
     sampling_from_args,
     user_file,
 )
 from app.cli.bench_checks import (
     DEMO_PRUNED,
     check_bench_args,
-    is_suffix_draft,
     local_defaults,
+)
+from app.cli.bench_drafts import (
+    draft_choice,
+    suffix_modes,
+    tree_modes,
+    unique_labels,
+    with_suffix_modes,
+    with_tree_modes,
 )
 from app.cli.contained import run_contained
 from app.cli.loading import draft_config, target_config
@@ -60,7 +64,6 @@ from app.cli.rpc_options import add_rpc_arguments, uses_rpc
 from app.cli.signals import Interrupted, stop_on_signals
 from app.engine.control import GenerationControl
 from app.engine.gamma import AUTO, GAMMA_HELP, GammaSetting
-from app.engine.token_tree_policy import TREE_MODES, TreeMode
 from app.errors import Cancelled, InvalidSettingError, user_message
 from models.compat import check_draft_file
 
@@ -156,7 +159,7 @@ def _add_compared_arguments(bench: argparse.ArgumentParser) -> None:
         ),
         (
             "--suffix",
-            _suffix_modes,
+            suffix_modes,
             "on",
             "on|off|on,off",
             "whether each draft model drafts together with the suffix index; 'on,off' runs "
@@ -164,7 +167,7 @@ def _add_compared_arguments(bench: argparse.ArgumentParser) -> None:
         ),
         (
             "--trees",
-            _tree_modes,
+            tree_modes,
             "auto",
             "auto|on|off[,...]",
             "whether the suffix index alone drafts token trees: 'auto' where γ auto measured "
@@ -219,74 +222,6 @@ def _seconds(value: str) -> float:
     return seconds
 
 
-def _listed(value: str) -> list[str]:
-    return [part.strip() for part in value.split(",") if part.strip()]
-
-
-def _suffix_modes(value: str) -> list[bool]:
-    modes = _listed(value)
-    if not modes or any(m not in ("on", "off") for m in modes):
-        raise argparse.ArgumentTypeError(f"--suffix takes on, off or on,off, got {value!r}")
-    return [m == "on" for m in dict.fromkeys(modes)]
-
-
-def _with_suffix_modes(choices: list[DraftChoice], modes: list[bool]) -> list[DraftChoice]:
-    """Each draft model once per --suffix mode; the suffix index alone has no mode."""
-    out: list[DraftChoice] = []
-    for choice in choices:
-        if choice.path is None:
-            out.append(choice)
-            continue
-        for joined in modes:
-            label = f"{choice.label}+suffix" if joined and len(modes) > 1 else choice.label
-            out.append(DraftChoice(label, choice.path, suffix=joined))
-    return out
-
-
-def _tree_modes(value: str) -> list[TreeMode]:
-    modes = _listed(value)
-    if not modes or any(m not in TREE_MODES for m in modes):
-        raise argparse.ArgumentTypeError(f"--trees takes auto, on, off or a list, got {value!r}")
-    return [m for m in TREE_MODES if m in modes]
-
-
-def _with_tree_modes(choices: list[DraftChoice], modes: list[TreeMode]) -> list[DraftChoice]:
-    """The suffix index alone once per --trees mode; draft models have no trees."""
-    out: list[DraftChoice] = []
-    for choice in choices:
-        if choice.path is not None:
-            out.append(choice)
-            continue
-        for mode in modes:
-            label = f"{choice.label} trees {mode}" if len(modes) > 1 else choice.label
-            out.append(replace(choice, label=label, trees=mode))
-    return out
-
-
-def _draft_choice(value: str) -> DraftChoice:
-    if is_suffix_draft(value):
-        return DraftChoice(DRAFT_SUFFIX, None)
-    if value == DEMO_PRUNED:
-        from models.prune import useless_demo_draft  # noqa: PLC0415
-
-        return DraftChoice("demo pruned", useless_demo_draft())
-    if value == DEMO:
-        return DraftChoice("demo Q4_1", Path(resolve_model_path(value, role="draft")))
-    path = Path(value)
-    return DraftChoice(path.stem, path)
-
-
-def _unique_labels(choices: list[DraftChoice]) -> list[DraftChoice]:
-    seen: dict[str, int] = {}
-    out: list[DraftChoice] = []
-    for choice in choices:
-        count = seen.get(choice.label, 0) + 1
-        seen[choice.label] = count
-        label = choice.label if count == 1 else f"{choice.label}#{count}"
-        out.append(DraftChoice(label, choice.path, choice.suffix))
-    return out
-
-
 def _progress(done: int, total: int, message: str) -> None:
     print(f"[{done}/{total}] {message}", file=sys.stderr, flush=True)
 
@@ -303,8 +238,8 @@ def run_bench(args: argparse.Namespace) -> int:
 def measure_and_report(args: argparse.Namespace) -> int:
     base = generation_from_args(args, AUTO)  # γ auto starts where `generate --gamma auto` does
     prompts = load_prompts(args.prompts)
-    choices = _unique_labels([_draft_choice(d) for d in args.draft])
-    drafts = _with_tree_modes(_with_suffix_modes(choices, args.suffix), args.trees)
+    choices = unique_labels([draft_choice(d) for d in args.draft])
+    drafts = with_tree_modes(with_suffix_modes(choices, args.suffix), args.trees)
     target = target_config(args)
     draft_template = draft_config(args, target.path)  # each draft's own path replaces it
     settings = BenchSettings(

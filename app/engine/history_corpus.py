@@ -20,47 +20,25 @@ with a one-line log and the corpus starts empty with `needs_rebuild` set: the ca
 the stored chats (`stored_documents`, app/engine/past_chats.py) and calls `rebuild`. It is a
 cache of the chat history: `clear` deletes it when the history is wiped.
 
-Two processes on one data folder (two windows) share the file: each reads, writes and deletes
-it under the folder's lock (app/engine/folder_lock.py), writes only over the file it last read
-or wrote, after taking in what the other wrote since, so neither loses the other's replies.
-What the other appended to the journal is told by its place there, past the records this one
-has seen, not by its content: a reply identical to a document dropped here past the bound is
-a new one and is kept.
-
-Deleting chats deletes every index file and leaves a new deletion stamp in the folder
-(app/engine/corpus_files.py); a file records the stamp its documents were read under. Documents
-read under an older stamp may include a deleted chat, so they are never written or taken in: a
-save finding a new stamp takes the file written since the deletion (plus the replies added
-here since the last save) or, with none, sets `needs_rebuild`; a rebuild whose history was read
-across a deletion keeps none of it and sets `needs_rebuild`; a file bearing an older stamp (its
-writer checked before a deletion that went on without the lock) is discarded. The window that
-deletes chats stamps before they leave the history and again after (ui/window/main_window.py,
-`delete_conversation`), so a history read between the two is caught too.
-
-A rebuild reads the history unlocked (seconds) and takes in, under the lock, what the other
-wrote meanwhile. A writer never writes unlocked: when the other holds the lock past its wait (a
-stopped process) the save writes nothing and returns False, and what it held stays for the next
-save (the chat history has the replies all along).
+Two processes on one data folder (two windows) share the file, and deleting chats stamps the
+folder so that no process writes back a chat it read before the deletion:
+app/engine/corpus_sync.py says how.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from app.engine.corpus_files import (
-    FOLDER_NAME,
-    Vocabulary,
     corpus_path,
     deletion_stamp,
-    forget_every_vocabulary,
     remove_orphaned_rewrites,
-    vocabulary_fingerprint,
 )
+from app.engine.corpus_sync import document_digest, journal_news, saved_meanwhile
 from app.engine.folder_lock import FolderBusyError, folder_lock
 from app.engine.suffix_file import (
     IndexFileError,
@@ -73,17 +51,6 @@ from app.engine.suffix_journal import append_journal, journal_path, read_journal
 from app.paths import make_private_dir
 
 log = logging.getLogger(__name__)
-
-# Where each vocabulary's file lives, and deleting them all, have their own module; named here
-# too, where callers have always found them.
-__all__ = [
-    "FOLDER_NAME",
-    "HistoryCorpus",
-    "Vocabulary",
-    "corpus_path",
-    "forget_every_vocabulary",
-    "vocabulary_fingerprint",
-]
 
 # 300k tokens: about 1,200 replies of 250 tokens, 26 MB of index in memory, 17 MB on disk.
 DEFAULT_MAX_TOKENS = 300_000
@@ -165,7 +132,7 @@ class HistoryCorpus:
         history: set[bytes] = set()
         for tokens in documents:
             document = array("i", tokens)[-self._kept_tokens() :]
-            history.add(_digest(document))
+            history.add(document_digest(document))
             self._admit(document)
         if self.tokens > self.max_tokens:
             self._drop_oldest()
@@ -185,7 +152,15 @@ class HistoryCorpus:
                     self.dirty = False
                     log.info("chats were deleted while the past-chats index was rebuilt")
                     return
-                self._take_saved_meanwhile(file_before, journaled_before, history, deletions)
+                for document in saved_meanwhile(
+                    self.path,
+                    self.fingerprint,
+                    file_before=file_before,
+                    journaled_before=journaled_before,
+                    history=history,
+                    deletions=deletions,
+                ):
+                    self._take(document)
                 # Built from the history itself: it replaces whatever another process wrote.
                 self._save(over_others=True)
         except FolderBusyError as exc:
@@ -311,7 +286,7 @@ class HistoryCorpus:
             self.needs_rebuild = True
             return
         self._documents = stored.documents
-        self._digests = {_digest(d) for d in stored.documents}
+        self._digests = {document_digest(d) for d in stored.documents}
         self.tokens = sum(len(d) for d in stored.documents)
         self.index = stored.index
         self._file_digest = stored.digest
@@ -350,55 +325,20 @@ class HistoryCorpus:
             if self._take(document):
                 self._unsaved.append(document)
 
-    def _take_saved_meanwhile(
-        self,
-        file_before: bytes | None,
-        journaled_before: int,
-        history: set[bytes],
-        deletions: bytes,
-    ) -> None:
-        """What another process saved while a rebuild read the history: not in what it read."""
-        now = stored_digest(self.path)
-        if now is None:
-            return
-        if now == file_before:
-            # The journal's records from before are in the history, or were deleted with it;
-            # each one after them is a reply added since, even one identical to a document
-            # of the history this rebuild dropped past the bound.
-            for document in read_journal(self.path, now)[0][journaled_before:]:
-                self._take(document)
-            return
-        # Written afresh: the history the other process read (what of it this rebuild dropped
-        # past the bound stays out) and its replies since. One read before a deletion may hold
-        # a deleted chat: this rebuild's file replaces it, and nothing of it is taken in.
-        try:
-            stored = read_index_file(self.path, self.fingerprint)
-        except (OSError, IndexFileError) as exc:
-            log.warning("could not read %s written meanwhile (%s)", self.path, exc)
-            return
-        if stored.deletions != deletions:
-            return
-        for document in stored.documents:
-            if _digest(document) not in history:
-                self._take(document)
-        for document in read_journal(self.path, now)[0]:
-            self._take(document)
-
     def _take_journal_news(self) -> None:
         # Replies another process appended to this file's journal since this corpus last read
         # or wrote it: a rewrite deletes the journal, so they must be in the new file.
         if self._file_digest is None:
             return
-        journal, _state = read_journal(self.path, self._file_digest)
-        for document in journal[self._journal_seen :]:
+        news, self._journal_seen = journal_news(self.path, self._file_digest, self._journal_seen)
+        for document in news:
             self._take(document)
             self._journal_tokens += len(document)
-        self._journal_seen = len(journal)
 
     def _admit(self, document: array[int]) -> bool:
         """Add a document to the corpus (not yet to the index) unless it is too short to
         draft from or already stored: duplicates are kept once."""
-        digest = _digest(document)
+        digest = document_digest(document)
         if len(document) < MIN_DOCUMENT_TOKENS or digest in self._digests:
             return False
         self._documents.append(document)
@@ -426,12 +366,12 @@ class HistoryCorpus:
         dropped = 0
         while self.tokens > keep:
             document = self._documents[dropped]
-            self._digests.discard(_digest(document))
+            self._digests.discard(document_digest(document))
             self.tokens -= len(document)
             dropped += 1
         del self._documents[:dropped]
         # The next save rewrites the whole file: a dropped document is not one to keep for it.
-        self._unsaved = [d for d in self._unsaved if _digest(d) in self._digests]
+        self._unsaved = [d for d in self._unsaved if document_digest(d) in self._digests]
 
     def _reindex(self) -> None:
         index = SuffixIndex()
@@ -456,7 +396,3 @@ def _log_busy(path: Path, exc: FolderBusyError) -> None:
     # and one of the two would be lost or both damaged. The chat history holds the replies;
     # the index keeps them in memory and writes them with its next save.
     log.warning("the chat-history draft index %s is not saved for now: %s", path, exc)
-
-
-def _digest(document: array[int]) -> bytes:
-    return hashlib.blake2b(document.tobytes(), digest_size=16).digest()

@@ -17,13 +17,10 @@ from app.engine.chat_prompt import chat_prompt_ids
 from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig, check_model_config
 from app.engine.control import GenerationControl
+from app.engine.corpus_files import forget_every_vocabulary, vocabulary_fingerprint
 from app.engine.drafters import Drafter, ModelDrafter
 from app.engine.events import Event
-from app.engine.history_corpus import (
-    HistoryCorpus,
-    forget_every_vocabulary,
-    vocabulary_fingerprint,
-)
+from app.engine.history_corpus import HistoryCorpus
 from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.loop import Clock, SpeculativeEngine
 from app.engine.past_chats import HistorySource, exchange, remembering

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from app.engine.history_corpus import FOLDER_NAME as HISTORY_INDEX_FOLDER
+from app.engine.corpus_files import FOLDER_NAME as HISTORY_INDEX_FOLDER
 from app.store import ConversationStore
 from app.store_errors import StoreDamagedError, StoreError
 from ui.messages import describe

@@ -14,7 +14,7 @@ from typing import TypeVar
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPlainTextEdit
 
-from app.engine.history_corpus import forget_every_vocabulary
+from app.engine.corpus_files import forget_every_vocabulary
 from app.paths import DataFolderError, data_dir
 from app.store import StoredMessage
 from app.store_errors import StoreError

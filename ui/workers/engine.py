@@ -22,8 +22,8 @@ from typing import TypedDict
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from app.engine.corpus_files import forget_every_vocabulary
 from app.engine.events import FinishEvent, NoticeEvent, RoundEvent, TokenEvent
-from app.engine.history_corpus import forget_every_vocabulary
 from app.engine.isolated import IsolatedRuntime
 from app.engine.job_driver import Failed, Job, OwnerEvent, Started, Ticket, drive
 from app.engine.job_queue import WaitList

@@ -14,13 +14,9 @@ from typing import Any
 
 import pytest
 
+from app.engine.corpus_files import FOLDER_NAME, corpus_path, vocabulary_fingerprint
 from app.engine.folder_lock import LOCK_NAME
-from app.engine.history_corpus import (
-    FOLDER_NAME,
-    HistoryCorpus,
-    corpus_path,
-    vocabulary_fingerprint,
-)
+from app.engine.history_corpus import HistoryCorpus
 from app.engine.past_chats import stored_documents
 from app.engine.suffix_cursor import longest_match
 from app.engine.suffix_file import IndexFileError, read_index_file

@@ -8,7 +8,8 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from app.engine.history_corpus import HistoryCorpus, corpus_path
+from app.engine.corpus_files import corpus_path
+from app.engine.history_corpus import HistoryCorpus
 from app.engine.runtime import Runtime
 from app.engine.suffix_cursor import longest_match
 from app.engine.suffix_journal import journal_path

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from app.engine import folder_lock
-from app.engine.corpus_files import DELETIONS_NAME, deletion_stamp
+from app.engine.corpus_files import DELETIONS_NAME, deletion_stamp, forget_every_vocabulary
 from app.engine.folder_lock import LOCK_NAME
-from app.engine.history_corpus import HistoryCorpus, forget_every_vocabulary
+from app.engine.history_corpus import HistoryCorpus
 from app.engine.suffix_cursor import longest_match
 from app.engine.suffix_journal import journal_path
 from tests.helpers.locks import lock_held_elsewhere
