@@ -1,13 +1,53 @@
-"""Renames that survive a power cut: a file renamed over another is only certain to be there
-after a crash once the folder holding both names is on the disk too."""
+"""Files replaced so that they survive a crash and a power cut: written whole under another
+name, flushed to the disk, renamed over the old one in one step, and the rename flushed too (a
+file renamed over another is only certain to be there after a crash once the folder holding
+both names is on the disk)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["fsync_folder"]
+__all__ = ["fsync_folder", "replace_atomically"]
+
+
+def replace_atomically(
+    path: Path, write: Callable[[Path], object], *, temporary: Path | None = None
+) -> None:
+    """Have `write` make the new file at `temporary`, then put it in place of `path`: a reader,
+    or a restart after a crash, finds the old file whole or the new one whole, never half of
+    one, and once this returns a power cut brings back neither the old file nor an empty one.
+
+    temporary: beside `path` (a rename does not cross file systems); by default a hidden name
+    no other call uses. A caller whose leftovers of killed runs are cleaned by their name
+    passes its own. Whatever `write` or the steps after it raise is raised as it came, the
+    temporary file removed first."""
+    if temporary is None:
+        temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
+    try:
+        write(temporary)
+        # Else a power cut after the rename could leave the new name on blocks never written.
+        _fsync_file(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # never in place of the error that got here
+            temporary.unlink(missing_ok=True)
+        raise
+    # Else a power cut soon after could bring back the old file, or none.
+    fsync_folder(path.parent)
+
+
+def _fsync_file(path: Path) -> None:
+    # Windows flushes only a handle open for writing; POSIX flushes the file through any
+    # handle, and a read-only one also serves a file `write` left without write permission.
+    fd = os.open(path, os.O_RDONLY if os.name == "posix" else os.O_RDWR)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_folder(folder: Path) -> None:
