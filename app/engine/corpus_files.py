@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
+from app.durable import replace_atomically
 from app.engine.folder_lock import LOCK_NAME, folder_lock
 from app.leftovers import process_alive
 from app.paths import make_private_dir
@@ -98,15 +99,17 @@ def deletion_stamp(folder: Path) -> bytes:
 def _stamp_deletion(folder: Path) -> None:
     # Random rather than counted: two deletions that missed each other's lock still each leave
     # a stamp no reader saw before them. Renamed into place, so a reader sees one whole stamp.
-    tmp = folder / f"{DELETIONS_NAME}.tmp-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(os.urandom(16).hex().encode("ascii"))
-        os.replace(tmp, folder / DELETIONS_NAME)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    # Synced, and its rename too: a stamp a power cut lost, or left empty, would let an index
+    # read before the deletion pass for one read after it.
+    stamp = os.urandom(16).hex().encode("ascii")
+
+    def write(tmp: Path) -> None:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+            out.write(stamp)
+
+    # A killed deletion's copy goes with the next deletion (every name not kept goes).
+    temporary = folder / f"{DELETIONS_NAME}.tmp-{os.getpid()}"
+    replace_atomically(folder / DELETIONS_NAME, write, temporary=temporary)
 
 
 def remove_orphaned_rewrites(path: Path) -> None:

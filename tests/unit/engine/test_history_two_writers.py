@@ -4,6 +4,7 @@ back, even from a history it read before the deletion."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -12,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from app.engine import folder_lock
-from app.engine.corpus_files import DELETIONS_NAME, deletion_stamp, forget_every_vocabulary
+from app.engine.corpus_files import (
+    DELETIONS_NAME,
+    FOLDER_NAME,
+    deletion_stamp,
+    forget_every_vocabulary,
+)
 from app.engine.folder_lock import LOCK_NAME
 from app.engine.history_corpus import HistoryCorpus
 from app.engine.suffix_cursor import longest_match
@@ -252,6 +258,26 @@ def test_forgetting_every_vocabulary_keeps_the_lock_file_and_stamps_the_deletion
     first = deletion_stamp(folder)
     forget_every_vocabulary(tmp_path)
     assert first and deletion_stamp(folder) != first
+
+
+@pytest.mark.skipif(os.name != "posix", reason="only POSIX folders can be synced")
+def test_the_deletion_stamp_is_on_the_disk_once_the_deletion_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A power cut that lost the stamp, or left it empty (read as "no deletion yet"), would let
+    a rebuild that read the chats before their deletion write them back."""
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.fstat(fd).st_ino)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    forget_every_vocabulary(tmp_path)
+    folder = tmp_path / FOLDER_NAME
+    assert (folder / DELETIONS_NAME).stat().st_ino in synced  # its bytes
+    assert folder.stat().st_ino in synced  # its name
 
 
 def test_a_rebuild_that_read_chats_before_their_deletion_writes_none_of_them(
