@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.durable import fsync_folder
+from app.durable import replace_atomically
 from app.engine.suffix_columns import index_from_columns
 from app.engine.suffix_index import COLUMNS, SuffixIndex
 
@@ -56,12 +56,13 @@ def write_index_file(
     """Replace `path` atomically (a crash leaves the old file or the new one, never half);
     returns the new file's digest, which names it. deletions: the folder's deletion stamp
     when the documents were read."""
-    digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.chmod(tmp, 0o600)  # O_CREAT's mode went through the umask
-        with os.fdopen(fd, "wb") as out:
+    named = b""
+
+    def write(tmp: Path) -> None:
+        nonlocal named
+        digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+            os.chmod(tmp, 0o600)  # O_CREAT's mode went through the umask
 
             def put(data: bytes) -> None:
                 digest.update(data)
@@ -81,13 +82,11 @@ def write_index_file(
                 put(little_endian(column))
             named = digest.digest()
             out.write(named)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_folder(path.parent)
+
+    # Named by this process, so remove_orphaned_rewrites (app/engine/corpus_files.py) can tell
+    # a killed rewrite's copy from a live one's.
+    temporary = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    replace_atomically(path, write, temporary=temporary)
     return named
 
 
