@@ -7,13 +7,12 @@ The window's preferences stay the source; the window rewrites this file whenever
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.durable import fsync_folder
+from app.durable import replace_atomically
 from app.paths import data_dir
 from models.partial import partial_path, remove_stale_partials
 
@@ -33,22 +32,14 @@ def save_library(places: Sequence[Path]) -> None:
     last rename wins."""
     path = library_file()
     remove_stale_partials(path.parent)  # a killed save's copy
-    temporary = partial_path(path)
     text = json.dumps({"places": [str(p) for p in places]}, indent=1)
-    try:
+
+    def write(temporary: Path) -> None:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
-            out.flush()
-            # Else a power cut after the rename could leave the new name on empty blocks.
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):  # never in place of the error that got here
-            temporary.unlink(missing_ok=True)
-        raise
-    # Else a power cut soon after could bring back the old list, or none.
-    fsync_folder(path.parent)
+
+    replace_atomically(path, write, temporary=partial_path(path))
 
 
 def library_places() -> list[Path]:
