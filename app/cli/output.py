@@ -8,13 +8,13 @@ minutes of measuring, and written at the end, each one whole or not at all (`rep
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO, cast
 
+from app.durable import replace_atomically
 from app.errors import InvalidSettingError, SpecChatError
 
 
@@ -114,27 +114,15 @@ def write_output_file(path: Path, text: str, flag: str) -> None:
 
 
 def replace_file(path: Path, write: Callable[[Path], object]) -> None:
-    """Have `write` make the file under a temporary name beside `path`, flush it to disk, then
-    rename it over `path` in one step: a write cut short (a second signal, a full disk) leaves
-    the file that was there whole, never half a report in its place. What a rename cannot
+    """Have `write` make the file under a temporary name beside `path`, then rename it over
+    `path` in one step (app/durable.py): a write cut short (a second signal, a full disk)
+    leaves the file that was there whole, never half a report in its place. What a rename cannot
     replace is written in place: a device or a link (`/dev/stdout`: renamed over, the output
     would miss the stream it names) and a file in a folder this process may not write."""
     if not _replaceable(path):
         write(path)
         return
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
-    try:
-        write(temp)
-        handle = os.open(temp, os.O_RDONLY)
-        try:
-            os.fsync(handle)  # on disk before the name moves: a crash leaves old or new whole
-        finally:
-            os.close(handle)
-        os.replace(temp, path)
-    except BaseException:
-        with suppress(OSError):
-            temp.unlink()
-        raise
+    replace_atomically(path, write)
 
 
 def _replaceable(path: Path) -> bool:
