@@ -23,11 +23,11 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.durable import replace_atomically
 from app.errors import ModelLoadError
 from app.paths import DataFolderError, data_dir
 
@@ -82,17 +82,16 @@ def _save_check(identity: str, ok: bool, reason: str) -> None:
     target = _checks_path()
     if target is None:
         return
-    try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".model-checks.", suffix=".tmp")
-    except OSError:
-        return  # an unwritable data folder only costs a check again next time
-    try:
+    text = json.dumps(checks, indent=1)
+
+    def write(tmp: Path) -> None:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(checks, out, indent=1)
-        os.replace(tmp, target)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            out.write(text)
+
+    # An unwritable data folder only costs a check again next time.
+    with contextlib.suppress(OSError):
+        replace_atomically(target, write)
 
 
 def _signal_name(number: int) -> str:

@@ -107,3 +107,18 @@ def test_a_model_is_checked_without_a_usable_data_folder(
 
     assert child.paths == [str(model)]
     assert not os.path.exists(blocker / "data")
+
+
+def test_a_verdict_the_disk_refuses_is_not_remembered_and_leaves_no_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, child: FakeChild, isolated_data_dir: Path
+) -> None:
+    model = write_tiny_gguf(tmp_path / "tiny.gguf")
+
+    def full_disk(*_args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    ensure_loadable(model)  # only costs a check again next time
+
+    assert child.paths == [str(model)]
+    assert not list(isolated_data_dir.glob("*model-checks*"))
