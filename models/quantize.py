@@ -7,7 +7,6 @@ place, so an interrupted run never leaves a half-written model where discovery w
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import shutil
@@ -15,6 +14,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from app.durable import replace_atomically
 from app.errors import InvalidSettingError, ModelLoadError, SpecChatError
 from app.paths import DataFolderError, data_dir
 from models.gguf.info import GGUFInfo
@@ -114,7 +114,8 @@ def quantize_gguf(
         raise ModelLoadError(str(src), "no such file")
     partial = partial_path(dst)
     _claim(partial)
-    try:
+
+    def write(into: Path) -> None:
         need = _check_space(src, dst, type_name)
         if written:
             # Only now: a file refused up front (read-only, no space) was never being written.
@@ -134,21 +135,19 @@ def quantize_gguf(
         rc = _run_watched(
             lambda: int(
                 llama_cpp.llama_model_quantize(
-                    str(src).encode(), str(partial).encode(), ctypes.byref(params)
+                    str(src).encode(), str(into).encode(), ctypes.byref(params)
                 )
             ),
-            partial,
+            into,
             written,
         )
         if rc != 0:
-            _raise_if_disk_full(dst.parent, need, partial)
+            _raise_if_disk_full(dst.parent, need, into)
             raise ModelLoadError(str(src), f"llama.cpp could not quantize it to {type_name}")
-        os.replace(partial, dst)
-    finally:
-        # Never in place of the error that got here: missing_ok covers only ENOENT, and a
-        # folder that turned read-only (or vanished) mid-way must not hide why it failed.
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
+
+    # Renamed into place whole and synced; on any failure the partial file goes and the error
+    # (a folder that turned read-only mid-way) is raised as it came.
+    replace_atomically(dst, write, temporary=partial)
     if written:
         written(dst.stat().st_size)
     return dst
