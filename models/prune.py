@@ -13,13 +13,12 @@ requires. Tensor bytes are copied verbatim, so quantized tensors stay quantized.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from app.durable import replace_atomically
 from app.errors import InvalidSettingError, ModelLoadError
 from models.partial import partial_path, remove_stale_partials
 
@@ -70,28 +69,26 @@ def prune_layers(src: Path, dst: Path, drop: Iterable[int]) -> Path:
     dst.parent.mkdir(parents=True, exist_ok=True)
     # A killed run leaves its copy (up to the model's size) under a name no later run reuses.
     remove_stale_partials(dst.parent)
-    partial = partial_path(dst)
-    writer = gguf.GGUFWriter(partial, arch)
-    try:
-        _copy_metadata(reader, writer, arch=arch, n_blocks=n_blocks, kept=kept)
-        for tensor in reader.tensors:
-            name = _renamed(tensor.name, new_index)
-            if name is None:
-                continue
-            # The reader exposes quantized tensors as raw bytes (uint8 rows); with raw_dtype the
-            # writer recovers the logical shape and writes the blocks unchanged.
-            writer.add_tensor(name, tensor.data, raw_dtype=tensor.tensor_type)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.close()
-        # Renamed into place last, so an interrupted run never leaves a loadable half-file.
-        os.replace(partial, dst)
-    finally:
-        writer.close()
-        # Never in place of the error that got here (a folder that turned read-only).
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
+
+    def write(partial: Path) -> None:
+        writer = gguf.GGUFWriter(partial, arch)
+        try:
+            _copy_metadata(reader, writer, arch=arch, n_blocks=n_blocks, kept=kept)
+            for tensor in reader.tensors:
+                name = _renamed(tensor.name, new_index)
+                if name is None:
+                    continue
+                # The reader exposes quantized tensors as raw bytes (uint8 rows); with raw_dtype
+                # the writer recovers the logical shape and writes the blocks unchanged.
+                writer.add_tensor(name, tensor.data, raw_dtype=tensor.tensor_type)
+            writer.write_header_to_file()
+            writer.write_kv_data_to_file()
+            writer.write_tensors_to_file()
+        finally:
+            writer.close()
+
+    # Renamed into place last, so an interrupted run never leaves a loadable half-file.
+    replace_atomically(dst, write, temporary=partial_path(dst))
     return dst
 
 

@@ -20,7 +20,6 @@ holds.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import string
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from app.durable import replace_atomically
 from models.partial import partial_path, remove_stale_partials
 
 # The vocabulary's fixed head: SentencePiece's usual special ids, then the 256 byte tokens that
@@ -259,21 +259,21 @@ def write_model(
     # A killed run leaves its copy (gigabytes for the large shapes) under a name no later run
     # reuses.
     remove_stale_partials(path.parent)
-    partial = partial_path(path)
-    writer = gguf.GGUFWriter(str(partial), "llama")
-    try:
-        _write_metadata(writer, shape, dtype.upper(), name)
-        for tensor_name, array in tensors:
-            writer.add_tensor(tensor_name, array)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.close()
-        partial.replace(path)  # whole, or not there: a loadable half-file is never left
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):  # never in place of the error that got here
-            partial.unlink(missing_ok=True)
+
+    def write(partial: Path) -> None:
+        writer = gguf.GGUFWriter(str(partial), "llama")
+        try:
+            _write_metadata(writer, shape, dtype.upper(), name)
+            for tensor_name, array in tensors:
+                writer.add_tensor(tensor_name, array)
+            writer.write_header_to_file()
+            writer.write_kv_data_to_file()
+            writer.write_tensors_to_file()
+        finally:
+            writer.close()
+
+    # Whole, or not there: a loadable half-file is never left.
+    replace_atomically(path, write, temporary=partial_path(path))
     return path
 
 
