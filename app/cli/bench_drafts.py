@@ -43,7 +43,7 @@ def with_suffix_modes(choices: list[DraftChoice], modes: list[bool]) -> list[Dra
             continue
         for joined in modes:
             label = f"{choice.label}+suffix" if joined and len(modes) > 1 else choice.label
-            out.append(DraftChoice(label, choice.path, suffix=joined))
+            out.append(replace(choice, label=label, suffix=joined))
     return out
 
 
@@ -87,5 +87,5 @@ def unique_labels(choices: list[DraftChoice]) -> list[DraftChoice]:
         count = seen.get(choice.label, 0) + 1
         seen[choice.label] = count
         label = choice.label if count == 1 else f"{choice.label}#{count}"
-        out.append(DraftChoice(label, choice.path, choice.suffix))
+        out.append(replace(choice, label=label))
     return out

@@ -1,14 +1,15 @@
-"""`specchat bench --trees`: which suffix-index columns it makes, and its one-line usage error."""
+"""`specchat bench --draft, --suffix, --trees`: the columns it makes and their labels."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from app.bench.plan import DraftChoice
-from app.cli.bench_drafts import tree_modes, with_tree_modes
+from app.cli.bench_drafts import tree_modes, unique_labels, with_suffix_modes, with_tree_modes
 
 
 def test_tree_modes_parse_in_a_fixed_order_without_repeats() -> None:
@@ -34,3 +35,19 @@ def test_the_suffix_index_gets_one_column_per_tree_mode_and_draft_models_none() 
     ]
     (alone,) = with_tree_modes([suffix], ["auto"])
     assert (alone.label, alone.trees) == ("suffix", "auto")
+
+
+def test_renaming_a_repeated_draft_keeps_every_other_field() -> None:
+    first = DraftChoice("suffix", None, suffix=False, trees="on")
+    second = DraftChoice("suffix", None, suffix=False, trees="off")
+    out = unique_labels([first, second])
+    assert out == [first, replace(second, label="suffix#2")]
+
+
+def test_one_column_per_suffix_mode_keeps_the_draft_s_other_fields() -> None:
+    model = DraftChoice("demo Q4_1", Path("draft.gguf"), trees="on")
+    out = with_suffix_modes([model], [True, False])
+    assert out == [
+        replace(model, label="demo Q4_1+suffix", suffix=True),
+        replace(model, suffix=False),
+    ]
