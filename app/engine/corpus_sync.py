@@ -33,7 +33,7 @@ from array import array
 from pathlib import Path
 
 from app.engine.suffix_file import IndexFileError, read_index_file, stored_digest
-from app.engine.suffix_journal import read_journal
+from app.engine.suffix_journal import decode_journal, journal_bytes, read_journal
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +80,10 @@ def saved_meanwhile(
     return fresh + read_journal(path, now)[0]
 
 
-def journal_news(path: Path, file_digest: bytes, seen: int) -> tuple[list[array[int]], int]:
+def journal_news(path: Path, file_digest: bytes, seen: int) -> tuple[list[array[int]], int, bytes]:
     """The records another process appended to the journal of the file named `file_digest`
-    past the first `seen`, and how many records the journal holds now."""
-    journal, _state = read_journal(path, file_digest)
-    return journal[seen:], len(journal)
+    past the first `seen`, how many records the journal holds now, and the journal as read
+    (for `append_journal` under the same hold of the lock, which then need not read it again)."""
+    data = journal_bytes(path)
+    journal, _state = decode_journal(data, file_digest)
+    return journal[seen:], len(journal), data

@@ -204,13 +204,14 @@ class HistoryCorpus:
         """Called under the folder's lock."""
         try:
             deletions = deletion_stamp(self.path.parent)  # a rebuild checked it already
+            journal: bytes | None = None  # as read under this hold of the lock
             if not over_others and (
                 deletions != self._deletions or stored_digest(self.path) != self._file_digest
             ):
                 self._deletions = deletions
                 self._adopt_disk()
             elif not over_others:
-                self._take_journal_news()
+                journal = self._take_journal_news()
             unsaved = sum(len(d) for d in self._unsaved)
             journal_limit = max(_JOURNAL_MIN_TOKENS, int(_JOURNAL_SHARE * self.tokens))
             if (
@@ -227,7 +228,7 @@ class HistoryCorpus:
                 # which is ignored.
                 journal_path(self.path).unlink(missing_ok=True)
             elif self._unsaved:
-                append_journal(self.path, self._file_digest, self._unsaved)
+                append_journal(self.path, self._file_digest, self._unsaved, read=journal)
                 self._journal_tokens += unsaved
                 self._journal_seen += len(self._unsaved)
         except OSError as exc:
@@ -325,15 +326,18 @@ class HistoryCorpus:
             if self._take(document):
                 self._unsaved.append(document)
 
-    def _take_journal_news(self) -> None:
+    def _take_journal_news(self) -> bytes | None:
         # Replies another process appended to this file's journal since this corpus last read
         # or wrote it: a rewrite deletes the journal, so they must be in the new file.
         if self._file_digest is None:
-            return
-        news, self._journal_seen = journal_news(self.path, self._file_digest, self._journal_seen)
+            return None
+        news, self._journal_seen, journal = journal_news(
+            self.path, self._file_digest, self._journal_seen
+        )
         for document in news:
             self._take(document)
             self._journal_tokens += len(document)
+        return journal
 
     def _admit(self, document: array[int]) -> bool:
         """Add a document to the corpus (not yet to the index) unless it is too short to

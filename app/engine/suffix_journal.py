@@ -40,7 +40,13 @@ def journal_path(index_path: Path) -> Path:
     return index_path.with_suffix(".log")
 
 
-def append_journal(index_path: Path, continues: bytes, documents: Sequence[array[int]]) -> None:
+def append_journal(
+    index_path: Path,
+    continues: bytes,
+    documents: Sequence[array[int]],
+    *,
+    read: bytes | None = None,
+) -> None:
     """Append documents to the journal of the index file whose digest is `continues`,
     starting the journal if there is none for it.
 
@@ -48,13 +54,18 @@ def append_journal(index_path: Path, continues: bytes, documents: Sequence[array
     appending meanwhile: a last record cut short is a dead writer's (killed, or refused by a
     full disk) and is cut off first, since a record written after it would turn the tear into
     damage, and the reader would drop every record, these ones included. An append that fails
-    is cut back to where it began, so the journal stays whole for the next one."""
+    is cut back to where it began, so the journal stays whole for the next one.
+
+    read: the journal as the caller read it (`journal_bytes`) under this same hold of the
+    lock, so that a save reads it once. Only a deletion of chats that went on unlocked
+    (app/engine/corpus_files.py) changes it under a held lock, and it deletes the journal: one
+    whose length is not that of `read` is read afresh."""
     path = journal_path(index_path)
     records = b"".join(_record(document) for document in documents)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         os.chmod(path, 0o600)
-        data = _read_all(fd)
+        data = read if read is not None and os.fstat(fd).st_size == len(read) else _read_all(fd)
         if data[:_HEADER_BYTES] == MAGIC + continues:
             _documents, state, whole = _scan(data, decode=False)
             # Damage inside it is left for the reader to report: cutting there would lose the
@@ -83,11 +94,19 @@ def read_journal(
 ) -> tuple[list[array[int]], JournalState]:
     """The journal's readable documents for the index file with digest `continues` (None:
     whichever file it names), and its state."""
-    path = journal_path(index_path)
+    return decode_journal(journal_bytes(index_path), continues)
+
+
+def journal_bytes(index_path: Path) -> bytes:
+    """The journal of the index file at `index_path` as it is now; b"" when there is none."""
     try:
-        data = path.read_bytes()
+        return journal_path(index_path).read_bytes()
     except FileNotFoundError:
-        return [], "whole"
+        return b""
+
+
+def decode_journal(data: bytes, continues: bytes | None) -> tuple[list[array[int]], JournalState]:
+    """`read_journal` of a journal already read (`journal_bytes`)."""
     if len(data) < _HEADER_BYTES and MAGIC.startswith(data[: len(MAGIC)]):
         return [], "whole"  # its header being written (or cut by a crash): no record yet
     if not data.startswith(MAGIC):
