@@ -35,6 +35,7 @@ from app.cli.args import (
     resolve_model_path,
 )
 from app.cli.loading import load_runtime
+from app.cli.output import check_output_file, write_output_file
 from app.cli.report import print_error
 from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
@@ -59,14 +60,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        # Before the models load and the server starts, as `specchat bench` checks its files.
+        check_output_file(args.json, "--json")
         report = run(args)
+        text = json.dumps(report, indent=2)
+        # The file first: a reader of stdout that went away must not cost the report.
+        if args.json is not None:
+            write_output_file(args.json, text + "\n", "--json")
     except SpecChatError as exc:
         print_error(exc)
         return 1
-    text = json.dumps(report, indent=2)
     print(text)
-    if args.json is not None:
-        args.json.write_text(text + "\n", encoding="utf-8")
     return 0
 
 

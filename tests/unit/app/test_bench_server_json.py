@@ -1,0 +1,71 @@
+"""`--json` of the server-overhead bench (scripts/bench-server) and of `specchat bench --server`:
+a path that cannot be written is refused before any model loads or server is asked, and a disk
+that refuses the report at the end is one error line; never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import app.cli.bench
+import app.cli.bench_server
+from app.cli.main import main
+
+REPORT = {"server_over_generate": 0.97, "rows": []}
+
+
+def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_a_json_path_under_a_file_is_refused_before_the_bench(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def run(_args: Any) -> dict[str, Any]:
+        raise AssertionError("the path should have been refused before the bench")
+
+    monkeypatch.setattr(app.cli.bench_server, "run", run)
+    (tmp_path / "file.txt").write_text("not a folder\n")
+    out = tmp_path / "file.txt" / "x.json"
+    assert app.cli.bench_server.main(["--target", "demo", "--json", str(out)]) == 1
+    assert _error_line(capsys) == f"error: --json: {out.parent} is not a folder"
+
+
+def test_a_disk_that_refuses_the_report_is_one_error_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(app.cli.bench_server, "run", lambda _args: REPORT)
+    assert app.cli.bench_server.main(["--target", "demo", "--json", "/dev/full"]) == 1
+    assert _error_line(capsys).startswith("error: --json: cannot write /dev/full: ")
+
+
+def test_the_report_is_written_whole_and_printed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setattr(app.cli.bench_server, "run", lambda _args: REPORT)
+    out = tmp_path / "report.json"
+    out.write_text("an earlier report\n")
+    assert app.cli.bench_server.main(["--target", "demo", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert out.read_text() == printed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
+def test_server_bench_refuses_a_json_path_under_a_file_before_any_request(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def remote_bench(*_args: Any, **_kw: Any) -> object:
+        raise AssertionError("the path should have been refused before any request")
+
+    monkeypatch.setattr(app.cli.bench, "RemoteBench", remote_bench)
+    (tmp_path / "file.txt").write_text("not a folder\n")
+    out = tmp_path / "file.txt" / "x.json"
+    argv = ["bench", "--server", "http://127.0.0.1:9", "--quiet", "--json", str(out)]
+    assert main(argv) == 2
+    assert _error_line(capsys).startswith(f"error: --json: {out.parent} is not a folder")
