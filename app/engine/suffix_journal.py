@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+from app.durable import fsync_folder
 from app.engine.suffix_file import DIGEST_BYTES, little_endian
 
 MAGIC = b"SPECCHAT-SUFLOG\0"
@@ -85,6 +86,11 @@ def append_journal(
             with contextlib.suppress(OSError):  # else the next append cuts it off
                 os.ftruncate(fd, start)
             raise
+        if start == 0:
+            # A journal just started may be a name just made: until the folder is on the disk
+            # a power cut can take the file, records and all. An append to one already
+            # started skips this, its name having been synced when it began.
+            fsync_folder(path.parent)
     finally:
         os.close(fd)
 

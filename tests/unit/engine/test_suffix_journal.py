@@ -1,5 +1,6 @@
-"""The past-chats index's journal (app/engine/suffix_journal.py): a save reads it once, and an
-append given the journal as read before goes by the file as it is when that has changed."""
+"""The past-chats index's journal (app/engine/suffix_journal.py): a save reads it once, a journal
+started has its name synced to the disk, and an append given the journal as read before goes by
+the file as it is when that has changed."""
 
 from __future__ import annotations
 
@@ -93,3 +94,45 @@ def test_an_append_after_the_journal_grew_keeps_what_was_added(tmp_path: Path) -
     append_journal(index, CONTINUES, [array("i", _doc(100))])  # the other writer cuts it, appends
     append_journal(index, CONTINUES, [array("i", _doc(200))], read=read)
     assert _records(index) == [_doc(100), _doc(200)]
+
+
+def _count_folder_syncs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    synced: list[Path] = []
+    monkeypatch.setattr(suffix_journal, "fsync_folder", synced.append)
+    return synced
+
+
+def test_a_journal_started_has_its_folder_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new journal's name is on the disk only once its folder is: else a power cut can take
+    the file and every record in it."""
+    synced = _count_folder_syncs(monkeypatch)
+    index = tmp_path / "index.suf"
+    append_journal(index, CONTINUES, [array("i", _doc(0))])
+    assert synced == [tmp_path]
+    assert read_journal(index, CONTINUES) == ([array("i", _doc(0))], "whole")
+
+
+def test_an_append_to_a_started_journal_does_not_sync_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appends come with every reply and stay one fsync of the file."""
+    index = tmp_path / "index.suf"
+    append_journal(index, CONTINUES, [array("i", _doc(0))])
+    synced = _count_folder_syncs(monkeypatch)
+    append_journal(index, CONTINUES, [array("i", _doc(100))])
+    assert synced == []
+    assert read_journal(index, CONTINUES)[0] == [array("i", _doc(0)), array("i", _doc(100))]
+
+
+def test_an_empty_journal_started_afresh_has_its_folder_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Also a journal whose first append was refused (a full disk) and left empty: its name
+    was never synced, so the one that starts it is what syncs it."""
+    index = tmp_path / "index.suf"
+    journal_path(index).write_bytes(b"")
+    synced = _count_folder_syncs(monkeypatch)
+    append_journal(index, CONTINUES, [array("i", _doc(0))])
+    assert synced == [tmp_path]
