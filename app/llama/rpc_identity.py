@@ -16,6 +16,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.durable import replace_atomically
 from app.errors import InvalidSettingError
 from app.llama.rpc_token import (
     SECRET_BYTES,
@@ -53,8 +54,15 @@ def worker_folder() -> Path:
 
 
 def _write_private(path: Path, text: str) -> None:
-    create_private_file(path)
-    path.write_text(text, encoding="ascii")
+    # Written in place, a crash or a full disk midway left a short key (refused at every start
+    # after, as if the user had given it) or a certificate without its private key, and with no
+    # fsync a power cut could empty a key already printed and handed to clients. The temporary
+    # file is private from its creation: it holds the secret too.
+    def write(temporary: Path) -> None:
+        create_private_file(temporary)
+        temporary.write_text(text, encoding="ascii")
+
+    replace_atomically(path, write)
 
 
 def _stored_passphrase(folder: Path) -> tuple[str, bool]:

@@ -3,7 +3,10 @@ given with an endpoint is remembered without travelling in the endpoint string."
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,6 +59,49 @@ def test_the_identity_is_made_once_then_read_back(tmp_path: Path) -> None:
     (tmp_path / "tls.pem").unlink()
     renewed = load_identity(tmp_path)
     assert renewed.key_is_new and renewed.fingerprint != first.fingerprint
+
+
+def test_a_first_start_cut_short_leaves_no_torn_identity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash or a full disk while the key is written leaves no key at all, so the next start
+    makes one, rather than half a key that every start after refuses."""
+    write_text = Path.write_text
+
+    def full_disk(path: Path, text: str, *args: Any, **kwargs: Any) -> int:
+        write_text(path, text[: len(text) // 2], *args, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError, match="No space left on device"):
+        load_identity(tmp_path)
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+    assert load_identity(tmp_path).key_is_new
+
+
+def test_the_secrets_are_never_readable_by_others_even_while_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_text = Path.write_text
+    written: list[tuple[str, int]] = []
+
+    def watched(path: Path, text: str, *args: Any, **kwargs: Any) -> int:
+        count = write_text(path, text, *args, **kwargs)
+        written.append((path.name, path.stat().st_mode & 0o777))  # the secret is in it now
+        return count
+
+    monkeypatch.setattr(Path, "write_text", watched)
+    umask = os.umask(0)  # a file created with the default mode would be world-readable
+    try:
+        load_identity(tmp_path)
+    finally:
+        os.umask(umask)
+    assert len(written) == 2
+    for name, mode in written:
+        assert name.startswith((".key.", ".tls.pem.")) and mode == 0o600, written
+    for name in ("key", "tls.pem"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o600
 
 
 def test_a_key_given_with_an_endpoint_is_remembered_and_stripped() -> None:
