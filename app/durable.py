@@ -11,7 +11,7 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["fsync_folder", "replace_atomically"]
+__all__ = ["fsync_folder", "replace_atomically", "replace_file"]
 
 
 def replace_atomically(
@@ -63,3 +63,21 @@ def fsync_folder(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def replace_file(path: Path, write: Callable[[Path], object]) -> None:
+    """Have `write` make the file under a temporary name beside `path`, then rename it over
+    `path` in one step (replace_atomically): a write cut short (a second signal, a full disk)
+    leaves the file that was there whole, never half a report in its place. What a rename cannot
+    replace is written in place: a device or a link (`/dev/stdout`: renamed over, the output
+    would miss the stream it names) and a file in a folder this process may not write."""
+    if not _replaceable(path):
+        write(path)
+        return
+    replace_atomically(path, write)
+
+
+def _replaceable(path: Path) -> bool:
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        return False
+    return os.access(path.parent, os.W_OK)

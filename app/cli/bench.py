@@ -59,9 +59,10 @@ from app.cli.bench_drafts import (
 )
 from app.cli.contained import run_contained
 from app.cli.loading import draft_config, target_config
-from app.cli.output import OutputError, replace_file, write_output_file, write_stdout
+from app.cli.output import OutputError, write_output_file, write_stdout
 from app.cli.rpc_options import add_rpc_arguments, uses_rpc
 from app.cli.signals import Interrupted, stop_on_signals
+from app.durable import replace_file
 from app.engine.control import GenerationControl
 from app.engine.gamma import AUTO, GAMMA_HELP, GammaSetting
 from app.errors import Cancelled, InvalidSettingError, user_message

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from app.durable import replace_atomically
+from app.durable import replace_file
 from app.errors import InvalidSettingError, SpecChatError
 
 
@@ -111,21 +111,3 @@ def write_output_file(path: Path, text: str, flag: str) -> None:
         replace_file(path, lambda temp: temp.write_text(text, encoding="utf-8"))
     except OSError as exc:
         raise OutputError(f"{flag}: cannot write {path}: {exc.strerror or exc}") from None
-
-
-def replace_file(path: Path, write: Callable[[Path], object]) -> None:
-    """Have `write` make the file under a temporary name beside `path`, then rename it over
-    `path` in one step (app/durable.py): a write cut short (a second signal, a full disk)
-    leaves the file that was there whole, never half a report in its place. What a rename cannot
-    replace is written in place: a device or a link (`/dev/stdout`: renamed over, the output
-    would miss the stream it names) and a file in a folder this process may not write."""
-    if not _replaceable(path):
-        write(path)
-        return
-    replace_atomically(path, write)
-
-
-def _replaceable(path: Path) -> bool:
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        return False
-    return os.access(path.parent, os.W_OK)

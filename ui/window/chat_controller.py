@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.cli.output import replace_file
+from app.durable import replace_file
 from app.engine.chat_template import ChatMessage
 from app.store import ConversationStore, ConversationSummary, Segment, StoredMessage
 from ui.settings import Settings
@@ -62,7 +62,7 @@ class ChatController:
 
     def export(self, conversation_id: int, path: Path) -> None:
         """Write the chat as Markdown to `path`, whole or not at all: a full disk or a crash
-        mid-write leaves the file the user chose to replace as it was (app/cli/output.py)."""
+        mid-write leaves the file the user chose to replace as it was (app/durable.py)."""
         text = self.store.export_markdown(conversation_id)
         replace_file(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
 
