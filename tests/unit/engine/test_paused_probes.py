@@ -130,3 +130,21 @@ def test_a_draft_that_never_paid_waits_longer_after_each_probe_that_kept_nothing
     _until_probe(controller)
     _kept_one(controller)
     assert controller.probe_interval <= 64
+
+
+def test_probing_a_draft_that_never_paid_costs_at_most_two_percent_of_plain_time() -> None:
+    """A probe that keeps some of its tokens waits the short gap again, but one that first
+    read 32 tokens of a new prompt (6 plain steps on a 2-core CPU) would, probed every 64
+    rounds, cost a tenth of plain time: the gap grows until probing costs at most 2 %."""
+    controller = _paused_useless()
+    _until_probe(controller)
+    assert controller.next_gamma() > 0
+    reading = 6.0 * PLAIN_S
+    controller.observe(
+        RoundRecord(
+            0, "draft", 2, 2, 1, 2, 0.2 * PLAIN_S, 1.2 * PLAIN_S, 2, draft_catchup_s=reading
+        )
+    )
+    assert controller.speculation_off
+    # 6 plain steps at 2 % is 300 rounds, less the little the probe's own tokens paid back.
+    assert controller.probe_interval >= 250
