@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,11 +71,24 @@ def replace_file(path: Path, write: Callable[[Path], object]) -> None:
     `path` in one step (replace_atomically): a write cut short (a second signal, a full disk)
     leaves the file that was there whole, never half a report in its place. What a rename cannot
     replace is written in place: a device or a link (`/dev/stdout`: renamed over, the output
-    would miss the stream it names) and a file in a folder this process may not write."""
+    would miss the stream it names) and a file in a folder this process may not write. A file
+    replaced keeps the permissions the old one had."""
     if not _replaceable(path):
         write(path)
         return
-    replace_atomically(path, write)
+    try:
+        kept_mode: int | None = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        kept_mode = None
+
+    def write_keeping_mode(temporary: Path) -> None:
+        write(temporary)
+        # A file the user made private (an exported chat at 0600) stays private when written
+        # again: the new file is otherwise created with the process's default permissions.
+        if kept_mode is not None:
+            os.chmod(temporary, kept_mode)
+
+    replace_atomically(path, write_keeping_mode)
 
 
 def _replaceable(path: Path) -> bool:

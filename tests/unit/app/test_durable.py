@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.durable import replace_atomically
+from app.durable import replace_atomically, replace_file
 
 
 class _RefusedError(Exception):
@@ -120,3 +120,27 @@ def test_the_file_is_on_the_disk_before_the_rename_and_the_rename_after(
     replace_atomically(path, _write("new"))
     new, folder = path.stat().st_ino, tmp_path.stat().st_ino
     assert calls == [("fsync", new), ("replace", new), ("fsync folder", folder)]
+
+
+def test_a_replaced_file_keeps_the_permissions_the_old_one_had(tmp_path: Path) -> None:
+    """An exported chat the user made private stays private when exported again over it."""
+    path = tmp_path / "chat.md"
+    path.write_text("old", encoding="utf-8")
+    path.chmod(0o600)
+    previous = os.umask(0o022)
+    try:
+        replace_file(path, lambda temporary: temporary.write_text("new", encoding="utf-8"))
+    finally:
+        os.umask(previous)
+    assert path.read_text(encoding="utf-8") == "new"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_new_file_gets_the_default_permissions(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    previous = os.umask(0o022)
+    try:
+        replace_file(path, lambda temporary: temporary.write_text("{}", encoding="utf-8"))
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
