@@ -3,6 +3,7 @@ completions' parallel lists. The figures are the engine's (app/engine/logprobs.p
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,14 +39,20 @@ class CompletionLogprobs:
 
     def __init__(self, top: int) -> None:
         self._top = top
+        # Offsets count characters of the completion's text as it is sent: a character split
+        # across tokens is one character there, not one replacement character per piece, so
+        # the offsets follow the text through the same incremental decoding.
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._offset = 0
 
     def shape(self, entries: Sequence[TokenLogprob]) -> dict[str, Any]:
         tokens = [_text(entry.chosen.piece) for entry in entries]
         offsets = []
-        for token in tokens:
+        for entry in entries:
+            # A token that ends a character begun by the one before starts where it does: the
+            # character's bytes wait in the decoder until it is whole.
             offsets.append(self._offset)
-            self._offset += len(token)
+            self._offset += len(self._decoder.decode(entry.chosen.piece))
         return {
             "tokens": tokens,
             "token_logprobs": [_logprob(entry.chosen) for entry in entries],

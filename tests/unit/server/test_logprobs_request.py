@@ -82,3 +82,20 @@ def test_legacy_entries_keep_their_text_offsets_across_chunks() -> None:
         "text_offset": [4],
     }
     assert CompletionLogprobs(0).shape([HELLO])["top_logprobs"] is None
+
+
+def _piece(piece: bytes) -> TokenLogprob:
+    return TokenLogprob(TokenChoice(7, -1.0, piece), ())
+
+
+def test_legacy_text_offsets_count_a_character_split_across_tokens_once() -> None:
+    """The text "Hi 😀!" as "Hi", " ", the emoji's first two bytes, its last two, "!": the
+    emoji is one character of the text sent, so "!" starts at 4, and both halves start where
+    it does."""
+    emoji = "😀".encode()
+    shape = CompletionLogprobs(0)
+    first = shape.shape([_piece(b"Hi"), _piece(b" "), _piece(emoji[:2])])
+    second = shape.shape([_piece(emoji[2:]), _piece(b"!")])
+    assert first["text_offset"] + second["text_offset"] == [0, 2, 3, 3, 4]
+    text = "Hi 😀!"
+    assert text[4] == "!" and text[3] == "😀"
