@@ -35,7 +35,14 @@ from app.cli.args import (
     resolve_model_path,
 )
 from app.cli.loading import load_runtime
-from app.cli.output import check_output_file, write_output_file
+from app.cli.output import (
+    StdoutError,
+    check_output_file,
+    silence_stdout,
+    worded_stdout,
+    write_output_file,
+    write_stdout,
+)
 from app.cli.report import print_error
 from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
@@ -67,10 +74,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The file first: a reader of stdout that went away must not cost the report.
         if args.json is not None:
             write_output_file(args.json, text + "\n", "--json")
+        with worded_stdout():
+            write_stdout(text + "\n")
+    except StdoutError as exc:
+        print_error(exc)
+        silence_stdout()  # the unwritten rest would fail again in the final flush
+        return 1
+    except InvalidSettingError as exc:  # a setting, as `specchat bench` answers it
+        print_error(exc)
+        return 2
     except SpecChatError as exc:
         print_error(exc)
         return 1
-    print(text)
     return 0
 
 

@@ -4,6 +4,7 @@ that refuses the report at the end is one error line; never a traceback."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,8 @@ def test_a_json_path_under_a_file_is_refused_before_the_bench(
     monkeypatch.setattr(app.cli.bench_server, "run", run)
     (tmp_path / "file.txt").write_text("not a folder\n")
     out = tmp_path / "file.txt" / "x.json"
-    assert app.cli.bench_server.main(["--target", "demo", "--json", str(out)]) == 1
+    # A setting the user can mend: exit 2, as `specchat bench` answers it.
+    assert app.cli.bench_server.main(["--target", "demo", "--json", str(out)]) == 2
     assert _error_line(capsys) == f"error: --json: {out.parent} is not a folder"
 
 
@@ -69,3 +71,15 @@ def test_server_bench_refuses_a_json_path_under_a_file_before_any_request(
     argv = ["bench", "--server", "http://127.0.0.1:9", "--quiet", "--json", str(out)]
     assert main(argv) == 2
     assert _error_line(capsys).startswith(f"error: --json: {out.parent} is not a folder")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_a_report_printed_to_a_full_disk_is_one_error_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(app.cli.bench_server, "run", lambda _args: REPORT)
+    with Path("/dev/full").open("w", encoding="utf-8") as full:
+        monkeypatch.setattr(sys, "stdout", full)  # capsys set its own when the test started
+        code = app.cli.bench_server.main(["--target", "demo"])
+    assert code == 1
+    assert _error_line(capsys) == "error: cannot write output: No space left on device"
