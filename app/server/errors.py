@@ -74,13 +74,22 @@ def invalid(param: str, message: str, *, code: str = "invalid_value") -> ApiErro
 def finite_number(value: object, param: str, name: str) -> float | None:
     """value as a float, None when absent; anything but a finite number (true and false
     included) is refused in words naming `name`, quoted as the client wrote it."""
-    if value is None:
-        return None
+    return None if value is None else finite(value, param, name)
+
+
+def finite(value: object, param: str, name: str) -> float:
+    """finite_number for a value that is there."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise invalid(param, f"{name} must be a number", code="invalid_type")
-    if not math.isfinite(value):
+    try:
+        number = float(value)
+    except OverflowError:
+        # JSON reads an integer literal as an int of any size (up to 4300 digits); past the
+        # float range it is as unusable as 1e400, which reads as inf.
+        number = math.inf
+    if not math.isfinite(number):
         raise invalid(param, f"{name} must be a finite number")
-    return float(value)
+    return number
 
 
 def refused(

@@ -20,7 +20,7 @@ from app.engine.job_driver import Job
 from app.engine.tool_calls import DESCRIBED, ToolDialect
 from app.errors import InvalidSettingError, SettingValueError
 from app.metrics.cost_model import MAX_GAMMA
-from app.server.errors import ApiError, finite_number, invalid, refused
+from app.server.errors import ApiError, finite, finite_number, invalid, refused
 from app.server.tools import ToolRequest, earlier_calls, parse_tools, reply_constraint
 from app.server.unsupported import refuse_unsupported
 
@@ -272,7 +272,7 @@ def _speculative(value: Any, defaults: Defaults) -> tuple[NMax, float | None]:
                 f"'speculative.n_max' must be between 0 (off) and {MAX_GAMMA}, or \"auto\"",
             )
         n_max = raw
-    p_min = _number(value, "p_min")
+    p_min = finite_number(value.get("p_min"), "speculative.p_min", "'speculative.p_min'")
     return n_max, p_min
 
 
@@ -290,7 +290,7 @@ def _logit_bias(
             raise invalid("logit_bias", message, code="invalid_type")
         if not isinstance(bias, int | float):
             raise invalid("logit_bias", message, code="invalid_type")
-        pairs.append((int(key), float(bias)))
+        pairs.append((int(key), finite(bias, "logit_bias", "'logit_bias' values")))
     return tuple(sorted(pairs))
 
 

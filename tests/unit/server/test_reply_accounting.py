@@ -252,3 +252,68 @@ def test_a_logit_bias_on_a_token_outside_the_vocabulary_is_a_400_naming_it(
         assert body["error"]["type"] == "invalid_request_error"
     status, _body = chat(owner, logit_bias={str(N_VOCAB - 1): 1}, max_tokens=1)
     assert status == 200
+
+
+# JSON reads a 401-digit integer literal as a Python int, too large for a float.
+HUGE = 10**400
+
+
+def _integer_schema(bound: str, value: int) -> dict[str, Any]:
+    return {"type": "integer", "minimum": 0, "maximum": 9, bound: value}
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"temperature": HUGE}, "temperature"),
+        ({"top_p": HUGE}, "top_p"),
+        ({"min_p": HUGE}, "min_p"),
+        ({"repeat_penalty": HUGE}, "repeat_penalty"),
+        ({"presence_penalty": -HUGE}, "presence_penalty"),
+        ({"frequency_penalty": HUGE}, "frequency_penalty"),
+        ({"speculative": {"p_min": HUGE}}, "speculative.p_min"),
+        ({"logit_bias": {"5": HUGE}}, "logit_bias"),
+        ({"logit_bias": {"5": -HUGE}}, "logit_bias"),
+        ({"seed": HUGE}, "seed"),
+        ({"max_tokens": HUGE}, "max_tokens"),
+        ({"max_completion_tokens": HUGE}, "max_completion_tokens"),
+        ({"n": HUGE}, "n"),
+        ({"logprobs": True, "top_logprobs": HUGE}, "top_logprobs"),
+        ({"speculative": {"n_max": HUGE}}, "speculative.n_max"),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "n", "schema": _integer_schema("maximum", HUGE)},
+                }
+            },
+            "response_format",
+        ),
+        ({"json_schema": _integer_schema("minimum", -HUGE)}, "json_schema"),
+        (
+            {
+                "tool_choice": "required",
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "pick",
+                            "parameters": {
+                                "type": "object",
+                                "properties": {"n": _integer_schema("exclusiveMaximum", HUGE)},
+                            },
+                        },
+                    }
+                ],
+            },
+            "tools",
+        ),
+    ],
+)
+def test_an_integer_too_large_for_a_float_is_a_400_naming_its_field(
+    owner: RuntimeOwner, fields: dict[str, Any], param: str
+) -> None:
+    status, body = chat(owner, **fields)
+    assert status == 400, body
+    assert (body["error"]["param"], body["error"]["code"]) == (param, "invalid_value")
+    assert body["error"]["type"] == "invalid_request_error"
