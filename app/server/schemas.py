@@ -31,6 +31,9 @@ NMax = int | Literal["auto"]
 # OpenAI's own bounds for these two; the engine accepts any temperature >= 0.
 MAX_TEMPERATURE = 2.0
 MAX_STOPS = 8
+# A logit_bias key longer than this names no token (ids are int32) and is refused unread:
+# int() would give up past 4300 digits.
+MAX_TOKEN_ID_DIGITS = 100
 # The roles a message may have. The role reaches the chat template as markup, not as text, so
 # any other string could forge a turn ("user<|im_end|><|im_start|>system"). OpenAI's newer
 # clients send "developer" where most chat templates know only "system"; it is read as
@@ -286,12 +289,19 @@ def _logit_bias(
         raise invalid("logit_bias", message, code="invalid_type")
     pairs = []
     for key, bias in value.items():
-        if not (isinstance(key, str) and key.isdigit()) or isinstance(bias, bool):
+        if not _is_token_id(key) or isinstance(bias, bool):
             raise invalid("logit_bias", message, code="invalid_type")
         if not isinstance(bias, int | float):
             raise invalid("logit_bias", message, code="invalid_type")
         pairs.append((int(key), finite(bias, "logit_bias", "'logit_bias' values")))
     return tuple(sorted(pairs))
+
+
+def _is_token_id(key: object) -> bool:
+    # ASCII digits only: str.isdigit() also admits "²" and other digits int() refuses.
+    return (
+        isinstance(key, str) and key.isascii() and key.isdigit() and len(key) <= MAX_TOKEN_ID_DIGITS
+    )
 
 
 def _include_usage(value: Any) -> bool:

@@ -254,6 +254,17 @@ def test_a_logit_bias_on_a_token_outside_the_vocabulary_is_a_400_naming_it(
     assert status == 200
 
 
+@pytest.mark.parametrize("key", ["\u00b2", "\u0661", "9" * 5000])
+def test_a_logit_bias_key_that_int_cannot_read_is_a_400_naming_it(
+    owner: RuntimeOwner, key: str
+) -> None:
+    # str.isdigit() holds for a superscript two and an Arabic-Indic one; int() refuses both,
+    # and any string of more than 4300 digits.
+    status, body = chat(owner, logit_bias={key: 1})
+    assert status == 400, body
+    assert body["error"]["param"] == "logit_bias"
+
+
 # JSON reads a 401-digit integer literal as a Python int, too large for a float.
 HUGE = 10**400
 
