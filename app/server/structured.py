@@ -141,7 +141,10 @@ def _bounded(node: Any, where: str) -> Any:
 
 def _integer_range(schema: dict[str, Any], where: str) -> tuple[int, int]:
     def bound(key: str) -> float | None:
-        return finite_number(schema.get(key), where, f"'{where}': '{key}'")
+        value = schema.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value  # exact: as a float, 2^53 + 1 reads as 2^53
+        return finite_number(value, where, f"'{where}': '{key}'")
 
     lows = [math.ceil(v) for v in (bound("minimum"),) if v is not None]
     lows += [math.floor(v) + 1 for v in (bound("exclusiveMinimum"),) if v is not None]

@@ -270,7 +270,9 @@ HUGE = 10**400
 
 
 def _integer_schema(bound: str, value: int) -> dict[str, Any]:
-    return {"type": "integer", "minimum": 0, "maximum": 9, bound: value}
+    """An integer from 0 to `value`, or from `value` to 0, `bound` saying which."""
+    other = "minimum" if bound.lower().endswith("maximum") else "maximum"
+    return {"type": "integer", other: 0, bound: value}
 
 
 @pytest.mark.parametrize(

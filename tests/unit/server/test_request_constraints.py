@@ -69,6 +69,14 @@ def test_a_bounded_integer_is_written_as_its_values() -> None:
     assert '"6"' not in gbnf and '"2"' not in gbnf
 
 
+def test_integer_bounds_past_a_floats_precision_stay_exact() -> None:
+    low = 2**53 + 1  # the first integer a float cannot hold
+    schema = {"type": "integer", "minimum": low, "maximum": low + 2}
+    gbnf = grammar_of(chat(json_schema=schema)).gbnf
+    assert all(f'"{n}"' in gbnf for n in (low, low + 1, low + 2))
+    assert f'"{low - 1}"' not in gbnf and f'"{low + 3}"' not in gbnf
+
+
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
