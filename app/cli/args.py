@@ -129,7 +129,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, target_required: boo
 _SAMPLING_FLAGS: tuple[tuple[str, type[float] | type[int], str], ...] = (
     ("temperature", float, "0 = greedy"),
     ("top_k", int, "0 = off"),
-    ("top_p", float, "nucleus sampling; 1 = off"),
+    ("top_p", float, "nucleus sampling; 1 = off, 0 = the most likely token only"),
     ("min_p", float, "0 = off"),
     ("repeat_penalty", float, "1 = off"),
     ("seed", int, f"0..{MAX_SEED} for a reproducible sampled reply (default: random)"),

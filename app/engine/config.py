@@ -55,7 +55,8 @@ class SamplingConfig:
     """The transform applied identically to target and draft logits before sampling.
 
     temperature 0 (or below GREEDY_BELOW) means greedy (argmax). top_k = 0, top_p = 1, min_p = 0 and
-    repeat_penalty = 1 each switch their step off. presence_penalty and frequency_penalty
+    repeat_penalty = 1 each switch their step off; top_p = 0 keeps the most likely token alone
+    (OpenAI's range is [0, 1], and its clients send 0). presence_penalty and frequency_penalty
     (OpenAI's, over the same last repeat_last_n tokens) are off at 0; logit_bias adds a number to
     chosen tokens' logits, as (token id, bias) pairs.
     """
@@ -94,8 +95,8 @@ class SamplingConfig:
             )
         if self.top_k < 0:
             raise SettingValueError("top_k", f"top-k must be 0 (off) or positive, got {self.top_k}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise SettingValueError("top_p", f"top-p must be in (0, 1], got {self.top_p}")
+        if not 0.0 <= self.top_p <= 1.0:
+            raise SettingValueError("top_p", f"top-p must be in [0, 1], got {self.top_p}")
         if not 0.0 <= self.min_p < 1.0:
             raise SettingValueError("min_p", f"min-p must be in [0, 1), got {self.min_p}")
         if not MIN_REPEAT_PENALTY <= self.repeat_penalty <= MAX_REPEAT_PENALTY:

@@ -109,7 +109,8 @@ def distribution(
 
 
 def _nucleus_mask(probs: FloatArray, top_p: float) -> npt.NDArray[np.bool_]:
-    """Smallest set of most likely tokens whose mass reaches top_p (ties broken by id)."""
+    """Smallest set of most likely tokens whose mass reaches top_p (ties broken by id); never
+    empty, so top_p = 0 keeps the most likely token alone."""
     n = probs.shape[0]
     short = min(_NUCLEUS_SHORTLIST, n)
     candidates = np.argpartition(-probs, short - 1)[:short] if short < n else np.arange(n)

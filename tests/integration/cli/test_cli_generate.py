@@ -214,7 +214,7 @@ def test_draft_of_another_vocabulary_is_refused_with_reason(
         (["--gamma", "-1"], "gamma"),
         (["--gamma", str(MAX_GAMMA + 1)], "gamma"),
         (["--gamma", "many"], "gamma"),
-        (["--top-p", "0"], "top-p"),
+        (["--top-p", "1.5"], "top-p"),
         (["--max-tokens", "0"], "max tokens"),
     ],
 )

@@ -34,7 +34,7 @@ SHARED_MISTAKES = [
     (["--repeat-penalty", "1e-300"], "repeat penalty must be in 0.01..100"),
     (["--repeat-penalty", "1e300"], "repeat penalty must be in 0.01..100"),
     (["--top-p", "nan"], "top-p must be a finite number"),
-    (["--top-p", "-0.5"], "top-p must be in (0, 1]"),
+    (["--top-p", "-0.5"], "top-p must be in [0, 1]"),
     (["--min-p", "-0.1"], "min-p must be in [0, 1)"),
     (["--p-min", "nan"], "p-min must be a finite number"),
     (["--p-min", "-1"], "p-min must be in [0, 1)"),

@@ -34,7 +34,7 @@ BAD_REQUESTS: list[tuple[str, str, str, bytes | dict[str, Any] | None, int, str]
     ("temperature too high", "POST", CHAT, chat(temperature=5), 400, "invalid_value"),
     ("infinite top_p", "POST", CHAT, b'{"messages": [{"role": "user", "content": "x"}], '
      b'"top_p": 1e999}', 400, "invalid_value"),
-    ("top_p zero", "POST", CHAT, chat(top_p=0), 400, "invalid_value"),
+    ("top_p above one", "POST", CHAT, chat(top_p=1.5), 400, "invalid_value"),
     ("negative top_k", "POST", CHAT, chat(top_k=-1), 400, "invalid_value"),
     ("max_tokens zero", "POST", CHAT, chat(max_tokens=0), 400, "invalid_value"),
     ("max_tokens boolean", "POST", CHAT, chat(max_tokens=True), 400, "invalid_type"),

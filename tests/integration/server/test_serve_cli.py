@@ -42,7 +42,7 @@ def assert_user_error(proc: subprocess.CompletedProcess[str], fragment: str) -> 
         (("--gamma", "40"), "--gamma"),
         (("--gamma", "fast"), "--gamma"),
         (("--queue-size", "0"), "--queue-size"),
-        (("--top-p", "0"), "top-p"),
+        (("--top-p", "1.5"), "top-p"),
         (("--header-timeout", "0"), "--header-timeout"),
         (("--body-timeout", "nan"), "--body-timeout"),
         (("--max-connections", "0"), "--max-connections"),

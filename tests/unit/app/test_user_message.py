@@ -74,14 +74,14 @@ CASES: list[tuple[SpecChatError, str, str]] = [
         "new chat or raise the context size in Settings.",
     ),
     (
-        InvalidSettingError("top-p must be in (0, 1], got 0"),
-        "top-p must be in (0, 1], got 0",
-        "Top-p must be in (0, 1], got 0.",
+        InvalidSettingError("top-p must be in [0, 1], got 1.5"),
+        "top-p must be in [0, 1], got 1.5",
+        "Top-p must be in [0, 1], got 1.5.",
     ),
     (
-        SettingValueError("top_p", "top-p must be in (0, 1], got 0"),
-        "top-p must be in (0, 1], got 0",
-        "Top-p must be in (0, 1], got 0.",
+        SettingValueError("top_p", "top-p must be in [0, 1], got 1.5"),
+        "top-p must be in [0, 1], got 1.5",
+        "Top-p must be in [0, 1], got 1.5.",
     ),
     (
         DownloadError("network failure: cannot reach 127.0.0.1"),
@@ -156,9 +156,9 @@ def test_the_cli_escapes_control_characters_in_a_message(
 
 
 def test_the_server_sends_the_same_sentence() -> None:
-    error = refused(InvalidSettingError("top-p must be in (0, 1], got 0"))
+    error = refused(InvalidSettingError("top-p must be in [0, 1], got 1.5"))
     assert (error.status, error.code) == (400, "invalid_value")
-    assert error.body()["error"]["message"] == "top-p must be in (0, 1], got 0"
+    assert error.body()["error"]["message"] == "top-p must be in [0, 1], got 1.5"
     full = refused(QueueFullError("8 requests are already waiting"), 503, code="queue_full")
     assert (full.status, full.body()["error"]["type"]) == (503, "server_error")
     assert full.message == user_message(QueueFullError("8 requests are already waiting"))

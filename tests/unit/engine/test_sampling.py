@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
+from app.engine.acceptance import accept_or_correct
 from app.engine.config import (
     GREEDY_BELOW,
     MAX_LOGIT_BIAS,
@@ -16,7 +17,8 @@ from app.engine.config import (
     GenerationConfig,
     SamplingConfig,
 )
-from app.engine.gamma import OFF
+from app.engine.drafters import ModelDrafter
+from app.engine.gamma import OFF, fixed
 from app.engine.loop import SpeculativeEngine
 from app.engine.sampling import (
     distribution,
@@ -27,7 +29,7 @@ from app.engine.sampling import (
 )
 from app.errors import InvalidSettingError, SettingValueError
 from tests.helpers.engine import run_to_end
-from tests.helpers.fake_llama import FakeLlama, toy_logits
+from tests.helpers.fake_llama import FakeLlama, blend, toy_logits
 
 LOGITS = np.array([2.0, 1.0, 0.5, -1.0, 3.0], dtype=np.float32)
 N_VOCAB = 32
@@ -93,7 +95,8 @@ def test_top_probability_is_softmax_max() -> None:
     "config",
     [
         SamplingConfig(top_k=-1),
-        SamplingConfig(top_p=0.0),
+        SamplingConfig(top_p=-0.1),
+        SamplingConfig(top_p=1.5),
         SamplingConfig(min_p=1.0),
         SamplingConfig(repeat_penalty=0.0),
     ],
@@ -128,7 +131,7 @@ def test_a_seed_past_32_bits_is_taken_and_repeats_its_reply() -> None:
         (GenerationConfig(max_tokens=0), "max_tokens"),
         (GenerationConfig(p_min=1.0), "p_min"),
         (GenerationConfig(logprobs=21), "logprobs"),
-        (GenerationConfig(sampling=SamplingConfig(top_p=0.0)), "top_p"),
+        (GenerationConfig(sampling=SamplingConfig(top_p=-0.1)), "top_p"),
         (GenerationConfig(sampling=SamplingConfig(presence_penalty=3.0)), "presence_penalty"),
         (GenerationConfig(sampling=SamplingConfig(seed=2**63)), "seed"),
         (GenerationConfig(sampling=SamplingConfig(logit_bias=((2**31, 1.0),))), "logit_bias"),
@@ -159,6 +162,7 @@ def test_a_repeat_penalty_that_would_break_float32_logits_is_refused(penalty: fl
         SamplingConfig(repeat_penalty=MAX_REPEAT_PENALTY, temperature=GREEDY_BELOW),
         SamplingConfig(temperature=1e308),
         SamplingConfig(temperature=1.0, top_k=10**30, top_p=5e-324, min_p=0.999999),
+        SamplingConfig(temperature=2.0, top_p=0.0),
         SamplingConfig(
             temperature=1.0,
             presence_penalty=MAX_PENALTY,
@@ -180,3 +184,57 @@ def test_every_accepted_extreme_keeps_logits_and_probabilities_finite(
         probs = distribution(logits, history, config)
     assert np.isfinite(probs).all()
     assert probs.sum() == pytest.approx(1.0)
+
+
+# -- top_p = 0: the most likely token alone ----------------------------------------------------
+
+
+def test_top_p_zero_always_draws_the_most_likely_token() -> None:
+    rng = np.random.default_rng(5)
+    config = SamplingConfig(temperature=2.0, top_p=0.0)
+    for _ in range(200):
+        logits = rng.normal(0.0, 1.0, N_VOCAB).astype(np.float32)
+        probs = distribution(logits, [], config)
+        best = int(np.argmax(logits))
+        assert probs[best] == 1.0 and probs.sum() == 1.0
+        assert {sample(probs, rng) for _ in range(20)} == {best}
+
+
+def test_top_p_zero_breaks_a_tie_for_the_top_by_the_lower_id() -> None:
+    logits = np.array([1.0, 3.0, -2.0, 3.0], dtype=np.float32)
+    probs = distribution(logits, [], SamplingConfig(temperature=1.0, top_p=0.0))
+    assert probs.tolist() == [0.0, 1.0, 0.0, 0.0]
+
+
+def test_top_p_zero_leaves_the_residual_of_a_rejection_a_whole_distribution() -> None:
+    # Target and draft each one-hot: the same token is always kept, another always rejected
+    # for the target's, from max(0, p - q) = p, never from an empty residual.
+    config = SamplingConfig(temperature=1.0, top_p=0.0)
+    rng = np.random.default_rng(2)
+    p = distribution(LOGITS, [], config)
+    for q_logits, proposed in ((LOGITS, 4), (-LOGITS, 3)):
+        q = distribution(q_logits, [], config)
+        assert q[proposed] == 1.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            draws = {accept_or_correct(p, q, proposed, rng) for _ in range(50)}
+            point = {accept_or_correct(p, None, proposed, rng) for _ in range(50)}
+        assert draws == point == {(proposed == 4, 4)}
+
+
+def test_a_speculative_reply_at_top_p_zero_is_the_greedy_plain_reply() -> None:
+    target = toy_logits(7, N_VOCAB)
+    draft = blend(target, toy_logits(8, N_VOCAB), 1.0)  # often another favourite than the target
+    sampled = SamplingConfig(temperature=1.5, top_p=0.0, seed=11)
+    engine = SpeculativeEngine(
+        FakeLlama(target, N_VOCAB), ModelDrafter(FakeLlama(draft, N_VOCAB), N_VOCAB)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reply, _ = run_to_end(engine, PROMPT, GenerationConfig(40, fixed(4), sampling=sampled))
+    greedy, _ = run_to_end(
+        SpeculativeEngine(FakeLlama(target, N_VOCAB)), PROMPT, GenerationConfig(40, OFF)
+    )
+    assert reply.token_ids == greedy.token_ids
+    stats = reply.stats
+    assert 0 < stats.accepted < stats.drafted  # rounds both kept and rejected a draft token

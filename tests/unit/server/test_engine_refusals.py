@@ -25,7 +25,8 @@ def chat(**fields: Any) -> ApiRequest:
     [
         ({"max_tokens": 0}, "max_tokens"),
         ({"max_completion_tokens": 0}, "max_completion_tokens"),
-        ({"top_p": 0}, "top_p"),
+        ({"top_p": -0.1}, "top_p"),
+        ({"top_p": 1.5}, "top_p"),
         ({"top_k": -1}, "top_k"),
         ({"min_p": 1}, "min_p"),
         ({"repeat_penalty": 0}, "repeat_penalty"),
@@ -47,8 +48,14 @@ def test_an_engine_refusal_names_the_request_field(fields: dict[str, Any], param
 
 def test_a_completion_refusal_names_its_field_too() -> None:
     with pytest.raises(ApiError) as caught:
-        parse_completion({"prompt": "a", "top_p": 0}, DEFAULTS)
+        parse_completion({"prompt": "a", "top_p": 1.5}, DEFAULTS)
     assert caught.value.param == "top_p"
+
+
+def test_top_p_zero_is_taken_as_openai_documents_it() -> None:
+    # OpenAI's range is [0, 1], and some of its clients send 0: the most likely token alone.
+    assert chat(top_p=0).config.sampling.top_p == 0.0
+    assert parse_completion({"prompt": "a", "top_p": 0.0}, DEFAULTS).config.sampling.top_p == 0.0
 
 
 @pytest.mark.parametrize("seed", [2**32, 2**40, INT64_MAX])
