@@ -17,6 +17,27 @@ def _text(piece: bytes) -> str:
     return piece.decode("utf-8", errors="replace")
 
 
+def _legacy_text(piece: bytes) -> str:
+    """A token as the legacy completions name it. A token that is not valid UTF-8 on its own
+    (part of a character) is "bytes:" and its bytes as \\xNN escapes, as OpenAI writes it:
+    as a replacement character, every such piece would read the same."""
+    try:
+        return piece.decode("utf-8")
+    except UnicodeDecodeError:
+        return "bytes:" + "".join(f"\\x{b:02x}" for b in piece)
+
+
+def _legacy_top(top: Sequence[TokenChoice]) -> dict[str, float]:
+    """`top_logprobs` keyed by token text. Distinct tokens can still share a text (special
+    tokens all render as "", a byte-fallback token as the character token it spells); the key
+    keeps the higher of their logprobs."""
+    shaped: dict[str, float] = {}
+    for choice in top:
+        key = _legacy_text(choice.piece)
+        shaped[key] = max(shaped.get(key, _FLOOR), _logprob(choice))
+    return shaped
+
+
 def _logprob(choice: TokenChoice) -> float:
     return max(choice.logprob, _FLOOR)
 
@@ -46,7 +67,7 @@ class CompletionLogprobs:
         self._offset = 0
 
     def shape(self, entries: Sequence[TokenLogprob]) -> dict[str, Any]:
-        tokens = [_text(entry.chosen.piece) for entry in entries]
+        tokens = [_legacy_text(entry.chosen.piece) for entry in entries]
         offsets = []
         for entry in entries:
             # A token that ends a character begun by the one before starts where it does: the
@@ -56,8 +77,6 @@ class CompletionLogprobs:
         return {
             "tokens": tokens,
             "token_logprobs": [_logprob(entry.chosen) for entry in entries],
-            "top_logprobs": [{_text(c.piece): _logprob(c) for c in entry.top} for entry in entries]
-            if self._top
-            else None,
+            "top_logprobs": [_legacy_top(entry.top) for entry in entries] if self._top else None,
             "text_offset": offsets,
         }

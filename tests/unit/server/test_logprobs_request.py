@@ -78,7 +78,7 @@ def test_legacy_entries_keep_their_text_offsets_across_chunks() -> None:
     assert later == {
         "tokens": ["Hi"],
         "token_logprobs": [-0.5],
-        "top_logprobs": [{"Hi": -0.5, "\ufffd": -9999.0}],
+        "top_logprobs": [{"Hi": -0.5, "bytes:\\xe2": -9999.0}],
         "text_offset": [4],
     }
     assert CompletionLogprobs(0).shape([HELLO])["top_logprobs"] is None
@@ -99,3 +99,30 @@ def test_legacy_text_offsets_count_a_character_split_across_tokens_once() -> Non
     assert first["text_offset"] + second["text_offset"] == [0, 2, 3, 3, 4]
     text = "Hi 😀!"
     assert text[4] == "!" and text[3] == "😀"
+
+
+def test_legacy_pieces_of_characters_are_named_by_their_bytes() -> None:
+    """The first two bytes of "日" (e6 97 a5) and of "本" (e6 9c ac): two pieces of different
+    characters each keep their own entry and value, and the chosen piece is spelled as OpenAI
+    spells it."""
+    first, second = "日".encode()[:2], "本".encode()[:2]
+    entry = TokenLogprob(
+        TokenChoice(1, -0.2, first),
+        (TokenChoice(1, -0.2, first), TokenChoice(2, -1.9, second), TokenChoice(3, -3.0, b"a")),
+    )
+    shaped = CompletionLogprobs(3).shape([entry])
+    assert shaped["tokens"] == ["bytes:\\xe6\\x97"]
+    assert shaped["top_logprobs"] == [
+        {"bytes:\\xe6\\x97": -0.2, "bytes:\\xe6\\x9c": -1.9, "a": -3.0}
+    ]
+    assert shaped["top_logprobs"][0][shaped["tokens"][0]] == shaped["token_logprobs"][0]
+
+
+def test_legacy_tokens_sharing_a_text_keep_the_higher_logprob() -> None:
+    """Special tokens render as "": two of them name one key, which keeps the likelier."""
+    entry = TokenLogprob(
+        TokenChoice(9, -0.1, b"x"),
+        (TokenChoice(9, -0.1, b"x"), TokenChoice(2, -0.7, b""), TokenChoice(3, -2.5, b"")),
+    )
+    shaped = CompletionLogprobs(3).shape([entry])
+    assert shaped["top_logprobs"] == [{"x": -0.1, "": -0.7}]
