@@ -1,4 +1,5 @@
-"""The HTTP routes: /health, /v1/models, /v1/chat/completions and /v1/completions.
+"""The HTTP routes: /health, /v1/models (and /v1/models/{id}), /v1/chat/completions and
+/v1/completions.
 
 Every refusal is OpenAI-style JSON with its 4xx (5xx for the server's own faults), never a
 traceback. Requests go to an EngineOwner (app.engine.job_queue), which runs them one at a time;
@@ -80,19 +81,29 @@ def create_app(owner: EngineOwner, settings: ServerSettings | SettingsSource) ->
         )
 
     async def models(_request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [_model_object(current())]})
+
+    async def model(request: Request) -> Response:
         served = current()
-        model = {
-            "id": served.model_id,
-            "object": "model",
-            "created": 0,
-            "owned_by": "specchat",
-            "meta": {"n_ctx": served.n_ctx},
-        }
-        return JSONResponse({"object": "list", "data": [model]})
+        asked = request.path_params["model_id"]
+        if asked != served.model_id:
+            # OpenAI's answer to a model it does not have; the SDK raises NotFoundError on it.
+            return error_response(
+                ApiError(
+                    404,
+                    f"the model {asked!r} does not exist; this server serves {served.model_id!r}",
+                    code="model_not_found",
+                    param="model",
+                    error_type="invalid_request_error",
+                )
+            )
+        return JSONResponse(_model_object(served))
 
     routes = [
         Route("/health", health, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
+        # `path`: an id may hold a "/", as other servers' ids ("org/name") do.
+        Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/v1/chat/completions", _Completions(owner, current, chat=True), methods=["POST"]),
         Route("/v1/completions", _Completions(owner, current, chat=False), methods=["POST"]),
     ]
@@ -115,6 +126,17 @@ def create_app(owner: EngineOwner, settings: ServerSettings | SettingsSource) ->
         middleware=middleware,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
     )
+
+
+def _model_object(served: ServerSettings) -> dict[str, object]:
+    """The loaded model as OpenAI's model object; `meta` tells a client its context size."""
+    return {
+        "id": served.model_id,
+        "object": "model",
+        "created": 0,
+        "owned_by": "specchat",
+        "meta": {"n_ctx": served.n_ctx},
+    }
 
 
 def _always(settings: ServerSettings) -> SettingsSource:

@@ -20,7 +20,16 @@ class AsgiPost(NamedTuple):
 
 def asgi_post(path: str, body: dict[str, Any]) -> AsgiPost:
     """A JSON POST to `path`, from a client that stays connected until the app is done."""
-    incoming = [{"type": "http.request", "body": json.dumps(body).encode()}]
+    return _request("POST", path, json.dumps(body).encode())
+
+
+def asgi_get(path: str) -> AsgiPost:
+    """A GET of `path`, from a client that stays connected until the app is done."""
+    return _request("GET", path, b"")
+
+
+def _request(method: str, path: str, body: bytes) -> AsgiPost:
+    incoming = [{"type": "http.request", "body": body}]
     sent: list[Message] = []
 
     async def receive() -> Message:
@@ -33,6 +42,6 @@ def asgi_post(path: str, body: dict[str, Any]) -> AsgiPost:
         sent.append(message)
 
     headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]
-    scope = {"type": "http", "method": "POST", "path": path, "headers": headers,
+    scope = {"type": "http", "method": method, "path": path, "headers": headers,
              "query_string": b"", "root_path": ""}  # fmt: skip
     return AsgiPost(scope, receive, send, sent)
