@@ -48,7 +48,7 @@ class ModelFacts:
     n_params: int
     weights_bytes: int
     kv_cache_bytes: int
-    n_gpu_layers: int
+    n_gpu_layers: int  # repeating layers llama.cpp put on a GPU or an RPC worker (offloaded_layers)
     # Where llama.cpp put the weights: (buffer name, bytes), e.g. ("RPC0[10.0.0.2:50052]", ...).
     placement: tuple[tuple[str, int], ...] = ()
 
@@ -120,3 +120,18 @@ def held_on_host(placement: Sequence[tuple[str, int]]) -> bool:
     small passes. Anything offloaded keeps llama.cpp's own choice; `--flash-attn on` overrides.
     """
     return bool(placement) and all(name.upper().startswith(_HOST_BUFFERS) for name, _ in placement)
+
+
+def offloaded_layers(
+    requested: int, n_layer: int, placement: Sequence[tuple[str, int]], *, offload_supported: bool
+) -> int:
+    """How many of the model's `n_layer` repeating layers llama.cpp put on a GPU or an RPC
+    worker, `requested` being the n_gpu_layers asked for (-1: all).
+
+    A build that cannot offload keeps every layer in host memory whatever was asked. One that
+    can may still have no device to put them on: llama_supports_gpu_offload() is also true for
+    a CPU build with the RPC backend, and llama.cpp then logs "offloaded 31/31 layers to GPU"
+    for weights that all sit in its CPU buffers. The buffers the weights went to settle it."""
+    if not offload_supported or held_on_host(placement):
+        return 0
+    return n_layer if requested < 0 else min(requested, n_layer)

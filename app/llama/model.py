@@ -33,7 +33,13 @@ from app.llama.backend import (
 )
 from app.llama.batches import batch_sizes
 from app.llama.config import ModelConfig
-from app.llama.facts import ModelFacts, held_on_host, placement_of, precheck_model_file
+from app.llama.facts import (
+    ModelFacts,
+    held_on_host,
+    offloaded_layers,
+    placement_of,
+    precheck_model_file,
+)
 from app.llama.handle import common_prefix
 from app.llama.prompt_cache import (
     MIN_RESTORE_GAIN,
@@ -199,7 +205,7 @@ class LlamaModel(TokenText):
         head_dim = n_embd // max(n_head, 1)
         # K and V, f16 (llama.cpp's default cache type), for every layer and context cell.
         kv_bytes = 2 * n_layer * self.n_ctx * n_head_kv * head_dim * 2
-        n_gpu = self.config.n_gpu_layers
+        n_gpu, offload = self.config.n_gpu_layers, bool(lib.llama_supports_gpu_offload())
         return ModelFacts(
             path=str(self.path),
             n_vocab=self.n_vocab,
@@ -212,7 +218,9 @@ class LlamaModel(TokenText):
             n_params=int(lib.llama_model_n_params(self._model)),
             weights_bytes=int(lib.llama_model_size(self._model)),
             kv_cache_bytes=kv_bytes,
-            n_gpu_layers=n_layer if n_gpu < 0 else min(n_gpu, n_layer),
+            n_gpu_layers=offloaded_layers(
+                n_gpu, n_layer, self.placement, offload_supported=offload
+            ),
             placement=self.placement,
         )
 
