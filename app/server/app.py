@@ -93,7 +93,7 @@ def create_app(owner: EngineOwner, settings: ServerSettings | SettingsSource) ->
                     404,
                     f"the model {asked!r} does not exist; this server serves {served.model_id!r}",
                     code="model_not_found",
-                    param="model",
+                    param=None,  # as OpenAI answers it: the path names the model, not a field
                     error_type="invalid_request_error",
                 )
             )
