@@ -93,11 +93,15 @@ def constrain_draft(fields: dict[str, Any]) -> bool:
     return flag
 
 
-def schema_grammar(schema: dict[str, Any], where: str = "response_format") -> str:
-    """GBNF for a JSON schema; a schema the converter cannot read is the client's 400."""
+def schema_grammar(
+    schema: dict[str, Any], where: str = "response_format", *, loose_bounds: bool = False
+) -> str:
+    """GBNF for a JSON schema; a schema the converter cannot read is the client's 400.
+    `loose_bounds`: numeric bounds the grammar cannot hold are left out rather than refused
+    (functions that are not strict, app/server/tools.py)."""
     from llama_cpp.llama_grammar import json_schema_to_gbnf  # noqa: PLC0415 - native package
 
-    bounded = _bounded(schema, where)
+    bounded = _bounded(schema, where, loose_bounds)
     check_supported(bounded, where)
     try:
         grammar: str = json_schema_to_gbnf(json.dumps(bounded))
@@ -119,27 +123,37 @@ def _json_string_chars(grammar: str) -> str:
     return grammar.replace(_CONVERTER_STRING_CHAR, _JSON_STRING_CHAR)
 
 
-def _bounded(node: Any, where: str) -> Any:
-    """The schema with each bounded integer replaced by the list of its values."""
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _bounded(node: Any, where: str, loose: bool) -> Any:
+    """The schema with each bounded integer replaced by the list of its values. `loose`: a
+    bound the grammar cannot hold (on a number, or an integer range too wide to list) is left
+    out of it instead of refused."""
     if isinstance(node, list):
-        return [_bounded(item, where) for item in node]
+        return [_bounded(item, where, loose) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {key: _bounded(value, where) for key, value in node.items()}
-    bounds = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
-    if not any(key in out for key in bounds):
+    out = {key: _bounded(value, where, loose) for key, value in node.items()}
+    if not any(key in out for key in _BOUNDS):
         return out
-    if out.get("type") != "integer":
+    if out.get("type") == "integer":
+        held = _integer_range(out, where, loose)
+        if held is not None:
+            low, high = held
+            for key in (*_BOUNDS, "type"):
+                out.pop(key, None)
+            out["enum"] = list(range(low, high + 1))
+            return out
+    elif not loose:
         message = f"'{where}': minimum and maximum are supported on integers only"
         raise invalid(where, message)
-    low, high = _integer_range(out, where)
-    for key in (*bounds, "type"):
-        out.pop(key, None)
-    out["enum"] = list(range(low, high + 1))
+    for key in _BOUNDS:
+        finite_number(out.pop(key, None), where, f"'{where}': '{key}'")
     return out
 
 
-def _integer_range(schema: dict[str, Any], where: str) -> tuple[int, int]:
+def _integer_range(schema: dict[str, Any], where: str, loose: bool) -> tuple[int, int] | None:
     def bound(key: str) -> float | None:
         value = schema.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -153,6 +167,8 @@ def _integer_range(schema: dict[str, Any], where: str) -> tuple[int, int]:
     low = max(lows) if lows else None
     high = min(highs) if highs else None
     if low is None or high is None or not 0 <= high - low < MAX_INTEGER_RANGE:
+        if loose:
+            return None
         message = (
             f"'{where}': a bounded integer needs both bounds, at most "
             f"{MAX_INTEGER_RANGE} values apart"

@@ -31,6 +31,7 @@ class ToolRequest:
     choice: Choice
     named: str | None = None  # the function a named tool_choice asks for
     dialect: ToolDialect = DESCRIBED  # the served model's call syntax
+    strict: frozenset[str] = frozenset()  # the functions marked `"strict": true`
 
     @property
     def offered(self) -> tuple[Tool, ...]:
@@ -48,21 +49,23 @@ class ToolRequest:
 
 def parse_tools(fields: dict[str, Any], *, chat: bool, dialect: ToolDialect) -> ToolRequest | None:
     """The request's tools and choice; None when it offers none."""
-    tools = _tools(fields.get("tools"))
+    tools, strict = _tools(fields.get("tools"))
     if tools and not chat:
         raise invalid("tools", "'tools' needs /v1/chat/completions")
     choice, named = _choice(fields.get("tool_choice"), tools)
     if not tools:
         return None
-    return ToolRequest(tools, choice, named, dialect)
+    return ToolRequest(tools, choice, named, dialect, strict)
 
 
-def _tools(value: Any) -> tuple[Tool, ...]:
+def _tools(value: Any) -> tuple[tuple[Tool, ...], frozenset[str]]:
+    """The tools, and the names of those marked strict."""
     if value is None:
-        return ()
+        return (), frozenset()
     if not isinstance(value, list):
         raise invalid("tools", "'tools' must be a list", code="invalid_type")
     out: list[Tool] = []
+    strict: set[str] = set()
     for i, item in enumerate(value):
         where = f"tools[{i}]"
         if not isinstance(item, dict) or item.get("type") != "function":
@@ -79,8 +82,14 @@ def _tools(value: Any) -> tuple[Tool, ...]:
             raise invalid(f"{where}.function", message, code="invalid_type")
         if any(t.name == name for t in out):
             raise invalid(f"{where}.function.name", f"two tools are named '{name}'")
+        marked = function.get("strict", False)
+        if not isinstance(marked, bool):
+            message = f"'{where}.function.strict' must be true or false"
+            raise invalid(f"{where}.function.strict", message, code="invalid_type")
+        if marked:
+            strict.add(name)
         out.append(Tool(name, description, parameters))
-    return tuple(out)
+    return tuple(out), frozenset(strict)
 
 
 def _choice(value: Any, tools: tuple[Tool, ...]) -> tuple[Choice, str | None]:
@@ -115,7 +124,11 @@ def reply_constraint(fields: dict[str, Any], tools: ToolRequest | None) -> Gramm
         raise invalid("response_format", message)
     calls = [_call_schema(t, tools.dialect.arguments_key) for t in tools.offered]
     schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
-    gbnf, root = tools.dialect.call_grammar(schema_grammar(schema, "tools"))
+    # OpenAI holds a function's arguments to its schema only when it is strict, and real tools
+    # bound their numbers (`"minimum": 0` on a price): without `strict`, a bound the grammar
+    # cannot hold is left out of it rather than refused, and the call still always parses.
+    loose = not any(t.name in tools.strict for t in tools.offered)
+    gbnf, root = tools.dialect.call_grammar(schema_grammar(schema, "tools", loose_bounds=loose))
     return Grammar(gbnf, root, draft=constrain_draft(fields))
 
 

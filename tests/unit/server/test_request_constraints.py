@@ -144,6 +144,44 @@ def test_a_required_call_is_held_to_a_grammar_of_calls(choice: Any) -> None:
     assert grammar.root == "root"  # a bare JSON object
 
 
+def _bounded_tool(*, strict: bool | None) -> dict[str, Any]:
+    """A tool as agent frameworks write them: a price that is not negative, a count from 1."""
+    parameters = {
+        "type": "object",
+        "properties": {
+            "price": {"type": "number", "minimum": 0},
+            "count": {"type": "integer", "minimum": 1},
+            "stars": {"type": "integer", "minimum": 1, "maximum": 5},
+        },
+    }
+    function: dict[str, Any] = {"name": "order", "description": "", "parameters": parameters}
+    if strict is not None:
+        function["strict"] = strict
+    return {"type": "function", "function": function}
+
+
+@pytest.mark.parametrize("strict", [None, False])
+def test_a_required_call_to_a_function_that_is_not_strict_leaves_out_bounds_it_cannot_hold(
+    strict: bool | None,
+) -> None:
+    """OpenAI holds arguments to the schema only for a strict function: a bounded number, or an
+    integer with one bound, is left out of the grammar, not refused; what it can list it holds."""
+    gbnf = grammar_of(chat(tools=[_bounded_tool(strict=strict)], tool_choice="required")).gbnf
+    assert all(f'"{n}"' in gbnf for n in range(1, 6)) and '"6"' not in gbnf
+
+
+def test_a_required_call_to_a_strict_function_refuses_bounds_it_cannot_hold() -> None:
+    error = refusal(tools=[_bounded_tool(strict=True)], tool_choice="required")
+    assert error.param == "tools"
+    assert "minimum and maximum are supported on integers only" in str(error)
+
+
+def test_a_tools_strict_must_be_true_or_false() -> None:
+    tool = _bounded_tool(strict=None)
+    tool["function"]["strict"] = "yes"
+    assert refusal(tools=[tool]).param == "tools[0].function.strict"
+
+
 @pytest.mark.parametrize(
     ("dialect", "root", "words"),
     [(HERMES, "tool-call", ("<tool_call>", "arguments")), (LLAMA3, "root", ("parameters",))],
