@@ -84,7 +84,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 }
 FLOAT_RANGES: dict[str, tuple[float, float]] = {
     "generation/temperature": (0.0, 2.0),
-    "generation/top_p": (0.01, 1.0),
+    "generation/top_p": (0.0, 1.0),  # 0 keeps the most likely token alone (SamplingConfig)
 }
 
 T = TypeVar("T")

@@ -128,8 +128,10 @@ class SettingsPanel(QWidget):
             "topPControl",
             *FLOAT_RANGES["generation/top_p"],
             0.05,
-            "Nucleus sampling: keep the most likely tokens up to this mass.",
+            "Nucleus sampling: keep the most likely tokens up to this mass; 0 keeps only the "
+            "most likely one.",
         )
+        self.top_p.setSpecialValueText("0 (top token)")
         self.top_k = _int_box(
             "topKControl",
             *INT_RANGES["generation/top_k"],

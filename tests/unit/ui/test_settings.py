@@ -76,7 +76,7 @@ def test_a_garbled_value_falls_back_to_the_default(tmp_path: Path, qtbot: QtBot)
 
 OUT_OF_RANGE = (
     "[models]\nn_ctx=99999999999\nn_threads=-3\n"
-    "[generation]\nseed=3000000000\ngamma=99\ntop_p=0\nmax_tokens=0\ntemperature=nan\n"
+    "[generation]\nseed=3000000000\ngamma=99\ntop_p=-0.5\nmax_tokens=0\ntemperature=nan\n"
     "[server]\nport=99999\n"
 )
 
@@ -102,8 +102,8 @@ def test_a_hand_edited_number_out_of_range_reads_as_the_default(
         assert s.get_float(key) == DEFAULTS[key], key
     # The edges themselves are values like any other.
     s.set("generation/gamma", MAX_GAMMA)
-    s.set("generation/top_p", 0.01)
-    assert (s.get_int("generation/gamma"), s.get_float("generation/top_p")) == (MAX_GAMMA, 0.01)
+    s.set("generation/top_p", 0.0)  # the top token alone, as the engine takes it
+    assert (s.get_int("generation/gamma"), s.get_float("generation/top_p")) == (MAX_GAMMA, 0.0)
 
 
 def test_the_panel_opens_on_such_a_file_and_offers_exactly_the_stored_ranges(
@@ -131,6 +131,21 @@ def test_the_panel_opens_on_such_a_file_and_offers_exactly_the_stored_ranges(
     }
     for key, box in boxes.items():
         assert (box.minimum(), box.maximum()) == (INT_RANGES | FLOAT_RANGES)[key], key
+
+
+def test_a_top_p_of_0_reaches_the_engine_as_its_top_token_alone(
+    tmp_path: Path, qtbot: QtBot
+) -> None:
+    """The engine takes top-p in [0, 1] (0: the most likely token alone); the window offers the
+    same range, and says what 0 means."""
+    settings = make(tmp_path / "s.ini")
+    settings.set("generation/top_p", 0.0)
+    config = generation_config(settings)
+    config.validate()
+    assert config.sampling.top_p == 0.0
+    panel = SettingsPanel(settings)
+    qtbot.addWidget(panel)
+    assert panel.top_p.value() == 0.0 and panel.top_p.text() == "0 (top token)"
 
 
 def test_default_location_is_the_data_folder(isolated_data_dir: Path, qtbot: QtBot) -> None:
