@@ -18,6 +18,7 @@ from app.cli.main import main
 from app.cli.signals import Interrupted
 from app.llama.config import ModelConfig
 from tests.helpers.bench_data import seed_report
+from tests.helpers.refusals import error_line
 
 DEV_FULL = Path("/dev/full")
 
@@ -42,14 +43,6 @@ def _bench(tmp_path: Path, *flags: str) -> int:
     return main(["bench", "--target", target, "--draft", draft, *quick, *flags])
 
 
-def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0].startswith("error: ")
-    return lines[0]
-
-
 @pytest.mark.parametrize(
     "case",
     [
@@ -72,7 +65,7 @@ def test_an_output_that_cannot_be_written_is_refused_before_measuring(
     (tmp_path / "folder").mkdir()
     (tmp_path / "a-file").write_text("", encoding="utf-8")
     assert _bench(tmp_path, flag, str(tmp_path / name)) == 2
-    line = _error_line(capsys)
+    line = error_line(capsys)
     assert line.startswith(f"error: {flag}") and message in line
     assert line.endswith("(see specchat bench --help)")
     assert measured == []
@@ -80,18 +73,18 @@ def test_an_output_that_cannot_be_written_is_refused_before_measuring(
 
 
 @pytest.mark.skipif(not DEV_FULL.exists(), reason="no /dev/full here")
-def test_a_report_file_the_disk_refuses_is_one_error_line(
+def test_a_report_file_the_disk_refuses_is_oneerror_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], measured: list[str]
 ) -> None:
     assert _bench(tmp_path, "--json", str(DEV_FULL)) == 1
     assert measured == [str(tmp_path / "t.gguf")]
-    assert _error_line(capsys) == (
+    assert error_line(capsys) == (
         f"error: --json: cannot write {DEV_FULL}: No space left on device"
     )
 
 
 @pytest.mark.skipif(not DEV_FULL.exists(), reason="no /dev/full here")
-def test_a_table_printed_to_a_full_disk_is_one_error_line(
+def test_a_table_printed_to_a_full_disk_is_oneerror_line(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -101,7 +94,7 @@ def test_a_table_printed_to_a_full_disk_is_one_error_line(
         monkeypatch.setattr(sys, "stdout", full)  # here: capsys sets its own when the test starts
         code = _bench(tmp_path)
     assert code == 1
-    assert _error_line(capsys) == "error: cannot write output: No space left on device"
+    assert error_line(capsys) == "error: cannot write output: No space left on device"
 
 
 class _ClosedPipe(io.StringIO):
@@ -201,7 +194,7 @@ def test_outputs_that_name_one_file_are_refused_before_measuring(
     )
     assert code == 2
     expected = message.format(**{k: tmp_path / v for k, v in names.items()})
-    line = _error_line(capsys)
+    line = error_line(capsys)
     assert expected in line, line
     assert measured == []
     assert prompts.read_text(encoding="utf-8") == "Name a fruit."

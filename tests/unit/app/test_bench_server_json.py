@@ -13,16 +13,9 @@ import pytest
 import app.cli.bench
 import app.cli.bench_server
 from app.cli.main import main
+from tests.helpers.refusals import error_line
 
 REPORT = {"server_over_generate": 0.97, "rows": []}
-
-
-def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0].startswith("error: ")
-    return lines[0]
 
 
 def test_a_json_path_under_a_file_is_refused_before_the_bench(
@@ -36,15 +29,15 @@ def test_a_json_path_under_a_file_is_refused_before_the_bench(
     out = tmp_path / "file.txt" / "x.json"
     # A setting the user can mend: exit 2, as `specchat bench` answers it.
     assert app.cli.bench_server.main(["--target", "demo", "--json", str(out)]) == 2
-    assert _error_line(capsys) == f"error: --json: {out.parent} is not a folder"
+    assert error_line(capsys) == f"error: --json: {out.parent} is not a folder"
 
 
-def test_a_disk_that_refuses_the_report_is_one_error_line(
+def test_a_disk_that_refuses_the_report_is_oneerror_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(app.cli.bench_server, "run", lambda _args: REPORT)
     assert app.cli.bench_server.main(["--target", "demo", "--json", "/dev/full"]) == 1
-    assert _error_line(capsys).startswith("error: --json: cannot write /dev/full: ")
+    assert error_line(capsys).startswith("error: --json: cannot write /dev/full: ")
 
 
 def test_the_report_is_written_whole_and_printed(
@@ -70,11 +63,11 @@ def test_server_bench_refuses_a_json_path_under_a_file_before_any_request(
     out = tmp_path / "file.txt" / "x.json"
     argv = ["bench", "--server", "http://127.0.0.1:9", "--quiet", "--json", str(out)]
     assert main(argv) == 2
-    assert _error_line(capsys).startswith(f"error: --json: {out.parent} is not a folder")
+    assert error_line(capsys).startswith(f"error: --json: {out.parent} is not a folder")
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
-def test_a_report_printed_to_a_full_disk_is_one_error_line(
+def test_a_report_printed_to_a_full_disk_is_oneerror_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(app.cli.bench_server, "run", lambda _args: REPORT)
@@ -82,4 +75,4 @@ def test_a_report_printed_to_a_full_disk_is_one_error_line(
         monkeypatch.setattr(sys, "stdout", full)  # capsys set its own when the test started
         code = app.cli.bench_server.main(["--target", "demo"])
     assert code == 1
-    assert _error_line(capsys) == "error: cannot write output: No space left on device"
+    assert error_line(capsys) == "error: cannot write output: No space left on device"

@@ -3,7 +3,6 @@ given with an endpoint is remembered without travelling in the endpoint string."
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from app.llama import rpc, rpc_keys
 from app.llama.rpc_identity import load_identity, worker_folder
 from app.llama.rpc_token import WorkerToken, parse_token, secret_from_passphrase
 from app.paths import DataFolderError
+from tests.helpers.refusals import fill_disk_mid_write
 
 
 def test_a_token_carries_the_secret_and_the_pin_in_one_word() -> None:
@@ -66,13 +66,7 @@ def test_a_first_start_cut_short_leaves_no_torn_identity(
 ) -> None:
     """A crash or a full disk while the key is written leaves no key at all, so the next start
     makes one, rather than half a key that every start after refuses."""
-    write_text = Path.write_text
-
-    def full_disk(path: Path, text: str, *args: Any, **kwargs: Any) -> int:
-        write_text(path, text[: len(text) // 2], *args, **kwargs)
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    fill_disk_mid_write(monkeypatch)
     with pytest.raises(OSError, match="No space left on device"):
         load_identity(tmp_path)
     monkeypatch.undo()

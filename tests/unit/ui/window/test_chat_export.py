@@ -3,15 +3,14 @@ refused midway (a full disk) leaves the file it was to replace as it was."""
 
 from __future__ import annotations
 
-import errno
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from PySide6.QtCore import QSettings
 
 from app.store import ConversationStore
+from tests.helpers.refusals import fill_disk_mid_write
 from ui.settings import Settings
 from ui.window.chat_controller import ChatController
 
@@ -36,13 +35,7 @@ def test_an_export_cut_short_leaves_the_earlier_file_whole(
     out = tmp_path / "exports" / "chat.md"
     out.parent.mkdir()
     out.write_text("# An earlier export\n", encoding="utf-8")
-    write_text = Path.write_text
-
-    def full_disk(path: Path, text: str, *args: Any, **kwargs: Any) -> int:
-        write_text(path, text[: len(text) // 2], *args, **kwargs)
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    fill_disk_mid_write(monkeypatch)
     with pytest.raises(OSError, match="No space left on device"):
         chats.export(_chat(chats), out)
     assert out.read_text(encoding="utf-8") == "# An earlier export\n"
