@@ -32,6 +32,7 @@ import logging
 from array import array
 from pathlib import Path
 
+from app.engine.folder_lock import FolderBusyError
 from app.engine.suffix_file import IndexFileError, read_index_file, stored_digest
 from app.engine.suffix_journal import decode_journal, journal_bytes, read_journal
 
@@ -87,3 +88,11 @@ def journal_news(path: Path, file_digest: bytes, seen: int) -> tuple[list[array[
     data = journal_bytes(path)
     journal, _state = decode_journal(data, file_digest)
     return journal[seen:], len(journal), data
+
+
+def log_busy(path: Path, exc: FolderBusyError) -> None:
+    """A save or rebuild that found the folder locked by another window writes nothing."""
+    # Written unlocked, a journal record could land where the holder's own is being written,
+    # and one of the two would be lost or both damaged. The chat history holds the replies;
+    # the index keeps them in memory and writes them with its next save.
+    log.warning("the chat-history draft index %s is not saved for now: %s", path, exc)

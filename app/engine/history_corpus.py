@@ -38,7 +38,7 @@ from app.engine.corpus_files import (
     deletion_stamp,
     remove_orphaned_rewrites,
 )
-from app.engine.corpus_sync import document_digest, journal_news, saved_meanwhile
+from app.engine.corpus_sync import document_digest, journal_news, log_busy, saved_meanwhile
 from app.engine.folder_lock import FolderBusyError, folder_lock
 from app.engine.suffix_file import (
     IndexFileError,
@@ -164,7 +164,7 @@ class HistoryCorpus:
                 # Built from the history itself: it replaces whatever another process wrote.
                 self._save(over_others=True)
         except FolderBusyError as exc:
-            _log_busy(self.path, exc)
+            log_busy(self.path, exc)
         except OSError as exc:
             log.warning("could not save the chat-history draft index %s (%s)", self.path, exc)
 
@@ -189,7 +189,7 @@ class HistoryCorpus:
             with folder_lock(self.path.parent, give_up=True):
                 return self._save(over_others=False)
         except FolderBusyError as exc:
-            _log_busy(self.path, exc)
+            log_busy(self.path, exc)
             return False
 
     def _make_folder(self) -> bool:
@@ -393,10 +393,3 @@ class HistoryCorpus:
         self._journal_tokens = 0
         self._journal_seen = 0
         self._rewrite = False
-
-
-def _log_busy(path: Path, exc: FolderBusyError) -> None:
-    # Written unlocked, a journal record could land where the holder's own is being written,
-    # and one of the two would be lost or both damaged. The chat history holds the replies;
-    # the index keeps them in memory and writes them with its next save.
-    log.warning("the chat-history draft index %s is not saved for now: %s", path, exc)

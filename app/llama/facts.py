@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from app.errors import ModelLoadError
 from app.llama import rpc
@@ -135,3 +136,42 @@ def offloaded_layers(
     if not offload_supported or held_on_host(placement):
         return 0
     return n_layer if requested < 0 else min(requested, n_layer)
+
+
+def read_facts(
+    lib: Any,
+    model: Any,
+    *,
+    path: str,
+    n_vocab: int,
+    n_ctx: int,
+    requested_gpu_layers: int,
+    placement: tuple[tuple[str, int], ...],
+) -> ModelFacts:
+    """What a loaded model is, read through llama.cpp's model API (`lib`, the llama_cpp
+    module; `model`, its llama_model pointer)."""
+    n_layer = int(lib.llama_model_n_layer(model))
+    n_embd = int(lib.llama_model_n_embd(model))
+    n_head = int(lib.llama_model_n_head(model))
+    n_head_kv = int(lib.llama_model_n_head_kv(model))
+    head_dim = n_embd // max(n_head, 1)
+    # K and V, f16 (llama.cpp's default cache type), for every layer and context cell.
+    kv_bytes = 2 * n_layer * n_ctx * n_head_kv * head_dim * 2
+    offload = bool(lib.llama_supports_gpu_offload())
+    return ModelFacts(
+        path=path,
+        n_vocab=n_vocab,
+        n_ctx=n_ctx,
+        n_ctx_train=int(lib.llama_model_n_ctx_train(model)),
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        n_params=int(lib.llama_model_n_params(model)),
+        weights_bytes=int(lib.llama_model_size(model)),
+        kv_cache_bytes=kv_bytes,
+        n_gpu_layers=offloaded_layers(
+            requested_gpu_layers, n_layer, placement, offload_supported=offload
+        ),
+        placement=placement,
+    )

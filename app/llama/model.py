@@ -36,9 +36,9 @@ from app.llama.config import ModelConfig
 from app.llama.facts import (
     ModelFacts,
     held_on_host,
-    offloaded_layers,
     placement_of,
     precheck_model_file,
+    read_facts,
 )
 from app.llama.handle import common_prefix
 from app.llama.prompt_cache import (
@@ -197,30 +197,13 @@ class LlamaModel(TokenText):
         return buf.value.decode("utf-8", "replace")
 
     def facts(self) -> ModelFacts:
-        lib = self._lib
-        n_layer = int(lib.llama_model_n_layer(self._model))
-        n_embd = int(lib.llama_model_n_embd(self._model))
-        n_head = int(lib.llama_model_n_head(self._model))
-        n_head_kv = int(lib.llama_model_n_head_kv(self._model))
-        head_dim = n_embd // max(n_head, 1)
-        # K and V, f16 (llama.cpp's default cache type), for every layer and context cell.
-        kv_bytes = 2 * n_layer * self.n_ctx * n_head_kv * head_dim * 2
-        n_gpu, offload = self.config.n_gpu_layers, bool(lib.llama_supports_gpu_offload())
-        return ModelFacts(
+        return read_facts(
+            self._lib,
+            self._model,
             path=str(self.path),
             n_vocab=self.n_vocab,
             n_ctx=self.n_ctx,
-            n_ctx_train=int(lib.llama_model_n_ctx_train(self._model)),
-            n_layer=n_layer,
-            n_embd=n_embd,
-            n_head=n_head,
-            n_head_kv=n_head_kv,
-            n_params=int(lib.llama_model_n_params(self._model)),
-            weights_bytes=int(lib.llama_model_size(self._model)),
-            kv_cache_bytes=kv_bytes,
-            n_gpu_layers=offloaded_layers(
-                n_gpu, n_layer, self.placement, offload_supported=offload
-            ),
+            requested_gpu_layers=self.config.n_gpu_layers,
             placement=self.placement,
         )
 
