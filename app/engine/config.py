@@ -44,6 +44,15 @@ def check_model_config(config: ModelConfig) -> None:
     config.validate(min_rows=MAX_GAMMA + 1)
 
 
+def shown(value: int) -> str:
+    """An integer as an error message quotes it: JSON and the command line take integers of
+    thousands of digits, and a message that prints them all buries what it says."""
+    digits = str(abs(value))
+    if len(digits) <= 24:
+        return str(value)
+    return f"{'-' if value < 0 else ''}{digits[:8]}... ({len(digits)} digits)"
+
+
 def _finite(setting: str, name: str, value: float) -> None:
     # NaN passes every `<` check unnoticed, and inf makes probabilities NaN downstream.
     if not math.isfinite(value):
@@ -94,7 +103,9 @@ class SamplingConfig:
                 "temperature", f"temperature must be 0 (greedy) or positive, got {self.temperature}"
             )
         if self.top_k < 0:
-            raise SettingValueError("top_k", f"top-k must be 0 (off) or positive, got {self.top_k}")
+            raise SettingValueError(
+                "top_k", f"top-k must be 0 (off) or positive, got {shown(self.top_k)}"
+            )
         if not 0.0 <= self.top_p <= 1.0:
             raise SettingValueError("top_p", f"top-p must be in [0, 1], got {self.top_p}")
         if not 0.0 <= self.min_p < 1.0:
@@ -120,16 +131,17 @@ class SamplingConfig:
                 raise SettingValueError(
                     "logit_bias",
                     f"logit bias takes token ids in 0..{MAX_INT32} and biases in "
-                    f"-{MAX_LOGIT_BIAS:g}..{MAX_LOGIT_BIAS:g}, got {token}: {bias}",
+                    f"-{MAX_LOGIT_BIAS:g}..{MAX_LOGIT_BIAS:g}, got {shown(token)}: {bias}",
                 )
         if self.repeat_last_n < 0:
             raise SettingValueError(
-                "repeat_last_n", f"repeat-last-n must be >= 0, got {self.repeat_last_n}"
+                "repeat_last_n", f"repeat-last-n must be >= 0, got {shown(self.repeat_last_n)}"
             )
         if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
             raise SettingValueError(
                 "seed",
-                f"seed must be in 0..{MAX_SEED}, got {self.seed}; leave it out for a random one",
+                f"seed must be in 0..{MAX_SEED}, got {shown(self.seed)}; "
+                "leave it out for a random one",
             )
 
     def check_vocabulary(self, n_vocab: int) -> None:
@@ -166,7 +178,7 @@ class GenerationConfig:
         """Raises SettingValueError naming the field at fault (`sampling`'s by their own)."""
         if not 1 <= self.max_tokens <= MAX_INT32:
             raise SettingValueError(
-                "max_tokens", f"max tokens must be in 1..{MAX_INT32}, got {self.max_tokens}"
+                "max_tokens", f"max tokens must be in 1..{MAX_INT32}, got {shown(self.max_tokens)}"
             )
         _finite("p_min", "p-min", self.p_min)
         if not 0.0 <= self.p_min < 1.0:
@@ -174,5 +186,6 @@ class GenerationConfig:
         self.sampling.validate()
         if self.logprobs is not None and not 0 <= self.logprobs <= MAX_TOP_LOGPROBS:
             raise SettingValueError(
-                "logprobs", f"top logprobs must be in 0..{MAX_TOP_LOGPROBS}, got {self.logprobs}"
+                "logprobs",
+                f"top logprobs must be in 0..{MAX_TOP_LOGPROBS}, got {shown(self.logprobs)}",
             )

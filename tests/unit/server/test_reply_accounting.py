@@ -330,3 +330,5 @@ def test_an_integer_too_large_for_a_float_is_a_400_naming_its_field(
     assert status == 400, body
     assert (body["error"]["param"], body["error"]["code"]) == (param, "invalid_value")
     assert body["error"]["type"] == "invalid_request_error"
+    # One line a person reads, not the number's 401 digits.
+    assert len(body["error"]["message"]) < 200, body["error"]["message"]
