@@ -20,7 +20,6 @@ import json
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,6 +47,7 @@ from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
 from app.engine.session import EngineSession
 from app.errors import InvalidSettingError, SpecChatError
+from app.leftovers import scratch_dir
 
 _READY = re.compile(r"at http://127\.0\.0\.1:(\d+)/v1")
 
@@ -101,7 +101,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     args.draft, args.no_spec = draft or "none", False
     runtime = load_runtime(args, draft)
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as folder, _Server(args, Path(folder)) as server:
+    # The server's log: a folder a later run removes if this one is killed before it can.
+    with scratch_dir("benchserver") as folder, _Server(args, Path(folder)) as server:
         for prompt in prompts:
             for _ in range(args.repeat):
                 local_n, local_s = _in_process(runtime, prompt, config)

@@ -4,6 +4,8 @@ that refuses the report at the end is one error line; never a traceback."""
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,3 +78,41 @@ def test_a_report_printed_to_a_full_disk_is_oneerror_line(
         code = app.cli.bench_server.main(["--target", "demo"])
     assert code == 1
     assert error_line(capsys) == "error: cannot write output: No space left on device"
+
+
+def test_the_server_log_folder_is_a_scratch_folder_a_later_run_can_clean(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A TemporaryDirectory stays behind when the bench is killed outright; a scratch folder is
+    # named by this process, so the next run removes it once this process has ended.
+    folders: list[Path] = []
+
+    class Runtime:
+        def close(self) -> None:
+            pass
+
+    class Server:
+        def __init__(self, _args: Any, folder: Path) -> None:
+            folders.append(folder)
+
+        def __enter__(self) -> Server:
+            return self
+
+        def __exit__(self, *_exc: object) -> None:
+            pass
+
+        def complete(self, _prompt: object) -> tuple[int, float]:
+            return 4, 0.1
+
+    module = app.cli.bench_server
+    monkeypatch.setattr(module, "load_runtime", lambda _args, _draft: Runtime())
+    monkeypatch.setattr(module, "_in_process", lambda *_args: (4, 0.1))
+    monkeypatch.setattr(module, "_Server", Server)
+    monkeypatch.setattr(module, "resolve_model_path", lambda value, **_role: value)
+    args = module.build_parser().parse_args(
+        ["--target", "demo", "--draft", "suffix", "--prompts", "builtin:chat", "--repeat", "1"]
+    )
+    module.run(args)
+    assert len(folders) == 1
+    assert re.fullmatch(rf"specchat-[a-z]+-{os.getpid()}-\w+", folders[0].name), folders[0]
+    assert not folders[0].exists()
