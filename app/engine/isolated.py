@@ -178,11 +178,23 @@ class IsolatedRuntime:
         *,
         connecting: str | None = None,
         progress: LoadProgress | None = None,
+        control: GenerationControl | None = None,
     ) -> T:
-        self._send(call, connecting=connecting)
+        """The call's value. `control`: a Stop on it is passed on while the child runs the call
+        (which must watch for it: ChatPrompt)."""
+        conn = self._send(call, connecting=connecting)
         timeout = HANDSHAKE_TIMEOUT_S if connecting is not None else None
+        stop_sent = False
+
+        def pass_stop_on() -> None:
+            nonlocal stop_sent
+            if control is not None and control.stop_requested and not stop_sent:
+                stop_sent = True
+                with contextlib.suppress(OSError, ValueError):  # a dead child is seen next poll
+                    conn.send(child.STOP)
+
         while True:
-            answer = self._receive(timeout=timeout, connecting=connecting)
+            answer = self._receive(timeout=timeout, connecting=connecting, on_wait=pass_stop_on)
             if not isinstance(answer, child.Progress):
                 break
             if progress is not None and not progress(answer.fraction):
@@ -261,10 +273,8 @@ class IsolatedRuntime:
         control: GenerationControl | None = None,
         tools: ToolOffer | None = None,
     ) -> list[int]:
-        # The child renders with its own time and size budget; a Stop cannot reach a render
-        # that is already running there, and the budget ends it within seconds.
-        del control
-        return self._call(child.ChatPrompt(list(messages), tools))
+        # The child renders with its own time and size budget; a Stop ends it sooner.
+        return self._call(child.ChatPrompt(list(messages), tools), control=control)
 
     def tool_dialect(self) -> ToolDialect:
         return self._call(child.ToolDialectOf())

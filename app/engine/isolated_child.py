@@ -16,7 +16,8 @@ receives, and sets each `Control` on the generation's GenerationControl the mome
 as the window's UI thread sets the flags of a generation in process. So a Stop reaches the
 prompt's pass between two of its parts (app/engine/prompt_pass.py), not after the whole pass.
 That thread has ended before the generation's `Done` or `Raised` is sent, and the parent sends
-only `Control` messages until it has read one of those, so it never takes a request.
+only `Control` messages until it has read one of those, so it never takes a request. A chat
+prompt's render is watched the same way, so a Stop ends a slow chat template there too.
 """
 
 from __future__ import annotations
@@ -54,10 +55,12 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Child:
-    """What a call runs on in the child: its Runtime, and the load progress back to the parent."""
+    """What a call runs on in the child: its Runtime, the load progress back to the parent, and
+    the pipe, for a call that a Stop must reach while it runs."""
 
     runtime: Runtime
     progress: LoadProgress
+    conn: Connection
 
 
 class Call(Generic[T]):
@@ -144,8 +147,11 @@ class ChatPrompt(Call[list[int]]):
     tools: ToolOffer | None = None
 
     def run(self, child: Child) -> list[int]:
-        # The child renders with its own time and size budget; a Stop cannot reach it here.
-        return child.runtime.chat_prompt(self.messages, tools=self.tools)
+        # A template may run for seconds before its budget ends it: the parent's Stop arrives
+        # as a Control while it renders, as during a generation.
+        control = GenerationControl()
+        with _ControlReader(child.conn, control):
+            return child.runtime.chat_prompt(self.messages, control, tools=self.tools)
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +337,7 @@ def serve(conn: Connection, log_path: str, vet_draft: DraftVetter | None) -> Non
         _send(conn, Progress(fraction))
         return True
 
-    child = Child(Runtime(vet_draft=vet_draft), progress)
+    child = Child(Runtime(vet_draft=vet_draft), progress, conn)
     try:
         while True:
             try:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from app.engine import isolated_child as child
+from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.events import FinishEvent, TokenEvent
@@ -22,6 +23,7 @@ from app.errors import (
     Cancelled,
     ContextOverflowError,
     DraftIncompatibleError,
+    InvalidSettingError,
     ModelLoadError,
     RpcConnectError,
     RpcWorkerLostError,
@@ -105,6 +107,30 @@ def test_a_stop_reaches_the_child_while_it_reads_the_prompt(
     # The same prompt again: the cache holds what the stopped pass had read.
     list(runtime.generate(prompt, GenerationConfig(max_tokens=1, gamma=OFF)))
     assert 0 < runtime.prompt_cached <= len(prompt) - part_size(MIN_PART)
+
+
+# Renders for seconds before the default budget ends it (a step count or the deadline).
+RUNAWAY_TEMPLATE = (
+    "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
+)
+
+
+def test_a_stop_reaches_a_chat_template_rendering_in_the_child(
+    runtime: IsolatedRuntime, demo_models: Any
+) -> None:
+    """A Stop ends the render as Cancelled, as in process, not as the budget's error; and the
+    child answers the next call."""
+    runtime.load_target(
+        ModelConfig(str(demo_models.f32), n_ctx=256, n_threads=1, chat_template=RUNAWAY_TEMPLATE)
+    )
+    messages: list[ChatMessage] = [{"role": "user", "content": "hi"}]
+    with pytest.raises(InvalidSettingError):  # left alone, the budget ends it
+        runtime.chat_prompt(messages, GenerationControl())
+    stopped = GenerationControl()
+    stopped.stop()  # pressed as the render begins
+    with pytest.raises(Cancelled):
+        runtime.chat_prompt(messages, stopped)
+    assert runtime.text_prompt(PROMPT)
 
 
 def test_a_reply_abandoned_early_leaves_the_runtime_ready(
