@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.bench.prompts import BenchPrompt
-from app.engine.config import GenerationConfig
+from app.engine.config import GenerationConfig, shown
 from app.engine.gamma import OFF, GammaSetting, parse_gamma
 from app.engine.token_tree_policy import TreeMode
 from app.errors import InvalidSettingError
@@ -112,6 +112,17 @@ def check_drafts(drafts: Sequence[DraftChoice]) -> None:
         raise InvalidSettingError(f"draft labels must differ, got {labels}")
     if PLAIN_LABEL in labels:
         raise InvalidSettingError(f"a draft may not be labelled {PLAIN_LABEL!r}")
+
+
+# Every prompt run this many times is hours of benchmark per prompt; past it a number is a typo,
+# and the schedule below, built whole, would fill the memory before the first run.
+MAX_REPEATS = 1000
+
+
+def check_repeats(repeats: int) -> None:
+    """--repeat as every bench takes it (InvalidSettingError otherwise)."""
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise InvalidSettingError(f"--repeat must be in 1..{MAX_REPEATS}, got {shown(repeats)}")
 
 
 def interleaved_schedule(

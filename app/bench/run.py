@@ -33,6 +33,7 @@ from app.bench.plan import (
     PLAIN_LABEL,
     BenchConfig,
     BenchSettings,
+    check_repeats,
     generation_for,
     interleaved_schedule,
     repeat_note,
@@ -173,8 +174,7 @@ def measure(bench: Measurement, labels: DraftLabels, phase: Phase | None = None)
     settings = bench.settings
     if not bench.configs or not bench.configs[0].is_plain:
         raise InvalidSettingError("the first configuration must be plain decoding")
-    if settings.repeats < 1:
-        raise InvalidSettingError(f"--repeat must be at least 1, got {settings.repeats}")
+    check_repeats(settings.repeats)
     phase = phase or Phase()
     chosen = [0, *(i for i in (phase.configs or range(1, len(bench.configs))) if i != 0)]
     schedule = interleaved_schedule(len(chosen), len(bench.prompt_ids), settings.repeats)

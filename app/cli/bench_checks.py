@@ -12,6 +12,7 @@ from typing import Any
 
 from app.bench.chart import plot_formats
 from app.bench.openai_stream import parse_endpoint
+from app.bench.plan import check_repeats
 from app.bench.prompts import is_builtin, load_prompts
 from app.bench.remote import check_servers
 from app.cli.args import DEMO, DRAFT_SUFFIX, check_model_args, generation_from_args
@@ -62,8 +63,7 @@ def check_bench_args(args: argparse.Namespace) -> None:
     """Flag values alone, before anything loads; exit status 2 like every usage error."""
     check_model_args(args)
     generation_from_args(args, AUTO).validate()
-    if args.repeat < 1:
-        raise InvalidSettingError(f"--repeat must be at least 1, got {args.repeat}")
+    check_repeats(args.repeat)
     if is_builtin(args.prompts):
         load_prompts(args.prompts)  # an unknown class is the command line's error, not a file's
     if args.server:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app.bench.plan import check_repeats
 from app.bench.prompts import BenchPrompt, load_prompts
 from app.cli.args import (
     DRAFT_SUFFIX,
@@ -92,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     config = generation_from_args(args, args.gamma)
     config.validate()
+    check_repeats(args.repeat)
     prompts = load_prompts(args.prompts)
     # Resolve `demo` once, so both sides load the very same files.
     args.target = resolve_model_path(args.target, role="target")

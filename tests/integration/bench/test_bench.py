@@ -471,7 +471,9 @@ def test_cli_writes_json_csv_and_plot(
     ("args", "status", "message"),
     [
         (["--gamma", "0"], 2, "--gamma needs at least one draft length or 'auto'"),
-        (["--repeat", "0"], 2, "--repeat must be at least 1"),
+        (["--repeat", "0"], 2, "--repeat must be in 1..1000, got 0"),
+        # Refused before the run's schedule, built whole, fills the memory.
+        (["--repeat", "99999999999"], 2, "--repeat must be in 1..1000, got 99999999999"),
         (["--prompts", "builtin:klingon"], 2, "unknown prompt class klingon; built-in classes"),
         (["--json", "/no/such/folder/x.json"], 2, "folder /no/such/folder does not exist"),
     ],

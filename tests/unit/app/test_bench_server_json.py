@@ -116,3 +116,18 @@ def test_the_server_log_folder_is_a_scratch_folder_a_later_run_can_clean(
     assert len(folders) == 1
     assert re.fullmatch(rf"specchat-[a-z]+-{os.getpid()}-\w+", folders[0].name), folders[0]
     assert not folders[0].exists()
+
+
+@pytest.mark.parametrize(
+    ("repeat", "shown"), [("0", "0"), ("-3", "-3"), ("99999999999", "99999999999")]
+)
+def test_a_repeat_count_out_of_range_is_refused_before_anything_loads(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], repeat: str, shown: str
+) -> None:
+    # --repeat 0 divided by zero at the end; a huge one ran until something gave.
+    def load_runtime(*_args: Any) -> object:
+        raise AssertionError("the count should have been refused before any model loads")
+
+    monkeypatch.setattr(app.cli.bench_server, "load_runtime", load_runtime)
+    assert app.cli.bench_server.main(["--target", "demo", "--repeat", repeat]) == 2
+    assert error_line(capsys) == f"error: --repeat must be in 1..1000, got {shown}"
