@@ -3,7 +3,8 @@
 The first signal during a generation asks the engine to stop at its next round boundary, so
 `generate` still prints the partial reply (and, with --json, the JSON object with finish reason
 "cancelled") before exiting 128 + the signal number. A second signal, or SIGTERM outside a
-generation, ends the command at once with one `error: interrupted` line. `serve` and `worker`
+generation, ends the command at once with one `error: interrupted` line (a model's load
+stops at its next progress report: app/llama/callbacks.py). `serve` and `worker`
 catch Interrupted themselves once running: a signal is how they are meant to stop, with status 0.
 """
 
@@ -20,6 +21,7 @@ from types import FrameType
 from typing import NoReturn
 
 from app.engine.control import GenerationControl
+from app.llama.callbacks import raise_deferred, raise_or_defer
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -56,10 +58,11 @@ def interrupt_on_signals() -> Iterator[None]:
     """SIGTERM (and SIGINT) raise Interrupted, so cleanup code runs and the exit says why."""
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
-        raise Interrupted(signum)
+        raise_or_defer(Interrupted(signum))
 
     with _handlers(on_signal):
         yield
+        raise_deferred()  # a signal that landed in a callback no native call returned from yet
 
 
 @contextmanager
@@ -68,7 +71,8 @@ def stop_on_signals(control: GenerationControl) -> Iterator[CaughtSignal]:
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         if caught.signum:  # asked twice: stop waiting for the round to end
-            raise Interrupted(signum)
+            raise_or_defer(Interrupted(signum))
+            return
         caught.signum = signum
         control.stop()
 

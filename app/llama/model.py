@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.errors import Cancelled, ContextOverflowError, KvCacheFullError, ModelLoadError
-from app.llama import rpc
+from app.llama import callbacks, rpc
 from app.llama.backend import (
     buffer_lines,
     check_decoding_thread,
@@ -120,26 +120,31 @@ class LlamaModel(TokenText):
         if devices is not None:
             model_params.devices = ctypes.addressof(devices)
         cancelled = False
-        if progress is not None:
 
-            def on_progress(fraction: float, _user: ctypes.c_void_p) -> bool:
-                nonlocal cancelled
-                keep_going = bool(progress(float(fraction)))
+        def on_progress(fraction: float, _user: ctypes.c_void_p) -> bool:
+            nonlocal cancelled
+            with callbacks.in_callback():
+                keep_going = progress is None or bool(progress(float(fraction)))
                 cancelled = not keep_going
-                return keep_going
+                # A signal that came during the load ends it now (app/llama/callbacks.py).
+                return keep_going and not callbacks.deferred()
 
-            self._progress_cb = llama_cpp.llama_progress_callback(on_progress)
-            model_params.progress_callback = self._progress_cb
+        self._progress_cb = llama_cpp.llama_progress_callback(on_progress)
+        model_params.progress_callback = self._progress_cb
         recent_log_lines.clear()
         buffer_lines.clear()
         self._model = load_weights(llama_cpp, str(self.path), model_params)
         self.placement = placement_of(buffer_lines)
+        if callbacks.deferred():
+            self.close()
+            callbacks.raise_deferred()
         if not self._model:
             if cancelled:
                 raise Cancelled("model loading cancelled")
             raise ModelLoadError(str(self.path), last_llama_error())
         try:
             self._init_context(config)
+            callbacks.raise_deferred()  # a signal while llama.cpp logged the context's set-up
         except BaseException:
             self.close()
             raise
