@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -135,6 +136,19 @@ def check_generate_args(args: argparse.Namespace) -> None:
         raise InvalidSettingError("--system does not go with --raw (it is a chat turn)")
     if args.prompt is not None and not args.prompt.strip():
         raise InvalidSettingError("--prompt is empty")
+    for flag, text in (("--prompt", args.prompt), ("--system", args.system)):
+        if text is not None:
+            _check_utf8(flag, text)
+
+
+def _check_utf8(flag: str, text: str) -> None:
+    """Python reads bytes of the command line that are not UTF-8 as lone surrogates, which no
+    tokenizer takes: refuse them in words, as a prompt file's are."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = len(os.fsencode(text[: exc.start]))
+        raise InvalidSettingError(f"{flag} is not UTF-8 text (byte {byte})") from None
 
 
 # `--prompt-file -`: the prompt comes from standard input, as pipes expect.

@@ -4,6 +4,7 @@ as `generate` always did."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,26 @@ def test_bench_refuses_draft_none_before_loading(
         code = int(str(exited.code))
     assert code == 2
     assert "--draft none: plain decoding is always measured" in _last_error_line(capsys, "bench")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--prompt", os.fsdecode(b"hi\xff")], "--prompt is not UTF-8 text (byte 2)"),
+        (["--raw", "--prompt", os.fsdecode(b"\xc3(")], "--prompt is not UTF-8 text (byte 0)"),
+        (
+            ["--prompt", "hi", "--system", os.fsdecode(b"a\xfe")],
+            "--system is not UTF-8 text (byte 1)",
+        ),
+    ],
+)
+def test_generate_refuses_command_line_text_that_is_not_utf8(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    # Python reads such bytes of argv as lone surrogates, which the tokenizer cannot encode:
+    # that was a traceback after the model had loaded.
+    code = main(["generate", "--target", str(tmp_path / "t.gguf"), *flags])
+    assert code == 2
+    assert (
+        _last_error_line(capsys, "generate") == f"error: {message} (see specchat generate --help)"
+    )
