@@ -24,6 +24,7 @@ from models.terminal import printable
 
 __all__ = [
     "DEFAULT_ENDPOINT",
+    "LISTING_TIMEOUT",
     "TIMEOUT",
     "check_repo_id",
     "host",
@@ -37,6 +38,9 @@ __all__ = [
 # Reads time out quickly so that a stalled transfer still notices a cancel within a second; a
 # stall is retried (resumed) until it has lasted STALL_LIMIT_S, see transfer.py.
 TIMEOUT = httpx2.Timeout(10.0, connect=10.0, read=0.5)
+# A file list is one request with no retry, and a Hub may take seconds to list a large
+# repository (or a mirror on a slow link to answer at all): half a second refused those.
+LISTING_TIMEOUT = httpx2.Timeout(30.0, connect=10.0)
 
 
 def host(endpoint: str) -> str:

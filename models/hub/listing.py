@@ -13,7 +13,13 @@ from huggingface_hub.utils import build_hf_headers
 
 from app.errors import DownloadError
 from models.gguf import shard_info
-from models.hub.common import TIMEOUT, check_repo_id, hub_errors, resolve_endpoint, size_text
+from models.hub.common import (
+    LISTING_TIMEOUT,
+    check_repo_id,
+    hub_errors,
+    resolve_endpoint,
+    size_text,
+)
 from models.terminal import printable
 
 __all__ = ["RemoteFile", "list_gguf_files", "parts_of", "select_file"]
@@ -65,7 +71,9 @@ def list_gguf_files(
         for _page in range(_MAX_PAGES):
             if url is None:
                 break
-            response = get_session().get(url, params=params, headers=headers, timeout=TIMEOUT)
+            response = get_session().get(
+                url, params=params, headers=headers, timeout=LISTING_TIMEOUT
+            )
             hf_raise_for_status(response)
             files.extend(_gguf_entries(response.json()))
             url = response.links.get("next", {}).get("url")

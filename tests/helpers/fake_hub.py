@@ -76,6 +76,7 @@ class FakeHub:
     _servers: list[ThreadingHTTPServer] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
+    listing_delay_s: float = 0.0  # how long a file list takes to start answering
 
     def add_repo(self, repo_id: str, files: dict[str, FakeFile]) -> FakeRepo:
         commit = hashlib.sha1(repo_id.encode()).hexdigest()
@@ -231,6 +232,7 @@ class _Handler(BaseHTTPRequestHandler):
         repo = self._repo(repo_id, revision, head=head)
         if repo is None:
             return
+        self.hub.stopping.wait(self.hub.listing_delay_s)
         recursive = parse_qs(query).get("recursive", ["False"])[0].lower() == "true"
         base = prefix.strip("/") + "/" if prefix.strip("/") else ""
         entries: list[dict[str, Any]] = []

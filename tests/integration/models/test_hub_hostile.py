@@ -202,3 +202,14 @@ def test_a_choice_among_hostile_names_lists_them_escaped(hub: FakeHub, gguf_byte
     message = str(caught.value)
     assert "pick one with --file" in message
     assert "\x1b" not in message and "a\\x1b[2J.gguf" in message
+
+
+def test_a_hub_slow_to_list_its_files_is_waited_for(
+    hub: FakeHub, gguf_bytes: bytes, tmp_path: Path
+) -> None:
+    # One request with no retry: it must not share the half-second read timeout that lets a
+    # stalled download notice a cancel (a large repository, or a mirror, takes seconds).
+    hub.add_repo(REPO, {"m.gguf": FakeFile(gguf_bytes)})
+    hub.listing_delay_s = 1.5
+    paths = pull(REPO, endpoint=hub.endpoint, dest_dir=tmp_path)
+    assert [p.read_bytes() for p in paths] == [gguf_bytes]
