@@ -90,7 +90,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     p_draft.add_argument("--force", action="store_true", help="replace an existing output file")
     p_draft.add_argument("--json", action="store_true", help="print JSON")
-    p_draft.set_defaults(handler=run_make_draft)
+    p_draft.set_defaults(handler=run_make_draft, check=check_make_draft_args)
 
     p_catalog = sub.add_parser("catalog", help="known target/draft pairs on the Hub")
     p_catalog.add_argument("--json", action="store_true", help="print JSON")
@@ -247,26 +247,37 @@ def _drafts_for(existing: Path, target: Path) -> bool:
         return True
 
 
-def run_make_draft(args: argparse.Namespace) -> int:
-    from app.cli.signals import Interrupted, exit_at_once  # noqa: PLC0415
-    from models.compat import check_compatibility, size_ratio  # noqa: PLC0415
-    from models.gguf import inspect_gguf  # noqa: PLC0415
-    from models.quantize import FTYPES, quantize_gguf  # noqa: PLC0415 - loads llama.cpp
+def check_make_draft_args(args: argparse.Namespace) -> None:
+    """The type and the output file, before a minute of quantizing: exit status 2, like every
+    usage error. Sets args.type_name (upper case) and args.out (the default filled in)."""
+    from models.quantize import FTYPES  # noqa: PLC0415
 
     type_name = args.type_name.upper()
     if type_name not in FTYPES:
         raise InvalidSettingError(
             f"unknown quantization type {args.type_name!r}; choose one of {', '.join(FTYPES)}"
         )
-    target_info = inspect_gguf(args.target)
     out: Path = args.out if args.out is not None else default_draft_path(args.target, type_name)
     if out.suffix.lower() != ".gguf":
         raise InvalidSettingError(f"--out must end in .gguf: {out}")
+    if out.is_dir():
+        raise InvalidSettingError(f"--out {out} is a folder; name the .gguf file to write")
     if out.exists():
         if out.resolve() == args.target.resolve():
             raise InvalidSettingError("--out is the target itself; choose another file")
         if not args.force:
             raise InvalidSettingError(f"{out} already exists; pass --force to replace it")
+    args.type_name, args.out = type_name, out
+
+
+def run_make_draft(args: argparse.Namespace) -> int:
+    from app.cli.signals import Interrupted, exit_at_once  # noqa: PLC0415
+    from models.compat import check_compatibility, size_ratio  # noqa: PLC0415
+    from models.gguf import inspect_gguf  # noqa: PLC0415
+    from models.quantize import quantize_gguf  # noqa: PLC0415 - loads llama.cpp
+
+    type_name, out = args.type_name, args.out  # as check_make_draft_args settled them
+    target_info = inspect_gguf(args.target)
     print(f"quantizing {args.target.name} to {type_name} ...", file=sys.stderr, flush=True)
     try:
         quantize_gguf(args.target, out, type_name)

@@ -107,8 +107,8 @@ def test_make_draft_is_loadable_and_compatible(
         assert len(model.tokenize(b"Hello there")) > 0
     finally:
         model.close()
-    # An existing output is not replaced without --force.
-    assert main(["models", "make-draft", str(target), "--type", "Q4_0", "--out", str(out)]) == 1
+    # An existing output is not replaced without --force: a usage error, before quantizing.
+    assert main(["models", "make-draft", str(target), "--type", "Q4_0", "--out", str(out)]) == 2
     assert "already exists; pass --force" in capsys.readouterr().err
 
 
@@ -122,9 +122,18 @@ def test_make_draft_default_path_and_json(capsys: pytest.CaptureFixture[str]) ->
 
 def test_make_draft_user_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = write_tiny_gguf(tmp_path / "t.gguf")
-    assert main(["models", "make-draft", str(target), "--type", "Q9_9"]) == 1
+    assert main(["models", "make-draft", str(target), "--type", "Q9_9"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unknown quantization type 'Q9_9'") and err.count("\n") == 1
+    # A folder where the file should go is refused before quantizing, not renamed onto at the
+    # end (a traceback), even with --force.
+    folder = tmp_path / "out.gguf"
+    folder.mkdir()
+    command = ["models", "make-draft", str(target), "--type", "Q4_0", "--out", str(folder)]
+    assert main([*command, "--force"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --out {folder} is a folder") and err.count("\n") == 1
+    assert folder.is_dir() and not any(folder.iterdir())
     assert main(["models", "make-draft", str(tmp_path / "nope.gguf"), "--type", "Q4_0"]) == 1
     assert capsys.readouterr().err.endswith("file not found\n")
 
