@@ -7,6 +7,7 @@ other.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,16 @@ DRAFT_HELP = (
     f"draft GGUF file, '{DEMO}' (the bundled Q4_1 draft), '{DRAFT_SUFFIX}' (the chat's own text, "
     f"no draft model; 'ngram' is another name for it) or '{DRAFT_NONE}' (plain decoding)"
 )
+
+
+def check_utf8(flag: str, text: str) -> None:
+    """Python reads bytes of the command line that are not UTF-8 as lone surrogates, which no
+    tokenizer or hash takes: refuse them in words, as a prompt file's are."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = len(os.fsencode(text[: exc.start]))
+        raise InvalidSettingError(f"{flag} is not UTF-8 text (byte {byte})") from None
 
 
 def user_path(value: str) -> str:

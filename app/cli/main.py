@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from app.cli.args import (
     add_generation_arguments,
     check_draft_args,
     check_model_args,
+    check_utf8,
     draft_source,
     generation_from_args,
     user_file,
@@ -138,17 +138,7 @@ def check_generate_args(args: argparse.Namespace) -> None:
         raise InvalidSettingError("--prompt is empty")
     for flag, text in (("--prompt", args.prompt), ("--system", args.system)):
         if text is not None:
-            _check_utf8(flag, text)
-
-
-def _check_utf8(flag: str, text: str) -> None:
-    """Python reads bytes of the command line that are not UTF-8 as lone surrogates, which no
-    tokenizer takes: refuse them in words, as a prompt file's are."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        byte = len(os.fsencode(text[: exc.start]))
-        raise InvalidSettingError(f"{flag} is not UTF-8 text (byte {byte})") from None
+            check_utf8(flag, text)
 
 
 # `--prompt-file -`: the prompt comes from standard input, as pipes expect.

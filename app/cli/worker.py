@@ -14,13 +14,14 @@ import socket
 import sys
 from pathlib import Path
 
-from app.cli.args import user_file
+from app.cli.args import check_utf8, user_file
 from app.cli.signals import Interrupted
 from app.errors import InvalidSettingError
 from app.llama import rpc
+from app.llama.config import MAX_THREADS
 from app.llama.rpc_identity import WORKER_KEY_ENV, WorkerIdentity, load_identity, worker_folder
 from app.llama.rpc_server_process import ServerProcess, ServerSettings, free_loopback_port
-from app.llama.rpc_token import MIN_PASSPHRASE_CHARS, readable_fingerprint
+from app.llama.rpc_token import MIN_PASSPHRASE_CHARS, readable_fingerprint, secret_from_passphrase
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,8 +85,16 @@ def check_worker_args(args: argparse.Namespace) -> None:
     """The flags' values, before anything starts: exit status 2, like every usage error."""
     if not 0 < args.port < 65536:
         raise InvalidSettingError(f"--port must be 1..65535, got {args.port}")
-    if args.threads is not None and args.threads < 1:
-        raise InvalidSettingError(f"--threads must be at least 1, got {args.threads}")
+    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
+        raise InvalidSettingError(f"--threads must be in 1..{MAX_THREADS}, got {args.threads}")
+    if args.insecure_plain:
+        # A plain worker has no key: a key given anyway would read as protection it lacks.
+        for flag, given in (("--key", args.key is not None), ("--show-key", args.show_key)):
+            if given:
+                raise InvalidSettingError(f"{flag} does not go with --insecure-plain (no key)")
+    if args.key is not None:
+        check_utf8("--key", args.key)
+        secret_from_passphrase(args.key)  # too short is refused here, in its own words
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -122,8 +122,11 @@ def test_a_passphrase_from_the_environment_replaces_the_stored_key(
 def test_a_short_passphrase_is_one_error_line() -> None:
     proc = _worker("--port", str(free_port()), "--key", "too short")
     _, err = proc.communicate(timeout=GUARD_S)
-    assert proc.returncode == 1
-    assert err.strip() == "error: the worker key must be at least 16 characters, got 9"
+    assert proc.returncode == 2  # a usage error, refused before anything starts
+    assert err.strip() == (
+        "error: the worker key must be at least 16 characters, got 9 "
+        "(see specchat worker --help)"
+    )
 
 
 def test_a_plain_worker_warns_what_anyone_there_can_do() -> None:

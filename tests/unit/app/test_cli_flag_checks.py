@@ -64,7 +64,15 @@ def test_serve_refuses_a_bad_flag_before_loading(
 
 @pytest.mark.parametrize(
     ("flags", "message"),
-    [(["--port", "0"], "--port must be 1..65535"), (["--threads", "0"], "--threads must be")],
+    [
+        (["--port", "0"], "--port must be 1..65535"),
+        (["--threads", "0"], "--threads must be in 1..1024, got 0"),
+        (["--threads", "99999"], "--threads must be in 1..1024, got 99999"),
+        (["--key", "short"], "the worker key must be at least 16 characters, got 5"),
+        (["--key", os.fsdecode(b"sixteen or more \xff")], "--key is not UTF-8 text (byte 16)"),
+        (["--insecure-plain", "--key", "x" * 20], "--key does not go with --insecure-plain"),
+        (["--insecure-plain", "--show-key"], "--show-key does not go with --insecure-plain"),
+    ],
 )
 def test_worker_refuses_a_bad_flag_before_starting(
     capsys: pytest.CaptureFixture[str], flags: list[str], message: str
