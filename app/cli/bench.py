@@ -223,6 +223,9 @@ def _seconds(value: str) -> float:
     return seconds
 
 
+NOTHING_WRITTEN = "no run had completed, so nothing is reported or written"
+
+
 def _progress(done: int, total: int, message: str) -> None:
     print(f"[{done}/{total}] {message}", file=sys.stderr, flush=True)
 
@@ -269,6 +272,10 @@ def measure_and_report(args: argparse.Namespace) -> int:
             if not caught.signum:
                 raise
             raise Interrupted(caught.signum) from None  # stopped before anything was timed
+        if caught.signum and not report.runs:
+            # Nothing was timed: an empty report must not replace the files of an earlier run.
+            print(f"error: interrupted; {NOTHING_WRITTEN}", file=sys.stderr)
+            return 128 + caught.signum
         # The files first: a reader of stdout that went away (`| less`, quit early) must not
         # cost the report the user asked to have written.
         _write_files(args, report)
@@ -325,6 +332,9 @@ def bench_servers(args: argparse.Namespace) -> int:
                 control=control,
             )
         report = bench.report(interrupted=bool(caught.signum))
+        if caught.signum and not (report.runs or report.uncounted):
+            print(f"error: interrupted; {NOTHING_WRITTEN}", file=sys.stderr)
+            return 128 + caught.signum
         if args.json is not None:  # before the table: see measure_and_report
             write_output_file(args.json, _json_text(report.to_json()), "--json")
         write_stdout(format_remote_table(report) + "\n")

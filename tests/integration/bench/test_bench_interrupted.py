@@ -97,3 +97,29 @@ def test_a_bench_that_runs_to_its_end_is_not_marked_interrupted(
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["interrupted"] is False
     assert len(data["runs"]) == 8 and all(r["counted"] for r in data["runs"])
+
+
+def test_a_signal_before_any_run_completed_leaves_earlier_files_as_they_were(
+    demo_models: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def progress(done: int, _total: int, _message: str) -> None:
+        if done == 0:  # the first run has just begun
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(app.cli.bench, "_progress", progress)
+    out = {ext: tmp_path / f"bench.{ext}" for ext in ("json", "csv")}
+    for path in out.values():
+        path.write_text("an earlier run's report\n", encoding="utf-8")
+
+    code = _bench(demo_models, tmp_path, "--json", str(out["json"]), "--csv", str(out["csv"]))
+
+    assert code == 128 + signal.SIGINT
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        "error: interrupted; no run had completed, so nothing is reported or written"
+    ]
+    assert captured.out == ""
+    assert all(p.read_text(encoding="utf-8") == "an earlier run's report\n" for p in out.values())

@@ -107,3 +107,29 @@ def test_a_signal_stops_after_the_request_in_progress_and_keeps_the_runs(
     report = json.loads(out.read_text(encoding="utf-8"))
     assert report["interrupted"] is True and report["error"] is None
     assert len(report["runs"]) == 2 and all(r["counted"] for r in report["runs"])
+
+
+def test_a_signal_during_the_warm_up_leaves_an_earlier_report_as_it_was(
+    serve_fake: Any,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def progress(done: int, _total: int, _message: str) -> None:
+        if done == 0:  # the warm-up request, before any timed one
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(app.cli.bench, "_progress", progress)
+    out = tmp_path / "remote.json"
+    out.write_text("an earlier run's report\n", encoding="utf-8")
+    prompts = ["--prompts", "builtin:chat", "--max-tokens", "8"]
+
+    code = main(["bench", "--server", serve_fake().url, *prompts, "--json", str(out)])
+
+    assert code == 128 + signal.SIGTERM
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        "error: interrupted; no run had completed, so nothing is reported or written"
+    ]
+    assert captured.out == ""
+    assert out.read_text(encoding="utf-8") == "an earlier run's report\n"
