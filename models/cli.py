@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from app.errors import DraftIncompatibleError, InvalidSettingError, SpecChatError
+from app.errors import DownloadError, DraftIncompatibleError, InvalidSettingError, SpecChatError
 from app.paths import models_dir
 from models.catalog import CATALOG
 from models.describe import detail_rows, format_params
@@ -80,7 +80,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     p_pull.add_argument("--dest", type=Path, default=None, help="folder (default: models folder)")
     p_pull.add_argument("--endpoint", default=None, help="Hub URL (default: $HF_ENDPOINT)")
-    p_pull.set_defaults(handler=run_pull)
+    p_pull.set_defaults(handler=run_pull, check=check_pull_args)
 
     p_draft = sub.add_parser("make-draft", help="re-quantize a target into a draft")
     p_draft.add_argument("target", type=Path)
@@ -196,6 +196,19 @@ class _ProgressPrinter:
             print("\r\x1b[2K" + line, end="\n" if final else "", file=self.out, flush=True)
         else:
             print(line, file=self.out, flush=True)
+
+
+def check_pull_args(args: argparse.Namespace) -> None:
+    """The repository id and --endpoint as typed, before any request: exit status 2, like every
+    usage error. ($HF_ENDPOINT is the environment's, refused when the download asks for it.)"""
+    from models.hub import check_repo_id, resolve_endpoint  # noqa: PLC0415 - huggingface_hub
+
+    try:
+        check_repo_id(args.repo)
+        if args.endpoint:
+            resolve_endpoint(args.endpoint)
+    except DownloadError as exc:
+        raise InvalidSettingError(str(exc)) from None
 
 
 def run_pull(args: argparse.Namespace) -> int:

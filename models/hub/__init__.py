@@ -24,7 +24,7 @@ from models.hub.endpoint import set_aside_bad_env_endpoint
 
 set_aside_bad_env_endpoint()  # before the imports below load huggingface_hub
 
-from models.hub.common import DEFAULT_ENDPOINT, resolve_endpoint  # noqa: E402
+from models.hub.common import DEFAULT_ENDPOINT, check_repo_id, resolve_endpoint  # noqa: E402
 from models.hub.listing import RemoteFile, list_gguf_files, parts_of, select_file  # noqa: E402
 from models.hub.names import default_destination, safe_repo_path  # noqa: E402
 from models.hub.transfer import (  # noqa: E402
@@ -42,6 +42,7 @@ __all__ = [
     "DownloadOptions",
     "DownloadProgress",
     "RemoteFile",
+    "check_repo_id",
     "default_destination",
     "download_file",
     "list_gguf_files",

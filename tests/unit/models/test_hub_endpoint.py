@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from app.cli.main import main
 from app.errors import DownloadError
 from models.hub.endpoint import resolve_endpoint
 
@@ -34,6 +35,23 @@ def test_pull_with_a_malformed_endpoint_prints_one_line(flag: bool, tmp_path: Pa
     result = subprocess.run(
         argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
     )
-    assert result.returncode == 1
+    # A flag the user typed is a usage error (2); the environment's is refused when used (1).
+    assert result.returncode == (2 if flag else 1)
     assert result.stderr.startswith("error: invalid Hub endpoint 'http://[::1'")
     assert len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bad repo"], "error: invalid repository id 'bad repo' (expected owner/name)"),
+        (["example/one", "--endpoint", "ftp://hub.example"], "error: invalid Hub endpoint"),
+        (["example/one", "--endpoint", "http://127.0.0.1:99999"], "error: invalid Hub endpoint"),
+    ],
+)
+def test_pull_refuses_what_was_typed_wrong_as_a_usage_error(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["models", "pull", *argv]) == 2  # before any request
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1
