@@ -23,6 +23,7 @@ from app.cli.args import (
     add_generation_arguments,
     check_draft_args,
     check_model_args,
+    check_utf8,
     draft_source,
     generation_from_args,
 )
@@ -63,7 +64,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     serve.add_argument(
         "--api-key",
-        default=os.environ.get(API_KEY_ENV),
+        default=os.environ.get(API_KEY_ENV) or None,
         help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV}, else no key)",
     )
     serve.add_argument(
@@ -158,6 +159,11 @@ def check_serve_args(args: argparse.Namespace) -> None:
         raise InvalidSettingError(f"--queue-size must be at least 1, got {args.queue_size}")
     if not 0 <= args.port <= 65535:
         raise InvalidSettingError(f"--port must be between 0 and 65535, got {args.port}")
+    if args.api_key is not None:
+        # `--api-key "$KEY"` with KEY unset would otherwise serve with no key at all.
+        if not args.api_key.strip():
+            raise InvalidSettingError("--api-key is empty; leave it out to serve without a key")
+        check_utf8("--api-key", args.api_key)
     _limits(args)
 
 

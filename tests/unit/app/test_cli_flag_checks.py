@@ -23,6 +23,10 @@ SERVE_MISTAKES = [
     (["--n-gpu-layers", "-7"], "GPU layers must be -1"),
     (["--prompt-cache", "-3"], "prompt cache must be 0 (none)"),
     (["--max-messages", "0"], "--max-messages must be a number greater than 0"),
+    # `--api-key "$KEY"` with KEY unset served every request with no key at all.
+    (["--api-key", ""], "--api-key is empty; leave it out to serve without a key"),
+    (["--api-key", "   "], "--api-key is empty; leave it out to serve without a key"),
+    (["--api-key", os.fsdecode(b"key\xff")], "--api-key is not UTF-8 text (byte 3)"),
 ]
 
 # Flags that contradict each other, in generate and serve alike.
