@@ -234,6 +234,9 @@ def chat_template_file(args: argparse.Namespace) -> str | None:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
         raise InvalidSettingError(f"--chat-template-file {path}: {reason}") from None
+    if not template.strip():
+        # An empty template reads as none given: the model file's own would run unasked.
+        raise InvalidSettingError(f"--chat-template-file {path}: the file is empty")
     try:
         render_chat(template, [{"role": "user", "content": "hi"}])
     except InvalidSettingError as exc:

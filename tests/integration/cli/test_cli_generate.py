@@ -328,8 +328,13 @@ def test_a_chat_template_file_replaces_the_models_own(demo_models: Any, tmp_path
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [(None, "No such file"), ("{% for m in messages %}", "chat template failed")],
-    ids=["missing", "broken"],
+    [
+        (None, "No such file"),
+        ("{% for m in messages %}", "chat template failed"),
+        # Read as no template at all, the model's own would have run unasked.
+        (" \n", "the file is empty"),
+    ],
+    ids=["missing", "broken", "empty"],
 )
 def test_a_bad_chat_template_file_is_one_error_line_before_any_load(
     demo_models: Any, tmp_path: Path, text: str | None, expected: str

@@ -124,8 +124,7 @@ def test_a_short_passphrase_is_one_error_line() -> None:
     _, err = proc.communicate(timeout=GUARD_S)
     assert proc.returncode == 2  # a usage error, refused before anything starts
     assert err.strip() == (
-        "error: the worker key must be at least 16 characters, got 9 "
-        "(see specchat worker --help)"
+        "error: the worker key must be at least 16 characters, got 9 (see specchat worker --help)"
     )
 
 
