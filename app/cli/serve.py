@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from app.cli.args import (
     add_generation_arguments,
@@ -164,7 +165,25 @@ def check_serve_args(args: argparse.Namespace) -> None:
         if not args.api_key.strip():
             raise InvalidSettingError("--api-key is empty; leave it out to serve without a key")
         check_utf8("--api-key", args.api_key)
+    for origin in args.cors_origin:
+        if origin != "*" and not _is_origin(origin):
+            # A browser sends scheme://host[:port] exactly; "http://localhost:3000/" would
+            # never match it, and every request from that page would get 403.
+            raise InvalidSettingError(
+                f"--cors-origin {origin!r} is not an origin: scheme://host[:port] with no "
+                "path, such as http://localhost:3000"
+            )
     _limits(args)
+
+
+def _is_origin(text: str) -> bool:
+    try:
+        parts = urlsplit(text)
+        _ = parts.port  # a port that is not a number raises
+    except ValueError:
+        return False
+    plain = not (parts.path or parts.query or parts.fragment or parts.username)
+    return bool(parts.scheme and parts.hostname) and plain and "?" not in text and "#" not in text
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -27,6 +27,9 @@ SERVE_MISTAKES = [
     (["--api-key", ""], "--api-key is empty; leave it out to serve without a key"),
     (["--api-key", "   "], "--api-key is empty; leave it out to serve without a key"),
     (["--api-key", os.fsdecode(b"key\xff")], "--api-key is not UTF-8 text (byte 3)"),
+    # A browser's Origin has no path: this one would have matched no request.
+    (["--cors-origin", "http://localhost:3000/"], "--cors-origin 'http://localhost:3000/' is not"),
+    (["--cors-origin", "localhost:3000"], "is not an origin: scheme://host[:port] with no path"),
 ]
 
 # Flags that contradict each other, in generate and serve alike.
