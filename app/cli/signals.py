@@ -57,8 +57,8 @@ def _in_main_thread() -> bool:
 def interrupt_on_signals() -> Iterator[None]:
     """SIGTERM (and SIGINT) raise Interrupted, so cleanup code runs and the exit says why."""
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        raise_or_defer(Interrupted(signum))
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        raise_or_defer(Interrupted(signum), frame)
 
     with _handlers(on_signal):
         yield
@@ -69,9 +69,9 @@ def interrupt_on_signals() -> Iterator[None]:
 def stop_on_signals(control: GenerationControl) -> Iterator[CaughtSignal]:
     caught = CaughtSignal()
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         if caught.signum:  # asked twice: stop waiting for the round to end
-            raise_or_defer(Interrupted(signum))
+            raise_or_defer(Interrupted(signum), frame)
             return
         caught.signum = signum
         control.stop()

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from app.llama.callbacks import in_callback
+from app.llama.callbacks import native_callback
 from app.llama.native import libllama, library_dir
 
 # llama.cpp's own log lines go to this logger (debug level); readers attach handlers to it.
@@ -46,16 +46,16 @@ def ensure_backend() -> None:
             return
         import llama_cpp  # noqa: PLC0415
 
+        @native_callback
         def on_log(level: int, text: bytes | None, _user: ctypes.c_void_p) -> None:
-            with in_callback():
-                line = (text or b"").decode("utf-8", "replace").rstrip()
-                if line:
-                    # Keep the tail so a failed load can say what llama.cpp complained about.
-                    recent_log_lines.append(line)
-                    del recent_log_lines[:-20]
-                    if BUFFER_LINE.search(line):
-                        buffer_lines.append(line)
-                    log.debug("llama.cpp[%d]: %s", level, line)
+            line = (text or b"").decode("utf-8", "replace").rstrip()
+            if line:
+                # Keep the tail so a failed load can say what llama.cpp complained about.
+                recent_log_lines.append(line)
+                del recent_log_lines[:-20]
+                if BUFFER_LINE.search(line):
+                    buffer_lines.append(line)
+                log.debug("llama.cpp[%d]: %s", level, line)
 
         if os.environ.get(LLAMA_LOG_ENV, "") not in ("", "0"):
             echo = logging.StreamHandler(sys.stderr)

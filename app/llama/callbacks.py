@@ -6,33 +6,44 @@ ignored" and carries on, so a Ctrl-C whose handler raised while llama.cpp was lo
 progress was lost, and the command ran to its end. A handler asks `raise_or_defer` instead: in a
 callback the exception is kept, the load's progress callback then cancels the load, and the
 code that called into llama.cpp raises it on return (`raise_deferred`).
+
+Whether a handler runs in a callback is read from the frames it interrupted, not from a flag
+the callback sets: Python may run a handler before the callback's first line.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import TypeVar
 
-_local = threading.local()
+F = TypeVar("F", bound=Callable[..., object])
+
+_callback_code: set[CodeType] = set()
 # Signal handlers run in the main thread only, so one slot is enough.
 _deferred: BaseException | None = None
 
 
-@contextmanager
-def in_callback() -> Iterator[None]:
-    """Marks this thread as running a callback from llama.cpp."""
-    _local.depth = getattr(_local, "depth", 0) + 1
-    try:
-        yield
-    finally:
-        _local.depth -= 1
+def native_callback(function: F) -> F:
+    """Marks `function` as one that llama.cpp calls back (see the module's text)."""
+    _callback_code.add(function.__code__)
+    return function
 
 
-def raise_or_defer(exc: BaseException) -> None:
-    """Raise `exc` here, or keep it for `raise_deferred` when this thread is in a callback."""
+def in_callback(frame: FrameType | None) -> bool:
+    """Whether `frame`, or a frame it was called from, runs a marked callback."""
+    while frame is not None:
+        if frame.f_code in _callback_code:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def raise_or_defer(exc: BaseException, frame: FrameType | None) -> None:
+    """For a signal handler: raise `exc` here, or keep it for `raise_deferred` when the
+    interrupted `frame` is inside a callback from llama.cpp."""
     global _deferred  # noqa: PLW0603 - a signal's one slot, process-wide
-    if getattr(_local, "depth", 0):
+    if in_callback(frame):
         _deferred = _deferred or exc
         return
     raise exc

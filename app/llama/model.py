@@ -121,13 +121,13 @@ class LlamaModel(TokenText):
             model_params.devices = ctypes.addressof(devices)
         cancelled = False
 
+        @callbacks.native_callback
         def on_progress(fraction: float, _user: ctypes.c_void_p) -> bool:
             nonlocal cancelled
-            with callbacks.in_callback():
-                keep_going = progress is None or bool(progress(float(fraction)))
-                cancelled = not keep_going
-                # A signal that came during the load ends it now (app/llama/callbacks.py).
-                return keep_going and not callbacks.deferred()
+            keep_going = progress is None or bool(progress(float(fraction)))
+            cancelled = not keep_going
+            # A signal that came during the load ends it now (app/llama/callbacks.py).
+            return keep_going and not callbacks.deferred()
 
         self._progress_cb = llama_cpp.llama_progress_callback(on_progress)
         model_params.progress_callback = self._progress_cb
