@@ -1,5 +1,5 @@
 """`python -m app.cli` runs the specchat command."""
 
-from app.cli.main import main
+from app.cli.entry import run
 
-raise SystemExit(main())
+raise SystemExit(run())
