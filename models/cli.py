@@ -60,7 +60,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="also search these folders (repeatable)",
     )
     p_list.add_argument("--json", action="store_true", help="print JSON")
-    p_list.set_defaults(handler=run_list)
+    p_list.set_defaults(handler=run_list, check=check_list_args)
 
     p_inspect = sub.add_parser("inspect", help="what a GGUF file holds (header only)")
     p_inspect.add_argument("path", type=Path)
@@ -115,12 +115,17 @@ def _bytes(n: float | None) -> str:
     return format_bytes(n)
 
 
+def check_list_args(args: argparse.Namespace) -> None:
+    """Every --dir is a folder: exit status 2, like every usage error."""
+    for folder in args.dir:
+        path = Path(folder).expanduser()
+        if not path.is_dir():
+            why = "a file, not a folder" if path.exists() else "no such folder"
+            raise InvalidSettingError(f"--dir {printable(folder)}: {why}")
+
+
 def run_list(args: argparse.Namespace) -> int:
     from models.discovery import discover_models, scan_summary  # noqa: PLC0415
-
-    for folder in args.dir:
-        if not Path(folder).expanduser().is_dir():
-            raise InvalidSettingError(f"--dir {printable(folder)}: no such folder")
     from models.library import library_places  # noqa: PLC0415
 
     # The window's own folders and files too: the command lists what the window lists.

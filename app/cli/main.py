@@ -297,7 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if check is not None:
             check(args)  # a bad flag must not cost a model load
     except InvalidSettingError as exc:
-        print_error(exc, f" (see specchat {args.command} --help)")
+        command = " ".join(filter(None, (args.command, getattr(args, "models_command", None))))
+        print_error(exc, f" (see specchat {command} --help)")
         return 2
     try:
         with interrupt_on_signals(), worded_stdout():

@@ -74,10 +74,12 @@ def test_models_list_of_a_missing_folder_is_an_error_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     missing = tmp_path / "nonexistent"
-    assert main(["models", "list", "--dir", str(missing)]) == 1
+    assert main(["models", "list", "--dir", str(missing)]) == 2  # a usage error
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == f"error: --dir {missing}: no such folder\n"
+    assert err == f"error: --dir {missing}: no such folder (see specchat models list --help)\n"
     a_file = write_tiny_gguf(tmp_path / "file.gguf")
-    assert main(["models", "list", "--dir", str(a_file)]) == 1
-    assert capsys.readouterr().err == f"error: --dir {a_file}: no such folder\n"
+    assert main(["models", "list", "--dir", str(a_file)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --dir {a_file}: a file, not a folder (see specchat models list --help)\n"
+    )
