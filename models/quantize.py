@@ -135,7 +135,7 @@ def quantize_gguf(
         rc = _run_watched(
             lambda: int(
                 llama_cpp.llama_model_quantize(
-                    str(src).encode(), str(into).encode(), ctypes.byref(params)
+                    os.fsencode(src), os.fsencode(into), ctypes.byref(params)
                 )
             ),
             into,

@@ -85,7 +85,7 @@ def _load_backend_libraries() -> None:
     lib.ggml_backend_reg_count.restype = ctypes.c_size_t
     if lib.ggml_backend_reg_count() == 0:
         lib.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
-        lib.ggml_backend_load_all_from_path(str(library_dir()).encode())
+        lib.ggml_backend_load_all_from_path(os.fsencode(library_dir()))
 
 
 def check_decoding_thread() -> None:

@@ -3,6 +3,7 @@ one-token passes, and on which thread the weights load (docs/design.md, Threads 
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -28,11 +29,11 @@ def load_weights(llama_cpp: Any, path: str, params: Any) -> Any:
     check_decoding_thread). Loaded by `specchat serve`'s main thread and run on its engine
     thread, the demo's Q4_1 draft took 36 ms a pass against 5.4 when loaded so."""
     if not params.use_extra_bufts:
-        return llama_cpp.llama_model_load_from_file(path.encode(), params)
+        return llama_cpp.llama_model_load_from_file(os.fsencode(path), params)
     loaded: list[Any] = [None]
 
     def load() -> None:
-        loaded[0] = llama_cpp.llama_model_load_from_file(path.encode(), params)
+        loaded[0] = llama_cpp.llama_model_load_from_file(os.fsencode(path), params)
 
     loader = threading.Thread(target=load, name="llama-load")
     loader.start()

@@ -353,3 +353,14 @@ def test_a_bad_chat_template_file_is_one_error_line_before_any_load(
     )
     assert_user_error(proc, "--chat-template-file", expected)
     assert "loading" not in proc.stderr.lower()
+
+
+def test_a_model_whose_file_name_is_not_utf8_loads(demo_models: Any, tmp_path: Path) -> None:
+    # File names are bytes; Python reads one that is not UTF-8 with lone surrogates, which the
+    # path's plain encode() refused with a traceback. llama.cpp takes the bytes as they are.
+    target = tmp_path / os.fsdecode(b"smol\xff.gguf")
+    target.symlink_to(demo_models.q4_0)
+    one_reply = ["--draft", "none", "--prompt", "Hi", "--max-tokens", "2"]
+    proc = specchat("generate", "--target", str(target), *one_reply)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
