@@ -5,6 +5,9 @@ generated, and the reply is committed in one transaction when it finishes. A pro
 mid-reply therefore loses only the reply in flight. WAL with synchronous=NORMAL survives a
 killed process (committed pages sit in the WAL file); only a power cut can drop the last commits.
 
+A field read back that is not what was written (a file edited or damaged where SQLite's own
+check does not look) reads as the plain value of its kind and is logged (app/store_rows.py).
+
 Every failure is a StoreError with one readable line, never a raw sqlite3.Error: a damaged file
 (StoreDamagedError: `ConversationStore.recover` keeps it aside and starts fresh), a full disk
 (StoreFullError: the write was rolled back, the caller still holds the text to retry), a lock
@@ -28,6 +31,7 @@ from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
+from app import store_rows
 from app.paths import create_private_file, make_private_dir
 from app.store_errors import (
     StoreDamagedError,
@@ -243,7 +247,13 @@ class ConversationStore:
             "GROUP BY c.id ORDER BY c.updated_at DESC, c.id DESC"
         ).fetchall()
         return [
-            ConversationSummary(r["id"], r["title"], r["created_at"], r["updated_at"], r["n"])
+            ConversationSummary(
+                r["id"],
+                store_rows.text(r["title"], f"chat {r['id']} title"),
+                store_rows.seconds(r["created_at"], f"chat {r['id']} start"),
+                store_rows.seconds(r["updated_at"], f"chat {r['id']} last change"),
+                r["n"],
+            )
             for r in rows
         ]
 
@@ -342,18 +352,14 @@ class ConversationStore:
 
 
 def _message_from_row(row: sqlite3.Row) -> StoredMessage:
-    stats = json.loads(row["stats_json"]) if row["stats_json"] else None
-    segments: list[Segment] | None = (
-        [(str(run[0]), TokenSource.stored(run[1])) for run in json.loads(row["segments_json"])]
-        if row["segments_json"]
-        else None
-    )
+    where = f"message {row['id']}"
+    runs = store_rows.runs(row["segments_json"], f"{where} highlights")
     return StoredMessage(
         id=row["id"],
         conversation_id=row["conversation_id"],
-        role=row["role"],
-        content=row["content"],
-        created_at=row["created_at"],
-        stats=stats,
-        segments=segments,
+        role=store_rows.text(row["role"], f"{where} role"),
+        content=store_rows.text(row["content"], f"{where} text"),
+        created_at=store_rows.seconds(row["created_at"], f"{where} time"),
+        stats=store_rows.stats(row["stats_json"], f"{where} stats"),
+        segments=None if runs is None else [(t, TokenSource.stored(s)) for t, s in runs],
     )
