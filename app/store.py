@@ -24,6 +24,7 @@ import json
 import re
 import sqlite3
 import time
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -99,6 +100,22 @@ class StoredMessage:
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# Unicode categories that draw nothing: format (U+200B zero width space, bidi marks) and
+# control characters; the white space among them (new lines, tabs) separates words instead.
+# Lone surrogates (Cs) are kept: _storable shows them as U+FFFD.
+_INVISIBLE = frozenset({"Cf", "Cc"})
+
+
+def visible(text: str) -> str:
+    """`text` without what shows as nothing (zero-width and other format characters, controls),
+    its runs of white space made one space, trimmed. A message or a title with nothing visible
+    is no message or title: the chat list would show a blank row."""
+    kept = "".join(c for c in text if c.isspace() or unicodedata.category(c) not in _INVISIBLE)
+    return " ".join(kept.split())
+
+
+def _title(text: str) -> str:
+    return visible(text) or "Untitled"
 
 
 def _storable(text: str) -> str:
@@ -233,7 +250,7 @@ class ConversationStore:
         with self._transaction() as db:
             cursor = db.execute(
                 "INSERT INTO conversations (title, created_at, updated_at) VALUES (?, ?, ?)",
-                (_storable(title), now, now),
+                (_storable(_title(title)), now, now),
             )
         assert cursor.lastrowid is not None
         return int(cursor.lastrowid)
@@ -262,11 +279,10 @@ class ConversationStore:
 
     @guarded
     def rename(self, conversation_id: int, title: str) -> None:
-        title = title.strip() or "Untitled"
         with self._transaction() as db:
             db.execute(
                 "UPDATE conversations SET title = ? WHERE id = ?",
-                (_storable(title), conversation_id),
+                (_storable(_title(title)), conversation_id),
             )
 
     @guarded

@@ -12,7 +12,7 @@ from typing import Any
 
 from app.durable import replace_file
 from app.engine.chat_template import ChatMessage
-from app.store import ConversationStore, ConversationSummary, Segment, StoredMessage
+from app.store import ConversationStore, ConversationSummary, Segment, StoredMessage, visible
 from ui.settings import Settings
 from ui.widgets.conversation_view import ViewMessage
 
@@ -84,9 +84,7 @@ class ChatController:
         Committed before anything is generated, so a crash mid-reply never loses the question.
         """
         if self.conversation_id is None:
-            self.conversation_id = self.store.create_conversation(
-                " ".join(text.split())[:TITLE_LENGTH]
-            )
+            self.conversation_id = self.store.create_conversation(visible(text)[:TITLE_LENGTH])
         self.store.add_message(self.conversation_id, "user", text)
         return self.conversation_id
 

@@ -19,7 +19,7 @@ from app.engine.config import GenerationConfig
 from app.engine.model_host import LoadedState
 from app.llama.resources import GpuProbe
 from app.paths import models_dir
-from app.store import ConversationStore
+from app.store import ConversationStore, visible
 from models.demo import DemoModels
 from ui.dialogs.compare_dialog import CompareDialog
 from ui.dialogs.models_dialog import ModelsDialog
@@ -269,6 +269,8 @@ class MainWindow(WindowLayout):
 
     def send(self) -> None:
         text = self.prompt.toPlainText().strip()
+        if not visible(text):  # only zero-width or control characters: nothing to send
+            text = ""
         state = self._state
         if state == UiState.Idle and self.server_switch.request_ahead():
             # It would wait behind a server request on the engine, shown as Generating.

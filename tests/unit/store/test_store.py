@@ -176,3 +176,12 @@ def test_a_message_replacing_another_swaps_them_in_one_commit(store: Conversatio
     kept = store.add_message(other, "user", "mine")
     store.add_message(chat, "assistant", "Third try", replacing=kept)
     assert [m.content for m in store.messages(other)] == ["mine"]
+
+
+def test_a_title_shows_what_is_visible_of_it(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path / "chats.sqlite3")
+    invisible = store.create_conversation("\u200b\u200e")
+    two_lines = store.create_conversation("first line\nsecond\u200b line")
+    store.rename(two_lines, "  renamed\r\n\tagain  ")
+    titles = {c.id: c.title for c in store.conversations()}
+    assert titles == {invisible: "Untitled", two_lines: "renamed again"}

@@ -298,3 +298,15 @@ def test_opening_another_chat_clears_the_metrics_panel(window: MainWindow, qtbot
     assert window.metrics.tokens_per_second.text() == "—"
     assert window.metrics.acceptance.text() == "—"
     assert window.insight.insight is None and window.insight.summary.text() == "—"
+
+
+def test_a_message_of_nothing_visible_is_not_sent(window: MainWindow, qtbot: QtBot) -> None:
+    # str.strip() keeps a zero-width space: it was sent, answered, and titled a blank row.
+    for invisible in ("\u200b", " \u200b\u200e\u2060 ", "\u0007\n\u2029"):
+        window.prompt.setPlainText(invisible)
+        window.send()
+        assert window.state == UiState.Idle and window.conversation_id is None
+    assert window.store.conversations() == []
+    stats = send(qtbot, window, "\u200bHello")  # text beside it: sent, and titled by it
+    assert stats["generated_tokens"] > 0
+    assert [c.title for c in window.store.conversations()] == ["Hello"]
