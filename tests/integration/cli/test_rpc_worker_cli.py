@@ -142,7 +142,7 @@ def test_a_plain_worker_warns_what_anyone_there_can_do() -> None:
     ("args", "status", "message"),
     [
         (("--device", "NoSuchGPU"), 1, "no device named 'NoSuchGPU' here (devices: CPU"),
-        (("--threads", "0"), 2, "--threads must be at least 1"),
+        (("--threads", "0"), 2, "--threads must be in 1..1024, got 0"),
         (("--port", "70000"), 2, "--port must be 1..65535"),
     ],
 )
