@@ -65,6 +65,16 @@ def render_state(w: MainWindow, s: UiState) -> None:
     # The comparison runs on the chat's engine thread and models: only from Idle, so no
     # reply runs beside it to falsify its timings.
     w.compare_button.setEnabled(s == UiState.Idle and w.chat.last_prompt() is not None)
+    # The menu's twins of those buttons (and their shortcuts) follow them: enabled, they did
+    # nothing while a reply ran.
+    for action, button in (
+        (w.stop_action, w.stop_button),
+        (w.regenerate_action, w.regenerate_button),
+        (w.compare_action, w.compare_button),
+    ):
+        action.setEnabled(button.isEnabled())
+    w.new_chat_action.setEnabled(not generating)
+    w.edit_last_action.setEnabled(s == UiState.Idle)
     w.load_row.setVisible(s == UiState.LoadingModel)
     bar = w.statusBar()
     if s == UiState.NoModel:

@@ -310,3 +310,28 @@ def test_a_message_of_nothing_visible_is_not_sent(window: MainWindow, qtbot: QtB
     stats = send(qtbot, window, "\u200bHello")  # text beside it: sent, and titled by it
     assert stats["generated_tokens"] > 0
     assert [c.title for c in window.store.conversations()] == ["Hello"]
+
+
+def test_menu_actions_follow_their_buttons_through_a_reply(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    # File > New chat (Ctrl+N) and Chat > Edit and resend stayed enabled and did nothing
+    # while a reply ran; their buttons were greyed out.
+    send(qtbot, window, "First")
+    twins = {
+        window.stop_action: window.stop_button,
+        window.regenerate_action: window.regenerate_button,
+        window.compare_action: window.compare_button,
+    }
+    window.settings.set("generation/max_tokens", 4000)
+    window.prompt.setPlainText("A long one please")
+    qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(window.view.streaming_text) > 40, timeout=TIMEOUT_MS)
+    assert not window.new_chat_action.isEnabled() and not window.edit_last_action.isEnabled()
+    assert all(action.isEnabled() == button.isEnabled() for action, button in twins.items())
+    assert window.stop_action.isEnabled()
+    window.stop()
+    qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+    assert window.new_chat_action.isEnabled() and window.edit_last_action.isEnabled()
+    assert all(action.isEnabled() == button.isEnabled() for action, button in twins.items())
+    assert not window.stop_action.isEnabled() and window.regenerate_action.isEnabled()
