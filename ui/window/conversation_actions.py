@@ -182,7 +182,10 @@ class ConversationActions:
         try:
             self._chat.export(conversation_id, path)
         except (OSError, StoreError) as exc:
-            self._show_error(f"Could not export the conversation to {path}: {exc}.")
+            # The reason alone: an OSError's text repeats the path it failed on, and that is
+            # the temporary file the export is written to first, a name the user never chose.
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self._show_error(f"Could not export the conversation to {path}: {why}.")
             return
         self._window.statusBar().showMessage(f"Exported to {path}", 5000)
 

@@ -83,7 +83,10 @@ def test_conversations_rename_delete_and_export(
     assert out.read_text().startswith("# Arithmetic\n")
     assert "## Assistant\n\n**4**" in out.read_text()
     window.export_conversation(first, tmp_path / "missing-folder" / "chat.md")
-    assert window.banner.text.startswith("Could not export the conversation")
+    assert window.banner.text == (
+        f"Could not export the conversation to {tmp_path / 'missing-folder' / 'chat.md'}: "
+        "No such file or directory."
+    )
 
     monkeypatch.setattr(QMessageBox, "question", lambda *_a, **_k: QMessageBox.StandardButton.Yes)
     window.conversations.deleteRequested.emit(first)
