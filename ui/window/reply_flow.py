@@ -47,6 +47,8 @@ class ReplyFlow(QObject):
     finished(dict): the stats stored with the reply. failed(str): why it failed, in words.
     noticed(str): a passing note from the engine. headline(str, str): text and tooltip.
     saveFailed(Exception): the reply is shown but could not be stored.
+    tooLong(): a reply failed before any text because the chat no longer fits the context
+    (emitted before failed), so the message just sent can come back to the box.
     """
 
     started = Signal()
@@ -56,6 +58,7 @@ class ReplyFlow(QObject):
     noticed = Signal(str)
     headline = Signal(str, str)
     saveFailed = Signal(object)
+    tooLong = Signal()
 
     def __init__(
         self,
@@ -315,6 +318,8 @@ class ReplyFlow(QObject):
                 self.saveFailed.emit(exc)
         else:
             self._put_back_replaced()
+            if failure.too_long:
+                self.tooLong.emit()
         self.failed.emit(failure.message)
 
     def _put_back_replaced(self) -> None:

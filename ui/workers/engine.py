@@ -163,7 +163,12 @@ class EngineWorker(QObject):
                 error = event.error
                 message = event.message if error is None else describe(error, logged=True)
                 self.generationFailed.emit(
-                    GenerationFailure(request.request_id, message, event.kind == "cancelled")
+                    GenerationFailure(
+                        request.request_id,
+                        message,
+                        cancelled=event.kind == "cancelled",
+                        too_long=event.kind == "context",
+                    )
                 )
 
         job = Job(request.config, messages=request.messages)

@@ -41,3 +41,4 @@ class GenerationFailure:
     request_id: int
     message: str
     cancelled: bool = False  # stopped before the reply began: not an error
+    too_long: bool = False  # the conversation, with the message just sent, overflows the context

@@ -335,3 +335,29 @@ def test_menu_actions_follow_their_buttons_through_a_reply(
     assert window.new_chat_action.isEnabled() and window.edit_last_action.isEnabled()
     assert all(action.isEnabled() == button.isEnabled() for action, button in twins.items())
     assert not window.stop_action.isEnabled() and window.regenerate_action.isEnabled()
+
+
+def test_a_message_the_context_cannot_hold_comes_back_to_the_box(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    # Left in the chat, it failed every later message the same way.
+    window = open_fake_window(isolated_data_dir, files, **{"models/n_ctx": 256})
+    try:
+        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+            window.start()
+        send(qtbot, window, "Hello")
+        chat = window.conversation_id
+        assert chat is not None
+        too_long = "word " * 2000
+        errors: list[str] = []
+        window.errorShown.connect(errors.append)
+        window.prompt.setPlainText(too_long)
+        with qtbot.waitSignal(window.replyFailed, timeout=TIMEOUT_MS):
+            window.send()
+        assert len(errors) == 1 and "context" in errors[0]
+        assert window.prompt.toPlainText() == too_long.strip()
+        assert [m.role for m in window.store.messages(chat)] == ["user", "assistant"]
+        send(qtbot, window, "Short again")  # the chat goes on
+        assert len(window.store.messages(chat)) == 4
+    finally:
+        close_window(window)
