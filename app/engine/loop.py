@@ -48,6 +48,12 @@ Clock = Callable[[], float]
 PROBE_CONTEXT = 32
 
 
+def whole_characters(data: bytes) -> str:
+    """UTF-8 `data` as text, without a character cut short at its end (bytes that are not
+    UTF-8 elsewhere read as U+FFFD, as the streamed text has them)."""
+    return codecs.getincrementaldecoder("utf-8")(errors="replace").decode(data)
+
+
 class SpeculativeEngine:
     """Generates replies from a target model, speculating with an optional drafter."""
 
@@ -273,9 +279,8 @@ class SpeculativeEngine:
                 break
 
         t_end = clock()
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            yield TokenEvent(-1, tail, False, len(reply))
+        # What the decoder still holds is part of a character the reply was cut in (by its
+        # token budget): no text the model wrote, so it is not shown as U+FFFD either.
         stats = summarize(
             rounds,
             prompt_tokens=len(prompt_ids),
@@ -289,7 +294,7 @@ class SpeculativeEngine:
         )
         yield FinishEvent(
             GenerationResult(
-                text=self.target.detokenize(reply),
+                text=whole_characters(b"".join(self.target.token_bytes(t) for t in reply)),
                 token_ids=reply,
                 finish_reason=finish,
                 # The mode is what ran: a reply whose every round was a plain step (speculation
