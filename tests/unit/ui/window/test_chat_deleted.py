@@ -57,3 +57,25 @@ def test_a_message_after_another_window_deleted_the_chat_starts_a_new_one(
         assert [m.role for m in window.store.messages(chat)] == ["user", "assistant"]
         assert [m.role for m in window.view.messages] == ["user", "assistant"]
         assert window.view.messages[0].text == "Still there?"
+
+
+def test_a_chat_another_window_deletes_mid_reply_leaves_the_view_for_the_next_message(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    with fake_window_with_one_reply(
+        qtbot, isolated_data_dir, files, model_step_s=0.02, max_tokens=4
+    ) as (window, gone):
+        window.settings.set("generation/max_tokens", 40)
+        window.prompt.setPlainText("A second question")
+        window.send()
+        qtbot.waitUntil(lambda: len(window.view.streaming_text) > 5, timeout=TIMEOUT_MS)
+        with another_store(isolated_data_dir) as other:
+            other.delete(gone)
+        qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+        send(qtbot, window, "Still there?")
+        chat = window.conversation_id
+        assert chat is not None
+        assert [m.role for m in window.store.messages(chat)] == ["user", "assistant"]
+        # The view shows the chat the message went to, not the deleted one above it.
+        assert [m.role for m in window.view.messages] == ["user", "assistant"]
+        assert window.view.messages[0].text == "Still there?"
