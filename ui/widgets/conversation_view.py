@@ -51,6 +51,7 @@ class _Streaming:
     start: int  # document position where the reply (its header first) begins
     dirty: bool = False
     chunks: list[Segment] = field(default_factory=list)
+    waiting: str = "…"  # shown until the first text arrives
 
 
 class ConversationView(QTextBrowser):
@@ -263,6 +264,14 @@ class ConversationView(QTextBrowser):
         self._streaming = _Streaming(message, start, chunks=list(chunks))
         self._render_streaming()
 
+    def show_waiting(self, text: str) -> None:
+        """What the reply shows until its first text (how far a long prompt has been read)."""
+        streaming = self._streaming
+        if streaming is None or streaming.chunks or streaming.waiting == text:
+            return
+        streaming.waiting = text
+        self._render_streaming()
+
     def append_token(self, text: str, source: int) -> None:
         """source: a TokenSource (a bool reads as the draft model's run or the target's)."""
         streaming = self._streaming
@@ -317,7 +326,7 @@ class ConversationView(QTextBrowser):
         streaming = self._streaming
         assert streaming is not None
         streaming.dirty = False
-        segments = streaming.chunks or [("…", False)]
+        segments = streaming.chunks or [(streaming.waiting, False)]
         html = self._render(segments)
         self._replace_from(streaming.start, self._header("assistant") + html)
         if streaming.chunks:

@@ -206,6 +206,11 @@ class ReplyFlow(QObject):
     def _refresh_live(self) -> None:
         if self.reply is None:
             return
+        read = self.control.prompt_read if self.control is not None else None
+        if read is not None:
+            # A long prompt is read for seconds (minutes on a big model) before any text.
+            done, total = read
+            self._view.show_waiting(f"Reading the prompt… {done * 100 // total} %")
         self.live.sample()
         stats = self.live.stats()
         speculative = self._speculation_on and self.reply.drafter_kind != "none"

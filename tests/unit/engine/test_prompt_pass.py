@@ -132,3 +132,17 @@ def test_a_prompt_stopped_after_some_parts_reports_what_the_pass_found_held() ->
     assert read_prompt(model, prompt, control) is None
     assert len(model.tokens) == 20 + 3 * part_size(16)
     assert model.reused == 20
+
+
+def test_the_reading_says_how_far_it_has_come_and_clears_when_the_prompt_is_read() -> None:
+    target = BatchedLlama(n_batch=64)
+    control = GenerationControl()
+    seen: list[tuple[int, int] | None] = []
+    target.after_feed = lambda: seen.append(control.prompt_read)
+    prompt = _prompt(300)
+    assert read_prompt(target, prompt, control) is not None
+    # A part's count is set once its feed is done: the first feed sees None, the last none.
+    read = [s for s in seen if s is not None]
+    assert read == sorted(read) and read[-1][0] < 300 and all(t == 300 for _, t in read)
+    assert len(read) == len(seen) - 1 >= 3
+    assert control.prompt_read is None

@@ -361,3 +361,23 @@ def test_a_message_the_context_cannot_hold_comes_back_to_the_box(
         assert len(window.store.messages(chat)) == 4
     finally:
         close_window(window)
+
+
+def test_a_long_prompt_shows_how_far_it_has_been_read_before_the_reply(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    # One pass per part of 512 tokens, 0.3 s each: the reply showed "…" for the whole wait.
+    window = open_fake_window(isolated_data_dir, files, model_step_s=0.3)
+    try:
+        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+            window.start()
+        window.settings.set("generation/max_tokens", 2)
+        window.prompt.setPlainText("word " * 3000)
+        with qtbot.waitSignal(window.replyFinished, timeout=TIMEOUT_MS):
+            window.send()
+            qtbot.waitUntil(
+                lambda: "Reading the prompt… " in window.view.toPlainText(), timeout=TIMEOUT_MS
+            )
+        assert "Reading the prompt" not in window.view.toPlainText()
+    finally:
+        close_window(window)
