@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import sys
 import time
@@ -249,7 +250,7 @@ def default_draft_path(target: Path, type_name: str, folder: Path | None = None)
     plain = folder / f"{stem}.{type_name.upper()}.gguf"
     if not plain.exists() or _drafts_for(plain, target):
         return plain
-    tag = hashlib.sha256(str(target.resolve()).encode("utf-8")).hexdigest()[:8]
+    tag = hashlib.sha256(os.fsencode(target.resolve())).hexdigest()[:8]
     return folder / f"{stem}-{tag}.{type_name.upper()}.gguf"
 
 

@@ -300,6 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = " ".join(filter(None, (args.command, getattr(args, "models_command", None))))
         print_error(exc, f" (see specchat {command} --help)")
         return 2
+    except SpecChatError as exc:  # the machine refusing while a flag was checked (data folder)
+        print_error(exc)
+        return 1
     try:
         with interrupt_on_signals(), worded_stdout():
             code = int(handler(args))

@@ -36,6 +36,11 @@ def test_an_unusable_data_folder_is_one_error_line(
     # The demo models live in the data folder: asking for them is the first thing to need it.
     assert main(["generate", "--target", "demo", "--prompt", "hi"]) == 1
     assert capsys.readouterr().err == f"error: cannot use data folder {path}: {reason}\n"
+    # make-draft finds its default output folder while its flags are checked.
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    assert main(["models", "make-draft", str(model), "--type", "Q4_0"]) == 1
+    assert capsys.readouterr().err == f"error: cannot use data folder {path}: {reason}\n"
 
 
 def test_a_read_only_demo_folder_is_one_line_naming_it_in_the_cli_and_the_window(
