@@ -33,6 +33,7 @@ from app.engine.token_tree import tree_round
 from app.engine.verification import Verdict, verify_rows
 from app.errors import ContextOverflowError, InvalidSettingError
 from app.llama.handle import ModelHandle
+from app.llama.token_text import whole_characters
 from app.metrics.cost_model import free_draft_limit
 from app.metrics.rounds import DraftMode, RoundRecord
 from app.metrics.summary import summarize
@@ -46,12 +47,6 @@ Clock = Callable[[], float]
 # judge how well it drafts here, and a bounded price however long the conversation. Reading
 # the whole prompt cost the demo's draft 0.4 s on a 416-token one, a quarter of a reply.
 PROBE_CONTEXT = 32
-
-
-def whole_characters(data: bytes) -> str:
-    """UTF-8 `data` as text, without a character cut short at its end (bytes that are not
-    UTF-8 elsewhere read as U+FFFD, as the streamed text has them)."""
-    return codecs.getincrementaldecoder("utf-8")(errors="replace").decode(data)
 
 
 class SpeculativeEngine:

@@ -6,6 +6,7 @@ module, the model's vocabulary handle, a cache of token pieces and its end-of-ge
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 from collections.abc import Sequence
 from typing import Any
@@ -78,3 +79,9 @@ class TokenText:
     @property
     def add_bos(self) -> bool:
         return bool(self._lib.llama_vocab_get_add_bos(self.vocab))
+
+
+def whole_characters(data: bytes) -> str:
+    """UTF-8 `data` as text, without a character cut short at its end (bytes that are not
+    UTF-8 elsewhere read as U+FFFD, as an incremental decoder gives them while streaming)."""
+    return codecs.getincrementaldecoder("utf-8")(errors="replace").decode(data)

@@ -8,8 +8,15 @@ sideways, and the chat list keeps a readable width.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QAction, QActionGroup, QKeySequence, QShowEvent
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QDragEnterEvent,
+    QDropEvent,
+    QKeySequence,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -38,6 +45,7 @@ from ui.widgets.prompt_input import PromptInput
 from ui.widgets.rendering import shading_legend
 from ui.widgets.server_panel import ServerPanel
 from ui.widgets.settings_panel import SettingsPanel
+from ui.window.dialog_launcher import dropped_ggufs
 
 METRICS_INTERVAL_MS = 200  # five refreshes a second while generating
 IDLE_MEMORY_INTERVAL_MS = 2000
@@ -57,6 +65,10 @@ def _side_scroll(widget: QWidget, name: str) -> QScrollArea:
 
 
 class WindowLayout(QMainWindow):
+    """Signals: ggufsDropped(list[str]): GGUF files dropped on the window, to add."""
+
+    ggufsDropped = Signal(list)
+
     def __init__(self, settings: Settings) -> None:
         super().__init__()
         self.settings = settings
@@ -223,6 +235,16 @@ class WindowLayout(QMainWindow):
         """An example prompt from the welcome page, in the box to send or change."""
         self.prompt.setPlainText(text)
         self.prompt.setFocus()
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if dropped_ggufs(event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        paths = dropped_ggufs(event.mimeData().urls())
+        if paths:
+            event.acceptProposedAction()
+            self.ggufsDropped.emit(paths)
 
     def _action(self, menu: QMenu, text: str, keys: str | None) -> QAction:
         action = QAction(text, self)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Signal
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QCloseEvent
 
 from app.engine.config import GenerationConfig
 from app.engine.model_host import LoadedState
@@ -28,7 +28,7 @@ from ui.widgets.conversation_view import ViewMessage
 from ui.window.chat_controller import ChatController
 from ui.window.closing import release_window
 from ui.window.conversation_actions import ConversationActions
-from ui.window.dialog_launcher import DialogLauncher, dropped_ggufs
+from ui.window.dialog_launcher import DialogLauncher
 from ui.window.generation_settings import generation_config
 from ui.window.layout import WindowLayout
 from ui.window.model_session import ModelSession
@@ -210,16 +210,6 @@ class MainWindow(WindowLayout):
         if self._state != UiState.Idle:
             return None
         return self.dialogs.open_compare()
-
-    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        if dropped_ggufs(event.mimeData().urls()):
-            event.acceptProposedAction()
-
-    def dropEvent(self, event: QDropEvent) -> None:
-        paths = dropped_ggufs(event.mimeData().urls())
-        if paths:
-            event.acceptProposedAction()
-            self.models.add_files(paths)
 
     # -- conversations ------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ def connect_window(window: MainWindow) -> None:
     flow.saveFailed.connect(lambda exc: window.show_error(describe(exc)))
     window.metrics_timer.timeout.connect(lambda: refresh_memory(window))
 
+    window.ggufsDropped.connect(window.models.add_files)
     window.prompt.submitted.connect(window.send)
     window.send_button.clicked.connect(window.send)
     window.stop_button.clicked.connect(window.stop)

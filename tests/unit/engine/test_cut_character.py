@@ -6,7 +6,8 @@ from __future__ import annotations
 from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent, TokenEvent
 from app.engine.gamma import OFF
-from app.engine.loop import SpeculativeEngine, whole_characters
+from app.engine.loop import SpeculativeEngine
+from app.llama.token_text import whole_characters
 from tests.helpers.fake_llama import FakeLlama, toy_logits
 
 N_VOCAB = 16
