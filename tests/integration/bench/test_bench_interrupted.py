@@ -7,15 +7,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import app.cli.bench
 from app.cli.main import main
+from tests.helpers.bench_signals import signal_at_progress
 
 THREADS = 1
 # Plain and one configuration: blocks of two runs, one per prompt and repeat.
@@ -58,11 +57,7 @@ def test_a_signal_keeps_the_runs_measured_before_it(
     monkeypatch: pytest.MonkeyPatch,
     signum: int,
 ) -> None:
-    def progress(done: int, _total: int, _message: str) -> None:
-        if done == SIGNAL_BEFORE_RUN:
-            os.kill(os.getpid(), signum)
-
-    monkeypatch.setattr(app.cli.bench, "_progress", progress)
+    signal_at_progress(monkeypatch, SIGNAL_BEFORE_RUN, signum)
     out = {ext: tmp_path / f"bench.{ext}" for ext in ("json", "csv", "png")}
     files = ["--json", str(out["json"]), "--csv", str(out["csv"]), "--plot", str(out["png"])]
 
@@ -105,11 +100,7 @@ def test_a_signal_before_any_run_completed_leaves_earlier_files_as_they_were(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def progress(done: int, _total: int, _message: str) -> None:
-        if done == 0:  # the first run has just begun
-            os.kill(os.getpid(), signal.SIGINT)
-
-    monkeypatch.setattr(app.cli.bench, "_progress", progress)
+    signal_at_progress(monkeypatch, 0, signal.SIGINT)
     out = {ext: tmp_path / f"bench.{ext}" for ext in ("json", "csv")}
     for path in out.values():
         path.write_text("an earlier run's report\n", encoding="utf-8")

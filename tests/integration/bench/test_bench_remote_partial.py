@@ -5,7 +5,6 @@ the interruption is named in one line, and the exit status says what happened.""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 from pathlib import Path
@@ -13,8 +12,8 @@ from typing import Any
 
 import pytest
 
-import app.cli.bench
 from app.cli.main import main
+from tests.helpers.bench_signals import signal_at_progress
 from tests.integration.bench.test_bench_remote import HANG_S, serve_fake  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.network
@@ -88,11 +87,7 @@ def test_a_signal_stops_after_the_request_in_progress_and_keeps_the_runs(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def progress(done: int, _total: int, _message: str) -> None:
-        if done == 2:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(app.cli.bench, "_progress", progress)
+    signal_at_progress(monkeypatch, 2, signal.SIGTERM)
     fake = serve_fake()
     out = tmp_path / "remote.json"
 
@@ -115,11 +110,7 @@ def test_a_signal_during_the_warm_up_leaves_an_earlier_report_as_it_was(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def progress(done: int, _total: int, _message: str) -> None:
-        if done == 0:  # the warm-up request, before any timed one
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(app.cli.bench, "_progress", progress)
+    signal_at_progress(monkeypatch, 0, signal.SIGTERM)
     out = tmp_path / "remote.json"
     out.write_text("an earlier run's report\n", encoding="utf-8")
     prompts = ["--prompts", "builtin:chat", "--max-tokens", "8"]
