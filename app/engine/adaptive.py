@@ -43,9 +43,10 @@ _EXPLORE_EVERY = 6
 # The first rounds a draft ever runs stay at the initial γ while the draft keeps at least half
 # of its tokens, so that γ is first chosen from a few rounds of acceptance, not from one round.
 _WARMUP_ROUNDS = 3
-# Probes run the γ that recent acceptance favours, up to this: a probe shorter than the γ where
-# a draft pays cannot show that it pays (a draft costing half a plain step per pass pays only
-# past γ 3). Their cost is bounded by the probe schedule's budget, which prices the probe's γ.
+# Probes run the γ that their own optimistic acceptance favours (AutoOff.probe_acceptance), up
+# to this: a probe shorter than the γ where a draft pays cannot show that it pays (a draft
+# costing half a plain step per pass pays only past γ 3). Their cost is bounded by the probe
+# schedule's budget, which prices the probe's γ.
 _MAX_PROBE_GAMMA = 8
 # The text difficulty's prior, in expected misses: about three expected misses of evidence
 # (some 100 draft tokens of a draft that misses one in 30) weigh as much as the long-run level.
@@ -281,7 +282,7 @@ class GammaController:
         return self._round_seconds(gamma) / plain - tokens
 
     def _probe_gamma(self) -> int:
-        gamma, _ = self._best(self._short)
+        gamma, _ = self.best_of(self._auto_off.probe_acceptance())
         return max(1, min(gamma, _MAX_PROBE_GAMMA, self._max_gamma))
 
     def _reply_acceptance(self) -> list[float]:

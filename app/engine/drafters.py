@@ -109,6 +109,8 @@ class ModelDrafter:
         self._clock = clock
         # Set by the engine for a reply under a grammar that masks the draft too.
         self.constraint: ConstraintCursor | None = None
+        # Where in the history the window a probe last drafted after began (_probe_window).
+        self._window_start: int | None = None
 
     def _logits_in_target_vocab(self, row: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         # Vocab sizes may differ by up to 128 padding ids; ids the target lacks get -inf so the
@@ -180,7 +182,7 @@ class ModelDrafter:
     def _probe_context(self, ask: DraftRequest) -> tuple[list[int], float]:
         """The tokens to draft after and the seconds spent reading them first: under a read
         limit, what the model has not read is read before drafting (timed apart, as a
-        catch-up), or, when more than the limit, the history's last read_limit tokens alone."""
+        catch-up), or, when more than the limit, a window of the history's end alone."""
         sequence = list(ask.history)
         if ask.read_limit is None or not sequence:
             return sequence, 0.0
@@ -188,10 +190,25 @@ class ModelDrafter:
         if unread <= 0:
             return sequence, 0.0
         if unread > ask.read_limit:
-            sequence = sequence[-ask.read_limit :]
+            sequence = self._probe_window(sequence, ask.read_limit)
         start = self._clock()
         self.model.feed(sequence[:-1], 0)
         return sequence, self._clock() - start
+
+    def _probe_window(self, history: list[int], limit: int) -> list[int]:
+        """The history's end to draft after when the model lacks more than `limit` tokens of
+        it: the last probe's window, read on, when its cache still holds that window and what
+        came since is at most `limit` tokens; else the last `limit` tokens. Read on, a window
+        keeps the text the last probe drafted after (a question's start, for one) and costs
+        only what is new: a new window would be read whole again by every probe, for a probe
+        that follows at once one that kept its draft (γ auto, app/engine/auto_off.py)."""
+        start = self._window_start
+        if start is not None and start < len(history):
+            window = history[start:]
+            if len(window) - 1 - common_prefix(self.model.tokens, window[:-1]) <= limit:
+                return window
+        self._window_start = len(history) - limit
+        return history[-limit:]
 
     def prefill(self, history: Sequence[int]) -> None:
         self.model.feed(history, 0)

@@ -72,12 +72,21 @@ class Acceptance:
         of its Beta posterior: no pull towards other positions, so a few trials count for
         little. (A uniform prior on top of the deduction caps eight kept tokens out of eight at
         0.81, which a draft costing half a plain step per pass can never resume from.)"""
-        out: list[float] = []
+        return [max(mean - z * sd, 0.0) for mean, sd in self._posteriors(positions)]
+
+    def optimistic(self, positions: int, z: float) -> list[float]:
+        """Each position's acceptance raised by z standard deviations, as `cautious` lowers it:
+        what the draft may still turn out to be worth, on evidence as thin as a probe's."""
+        return [min(mean + z * sd, 1.0) for mean, sd in self._posteriors(positions)]
+
+    def _posteriors(self, positions: int) -> list[tuple[float, float]]:
+        """Each position's Jeffreys posterior mean and an approximate standard deviation."""
+        out: list[tuple[float, float]] = []
         for i in range(positions):
             n = self.tried[i] if i < len(self.tried) else 0.0
             k = self.kept[i] if i < len(self.kept) else 0.0
             mean = (k + 0.5) / (n + 1.0)
-            out.append(max(mean - z * math.sqrt(mean * (1.0 - mean) / (n + 2.0)), 0.0))
+            out.append((mean, math.sqrt(mean * (1.0 - mean) / (n + 2.0))))
         return out
 
     def copy_from(self, other: Acceptance) -> None:

@@ -67,6 +67,8 @@ def test_a_paused_draft_reads_only_what_its_probes_draft_after(demo_models: Any)
     assert probes, f"no probe ran in {len(result.token_ids)} tokens"
     # Each probe read its window first, timed apart from drafting.
     assert all(r.draft_catchup_s > 0.0 for r in probes)
-    assert all(r.gamma <= 2 for r in probes)
+    # The first probe drafts as far as a draft with no record since the pause might pay; two
+    # refused at once bring the useless draft's probes down to a token or two.
+    assert all(r.gamma <= 2 for r in probes[2:])
     # The draft's cache holds the last probe's window and draft, not the prompt.
     assert len(drafter.model.tokens) <= PROBE_CONTEXT + max(r.drafted for r in probes)

@@ -250,14 +250,17 @@ def test_useless_draft_switches_off_quickly_and_stays_mostly_plain() -> None:
         after = gammas[off_round + 1 :]
         assert after.count(0) / len(after) >= 0.9
         probes = [g for g in after if g > 0]
-        assert probes  # it keeps checking
-        assert all(g <= 2 for g in probes)
-        # ... rarely: a draft that never paid gets a small learning budget, so the gaps reach
-        # the 64-round ceiling.
+        assert len(probes) >= 2  # it keeps checking
+        # The first probe drafts as far as a draft with no record since the pause might pay;
+        # two misses bring the probes down to a token or two.
+        assert probes[0] >= 3
+        assert all(g <= 2 for g in probes[2:])
+        # ... rarely: a draft that never paid gets a small learning budget (0.5 % of plain
+        # time), so the gaps are long, longest after the longer probes.
         at = [i for i, g in enumerate(after) if g > 0]
         gaps = [b - a for a, b in itertools.pairwise(at)]
         assert min(gaps) >= 32
-        assert max(gaps) <= 65
+        assert max(gaps) <= 129
         assert controller.take_notice() is None
 
 
@@ -292,8 +295,12 @@ def test_short_drafts_are_priced_by_their_own_measured_cost() -> None:
         pair = Pair(constant(0.15), c_draft=0.05, c_verify=c_verify, seed=seed)
         controller = GammaController()
         gammas, notices = drive(controller, pair, 120)
-        assert [m.split(":")[0] for _, m in notices] == ["speculation paused"]
+        kinds = [m.split(":")[0] for _, m in notices]
+        assert kinds[0] == "speculation paused"
         assert notices[0][0] <= 20
+        # A probe that keeps its first token may resume so cheap a draft (one token kept of
+        # one predicts 1.18x); its first losing rounds pause it again.
+        assert kinds.count("speculation resumed") <= 1
         assert controller.speculation_off
         after = gammas[notices[0][0] + 1 :]
         assert after.count(0) / len(after) >= 0.9

@@ -110,15 +110,21 @@ def test_short_replies_with_a_good_draft_keep_up_with_fixed_gamma_5() -> None:
 def test_a_later_reply_starts_from_what_earlier_replies_learned() -> None:
     """A useless draft (α 0), 20 replies of 32 tokens, one controller (as the engine keeps one
     per draft), seeds 0..9: after the first reply no reply runs the warm-up again; each later
-    reply spends at most one probe, so 90 % or more of its rounds are plain."""
+    reply spends at most one probe, so 90 % or more of its rounds are plain; the probes, whose
+    first drafts as far as a draft with no record since the pause might pay, never grow and
+    draft at most two tokens from the third on."""
     for seed in range(10):
         controller = GammaController(initial_gamma=5)
         trace = simulate(SimPair(constant(0.0), seed=seed), controller, replies=20, max_tokens=32)
+        probes = []
         for reply in range(1, 20):
             rounds = [r for r in trace.rounds if r.reply == reply]
             speculative = [r for r in rounds if r.record.drafted > 0]
             assert len(speculative) <= 1, f"seed {seed} reply {reply}"
-            assert all(r.record.drafted <= 3 for r in speculative)
+            probes += [r.record.drafted for r in speculative]
+        assert probes == sorted(probes, reverse=True), f"seed {seed}: {probes}"
+        assert all(drafted <= 2 for drafted in probes[2:]), f"seed {seed}: {probes}"
+        assert probes[-1] == 1, f"seed {seed}: {probes}"
 
 
 def test_a_manual_gamma_overrides_auto_and_auto_then_continues_from_its_rounds() -> None:

@@ -137,6 +137,10 @@ def test_probing_a_draft_that_never_paid_costs_at_most_two_percent_of_plain_time
     read 32 tokens of a new prompt (6 plain steps on a 2-core CPU) would, probed every 64
     rounds, cost a tenth of plain time: the gap grows until probing costs at most 2 %."""
     controller = _paused_useless()
+    # One probe that kept nothing first: alone, a token kept at this cheap draft's γ 1 would
+    # predict a win and resume.
+    _until_probe(controller)
+    _probe(controller, 0.0)
     _until_probe(controller)
     assert controller.next_gamma() > 0
     reading = 6.0 * PLAIN_S
