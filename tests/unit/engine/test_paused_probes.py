@@ -152,3 +152,38 @@ def test_probing_a_draft_that_never_paid_costs_at_most_two_percent_of_plain_time
     assert controller.speculation_off
     # 6 plain steps at 2 % is 300 rounds, less the little the probe's own tokens paid back.
     assert controller.probe_interval >= 250
+
+
+def _kept_whole(controller: GammaController, gamma: int) -> None:
+    """Run the probe now due as a γ round whose draft is kept whole."""
+    controller.observe(
+        RoundRecord(
+            0, "draft", gamma, gamma, gamma, gamma + 1, 0.1 * PLAIN_S * gamma, 1.2 * PLAIN_S, gamma
+        )
+    )
+
+
+def test_a_probe_kept_whole_is_followed_at_once_by_another_as_long() -> None:
+    """Evidence the resume rule cannot yet trust alone (after a probe that kept nothing): the
+    next round probes again, while the draft has just read the context."""
+    controller = _paused_useless()
+    _until_probe(controller)
+    _probe(controller, 0.0)
+    _until_probe(controller)
+    gamma = controller.next_gamma()
+    assert gamma >= 2
+    _kept_whole(controller, gamma)
+    assert controller.speculation_off
+    assert controller.next_gamma() >= gamma
+
+
+def test_one_token_kept_of_one_waits_the_schedule() -> None:
+    """Too common a luck to probe again at once (a draft right 15 % of the time)."""
+    controller = _paused_useless()
+    _until_probe(controller)
+    _probe(controller, 0.0)
+    _until_probe(controller)
+    assert controller.next_gamma() > 0
+    _kept_whole(controller, 1)
+    assert controller.speculation_off
+    assert controller.next_gamma() == 0
