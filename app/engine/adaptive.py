@@ -223,7 +223,12 @@ class GammaController:
             self._add_acceptance(*judged)
         if self._auto_off.off:
             if self._auto_off.on_probe(record, judged):
-                self._long.copy_from(self._short)  # the regime before the pause no longer holds
+                # The regime before the pause no longer holds: neither its acceptance nor the
+                # rate its rounds delivered, which priced every reading of a prompt as a loss
+                # (the demo's Q4_1 draft, resumed at 1.6x plain, was left unread the next
+                # three replies, 31 prompt tokens each).
+                self._long.copy_from(self._short)
+                self._spec_rate.clear()
             return
         _, long_rate = self._best(self._long)
         self._auto_off.on_round(record, long_rate)

@@ -14,6 +14,14 @@ from app.engine.retry_backoff import RetryBackoff
 if TYPE_CHECKING:
     from app.engine.adaptive import GammaController
 
+# Tokens a paused draft model's probe reads at most (DraftRequest.read_limit): a question or an
+# instruction whole (EAGER_READ), since a probe after part of one judges the part; a longer gap,
+# a text, through a window of its end (PROBE_WINDOW in app/engine/drafters.py). A 55-token
+# question read whole cost the demo's Q4_1 draft 190 ms against 110 for its last 32 tokens on
+# the AMX machine, and a draft that resumes then reads nothing again: from the window it reads
+# the whole conversation afresh.
+PROBE_READ_LIMIT = EAGER_READ
+
 # Replies left unread in a row before one that asks a question (its prompt no longer than
 # EAGER_READ: a reading of a few passes) is read anyway: a rate that leaves every reply unread
 # is never measured again. Doubled each time the reading does not win the draft model back, up

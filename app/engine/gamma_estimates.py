@@ -150,6 +150,9 @@ class FadedRate:
     def rate(self) -> float | None:
         return self.tokens / self.seconds if self.seconds > MIN_SECONDS else None
 
+    def clear(self) -> None:
+        self.tokens = self.seconds = 0.0
+
 
 @dataclass
 class RunningMean:

@@ -22,7 +22,7 @@ from app.engine.confidence import KeepDrafting
 from app.engine.config import GenerationConfig
 from app.engine.constraint import ConstraintCursor, start_constraint
 from app.engine.control import GenerationControl
-from app.engine.draft_reading import DraftReading
+from app.engine.draft_reading import PROBE_READ_LIMIT, DraftReading
 from app.engine.drafters import Draft, Drafter, DraftRequest, constrain_draft
 from app.engine.events import Event, FinishEvent, NoticeEvent, RoundEvent, TokenEvent
 from app.engine.exact_check import ExactMode
@@ -42,11 +42,6 @@ if TYPE_CHECKING:
     from app.engine.adaptive import GammaController
 
 Clock = Callable[[], float]
-
-# Tokens a paused draft model's probe reads at most (DraftRequest.read_limit): enough text to
-# judge how well it drafts here, and a bounded price however long the conversation. Reading
-# the whole prompt cost the demo's draft 0.4 s on a 416-token one, a quarter of a reply.
-PROBE_CONTEXT = 32
 
 
 class SpeculativeEngine:
@@ -154,7 +149,7 @@ class SpeculativeEngine:
             paused = under_auto and mode == "draft" and self._paused(controller)
             if prompt_unread and not prompt_step:
                 # A draft model γ auto paused reads nothing until a probe, and the probe only
-                # a window (PROBE_CONTEXT): the prompt may never be drafted after.
+                # what PROBE_READ_LIMIT allows: the prompt may never be drafted after.
                 if paused:
                     self._draft_behind, prompt_unread = True, False
                 elif under_auto and (
@@ -174,7 +169,7 @@ class SpeculativeEngine:
             gamma = self._round_gamma(config, control, controller, mode, held)
             # Never draft past the token budget or the context: the bonus token needs a row.
             gamma = max(0, min(gamma, remaining - 1, room))
-            read_limit = PROBE_CONTEXT if paused and self._draft_behind else None
+            read_limit = PROBE_READ_LIMIT if paused and self._draft_behind else None
             catchup = gamma > 0 and self._draft_behind and read_limit is None
             catchup_s = self._draft_reads(tokens, controller) if catchup else 0.0
             # A γ set by hand runs as set; under auto the controller may end the draft early,

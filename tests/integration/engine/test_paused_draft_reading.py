@@ -10,8 +10,9 @@ from typing import Any
 from app.engine import gamma
 from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
-from app.engine.drafters import ModelDrafter
-from app.engine.loop import PROBE_CONTEXT, SpeculativeEngine
+from app.engine.draft_reading import PROBE_READ_LIMIT
+from app.engine.drafters import PROBE_WINDOW, ModelDrafter
+from app.engine.loop import SpeculativeEngine
 from app.llama.config import ModelConfig
 from app.metrics.rounds import RoundRecord
 from models.prune import useless_draft
@@ -56,7 +57,7 @@ def test_a_paused_draft_reads_only_what_its_probes_draft_after(demo_models: Any)
         _pause(engine)
 
         prompt = rt.chat_prompt(LONG)
-        assert len(prompt) > 4 * PROBE_CONTEXT
+        assert len(prompt) > PROBE_READ_LIMIT + PROBE_WINDOW
         config = GenerationConfig(max_tokens=200, gamma=gamma.AUTO, exact=True)
         result, _ = run_to_end(engine, prompt, config)
         plain, _ = run_to_end(engine, prompt, config, speculative=False)
@@ -71,4 +72,53 @@ def test_a_paused_draft_reads_only_what_its_probes_draft_after(demo_models: Any)
     # refused at once bring the useless draft's probes down to a token or two.
     assert all(r.gamma <= 2 for r in probes[2:])
     # The draft's cache holds the last probe's window and draft, not the prompt.
-    assert len(drafter.model.tokens) <= PROBE_CONTEXT + max(r.drafted for r in probes)
+    assert len(drafter.model.tokens) <= PROBE_WINDOW + max(r.drafted for r in probes)
+
+
+QUESTION: list[ChatMessage] = [
+    {
+        "role": "user",
+        "content": "I keep a small vegetable garden on a balcony that faces north. Which "
+        "vegetables grow well with little direct sun, and how often should I water them?",
+    }
+]
+
+
+def test_a_paused_draft_behind_by_a_question_reads_it_whole_for_a_probe(
+    demo_models: Any,
+) -> None:
+    """A probe after part of a question judges the part: one behind by a question (at most
+    PROBE_READ_LIMIT tokens) reads it whole before drafting, not its last PROBE_WINDOW."""
+    pruned = useless_draft(demo_models.q4_1, Path(demo_models.f32).parent)
+    with loaded_runtime(
+        ModelConfig(str(demo_models.f32), n_ctx=1024),
+        ModelConfig(str(pruned), n_ctx=1024),
+        suffix=False,
+    ) as rt:
+        drafter = rt.drafter
+        assert isinstance(drafter, ModelDrafter)
+        engine = engine_of(rt)
+        _pause(engine)
+        _until_probe_due(engine)
+        prompt = rt.chat_prompt(QUESTION)
+        assert PROBE_WINDOW + 8 < len(prompt) <= PROBE_READ_LIMIT - 8
+        config = GenerationConfig(max_tokens=8, gamma=gamma.AUTO, exact=True)
+        result, _ = run_to_end(engine, prompt, config)
+        read = list(drafter.model.tokens)
+        plain, _ = run_to_end(engine, prompt, config, speculative=False)
+
+    assert result.token_ids == plain.token_ids
+    probes = [r for r in result.rounds if r.drafted]
+    assert probes, f"no probe ran in {len(result.token_ids)} tokens"
+    assert probes[0].draft_catchup_s > 0.0
+    assert read[: len(prompt)] == prompt
+
+
+def _until_probe_due(engine: SpeculativeEngine) -> None:
+    """Plain steps until the paused draft's next probe is due, so that the next reply's first
+    round is one (a draft that never paid keeps its schedule across replies)."""
+    controller = engine.gamma_controller(GenerationConfig(gamma=gamma.AUTO))
+    assert controller is not None and controller.speculation_off
+    plain = RoundRecord(0, "plain", 0, 0, 0, 1, 0.0, 0.025, 0)
+    while controller.next_gamma() == 0:
+        controller.observe(plain)

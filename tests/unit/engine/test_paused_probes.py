@@ -187,3 +187,15 @@ def test_one_token_kept_of_one_waits_the_schedule() -> None:
     _kept_whole(controller, 1)
     assert controller.speculation_off
     assert controller.next_gamma() == 0
+
+
+def test_a_resumed_draft_reads_a_prompt_the_rate_before_its_pause_would_leave_unread() -> None:
+    """The rounds that paused the draft delivered less than plain: priced at their rate, no
+    reading pays. Once probes resume the draft, that rate no longer holds."""
+    controller = _paused_after_paying()
+    controller.note_read(32, 0.1)
+    assert not controller.reading_pays(32, 64)
+    while controller.speculation_off:
+        _until_probe(controller)
+        _kept_whole(controller, max(controller.next_gamma(), 2))
+    assert controller.reading_pays(32, 64)
