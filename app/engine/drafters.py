@@ -205,15 +205,17 @@ class ModelDrafter:
 
     def _probe_window(self, history: list[int], limit: int) -> list[int]:
         """The history's end to draft after when the model lacks more than `limit` tokens of
-        it: the last probe's window, read on, when its cache still holds that window and what
-        came since is at most `limit` tokens; else the last PROBE_WINDOW tokens. Read on, a
-        window keeps the text the last probe drafted after (a question's start, for one) and
-        costs only what is new: a new window would be read whole again by every probe, for a
-        probe that follows at once one that kept its draft (γ auto, app/engine/auto_off.py)."""
+        it: the last probe's window, read on, when the cache still holds that window's start
+        (not a new conversation's tokens at its place) and what it lacks of it is at most
+        `limit` tokens; else the last PROBE_WINDOW tokens. Read on, a window keeps the text the
+        last probe drafted after (a question's start, for one) and costs only what is new: a
+        new window would be read whole again by every probe, for a probe that follows at once
+        one that kept its draft (γ auto, app/engine/auto_off.py)."""
         start = self._window_start
         if start is not None and start < len(history):
             read_on = history[start:]
-            if len(read_on) - 1 - common_prefix(self.model.tokens, read_on[:-1]) <= limit:
+            held = common_prefix(self.model.tokens, read_on[:-1])
+            if held > 0 and len(read_on) - 1 - held <= limit:
                 return read_on
         size = min(limit, PROBE_WINDOW)
         self._window_start = len(history) - size
