@@ -6,7 +6,8 @@ window), confirmed against a freshly timed plain step. It resumes only when a ca
 prediction (acceptance lowered by its own uncertainty) wins by a margin, or a hybrid's probes in
 a reply ran faster than plain by that margin: the gap between the two thresholds keeps a draft
 near break-even from flipping. While paused, probes run on a schedule whose cost is bounded by
-what the draft was lately worth (app/engine/gamma_estimates.py, `probe_interval`).
+what the draft was lately worth (app/engine/gamma_estimates.py, `probe_interval`), each as long
+as the draft may still turn out to pay, and a probe kept whole is followed at once by another.
 
 The prices come from the γ controller (app/engine/adaptive.py) through `Prices`; this module
 holds only the switch's state.
