@@ -1,11 +1,11 @@
 """How a good draft model fares once γ auto has paused it: whether its probes win it back.
 
-Loads the demo target (F32) and the demo draft (Q4_1) with no suffix index, has γ auto pause
-the draft on rounds that lose (worth nothing, so probes run on the schedule of a draft that
-never paid), then runs the built-in prompts of the given classes, each a new conversation,
-plain and γ auto alternately, `--repeat` times. Prints one JSON object: time under auto ÷
-plain time per repeat, and per reply the probes run (tokens read first, drafted, kept) and
-whether speculation resumed.
+Loads the demo target (F32) and the demo draft (Q4_1) with no suffix index, has γ auto pause the
+draft on rounds that lose (a draft that never paid, probed on that schedule; with
+`--paid-first`, after one reply it drafted, as a bad passage would pause it), then runs the
+built-in prompts of the given classes, each a new conversation, plain and γ auto alternately,
+`--repeat` times. Prints one JSON object: time under auto ÷ plain time per repeat, and per reply
+the probes run (tokens read first, drafted, kept) and whether speculation resumed.
 
     .venv/bin/python scripts/paused_draft_probe.py --repeat 2
 """
@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.bench.prompts import builtin_prompts
 from app.engine import gamma
+from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig
 from app.engine.events import FinishEvent
 from app.engine.loop import SpeculativeEngine
@@ -89,8 +90,10 @@ def main() -> None:
             # One plain reply first: it times the plain step γ auto prices everything in.
             run(engine, runtime.chat_prompt([{"role": "user", "content": "Hello."}]), plain_config)
             if args.paid_first:
-                ask = [{"role": "user", "content": "Explain how a bicycle works."}]
-                run(engine, runtime.chat_prompt(ask), auto)  # type: ignore[arg-type]
+                ask: list[ChatMessage] = [
+                    {"role": "user", "content": "Explain how a bicycle works."}
+                ]
+                run(engine, runtime.chat_prompt(ask), auto)
             pause(engine)
             auto_s = plain_s = 0.0
             replies = []
