@@ -4,6 +4,8 @@ long prompt one token a pass cost more than a short reply takes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from app.engine.config import GenerationConfig
 from app.engine.draft_reading import PROBE_READ_LIMIT
 from app.engine.drafters import PROBE_WINDOW, ModelDrafter
 from app.engine.loop import SpeculativeEngine
+from app.engine.runtime import Runtime
 from app.llama.config import ModelConfig
 from app.metrics.rounds import RoundRecord
 from models.prune import useless_draft
@@ -44,7 +47,9 @@ def _pause(engine: SpeculativeEngine) -> None:
     raise AssertionError("γ auto did not pause a draft whose every token was refused")
 
 
-def test_a_paused_draft_reads_only_what_its_probes_draft_after(demo_models: Any) -> None:
+@contextmanager
+def _paused_useless_draft(demo_models: Any) -> Iterator[tuple[Runtime, ModelDrafter]]:
+    """The demo target with the useless (pruned) draft alone, which γ auto has paused."""
     pruned = useless_draft(demo_models.q4_1, Path(demo_models.f32).parent)
     with loaded_runtime(
         ModelConfig(str(demo_models.f32), n_ctx=1024),
@@ -53,9 +58,13 @@ def test_a_paused_draft_reads_only_what_its_probes_draft_after(demo_models: Any)
     ) as rt:
         drafter = rt.drafter
         assert isinstance(drafter, ModelDrafter)
-        engine = engine_of(rt)
-        _pause(engine)
+        _pause(engine_of(rt))
+        yield rt, drafter
 
+
+def test_a_paused_draft_reads_only_what_its_probes_draft_after(demo_models: Any) -> None:
+    with _paused_useless_draft(demo_models) as (rt, drafter):
+        engine = engine_of(rt)
         prompt = rt.chat_prompt(LONG)
         assert len(prompt) > PROBE_READ_LIMIT + PROBE_WINDOW
         config = GenerationConfig(max_tokens=200, gamma=gamma.AUTO, exact=True)
@@ -89,16 +98,8 @@ def test_a_paused_draft_behind_by_a_question_reads_it_whole_for_a_probe(
 ) -> None:
     """A probe after part of a question judges the part: one behind by a question (at most
     PROBE_READ_LIMIT tokens) reads it whole before drafting, not its last PROBE_WINDOW."""
-    pruned = useless_draft(demo_models.q4_1, Path(demo_models.f32).parent)
-    with loaded_runtime(
-        ModelConfig(str(demo_models.f32), n_ctx=1024),
-        ModelConfig(str(pruned), n_ctx=1024),
-        suffix=False,
-    ) as rt:
-        drafter = rt.drafter
-        assert isinstance(drafter, ModelDrafter)
+    with _paused_useless_draft(demo_models) as (rt, drafter):
         engine = engine_of(rt)
-        _pause(engine)
         _until_probe_due(engine)
         prompt = rt.chat_prompt(QUESTION)
         assert PROBE_WINDOW + 8 < len(prompt) <= PROBE_READ_LIMIT - 8
