@@ -131,6 +131,15 @@ class ChatController:
             self.store.delete_message(stored.id)
         return taken
 
+    def drop_if_empty(self) -> bool:
+        """Delete the current chat when it holds no message (its only one was taken back);
+        True when it did. Nothing of it reached the past-chats index: only replies do."""
+        if self.conversation_id is None or self.store.messages(self.conversation_id):
+            return False
+        self.store.delete(self.conversation_id)
+        self.conversation_id = None
+        return True
+
     def put_back(self, messages: list[StoredMessage]) -> bool:
         """Undo take_back_last_message: the messages return at the end of their chat."""
         for stored in messages:

@@ -131,6 +131,20 @@ class ConversationActions:
         self._undo_timer.start()
         return True
 
+    def take_back_unfitting(self, box: QPlainTextEdit) -> None:
+        """The message just sent overflows the context: back to `box` to shorten. A chat it
+        began goes with it, or it would stay in the list with nothing in it."""
+        if not self.take_back_last_message(box):
+            return
+        if self.store_action(self._chat.drop_if_empty):
+            self.forget_take_back()  # nothing is left to put it back into
+            self._view.set_messages([])
+            self.refresh_list()
+            self.show_title()
+            self._window.statusBar().showMessage(
+                "Your message is back in the box: shorten it to start the chat.", UNDO_SHOWN_MS
+            )
+
     def undo_take_back(self) -> None:
         """Put the exchange taken back for editing where it was, and empty the box if it
         still holds that message."""

@@ -25,7 +25,7 @@ def connect_window(window: MainWindow) -> None:
     flow.failed.connect(window._on_reply_failed)
     # Left in the chat, a message that overflows the context fails every later one the same
     # way: it goes back to the box to shorten, or to send in a new chat.
-    flow.tooLong.connect(lambda: window.chats.take_back_last_message(window.prompt))
+    flow.tooLong.connect(lambda: window.chats.take_back_unfitting(window.prompt))
     flow.noticed.connect(lambda text: window.statusBar().showMessage(text, 8000))
     flow.headline.connect(window.controls.show_headline)
     flow.saveFailed.connect(lambda exc: window.show_error(describe(exc)))

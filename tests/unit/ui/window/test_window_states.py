@@ -381,3 +381,26 @@ def test_a_long_prompt_shows_how_far_it_has_been_read_before_the_reply(
         assert "Reading the prompt" not in window.view.toPlainText()
     finally:
         close_window(window)
+
+
+def test_a_first_message_the_context_cannot_hold_leaves_no_empty_chat(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    # Taken back from the chat it began, the message left that chat in the list, empty.
+    window = open_fake_window(isolated_data_dir, files, **{"models/n_ctx": 256})
+    try:
+        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+            window.start()
+        too_long = "word " * 2000
+        window.prompt.setPlainText(too_long)
+        with qtbot.waitSignal(window.replyFailed, timeout=TIMEOUT_MS):
+            window.send()
+        assert window.prompt.toPlainText() == too_long.strip()
+        assert window.conversation_id is None and window.store.conversations() == []
+        assert not window.chats.undo_button.isVisibleTo(window)
+        send(qtbot, window, "Short")  # a new chat begins with the next message
+        chat = window.conversation_id
+        assert chat is not None and [c.id for c in window.store.conversations()] == [chat]
+        assert [m.role for m in window.store.messages(chat)] == ["user", "assistant"]
+    finally:
+        close_window(window)
