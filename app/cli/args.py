@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from app.cli.output import STANDARD_OUTPUT
 from app.engine.chat_template import render_chat
 from app.engine.config import MAX_SEED, GenerationConfig, SamplingConfig, check_model_config
 from app.engine.gamma import DEFAULT_GAMMA_SETTING, GAMMA_HELP, GammaSetting, parse_gamma
@@ -53,6 +54,11 @@ def user_path(value: str) -> str:
 def user_file(value: str) -> Path:
     """user_path for flags read as a Path (--prompt-file, bench's output files, ...)."""
     return Path(user_path(value))
+
+
+def output_file(value: str) -> Path:
+    """An output flag (bench's --json, --csv): a file, or `-` for stdout (./- is the file)."""
+    return STANDARD_OUTPUT if value == str(STANDARD_OUTPUT) else user_file(value)
 
 
 def target_value(value: str) -> str:

@@ -41,6 +41,7 @@ from app.cli.args import (
     add_sampling_arguments,
     draft_value,
     generation_from_args,
+    output_file,
     sampling_from_args,
     user_file,
 )
@@ -59,7 +60,7 @@ from app.cli.bench_drafts import (
 )
 from app.cli.contained import run_contained
 from app.cli.loading import draft_config, target_config
-from app.cli.output import OutputError, write_output_file, write_stdout
+from app.cli.output import STANDARD_OUTPUT, OutputError, write_output_file, write_stdout
 from app.cli.rpc_options import add_rpc_arguments, uses_rpc
 from app.cli.signals import Interrupted, stop_on_signals
 from app.durable import replace_file
@@ -113,10 +114,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_sampling_arguments(bench)
     bench.set_defaults(max_tokens=DEFAULT_MAX_TOKENS)
     bench.add_argument(
-        "--json", type=user_file, metavar="OUT", help="write the full report as JSON"
+        "--json",
+        type=output_file,
+        metavar="OUT",
+        help="write the full report as JSON (- for stdout; the table then goes to stderr)",
     )
     bench.add_argument(
-        "--csv", type=user_file, metavar="OUT", help="write one row per config/class"
+        "--csv",
+        type=output_file,
+        metavar="OUT",
+        help="write one row per config/class (- for stdout)",
     )
     bench.add_argument(
         "--plot",
@@ -279,7 +286,7 @@ def measure_and_report(args: argparse.Namespace) -> int:
         # The files first: a reader of stdout that went away (`| less`, quit early) must not
         # cost the report the user asked to have written.
         _write_files(args, report)
-        write_stdout(format_table(report) + "\n")
+        _write_table(args, format_table(report))
     if caught.signum:
         print(
             f"error: interrupted; the {len(report.runs)} runs completed before it are reported",
@@ -305,6 +312,15 @@ def _write_files(args: argparse.Namespace, report: BenchReport) -> None:
             replace_file(args.plot, lambda path: save_plot(report, path, chart_format))
         except OSError as exc:
             raise OutputError(f"--plot: cannot write {args.plot}: {exc.strerror or exc}") from None
+
+
+def _write_table(args: argparse.Namespace, table: str) -> None:
+    """The table on stdout, or on stderr when a report went to stdout (`--json -`), so a
+    pipe reads nothing but the report."""
+    if STANDARD_OUTPUT in (args.json, args.csv):
+        print(table, file=sys.stderr)
+    else:
+        write_stdout(table + "\n")
 
 
 def _json_text(data: dict[str, Any]) -> str:
@@ -337,7 +353,7 @@ def bench_servers(args: argparse.Namespace) -> int:
             return 128 + caught.signum
         if args.json is not None:  # before the table: see measure_and_report
             write_output_file(args.json, _json_text(report.to_json()), "--json")
-        write_stdout(format_remote_table(report) + "\n")
+        _write_table(args, format_remote_table(report))
     kept = f"the {len(report.runs) + len(report.uncounted)} runs completed before it are reported"
     if caught.signum:
         print(f"error: interrupted; {kept}", file=sys.stderr)

@@ -36,6 +36,7 @@ from app.cli.args import (
 )
 from app.cli.loading import load_runtime
 from app.cli.output import (
+    STANDARD_OUTPUT,
     StdoutError,
     check_output_file,
     silence_stdout,
@@ -73,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = run(args)
         text = json.dumps(report, indent=2)
         # The file first: a reader of stdout that went away must not cost the report.
-        if args.json is not None:
+        if args.json not in (None, STANDARD_OUTPUT):  # stdout has it anyway
             write_output_file(args.json, text + "\n", "--json")
         with worded_stdout():
             write_stdout(text + "\n")

@@ -17,6 +17,10 @@ from typing import Any, TextIO, cast
 from app.durable import replace_file
 from app.errors import InvalidSettingError, SpecChatError
 
+# `--json -`: `-` names standard output to most command-line tools (app/cli/args.py reads a
+# typed ./- as the file).
+STANDARD_OUTPUT = Path("-")
+
 
 class OutputError(SpecChatError):
     """An output file could not be written (a full disk, no permission, ...)."""
@@ -91,7 +95,7 @@ def silence_stdout() -> None:
 
 def check_output_file(path: Path | None, flag: str) -> None:
     """Refuse an output path that cannot be written, before any work is done for it."""
-    if path is None:
+    if path is None or path == STANDARD_OUTPUT:
         return
     if path.is_dir():
         raise InvalidSettingError(f"{flag} {path} is a folder; name a file to write")
@@ -106,7 +110,11 @@ def check_output_file(path: Path | None, flag: str) -> None:
 
 
 def write_output_file(path: Path, text: str, flag: str) -> None:
-    """Write a result file; a disk or file system that refuses it is one error line."""
+    """Write a result file, or stdout for `-`; a disk or file system that refuses it is one
+    error line."""
+    if path == STANDARD_OUTPUT:
+        write_stdout(text)
+        return
     try:
         replace_file(path, lambda temp: temp.write_text(text, encoding="utf-8"))
     except OSError as exc:

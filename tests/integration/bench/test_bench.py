@@ -467,9 +467,49 @@ def test_cli_writes_json_csv_and_plot(
     assert out["png"].stat().st_size > 0
 
 
+def test_cli_writes_the_report_to_stdout_for_a_dash(
+    demo_models: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `--json -` wrote a file named "-"; a pipe to jq read the table.
+    monkeypatch.chdir(tmp_path)
+    code = main(
+        [
+            "bench",
+            "--target",
+            str(demo_models.f32),
+            "--draft",
+            "suffix",
+            "--gamma",
+            "auto",
+            "--prompts",
+            "builtin:chat",
+            "--max-tokens",
+            "4",
+            "--n-ctx",
+            "512",
+            "--threads",
+            str(THREADS),
+            "--no-warmup",
+            "--quiet",
+            "--json",
+            "-",
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr()
+    report = json.loads(printed.out)
+    assert [c["label"] for c in report["configs"]] == ["suffix γ=auto"]
+    assert printed.err.startswith("configuration") and "suffix γ=auto" in printed.err
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("args", "status", "message"),
     [
+        (["--json", "-", "--csv", "-"], 2, "--csv - is the same file as --json"),
         (["--gamma", "0"], 2, "--gamma needs at least one draft length or 'auto'"),
         (["--repeat", "0"], 2, "--repeat must be in 1..1000, got 0"),
         # Refused before the run's schedule, built whole, fills the memory.
