@@ -7,7 +7,8 @@ so no lock is needed. One field goes the other way: prompt_read, written by the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -23,6 +24,19 @@ class GenerationControl:
     # Written by the engine while it reads a long prompt in parts: (tokens read, prompt tokens),
     # so a window can show how far the wait has come. None before and once the reply began.
     prompt_read: tuple[int, int] | None = None
+    # Told each change of prompt_read, in the engine's thread: an RPC model's child process
+    # sends it on to the window's process, whose control the window reads.
+    on_prompt_read: Callable[[tuple[int, int] | None], None] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def stop(self) -> None:
         self.stop_requested = True
+
+    def read_prompt(self, read: tuple[int, int] | None) -> None:
+        """The engine's side of prompt_read."""
+        if read == self.prompt_read:
+            return
+        self.prompt_read = read
+        if self.on_prompt_read is not None:
+            self.on_prompt_read(read)

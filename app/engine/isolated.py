@@ -320,6 +320,9 @@ class IsolatedRuntime:
                 if isinstance(answer, child.PromptCached):
                     self._prompt_cached = answer.tokens
                     continue
+                if isinstance(answer, child.PromptRead):
+                    live.read_prompt(answer.read)  # the window shows "Reading the prompt… N %"
+                    continue
                 assert not isinstance(answer, child.Progress | child.Returned), answer
                 yield answer
         finally:

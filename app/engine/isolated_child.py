@@ -7,8 +7,8 @@ say why the child died (app/engine/crash_log.py).
 The parent sends one message at a time: a `Call` (its `run` is the Runtime method it stands
 for, so mypy checks both ends), a `Generate`, or `Close`; while a generation runs, `Control`
 messages pass the user's Stop and γ switches on. The child answers a call with `Progress`
-messages (loads) and then `Returned` or `Raised`; a generation with its events, then `Done`
-or `Raised`.
+messages (loads) and then `Returned` or `Raised`; a generation with its events (and
+`PromptRead` while a long prompt is read), then `Done` or `Raised`.
 
 Who holds the pipe: the child's main thread runs every request and sends every answer. It also
 receives every request, except while a generation runs: then `_ControlReader`'s thread alone
@@ -244,7 +244,14 @@ class PromptCached:
     tokens: int
 
 
-Answer = Progress | Returned | Raised | Done | PromptCached | Event
+@dataclass(frozen=True, slots=True)
+class PromptRead:
+    """How far a long prompt's pass has come: GenerationControl.prompt_read, as the child's is."""
+
+    read: tuple[int, int] | None
+
+
+Answer = Progress | Returned | Raised | Done | PromptCached | PromptRead | Event
 
 
 # -- the child's loop -------------------------------------------------------------------------
@@ -315,7 +322,8 @@ class _ControlReader:
 
 
 def _generate(conn: Connection, runtime: Runtime, request: Generate) -> None:
-    control = GenerationControl()
+    # Sent from this thread, the one that sends every answer: the prompt's pass writes it.
+    control = GenerationControl(on_prompt_read=lambda read: _send(conn, PromptRead(read)))
     request.control.apply(control)
     first = True
     with _ControlReader(conn, control):

@@ -53,13 +53,13 @@ def read_prompt(
         while len(tokens) - end >= PROMPT_ROWS:
             target.feed(tokens[:end], 0)
             held = target.reused if held is None else held
-            control.prompt_read = (end, len(tokens))
+            control.read_prompt((end, len(tokens)))
             if control.stop_requested:
                 target.reused = held  # what the pass found held, not what its last part did
                 return None
             end += step
     rows = target.feed(tokens, min(PROMPT_ROWS, len(tokens)))[-1:]
-    control.prompt_read = None
+    control.read_prompt(None)
     if held is not None:
         # The pass's count (cache_n), not its last part's: the parts before it were read now.
         target.reused = held

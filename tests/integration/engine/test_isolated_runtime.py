@@ -109,6 +109,23 @@ def test_a_stop_reaches_the_child_while_it_reads_the_prompt(
     assert 0 < runtime.prompt_cached <= len(prompt) - part_size(MIN_PART)
 
 
+def test_the_childs_reading_of_a_long_prompt_reaches_the_callers_control(
+    runtime: IsolatedRuntime, demo_models: Any
+) -> None:
+    # The window showed "…" for the whole read of a model on RPC workers.
+    runtime.load_target(
+        ModelConfig(str(demo_models.f32), n_ctx=1024, n_batch=MIN_PART, n_threads=1)
+    )
+    prompt = [1, *range(2000, 2700)]
+    seen: list[tuple[int, int] | None] = []
+    control = GenerationControl(on_prompt_read=seen.append)
+    events = list(runtime.generate(prompt, GenerationConfig(max_tokens=2, gamma=OFF), control))
+    assert isinstance(events[-1], FinishEvent)
+    read = [s for s in seen if s is not None]
+    assert len(read) >= 5 and read == sorted(read) and all(t == len(prompt) for _, t in read)
+    assert seen[-1] is None and control.prompt_read is None
+
+
 # Renders for seconds before the default budget ends it (a step count or the deadline).
 RUNAWAY_TEMPLATE = (
     "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
