@@ -92,6 +92,11 @@ def check_worker_args(args: argparse.Namespace) -> None:
         for flag, given in (("--key", args.key is not None), ("--show-key", args.show_key)):
             if given:
                 raise InvalidSettingError(f"{flag} does not go with --insecure-plain (no key)")
+        if ":" in args.host:  # it failed after start-up with "cannot listen on ::1:50052"
+            raise InvalidSettingError(
+                f"--host {args.host}: llama.cpp's plain RPC server listens on IPv4 addresses "
+                "only; without --insecure-plain the worker listens on IPv6 too"
+            )
     if args.key is not None:
         check_utf8("--key", args.key)
         secret_from_passphrase(args.key)  # too short is refused here, in its own words

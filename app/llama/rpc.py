@@ -91,6 +91,10 @@ def parse_worker_specs(value: str) -> tuple[str, ...]:
         item = raw.strip()
         key, endpoint = rpc_keys.split_key(item)
         host, sep, port = endpoint.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            # [::1]:50052, as URLs write it; the endpoint's own form splits at its last colon.
+            host = host[1:-1]
+            endpoint = f"{host}:{port}"
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             # A key is a secret: never echoed. plain is none.
             shown = (
@@ -101,6 +105,13 @@ def parse_worker_specs(value: str) -> tuple[str, ...]:
             raise InvalidSettingError(
                 f"RPC worker {shown!r} is not HOST:PORT or KEY@HOST:PORT with a port in "
                 f"1..65535 (e.g. KEY@192.168.1.20:{DEFAULT_PORT})"
+            )
+        if ":" in host and key == rpc_keys.PLAIN:
+            # Connected by llama.cpp itself, which resolves hosts for IPv4 only ("Name or
+            # service not known" once the model loads); a keyed worker's tunnel takes IPv6.
+            raise InvalidSettingError(
+                f"RPC worker plain@{endpoint}: llama.cpp's plain RPC reaches workers by IPv4 "
+                "address or host name, not by IPv6 address"
             )
         spec = endpoint if key is None else f"{key}@{endpoint}"
         if spec not in specs:

@@ -79,6 +79,7 @@ def test_serve_refuses_a_bad_flag_before_loading(
         (["--key", os.fsdecode(b"sixteen or more \xff")], "--key is not UTF-8 text (byte 16)"),
         (["--insecure-plain", "--key", "x" * 20], "--key does not go with --insecure-plain"),
         (["--insecure-plain", "--show-key"], "--show-key does not go with --insecure-plain"),
+        (["--insecure-plain", "--host", "::1"], "plain RPC server listens on IPv4 addresses only"),
     ],
 )
 def test_worker_refuses_a_bad_flag_before_starting(

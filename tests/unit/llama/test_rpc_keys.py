@@ -133,6 +133,21 @@ def test_a_bad_port_names_the_range_and_never_echoes_a_key() -> None:
     assert "'KEY@127.0.0.1:0'" in str(keyed.value) and token not in str(keyed.value)
 
 
+@pytest.mark.parametrize("endpoint", ["plain@[::1]:50052", "plain@::1:50052"])
+def test_a_plain_ipv6_worker_is_refused_with_the_flags(endpoint: str) -> None:
+    # Accepted, it failed when llama.cpp connected: "Name or service not known".
+    with pytest.raises(InvalidSettingError) as caught:
+        rpc.parse_worker_specs(endpoint)
+    assert "not by IPv6 address" in str(caught.value)
+
+
+def test_a_keyed_ipv6_worker_may_be_written_in_brackets() -> None:
+    # The tunnel reaches ::1:50052; [::1]:50052 failed with "Name or service not known".
+    token = str(WorkerToken(b"\x06" * 16, b"\x07" * 16))
+    assert rpc.parse_worker_specs(f"{token}@[::1]:50052") == (f"{token}@::1:50052",)
+    assert rpc.parse_worker_specs("[fe80::2]:50052,::1:1") == ("fe80::2:50052", "::1:1")
+
+
 def test_a_file_where_the_worker_folder_goes_is_one_error_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
