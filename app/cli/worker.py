@@ -121,10 +121,17 @@ def _say(line: str) -> None:
     print(f"specchat worker: {line}", file=sys.stderr, flush=True)
 
 
+def client_address(host: str) -> str:
+    """How a client names a worker listening on `host`, in the line it is told to use."""
+    if host in ("0.0.0.0", "::"):  # every address: the client knows which one reaches it
+        return "THIS-MACHINE"
+    return f"[{host}]" if ":" in host else host
+
+
 def _print_key(identity: WorkerIdentity, host: str, port: int) -> None:
     fingerprint = readable_fingerprint(identity.fingerprint)
     if identity.key_is_new:
-        shown = host if not host.startswith(("0.0.0.0", "::")) else "THIS-MACHINE"
+        shown = client_address(host)
         print(
             "specchat worker: key for clients, shown this once (`specchat worker --show-key` "
             f"prints it again): {identity.token}\n"

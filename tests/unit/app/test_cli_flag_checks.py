@@ -155,3 +155,17 @@ def test_generate_refuses_command_line_text_that_is_not_utf8(
     assert (
         _last_error_line(capsys, "generate") == f"error: {message} (see specchat generate --help)"
     )
+
+
+@pytest.mark.parametrize(
+    ("host", "shown"),
+    [
+        ("0.0.0.0", "THIS-MACHINE"),
+        ("::", "THIS-MACHINE"),
+        ("::1", "[::1]"),
+        ("10.0.0.2", "10.0.0.2"),
+    ],
+)
+def test_the_worker_tells_clients_an_address_they_can_use(host: str, shown: str) -> None:
+    # ::1 was shown as THIS-MACHINE, as if it were every address.
+    assert app.cli.worker.client_address(host) == shown
