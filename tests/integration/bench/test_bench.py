@@ -44,6 +44,8 @@ from tests.helpers.bench_data import round_record, run_record
 # One llama.cpp thread per model: the suite shares two cores with other work, and llama.cpp's
 # spinning thread pool slows down many times over when it has more threads than free cores.
 THREADS = 1
+# A bench run of the command line small enough for a test.
+QUICK_RUN = ("--n-ctx", "512", "--threads", str(THREADS), "--no-warmup", "--quiet")
 ROOT = Path(__file__).resolve().parents[3]
 
 # -- pure parts -------------------------------------------------------------------------------
@@ -438,12 +440,7 @@ def test_cli_writes_json_csv_and_plot(
             str(prompts),
             "--max-tokens",
             "6",
-            "--n-ctx",
-            "512",
-            "--threads",
-            str(THREADS),
-            "--no-warmup",
-            "--quiet",
+            *QUICK_RUN,
             "--json",
             str(out["json"]),
             "--csv",
@@ -488,12 +485,7 @@ def test_cli_writes_the_report_to_stdout_for_a_dash(
             "builtin:chat",
             "--max-tokens",
             "4",
-            "--n-ctx",
-            "512",
-            "--threads",
-            str(THREADS),
-            "--no-warmup",
-            "--quiet",
+            *QUICK_RUN,
             "--json",
             "-",
         ]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
@@ -337,17 +338,18 @@ def test_menu_actions_follow_their_buttons_through_a_reply(
     assert not window.stop_action.isEnabled() and window.regenerate_action.isEnabled()
 
 
+@pytest.mark.parametrize("first", [False, True], ids=["later message", "first message"])
 def test_a_message_the_context_cannot_hold_comes_back_to_the_box(
-    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path], first: bool
 ) -> None:
-    # Left in the chat, it failed every later message the same way.
+    # Left in the chat, it failed every later message the same way; taken back from a chat it
+    # began, it left that chat in the list with nothing in it.
     window = open_fake_window(isolated_data_dir, files, **{"models/n_ctx": 256})
     try:
         with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
             window.start()
-        send(qtbot, window, "Hello")
-        chat = window.conversation_id
-        assert chat is not None
+        if not first:
+            send(qtbot, window, "Hello")
         too_long = "word " * 2000
         errors: list[str] = []
         window.errorShown.connect(errors.append)
@@ -356,9 +358,17 @@ def test_a_message_the_context_cannot_hold_comes_back_to_the_box(
             window.send()
         assert len(errors) == 1 and "context" in errors[0]
         assert window.prompt.toPlainText() == too_long.strip()
-        assert [m.role for m in window.store.messages(chat)] == ["user", "assistant"]
-        send(qtbot, window, "Short again")  # the chat goes on
-        assert len(window.store.messages(chat)) == 4
+        chats = window.store.conversations()
+        if first:
+            assert window.conversation_id is None and chats == []
+            assert not window.chats.undo_button.isVisibleTo(window)
+        else:
+            assert [c.id for c in chats] == [window.conversation_id]
+            assert [m.role for m in window.store.messages(chats[0].id)] == ["user", "assistant"]
+        send(qtbot, window, "Short again")  # the chat goes on, or a new one begins
+        chat = window.conversation_id
+        assert chat is not None and [c.id for c in window.store.conversations()] == [chat]
+        assert len(window.store.messages(chat)) == (2 if first else 4)
     finally:
         close_window(window)
 
@@ -379,28 +389,5 @@ def test_a_long_prompt_shows_how_far_it_has_been_read_before_the_reply(
                 lambda: "Reading the prompt… " in window.view.toPlainText(), timeout=TIMEOUT_MS
             )
         assert "Reading the prompt" not in window.view.toPlainText()
-    finally:
-        close_window(window)
-
-
-def test_a_first_message_the_context_cannot_hold_leaves_no_empty_chat(
-    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
-) -> None:
-    # Taken back from the chat it began, the message left that chat in the list, empty.
-    window = open_fake_window(isolated_data_dir, files, **{"models/n_ctx": 256})
-    try:
-        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
-            window.start()
-        too_long = "word " * 2000
-        window.prompt.setPlainText(too_long)
-        with qtbot.waitSignal(window.replyFailed, timeout=TIMEOUT_MS):
-            window.send()
-        assert window.prompt.toPlainText() == too_long.strip()
-        assert window.conversation_id is None and window.store.conversations() == []
-        assert not window.chats.undo_button.isVisibleTo(window)
-        send(qtbot, window, "Short")  # a new chat begins with the next message
-        chat = window.conversation_id
-        assert chat is not None and [c.id for c in window.store.conversations()] == [chat]
-        assert [m.role for m in window.store.messages(chat)] == ["user", "assistant"]
     finally:
         close_window(window)
