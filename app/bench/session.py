@@ -245,36 +245,41 @@ def bench_on_runtime(
     parked: dict[str, ModelConfig] = {}
     failed: Failures = {}
     try:
-        for index, group in enumerate(phases):
-            if index == 1 and resident:
-                # The chat's own drafts were measured in phase 0: free them while the others
-                # take their turns, so at most one draft model is held beside the target.
-                parked = _park(runtime, [labels[d.label] for d in resident])
-            added: list[str] = []
-            try:
-                for d in group:
-                    if d.label in labels:
-                        continue
-                    label = _try_add_draft(runtime, d, settings.draft_template, control, failed)
-                    if label is not None:
-                        labels[d.label] = label
-                        added.append(label)
-                        memory[d.label] = _model_bytes(runtime, label)
-                loaded = [d for d in group if d.label in labels]
-                if loaded:
-                    phase = Phase(index, _phase_configs(bench.configs, loaded), len(runs), total)
-                    runs += measure(bench, labels, phase)
-                else:
-                    # Its runs will never be made: progress counts to what does run.
-                    total -= phase_runs(counts[index], len(bench.prompt_ids), settings.repeats)
-                    if progress is not None and len(runs) == total:
-                        progress(total, total, "done")
-                if partial is not None and index < len(phases) - 1:
-                    partial(_report(bench, runs, memory, failed))
-            finally:
-                for label in added:
-                    runtime.free_draft(label)
-        _check_some_loaded(drafts, failed)
+        # The chat's earlier answer to the prompt, or another run's reply, would be drafted
+        # whole from the past chats: each run drafts from its own prompt, as run_benchmark's do.
+        with runtime.apart_from_history():
+            for index, group in enumerate(phases):
+                if index == 1 and resident:
+                    # The chat's own drafts were measured in phase 0: free them while the others
+                    # take their turns, so at most one draft model is held beside the target.
+                    parked = _park(runtime, [labels[d.label] for d in resident])
+                added: list[str] = []
+                try:
+                    for d in group:
+                        if d.label in labels:
+                            continue
+                        label = _try_add_draft(runtime, d, settings.draft_template, control, failed)
+                        if label is not None:
+                            labels[d.label] = label
+                            added.append(label)
+                            memory[d.label] = _model_bytes(runtime, label)
+                    loaded = [d for d in group if d.label in labels]
+                    if loaded:
+                        phase = Phase(
+                            index, _phase_configs(bench.configs, loaded), len(runs), total
+                        )
+                        runs += measure(bench, labels, phase)
+                    else:
+                        # Its runs will never be made: progress counts to what does run.
+                        total -= phase_runs(counts[index], len(bench.prompt_ids), settings.repeats)
+                        if progress is not None and len(runs) == total:
+                            progress(total, total, "done")
+                    if partial is not None and index < len(phases) - 1:
+                        partial(_report(bench, runs, memory, failed))
+                finally:
+                    for label in added:
+                        runtime.free_draft(label)
+            _check_some_loaded(drafts, failed)
     finally:
         for label, config in parked.items():
             runtime.add_draft(label, config, vetted=True)

@@ -7,6 +7,7 @@ before paying for its load, and turns chat messages into prompt ids with the tar
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -42,6 +43,12 @@ class _Loaded:
     drafter: Drafter
     facts: ModelFacts | None  # None for the suffix index: no model
     config: ModelConfig | None = None  # how the draft model was loaded, to load it again
+
+
+def _suffix_of(drafter: Drafter) -> SuffixDrafter | None:
+    if isinstance(drafter, SuffixDrafter):
+        return drafter
+    return drafter.suffix if isinstance(drafter, HybridDrafter) else None
 
 
 DraftVetter = Callable[[Path, Path], None]
@@ -123,6 +130,24 @@ class Runtime:
         if self.history is not None:
             self.history.clear()
             self._rebuild_history()
+
+    @contextlib.contextmanager
+    def apart_from_history(self) -> Iterator[None]:
+        """While it lasts, no reply joins the past-chats index and no draft reads it: a
+        measurement (Compare drafts) drafts from each run's own prompt, as `specchat bench`
+        does, not from the chat's earlier answer to it or from another run's reply."""
+        suffixes = [s for s in map(_suffix_of, (d.drafter for d in self._drafts.values())) if s]
+        held = [(s, s.corpus) for s in suffixes]
+        history, remember = self.history, self._remember_replies
+        self.history, self._remember_replies = None, False  # drafts added meanwhile too
+        for suffix in suffixes:
+            suffix.corpus = None
+        try:
+            yield
+        finally:
+            self.history, self._remember_replies = history, remember
+            for suffix, corpus in held:
+                suffix.corpus = corpus
 
     def _rebuild_history(self) -> None:
         if self.history is None or self._history_source is None or self.target is None:

@@ -194,7 +194,9 @@ class CompareDialog(QDialog):
         self.progress.setObjectName("compareProgress")
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
-        self.status = QLabel("Runs are interleaved and start from cold caches.")
+        self.status = QLabel(
+            "Runs are interleaved and start from cold caches, apart from your past chats."
+        )
         self.status.setObjectName("compareStatus")
         self.status.setWordWrap(True)
 

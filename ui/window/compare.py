@@ -30,8 +30,11 @@ NOT_ON_WORKERS = (
 )
 
 
-def compare_drafts(catalog: Catalog | None) -> list[bench_plan.DraftChoice]:
-    """Every installed draft the catalog finds compatible with the target and smaller."""
+def compare_drafts(
+    catalog: Catalog | None, *, with_history: bool = True
+) -> list[bench_plan.DraftChoice]:
+    """Every installed draft the catalog finds compatible with the target and smaller, drafting
+    with the suffix index (the hybrid) as the chat's draft does when `with_history`."""
     if catalog is None or catalog.target is None:
         return []
     target_size = catalog.target.size_bytes
@@ -42,6 +45,7 @@ def compare_drafts(catalog: Catalog | None) -> list[bench_plan.DraftChoice]:
         bench_plan.DraftChoice(
             name if names.count(name) == 1 else f"{Path(d.path).parent.name}/{name}",
             Path(d.path),
+            suffix=with_history,
         )
         for d, name in zip(usable, names, strict=True)
     ]
@@ -55,7 +59,7 @@ def compare_bench(
 ) -> CompareSource | None:
     """The comparison for the Compare dialog, on the window's own loaded models; None without
     a target or a draft."""
-    drafts = compare_drafts(catalog)
+    drafts = compare_drafts(catalog, with_history=settings.get_bool("models/draft_with_history"))
     if loaded is None or loaded.target is None or not drafts:
         return None
     target = loaded.target

@@ -22,7 +22,7 @@ from app.bench.turns import prompt_ids_for
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.drafters import ModelDrafter
-from app.engine.gamma import fixed
+from app.engine.gamma import AUTO, fixed
 from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.runtime import DRAFT, Runtime
 from app.engine.suffix_drafter import SuffixDrafter
@@ -249,6 +249,43 @@ def test_multi_turn_prompts_answer_their_earlier_turns_first(demo_models: Any) -
         assert runtime.history.documents == 1
     finally:
         runtime.close()
+        history.cleanup()
+
+
+def test_a_bench_on_a_chat_drafts_neither_from_its_past_chats_nor_from_its_own_runs(
+    demo_models: Any,
+) -> None:
+    # Compare drafts on a chat's last question drafted the chat's earlier answer whole from the
+    # past chats (every draft "100 %, one round"), and each run's reply joined them for the next.
+    history = tempfile.TemporaryDirectory()
+    chat = Runtime(history_dir=Path(history.name), keep_history=False)
+    try:
+        chat.load_target(_config(demo_models.q8_0))
+        chat.use_suffix_index()
+        asked = chat.chat_prompt([{"role": "user", "content": PROMPT[0].text}])
+        list(chat.generate(asked, GenerationConfig(max_tokens=24)))  # the chat's answer
+        assert chat.history is not None and chat.history.documents == 1
+        settings = BenchSettings(
+            [DraftChoice("suffix", None), DraftChoice("q4_1", demo_models.q4_1)],
+            [AUTO],
+            PROMPT,
+            GenerationConfig(max_tokens=24),
+            warmup=False,
+        )
+        report = bench_on_runtime(chat, settings)
+        suffix, hybrid = report.config("suffix γ=auto"), report.config("q4_1 γ=auto")
+        # The prompt alone holds little to draft from (2 and 0 tokens kept when written); the
+        # chat's answer in the past chats gave 14 and 22 of the 23.
+        assert suffix.figures.accepted is not None and suffix.figures.accepted < 8
+        assert hybrid.figures.suffix_accepted is not None and hybrid.figures.suffix_accepted < 8
+        assert chat.history.documents == 1  # no run's reply was remembered
+        # And the chat drafts from its past chats again afterwards.
+        drafter = chat.drafter
+        assert isinstance(drafter, SuffixDrafter) and drafter.corpus is chat.history
+        list(chat.generate(chat.chat_prompt([{"role": "user", "content": "Hi."}]), BASE))
+        assert chat.history.documents == 2
+    finally:
+        chat.close()
         history.cleanup()
 
 

@@ -136,6 +136,9 @@ def test_compare_dialog_runs_on_the_last_prompt(window: MainWindow, qtbot: QtBot
     }
     assert expected, "the demo family has compatible drafts"
     assert {d.label for d in compare_drafts(window.models.catalog)} == expected
+    # Each draft drafts as the chat's would: with the chat history unless Settings says not.
+    assert all(d.suffix for d in compare_drafts(catalog))
+    assert not any(d.suffix for d in compare_drafts(catalog, with_history=False))
 
     loaded_before = window.models.loaded
     assert loaded_before is not None and loaded_before.target is not None
