@@ -16,7 +16,9 @@ OVERHEAD_S = 0.0004
 TARGET = ModelConfig("/models/target.gguf", n_threads=2)
 
 
-def _hybrid_reply(*, draft_prefill_s: float, catchup_s: float) -> GenerationStats:
+def _hybrid_reply(
+    *, draft_prefill_s: float, catchup_s: float, accepted: int = 3
+) -> GenerationStats:
     """Twenty rounds of four drafted tokens, three kept, at the given reading costs."""
     rounds = [
         RoundRecord(
@@ -24,8 +26,8 @@ def _hybrid_reply(*, draft_prefill_s: float, catchup_s: float) -> GenerationStat
             mode="hybrid",
             gamma=4,
             drafted=4,
-            accepted=3,
-            emitted=4,
+            accepted=accepted,
+            emitted=accepted + 1,
             draft_s=0.036,
             verify_s=0.045,
             draft_steps=4,
@@ -38,7 +40,7 @@ def _hybrid_reply(*, draft_prefill_s: float, catchup_s: float) -> GenerationStat
     return summarize(
         rounds,
         prompt_tokens=120,
-        generated_tokens=81,
+        generated_tokens=1 + 20 * (accepted + 1),
         prompt_s=0.3,
         generation_s=draft_prefill_s + passes_s,
         ttft_s=0.3,
@@ -70,6 +72,14 @@ def test_a_draft_models_reading_slows_the_reply_without_pricing_plain_decoding_h
         before.value * read.tokens_per_second / unread.tokens_per_second
     )
     assert after.value < before.value
+
+
+def test_the_estimate_never_exceeds_the_tokens_a_round_yields() -> None:
+    # A plain step timed while other programs held the cores: 0 % acceptance read 1.46x.
+    stats = _hybrid_reply(draft_prefill_s=0.0, catchup_s=0.0, accepted=0)
+    assert stats.tokens_per_round == 1.0
+    speedup = PlainSpeed().speedup(TARGET, False, stats, 10 * STEP_S)
+    assert speedup is not None and speedup.value == 1.0 and not speedup.measured
 
 
 def test_a_measured_plain_reply_replaces_the_estimate() -> None:
