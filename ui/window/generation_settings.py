@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from app.engine.config import GenerationConfig, SamplingConfig
 from app.engine.gamma import AUTO, fixed
 from ui.settings import Settings
@@ -23,3 +25,29 @@ def generation_config(settings: Settings) -> GenerationConfig:
         ),
         exact=settings.get_bool("generation/exact"),
     )
+
+
+# What Regenerate samples at when the settings say greedy (0), as chat apps commonly default to.
+REGENERATE_TEMPERATURE = 0.7
+
+
+def regenerate_sampling(sampling: SamplingConfig) -> tuple[SamplingConfig, str | None]:
+    """What Regenerate samples with, and how the reply says it differs (None: as set).
+
+    A regenerated reply is asked for because the first did not suit, so settings that would
+    write the same words again are loosened. Greedy decoding, and a nucleus or top-k of the top
+    token alone (greedy too, whatever the temperature says), sample at REGENERATE_TEMPERATURE
+    over the whole vocabulary; a fixed seed gives way to a fresh one.
+    """
+    if sampling.greedy or sampling.top_p == 0 or sampling.top_k == 1:
+        loosened = replace(
+            sampling,
+            temperature=REGENERATE_TEMPERATURE,
+            top_p=1.0 if sampling.top_p == 0 else sampling.top_p,
+            top_k=0 if sampling.top_k == 1 else sampling.top_k,
+            seed=None,
+        )
+        return loosened, f"regenerated at temperature {REGENERATE_TEMPERATURE}"
+    if sampling.seed is not None:
+        return replace(sampling, seed=None), "regenerated with a fresh seed"
+    return sampling, None

@@ -31,13 +31,12 @@ from ui.widgets.insight_panel import InsightPanel
 from ui.widgets.live_metrics import LiveReply
 from ui.widgets.metrics_panel import MetricsPanel
 from ui.window.chat_controller import ChatController
+from ui.window.generation_settings import regenerate_sampling
 from ui.window.reply import ReplyInProgress
 from ui.window.speed_reference import MIN_LIVE_ROUNDS, PlainSpeed, Speedup
 from ui.workers.engine_host import EngineHost
 from ui.workers.requests import GenerateRequest, GenerationFailure
 
-# What Regenerate samples at when the settings say greedy (0), as chat apps commonly default to.
-REGENERATE_TEMPERATURE = 0.7
 STOPPED_BEFORE_TEXT = "Stopped before any text was written."
 
 
@@ -122,12 +121,9 @@ class ReplyFlow(QObject):
         conversation_id = self._chat.conversation_id
         assert conversation_id is not None and self.reply is None
         variation = None
-        if replacing is not None and config.sampling.temperature == 0:
-            # Greedy decoding would write the same words again; a regenerated reply is asked
-            # for because the first did not suit, so this one samples, with a fresh seed.
-            sampling = replace(config.sampling, temperature=REGENERATE_TEMPERATURE, seed=None)
+        if replacing is not None:
+            sampling, variation = regenerate_sampling(config.sampling)
             config = replace(config, sampling=sampling)
-            variation = f"regenerated at temperature {REGENERATE_TEMPERATURE}"
         control = GenerationControl(speculative=speculation)
         request = GenerateRequest(
             request_id=next(self._request_ids),
