@@ -31,6 +31,8 @@ UNDO_SHOWN_MS = 20_000
 # The UI thread's wait for the past-chats index's lock, which the engine thread may hold for a
 # second or two while it reads or rewrites an index; past it the files are deleted unlocked.
 UI_LOCK_WAIT_S = 0.2
+TAKEN_BACK = "Your last message is back in the box to edit; its reply is gone."
+UNFITTING = "Your message is back in the box: the chat with it is longer than the context holds."
 DELETED_ELSEWHERE = (
     "This chat was deleted in another SpecChat window; your message starts a new chat."
 )
@@ -113,9 +115,9 @@ class ConversationActions:
         if replies:
             self._view.copy_text(replies[-1].text)
 
-    def take_back_last_message(self, box: QPlainTextEdit) -> bool:
+    def take_back_last_message(self, box: QPlainTextEdit, *, said: str = TAKEN_BACK) -> bool:
         """Move the last message the user wrote (and what followed it) back into `box`,
-        with an Undo that puts the exchange back as it was."""
+        with an Undo that puts the exchange back as it was; `said` on the status bar."""
         taken = self.store_action(self._chat.take_back_last_message)
         if not taken:
             return False
@@ -125,16 +127,14 @@ class ConversationActions:
         box.setFocus()
         self._taken = (taken, box)
         self.undo_button.show()
-        self._window.statusBar().showMessage(
-            "Your last message is back in the box to edit; its reply is gone.", UNDO_SHOWN_MS
-        )
+        self._window.statusBar().showMessage(said, UNDO_SHOWN_MS)
         self._undo_timer.start()
         return True
 
     def take_back_unfitting(self, box: QPlainTextEdit) -> None:
         """The message just sent overflows the context: back to `box` to shorten. A chat it
         began goes with it, or it would stay in the list with nothing in it."""
-        if not self.take_back_last_message(box):
+        if not self.take_back_last_message(box, said=UNFITTING):
             return
         if self.store_action(self._chat.drop_if_empty):
             self.forget_take_back()  # nothing is left to put it back into
@@ -166,6 +166,9 @@ class ConversationActions:
         self._taken = None
         self._undo_timer.stop()
         self.undo_button.hide()
+        status = self._window.statusBar()
+        if status.currentMessage() in (TAKEN_BACK, UNFITTING):  # it spoke of the Undo gone
+            status.clearMessage()
 
     def rename(self, conversation_id: int, title: str) -> None:
         self.store_action(lambda: self._chat.rename(conversation_id, title))

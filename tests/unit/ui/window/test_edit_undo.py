@@ -34,8 +34,11 @@ def test_sending_the_edited_message_withdraws_the_undo(window: MainWindow, qtbot
     send(qtbot, window, "A question with a typo")
     window.view.anchorClicked.emit(QUrl("edit:"))
     assert window.chats.undo_button.isVisible()
+    assert "back in the box" in window.statusBar().currentMessage()
     send(qtbot, window, "A question, fixed")
     assert not window.chats.undo_button.isVisible()
+    # The note that spoke of the taken-back reply went with its Undo.
+    assert "back in the box" not in window.statusBar().currentMessage()
     assert window.conversation_id is not None
     users = [m.content for m in window.store.messages(window.conversation_id) if m.role == "user"]
     assert users == ["A question, fixed"]

@@ -358,6 +358,7 @@ def test_a_message_the_context_cannot_hold_comes_back_to_the_box(
             window.send()
         assert len(errors) == 1 and "context" in errors[0]
         assert window.prompt.toPlainText() == too_long.strip()
+        assert "its reply is gone" not in window.statusBar().currentMessage()  # it had none
         chats = window.store.conversations()
         if first:
             assert window.conversation_id is None and chats == []
