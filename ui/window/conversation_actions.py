@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPlainTextE
 
 from app.engine.corpus_files import forget_every_vocabulary
 from app.paths import DataFolderError, data_dir
-from app.store import StoredMessage
+from app.store import StoredMessage, visible
 from app.store_errors import StoreError
 from ui.messages import describe
 from ui.named_widgets import push_button
@@ -171,6 +171,11 @@ class ConversationActions:
             status.clearMessage()
 
     def rename(self, conversation_id: int, title: str) -> None:
+        if not visible(title):
+            # A title cleared in the list's editor, or spaces: the chat keeps its own, which
+            # the list shows again (the store would have made it "Untitled" for good).
+            self.refresh_list()
+            return
         self.store_action(lambda: self._chat.rename(conversation_id, title))
         self.refresh_list()
         self.show_title()

@@ -141,3 +141,19 @@ def test_tab_walks_every_control_and_wraps_without_typing_into_the_system_prompt
     assert window.controls.target_combo in reached and window.controls.speculation in reached
     assert window.settings_panel.system_prompt.toPlainText() == ""
     assert window.settings.get_str("generation/system_prompt") == ""
+
+
+def test_a_title_cleared_in_the_list_leaves_the_chat_its_own(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    # The store made it "Untitled" for good.
+    send(qtbot, window, "Plan a picnic")
+    chat = window.conversation_id
+    assert chat is not None
+    for cleared in ("", "   ", "\u200b"):
+        window.conversations.list.item(0).setText(cleared)  # the list's editor, emptied
+        summary = window.store.conversation(chat)
+        assert summary is not None and summary.title == "Plan a picnic"
+        assert window.conversations.titles() == ["Plan a picnic"]
+    window.conversations.list.item(0).setText("Picnic")
+    assert window.conversations.titles() == ["Picnic"]
