@@ -116,7 +116,13 @@ def create_app(owner: EngineOwner, settings: ServerSettings | SettingsSource) ->
                 CORSMiddleware,
                 allow_origins=list(door.cors_origins),
                 allow_methods=["GET", "POST"],
-                allow_headers=["Authorization", "Content-Type"],
+                # Whatever a client library adds (OpenAI's JavaScript SDK sends X-Stainless-*
+                # headers on every request): the origin, allowed by name, is the boundary.
+                allow_headers=["*"],
+                # A page from the allowed origin reaches this loopback server from a public
+                # one; browsers that check Private Network Access ask first, and the user's
+                # --cors-origin is the answer.
+                allow_private_network=True,
             )
         )
     if door.api_key:
@@ -183,13 +189,14 @@ class BearerAuth:
 
     def __init__(self, app: ASGIApp, api_key: str) -> None:
         self._app = app
-        self._expected = f"Bearer {api_key}".encode()
+        self._expected = api_key.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            # Constant time, so the key cannot be guessed byte by byte from response times.
-            if not hmac.compare_digest(given, self._expected):
+            scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
+            # The scheme's name is case-insensitive (RFC 9110, 11.1): "bearer KEY" is sent too.
+            # The key in constant time, so it cannot be guessed byte by byte from response times.
+            if not (hmac.compare_digest(given, self._expected) and scheme.lower() == b"bearer"):
                 error = ApiError(401, "missing or wrong API key", code="invalid_api_key")
                 response = error_response(error, {"WWW-Authenticate": "Bearer"})
                 await response(scope, receive, send)

@@ -92,6 +92,16 @@ def test_wrong_or_missing_key_is_refused(server: Server, key: str | None) -> Non
     assert status == 401
 
 
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER"])
+def test_the_key_is_taken_with_the_scheme_in_any_case(server: Server, scheme: str) -> None:
+    # RFC 9110: the scheme's name is case-insensitive; "bearer KEY" got 401.
+    given = {"Authorization": f"{scheme} {API_KEY}"}
+    assert server.request("GET", "/v1/models", headers=given)[0] == 200
+    for wrong in (f"Basic {API_KEY}", f"{scheme} wrong-key", API_KEY, f"{scheme}{API_KEY}"):
+        status, _ = server.request("GET", "/v1/models", headers={"Authorization": wrong})
+        assert status == 401, wrong
+
+
 def test_openai_client_with_a_wrong_key_gets_an_authentication_error(server: Server) -> None:
     client = openai.OpenAI(base_url=server.base_url, api_key="nope", max_retries=0)
     with pytest.raises(openai.AuthenticationError):

@@ -209,7 +209,11 @@ def test_a_page_from_the_listed_origin_gets_cors_access(server: Server) -> None:
             headers={
                 "Origin": CORS_ORIGIN,
                 "Access-Control-Request-Method": "POST",
-                "Access-Control-Request-Headers": "authorization, content-type",
+                # OpenAI's JavaScript SDK adds its own headers (400 "Disallowed CORS headers");
+                # the page is public and the server on loopback (Private Network Access).
+                "Access-Control-Request-Headers": "authorization, content-type, "
+                "x-stainless-os, x-stainless-retry-count",
+                "Access-Control-Request-Private-Network": "true",
             },
         )
         preflight = conn.getresponse()
@@ -218,3 +222,6 @@ def test_a_page_from_the_listed_origin_gets_cors_access(server: Server) -> None:
         conn.close()
     assert preflight.status == 200
     assert preflight.getheader("Access-Control-Allow-Origin") == CORS_ORIGIN
+    allowed = (preflight.getheader("Access-Control-Allow-Headers") or "").lower()
+    assert "x-stainless-retry-count" in allowed and "authorization" in allowed
+    assert preflight.getheader("Access-Control-Allow-Private-Network") == "true"
