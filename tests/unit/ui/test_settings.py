@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,12 @@ def test_a_hand_edited_line_qt_cannot_read_is_no_refused_write(
     s.set("generation/gamma", 7)
     assert s.sync()
     assert said == [] and make(path).get_int("generation/gamma") == 7
+
+
+def test_cpu_threads_go_no_higher_than_the_machine_runs_at_once(tmp_path: Path) -> None:
+    # 256 on a 2-core machine wrote 0.3 tokens/s where 2 wrote 14.
+    cores = os.cpu_count() or 1
+    assert INT_RANGES["models/n_threads"] == (0, cores)
+    settings = make(tmp_path / "s.ini")
+    settings.set("models/n_threads", cores + 1)
+    assert settings.get_int("models/n_threads") == 0  # Auto, as any value out of range reads
