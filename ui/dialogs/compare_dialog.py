@@ -163,6 +163,7 @@ class CompareDialog(QDialog):
             run_bench if isinstance(run_bench, CompareSource) else ThreadCompare(run_bench)
         )
         self._run: CompareRun | None = None
+        self._loading_draft: str | None = None  # asked for by "Use this draft", not loaded yet
         queued = Qt.ConnectionType.QueuedConnection
         self._progressed.connect(self._on_progress, queued)
         self._finished.connect(self._on_finished, queued)
@@ -294,7 +295,20 @@ class CompareDialog(QDialog):
         if path is None or self.running:
             return
         self.status.setText(f"Loading {Path(path).name} as the chat's draft.")
+        self._loading_draft = path
         self.draftChosen.emit(path)
+
+    def chat_draft_loaded(self, draft: str) -> None:
+        """The window's models loaded, `draft` (a path, or how the settings name no file) as
+        the chat's draft: what the status said was loading has loaded, or has not."""
+        asked, self._loading_draft = self._loading_draft, None
+        if asked is None:
+            return
+        name = Path(asked).name
+        if draft == asked:
+            self.status.setText(f"{name} is the chat's draft now.")
+        else:
+            self.status.setText(f"{name} could not be loaded; the chat keeps its draft.")
 
     # -- results --------------------------------------------------------------------------------
 

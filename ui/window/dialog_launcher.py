@@ -45,6 +45,7 @@ class DialogLauncher(QObject):
         # Made on first use: the Models dialog scans the disk as soon as it exists.
         self.models_dialog: ModelsDialog | None = None
         self.compare_dialog: CompareDialog | None = None
+        models.loadingChanged.connect(self._tell_compare)
 
     def pick_model_files(self) -> list[str]:
         """GGUF files the user picks in a file dialog opened where the last ones came from."""
@@ -125,6 +126,12 @@ class DialogLauncher(QObject):
 
     def _forget_compare(self) -> None:
         self.compare_dialog = None
+
+    def _tell_compare(self, loading: bool) -> None:
+        # "Use this draft" said the draft was loading; once the window's load has ended, the
+        # dialog says whether it is the chat's draft now.
+        if not loading and self.compare_dialog is not None:
+            self.compare_dialog.chat_draft_loaded(self._models.draft_value)
 
     def shutdown(self, timeout_ms: int) -> None:
         if self.compare_dialog is not None:

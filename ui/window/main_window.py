@@ -312,6 +312,9 @@ class MainWindow(WindowLayout):
     def _start_generation(self, *, replacing: int | None = None) -> None:
         loaded = self.models.loaded
         assert loaded is not None
+        # An error shown before spoke of an earlier action (a context since raised, a failed
+        # export); left up, it read as this reply's. This reply's own show again.
+        self.banner.hide()
         self.flow.start(
             loaded.draft,
             self.generation_config(),

@@ -240,7 +240,15 @@ def test_use_this_draft_hands_the_rows_draft_file_to_the_window(qtbot: QtBot) ->
     with qtbot.waitSignal(dialog.draftChosen, timeout=1_000) as chosen:
         dialog.use_button.click()
     assert chosen.args == ["draft.gguf"]
-    assert "draft.gguf" in dialog.status.text()
+    assert dialog.status.text() == "Loading draft.gguf as the chat's draft."
+    # It said "Loading" long after the window had loaded it.
+    dialog.chat_draft_loaded("draft.gguf")
+    assert dialog.status.text() == "draft.gguf is the chat's draft now."
+    dialog.chat_draft_loaded("other.gguf")  # a later load, not asked for here: nothing to say
+    assert dialog.status.text() == "draft.gguf is the chat's draft now."
+    dialog.use_button.click()
+    dialog.chat_draft_loaded("other.gguf")
+    assert dialog.status.text() == "draft.gguf could not be loaded; the chat keeps its draft."
 
 
 def test_every_column_and_the_axis_label_fit_at_the_default_size_and_smaller(qtbot: QtBot) -> None:

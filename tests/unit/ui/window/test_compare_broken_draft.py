@@ -38,3 +38,22 @@ def test_a_broken_draft_is_its_rows_error_and_the_other_drafts_are_still_measure
     # The runtime's models are as they were: the chat still drafts with its own draft.
     stats = send(qtbot, window, "After compare")
     assert stats.get("mode") == "hybrid" and stats.get("draft") == "small-draft.gguf"
+
+
+def test_use_this_draft_says_when_the_window_has_loaded_it(
+    window: MainWindow, qtbot: QtBot, files: dict[str, Path]
+) -> None:
+    # The dialog said "Loading … as the chat's draft." long after the load had ended.
+    other, dialog = compare_with_another_draft(qtbot, window, files, "other-draft.gguf")
+    with qtbot.waitSignal(dialog.reportReady, timeout=TIMEOUT_MS):
+        dialog.start()
+    qtbot.waitUntil(lambda: not dialog.running, timeout=TIMEOUT_MS)
+    report = dialog.report
+    assert report is not None
+    row = next(i for i, c in enumerate(report.configs, 1) if c.draft_path == str(other))
+    dialog.table.selectRow(row)
+    dialog.use_selected_draft()
+    qtbot.waitUntil(lambda: window.models.draft_value == str(other), timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: "chat's draft now" in dialog.status.text(), timeout=TIMEOUT_MS)
+    assert dialog.status.text() == "other-draft.gguf is the chat's draft now."
+    dialog.close()

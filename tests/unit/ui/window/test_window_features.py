@@ -157,3 +157,11 @@ def test_a_title_cleared_in_the_list_leaves_the_chat_its_own(
         assert window.conversations.titles() == ["Plan a picnic"]
     window.conversations.list.item(0).setText("Picnic")
     assert window.conversations.titles() == ["Picnic"]
+
+
+def test_an_earlier_error_goes_when_the_next_reply_starts(window: MainWindow, qtbot: QtBot) -> None:
+    # A banner about a context since raised stayed above every later reply.
+    window.show_error("The conversation is 559 tokens but the context holds 256.")
+    assert window.banner.text
+    send(qtbot, window, "Hello again")
+    assert window.banner.text == ""
