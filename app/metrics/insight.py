@@ -16,7 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.metrics import measured as m
-from app.metrics.cost_model import MAX_GAMMA, VerifyLine, expected_tokens_by_position, round_cost
+from app.metrics.cost_model import (
+    MAX_GAMMA,
+    MAX_STOPPED_GAMMA,
+    VerifyLine,
+    expected_tokens_by_position,
+    round_cost,
+)
 from app.metrics.ledger import LedgerRow, ledger
 from app.metrics.rounds import RoundRecord
 
@@ -76,8 +82,12 @@ def analyse(
     *,
     max_gamma: int = MAX_GAMMA,
 ) -> Insight:
-    """Everything the Insight panel shows about one reply's rounds."""
+    """Everything the Insight panel shows about one reply's rounds. The curve reaches
+    max_gamma, or further where γ auto asked for more (up to MAX_STOPPED_GAMMA, as its
+    confidence stop lets it), so the γ it ran at has a prediction too."""
     spec = [r for r in rounds if r.speculative]
+    asked = max((r.gamma for r in spec), default=0)
+    max_gamma = max(max_gamma, min(asked, MAX_STOPPED_GAMMA))
     if not plain_step_s:
         plain_step_s = m.plain_step_s(rounds)
     alpha = m.judged_acceptance(spec)

@@ -16,11 +16,12 @@ from app.engine.events import FinishEvent, RoundEvent
 from app.engine.gamma import fixed
 from app.engine.runtime import Runtime
 from app.llama.config import ModelConfig
-from app.metrics.cost_model import MAX_GAMMA
+from app.metrics.cost_model import MAX_GAMMA, MAX_STOPPED_GAMMA
 from app.metrics.insight import analyse
 from tests.helpers.bench_data import (
     PLAIN_STEP_S,
     result_from_rounds,
+    round_record,
     seed_rounds,
     useless_rounds,
 )
@@ -102,6 +103,17 @@ def test_finished_reply_fills_the_round_table_and_chart(panel: InsightPanel, qtb
     panel.show()
     qtbot.waitExposed(panel)
     assert not panel.grab().isNull()  # paints without raising
+
+
+def test_a_gamma_auto_ran_past_the_fixed_ceiling_has_its_prediction() -> None:
+    # Under its confidence stop γ auto asks for up to 24: "current γ 17: predicted —".
+    rounds = [round_record(0, 0, 0), *(round_record(i, 17, 15) for i in range(1, 6))]
+    insight = analyse(rounds, PLAIN_STEP_S)
+    assert insight.current_gamma == 17 and len(insight.curve) == 18
+    assert insight.predicted_at_current is not None and insight.predicted_at_current > 1
+    wide = [round_record(0, 0, 0), round_record(1, 40, 40)]  # free tokens: no curve that long
+    assert len(analyse(wide, PLAIN_STEP_S).curve) == MAX_STOPPED_GAMMA + 1
+    assert len(analyse(seed_rounds(), PLAIN_STEP_S).curve) == MAX_GAMMA + 1
 
 
 def test_useless_draft_reads_as_do_not_speculate(panel: InsightPanel) -> None:
