@@ -2,7 +2,8 @@
 
 Owns at most one target and the drafts loaded for it, frees the old model before loading a
 new one (two copies of a large target would not fit in VRAM), vets a draft against the target
-before paying for its load, and turns chat messages into prompt ids with the target's own template.
+before paying for its load, and turns chat messages into prompt ids with the target's own template
+(TargetPrompts, app/engine/target_prompts.py).
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.engine.chat_prompt import chat_prompt_ids
-from app.engine.chat_template import ChatMessage
 from app.engine.config import GenerationConfig, check_model_config
 from app.engine.control import GenerationControl
 from app.engine.corpus_files import forget_every_vocabulary, vocabulary_fingerprint
@@ -26,7 +25,7 @@ from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.loop import Clock, SpeculativeEngine
 from app.engine.past_chats import HistorySource, exchange, remembering
 from app.engine.suffix_drafter import SuffixDrafter
-from app.engine.tool_calls import ToolDialect, ToolOffer, tool_dialect
+from app.engine.target_prompts import TargetPrompts
 from app.errors import InvalidSettingError
 from app.llama.config import ModelConfig
 from app.llama.facts import MemoryUsage, ModelFacts
@@ -62,7 +61,7 @@ ModelOpener = Callable[..., LlamaModel]
 """Opens a model file: LlamaModel itself, or a stand-in with its contract in tests."""
 
 
-class Runtime:
+class Runtime(TargetPrompts):
     """At most one target, and drafts registered by label of which one at a time is selected.
 
     The window and `generate` use one draft (load_draft / use_suffix_index / clear_draft);
@@ -320,11 +319,6 @@ class Runtime:
         self.engine = None
         self._target_facts = None
 
-    def _require_target(self) -> LlamaModel:
-        if self.target is None:
-            raise InvalidSettingError("no target model is loaded")
-        return self.target
-
     def _require_engine(self) -> SpeculativeEngine:
         if self.engine is None:
             raise InvalidSettingError("no target model is loaded")
@@ -333,38 +327,6 @@ class Runtime:
     def _require_free(self, label: str) -> None:
         if label in self._drafts:
             raise InvalidSettingError(f"a draft named {label!r} is already loaded")
-
-    # -- prompts ------------------------------------------------------------------------------
-
-    def chat_prompt(
-        self,
-        messages: Sequence[ChatMessage],
-        control: GenerationControl | None = None,
-        tools: ToolOffer | None = None,
-    ) -> list[int]:
-        """Prompt ids from the target's own template; Stop on `control` ends a slow render."""
-        target = self._require_target()
-        return chat_prompt_ids(
-            target,
-            self._chat_template(),
-            messages,
-            tools=tools,
-            bos_token=target.bos_text,
-            eos_token=target.eos_text,
-            should_stop=None if control is None else (lambda: control.stop_requested),
-        )
-
-    def tool_dialect(self) -> ToolDialect:
-        """How the target's template offers functions and how its calls read."""
-        return tool_dialect(self._chat_template())
-
-    def _chat_template(self) -> str | None:
-        target = self._require_target()
-        return target.config.chat_template or target.meta("tokenizer.chat_template")
-
-    def text_prompt(self, text: str, *, parse_special: bool = False) -> list[int]:
-        target = self._require_target()
-        return target.tokenize(text, add_special=True, parse_special=parse_special)
 
     # -- generating ---------------------------------------------------------------------------
 
