@@ -33,106 +33,12 @@ from app.bench.chart import draw_speedup_chart
 from app.bench.session import BenchCallable
 from app.bench.summary import BenchReport, ConfigReport
 from app.engine.control import GenerationControl
-from app.errors import Cancelled, as_sentence
-from app.metrics.summary import METRIC_DEFINITIONS
+from app.errors import Cancelled
+from ui.dialogs.compare_rows import COLUMN_TIPS, COLUMNS, row_texts, unmeasured_text, verdict
 from ui.dialogs.tables import make_table
-from ui.formatting import speedup_band
 from ui.messages import describe, is_cancel
 from ui.named_widgets import push_button
 from ui.workers.compare_run import CompareListener, CompareRun, CompareSource, ThreadCompare
-
-DASH = "—"
-NOT_RUN = "not run"
-COLUMNS = (
-    "configuration",
-    "tok/s",
-    "speedup",
-    "predicted",
-    "acceptance",
-    "tokens/round",
-    "c_draft",
-    "c_verify",
-    "TTFT",
-    "same as plain",
-)
-_D = METRIC_DEFINITIONS
-# A figure's tip is its definition, word for word as everywhere else it is shown.
-COLUMN_TIPS = {
-    "tok/s": _D["tokens_per_second"],
-    "speedup": "tokens/s over plain decoding's on the same prompt",
-    "predicted": (
-        "the cost model (docs/design.md) fed by the measured per-position acceptance and costs"
-    ),
-    "acceptance": _D["acceptance_rate"],
-    "tokens/round": _D["tokens_per_round"],
-    "c_draft": _D["c_draft"],
-    "c_verify": _D["c_verify"],
-    "TTFT": _D["ttft_s"],
-    "same as plain": "greedy output identical to plain decoding, token for token",
-}
-
-
-def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
-    return DASH if value is None else f"{value:{spec}}{suffix}"
-
-
-def _percent(value: float | None) -> float | None:
-    return None if value is None else value * 100.0
-
-
-def _unmeasured(config: ConfigReport) -> str | None:
-    """What a row with no runs says in place of its figures (None: it was measured)."""
-    if config.measured:
-        return None
-    return as_sentence(config.error) if config.error else NOT_RUN
-
-
-def _row(config: ConfigReport, greedy: bool) -> list[str]:
-    f = config.figures
-    plain = config.draft is None
-    # Greedy runs that were measured always have a verdict; None then means no plain twin.
-    same = {True: "yes", False: "NO", None: DASH if greedy else "n/a (sampling)"}[
-        f.identical_to_plain
-    ]
-    return [
-        config.label,
-        _fmt(f.tokens_per_second, ".1f"),
-        "1.00× (baseline)" if plain else _fmt(f.speedup, ".2f", "×"),
-        "" if plain else _fmt(f.predicted_speedup, ".2f", "×"),
-        ""
-        if plain
-        else _fmt(None if f.acceptance_rate is None else f.acceptance_rate * 100, ".1f", " %"),
-        _fmt(f.tokens_per_round, ".2f"),
-        "" if plain else _fmt(f.c_draft, ".2f"),
-        "" if plain else _fmt(f.c_verify, ".2f"),
-        _fmt(None if f.ttft_s is None else f.ttft_s * 1000, ".0f", " ms"),
-        "" if plain else same,
-    ]
-
-
-def _verdict(report: BenchReport) -> str:
-    """The plain headline: which configuration was fastest, and γ auto where it ran."""
-    timed = [c for c in report.configs if c.figures.speedup is not None]
-    if not timed:
-        return "Done."
-    best = max(timed, key=lambda c: c.figures.speedup or 0.0)
-    speedup = _fmt(best.figures.speedup, ".2f", "×")
-    # Within a run's noise of plain decoding, the fastest row is no draft to switch to.
-    text = {
-        "faster": f"Done. Fastest: {best.label}, {speedup} as fast as plain decoding",
-        "about": f"Done. No draft was clearly faster than plain decoding (best: {best.label}, "
-        f"{speedup})",
-        "slower": f"Done. Every draft was slower than plain decoding (best: {best.label}, "
-        f"{speedup})",
-    }[speedup_band(best.figures.speedup or 0.0)]
-    autos = [
-        f"{d.draft} {_fmt(d.auto_speedup, '.2f', '×')}"
-        for d in report.drafts
-        if d.auto_speedup is not None
-    ]
-    text += f"; with γ auto: {', '.join(autos)}." if autos else "."
-    failed = dict.fromkeys(c.draft for c in report.configs if c.error and c.draft)
-    return text + (f" Not measured: {', '.join(failed)} (see the table)." if failed else "")
 
 
 class CompareDialog(QDialog):
@@ -319,11 +225,11 @@ class CompareDialog(QDialog):
         self.table.setRowCount(len(self._rows))
         greedy = bool(report.settings.get("greedy"))
         for r, config in enumerate(self._rows):
-            unmeasured = _unmeasured(config)
+            unmeasured = unmeasured_text(config)
             if unmeasured is not None:
                 self._show_unmeasured(r, config, unmeasured)
                 continue
-            for c, text in enumerate(_row(config, greedy)):
+            for c, text in enumerate(row_texts(config, greedy)):
                 item = QTableWidgetItem(text)
                 if c > 0:
                     item.setTextAlignment(
@@ -376,7 +282,7 @@ class CompareDialog(QDialog):
     def _on_finished(self, report: BenchReport) -> None:
         self.show_report(report)
         self._end_run(complete=True)
-        self.status.setText(_verdict(report))
+        self.status.setText(verdict(report))
         self.reportReady.emit(report)
 
     def _on_failed(self, exc: Exception) -> None:

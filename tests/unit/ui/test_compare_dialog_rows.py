@@ -26,7 +26,8 @@ from app.engine.control import GenerationControl
 from app.engine.gamma import OFF, fixed
 from app.errors import Cancelled
 from tests.helpers.bench_data import round_record, run_record, seed_report, seed_rounds
-from ui.dialogs.compare_dialog import CompareDialog, _row
+from ui.dialogs.compare_dialog import CompareDialog
+from ui.dialogs.compare_rows import row_texts
 
 TIMEOUT_MS = 10_000
 LOAD_ERROR = "cannot load model /m/broken.gguf: not a GGUF file (bad magic)"
@@ -96,7 +97,7 @@ def test_a_sampled_comparison_still_says_n_a_for_a_measured_row() -> None:
     sampled = dataclasses.replace(
         drafted, figures=dataclasses.replace(drafted.figures, identical_to_plain=None)
     )
-    assert _row(sampled, greedy=False)[-1] == "n/a (sampling)"
+    assert row_texts(sampled, greedy=False)[-1] == "n/a (sampling)"
 
 
 def test_a_new_run_starts_from_an_empty_table_and_cannot_use_the_previous_runs_draft(
