@@ -212,7 +212,12 @@ def run_serve(args: argparse.Namespace) -> int:
         target = runtime.target_facts
         assert target is not None
         settings = ServerSettings(
-            defaults=Defaults(config, n_max_of(args.gamma), runtime.tool_dialect()),
+            defaults=Defaults(
+                config,
+                n_max_of(args.gamma),
+                runtime.tool_dialect(),
+                drafts=runtime.mode != "plain",
+            ),
             model_id=Path(target.path).stem,
             n_ctx=target.n_ctx,
             api_key=args.api_key or None,

@@ -54,7 +54,9 @@ class ReplyFormat:
         request = self._request
         return {
             "timings": timings(result, started),
-            "speculation": speculation(result, request.n_max, request.config.p_min),
+            "speculation": speculation(
+                result, request.n_max, request.config.p_min, request.notices
+            ),
         }
 
     # -- streaming ----------------------------------------------------------------------------

@@ -56,6 +56,9 @@ class Defaults:
     config: GenerationConfig
     n_max: NMax
     tool_dialect: ToolDialect = DESCRIBED  # the served model's, from its chat template
+    # False when the server has nothing to draft from (`serve --draft none`): every request
+    # then decodes plainly, and says so when it asked for speculation.
+    drafts: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,8 @@ class ApiRequest:
     include_usage: bool
     stops: tuple[str, ...]
     tools: ToolRequest | None = None
+    # What the server did otherwise than the request asked, for its `speculation.notices`.
+    notices: tuple[str, ...] = ()
 
     @property
     def speculative(self) -> bool:
@@ -169,6 +174,14 @@ def _request(
     if max_tokens is None:
         max_tokens = _integer(fields, "max_tokens")
     n_max, p_min = _speculative(fields.get("speculative"), defaults)
+    notices: tuple[str, ...] = ()
+    if not defaults.drafts:
+        if n_max != 0:
+            notices = (
+                f"speculative.n_max {n_max} was not used: the server has no draft (--draft "
+                "none, or Draft: None in the window), so it decoded plainly",
+            )
+        n_max = 0
     config = replace(
         base,
         max_tokens=_pick(max_tokens, base.max_tokens),
@@ -194,6 +207,7 @@ def _request(
         include_usage=_include_usage(fields.get("stream_options")),
         stops=_stops(fields.get("stop")),
         tools=tools,
+        notices=notices,
     )
 
 
@@ -255,7 +269,7 @@ def _seed(fields: dict[str, Any], default: int | None) -> int | None:
 
 def _speculative(value: Any, defaults: Defaults) -> tuple[NMax, float | None]:
     if value is None:
-        return defaults.n_max, None
+        return (defaults.n_max if defaults.drafts else 0), None
     if not isinstance(value, dict):
         raise invalid("speculative", "'speculative' must be an object", code="invalid_type")
     n_max: NMax = defaults.n_max

@@ -54,7 +54,9 @@ def timings(result: GenerationResult, started: Started) -> dict[str, Any]:
     }
 
 
-def speculation(result: GenerationResult, n_max: NMax, p_min: float) -> dict[str, Any]:
+def speculation(
+    result: GenerationResult, n_max: NMax, p_min: float, notices: tuple[str, ...] = ()
+) -> dict[str, Any]:
     stats = result.stats.to_dict()
     out: dict[str, Any] = {
         "mode": result.mode,
@@ -64,7 +66,7 @@ def speculation(result: GenerationResult, n_max: NMax, p_min: float) -> dict[str
         "p_min": p_min,
     }
     out.update((name, stats[name]) for name in SPECULATION_FIELDS)
-    out["notices"] = list(result.notices)
+    out["notices"] = [*notices, *result.notices]
     return out
 
 

@@ -107,12 +107,14 @@ class ServerSwitch(QObject):
         if loaded is None or loaded.target is None:
             return None
         config, speculation = self._reply_settings()
+        drafts = loaded.draft.kind != "none"
         return ServerModels(
             model_id=Path(loaded.target.path).stem,
             n_ctx=loaded.target.n_ctx,
             config=config,
-            n_max=n_max_for(config, speculation and loaded.draft.kind != "none"),
+            n_max=n_max_for(config, speculation and drafts),
             tool_dialect=loaded.tool_dialect,
+            drafts=drafts,
         )
 
     def _on_started(self) -> None:

@@ -78,6 +78,7 @@ class ServerModels:
     config: GenerationConfig
     n_max: NMax
     tool_dialect: ToolDialect = DESCRIBED  # how the target's template offers functions
+    drafts: bool = True  # False with the Draft list at "None": every request runs plain
 
 
 class LocalServer(QObject):
@@ -143,7 +144,7 @@ class LocalServer(QObject):
 
 def _settings(models: ServerModels, api_key: str | None) -> ServerSettings:
     return ServerSettings(
-        defaults=Defaults(models.config, models.n_max, models.tool_dialect),
+        defaults=Defaults(models.config, models.n_max, models.tool_dialect, models.drafts),
         model_id=models.model_id,
         n_ctx=models.n_ctx,
         api_key=api_key,

@@ -12,6 +12,7 @@ from pytestqt.qtbot import QtBot
 
 from tests.helpers.fake_window import TIMEOUT_MS
 from tests.unit.ui.window.test_local_server_switch import free_port, in_thread, post
+from ui.settings import DRAFT_NONE
 from ui.window.main_window import MainWindow, UiState
 
 BODY = {"messages": [{"role": "user", "content": "Hello"}]}
@@ -74,6 +75,19 @@ def test_speculation_switched_off_in_the_window_stops_it_for_requests(
     # A request that asks for speculation still gets it: the switch is a default only.
     asked = _ask(window, qtbot, url, max_tokens=12, speculative={"n_max": 3})
     assert asked["timings"]["draft_n"] > 0
+    window.server_panel.switch.setChecked(False)
+
+
+def test_with_no_draft_a_request_asking_for_speculation_is_told_it_ran_plain(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+        window.choose_draft(DRAFT_NONE)
+    url = _switch_on(window)
+    answer = _ask(window, qtbot, url, max_tokens=6, speculative={"n_max": 3})
+    assert answer["speculation"]["mode"] == "plain"
+    assert answer["speculation"]["n_max"] == 0
+    assert any("n_max 3" in notice for notice in answer["speculation"]["notices"])
     window.server_panel.switch.setChecked(False)
 
 
