@@ -7,6 +7,7 @@ Painted with QPainter: a redraw a few times a second must cost well under a mill
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QRectF, QSize, QSizeF, Qt
@@ -86,24 +87,39 @@ class SpeedupChart(QWidget):
         return _Plot(area, n_gamma, top, values, metrics)
 
     def label_rects(self) -> list[tuple[str, QRectF]]:
-        """Every text painted and where: kept inside the widget and clear of each other (and
-        of the break-even line), dropped where no place is clear."""
+        """Every text painted and where: kept inside the widget and clear of each other, of
+        the break-even line and of what is plotted (the curve, the dots, the best γ's
+        diamond); a scale label with no clear place is dropped, and "best γ" and "current γ"
+        sit on the plot only where nothing else is clear."""
         plot = self._plot()
         h = plot.metrics.height()
         bounds = QRectF(self.rect())
         break_even = plot.point(0, 1.0).y()
         line = QRectF(plot.area.left(), break_even - 0.5, plot.area.width(), 1.0)
+        marks = self._mark_rects(plot)
+        curve = [plot.point(gamma, value) for gamma, value in enumerate(self.curve)]
         placed: list[tuple[str, QRectF]] = []
 
-        def place(text: str, candidates: list[QPointF], *, avoid_line: bool = True) -> None:
-            """Put text at the first top-left corner where it fits clear of the rest."""
+        def clear(rect: QRectF, *, avoid_line: bool, avoid_plot: bool) -> bool:
+            taken = [other for _, other in placed] + ([line] if avoid_line else [])
+            if avoid_plot:
+                taken += marks
+            if any(rect.intersects(other) for other in taken):
+                return False
+            return not (avoid_plot and _meets_polyline(rect, curve))
+
+        def place(
+            text: str, candidates: list[QPointF], *, avoid_line: bool = True, keep: bool = False
+        ) -> None:
+            """Put text at the first top-left corner where it fits clear of the rest; one
+            that must be kept may sit on the plot if nowhere else is clear."""
             size = QSizeF(plot.metrics.horizontalAdvance(text) + 2, h)
-            taken = [rect for _, rect in placed] + ([line] if avoid_line else [])
-            for corner in candidates:
-                rect = _inside(QRectF(corner, size), bounds)
-                if not any(rect.intersects(other) for other in taken):
-                    placed.append((text, rect))
-                    return
+            rects = [_inside(QRectF(corner, size), bounds) for corner in candidates]
+            for avoid_plot in (True, False) if keep else (avoid_line,):
+                for rect in rects:
+                    if clear(rect, avoid_line=avoid_line, avoid_plot=avoid_plot):
+                        placed.append((text, rect))
+                        return
 
         # The scale: break-even first, then the top; a label that would overlap one is dropped.
         for text, value in plot.values:
@@ -119,14 +135,17 @@ class SpeedupChart(QWidget):
             best = plot.point(self.best_gamma, self.curve[self.best_gamma])
             text = f"best γ {self.best_gamma}"
             width = plot.metrics.horizontalAdvance(text) + 2
+            area = plot.area
             place(
                 text,
                 [
-                    best + QPointF(8, -6 - h),
-                    best + QPointF(-8 - width, -6 - h),
-                    best + QPointF(8, 6),
-                    best + QPointF(-8 - width, 6),
-                ],
+                    best + QPointF(dx, dy)
+                    for dy in (-6 - h, 6, -6 - 2 * h, 6 + h)
+                    for dx in (8, -8 - width, -width / 2)
+                ]
+                # Failing a place beside its diamond, a corner of the plot.
+                + [area.topRight() + QPointF(-width - 4, 2), area.topLeft() + QPointF(4, 2)],
+                keep=True,
             )
         if self.current_gamma is not None:
             # At the foot of its line, else just above or below the break-even line.
@@ -140,6 +159,7 @@ class SpeedupChart(QWidget):
                     QPointF(foot.x() + 3, break_even - 2 - h),
                     QPointF(foot.x() + 3, break_even + 2),
                 ],
+                keep=True,
             )
         width = plot.metrics.horizontalAdvance("break-even") + 2
         right = plot.area.right() - width
@@ -153,6 +173,17 @@ class SpeedupChart(QWidget):
             avoid_line=False,
         )
         return placed
+
+    def _mark_rects(self, plot: _Plot) -> list[QRectF]:
+        """Where the dots and the best γ's diamond are painted, a pixel to spare."""
+        marks = [
+            QRectF(plot.point(gamma, value) - QPointF(5, 5), QSizeF(10, 10))
+            for gamma, value in self.measured.items()
+        ]
+        if self.best_gamma is not None and self.curve:
+            best = plot.point(self.best_gamma, self.curve[self.best_gamma])
+            marks.append(QRectF(best - QPointF(7, 7), QSizeF(14, 14)))
+        return marks
 
     def paintEvent(self, event: QPaintEvent) -> None:
         del event
@@ -223,6 +254,17 @@ class _Plot:
         x = self.area.left() + self.area.width() * gamma / self.n_gamma
         y = self.area.bottom() - self.area.height() * speedup / self.top
         return QPointF(x, y)
+
+
+def _meets_polyline(rect: QRectF, points: list[QPointF]) -> bool:
+    """Whether the line through points passes through rect (sampled every pixel or so:
+    exact enough for a label, and a few hundred checks at most)."""
+    for start, end in itertools.pairwise(points):
+        steps = max(1, int(max(abs(end.x() - start.x()), abs(end.y() - start.y()))))
+        for i in range(steps + 1):
+            if rect.contains(start + (end - start) * (i / steps)):
+                return True
+    return False
 
 
 def _inside(rect: QRectF, bounds: QRectF) -> QRectF:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from PySide6.QtCore import QRectF
+from PySide6.QtCore import QRectF, QSizeF
 from PySide6.QtGui import QFontMetricsF
 from pytestqt.qtbot import QtBot
 
@@ -61,6 +61,28 @@ def test_chart_labels_stay_inside_and_never_overlap(
     top = max(*curve, 1.0)
     if top >= 10:
         assert f"{top:.2f}×" in texts
+
+
+@pytest.mark.parametrize("size", [(300, 160), (420, 240)])
+@pytest.mark.parametrize("case", list(_CASES))
+def test_the_best_gamma_label_keeps_off_the_curve_and_the_dots(
+    qtbot: QtBot, case: str, size: tuple[int, int]
+) -> None:
+    curve, best, current = _CASES[case]
+    chart = _chart(qtbot, curve, best, current, size)
+    # Dots at every γ up to the best, a little above the curve, as γ auto's steps leave them.
+    chart.measured = {gamma: curve[gamma] * 1.04 for gamma in range(best + 1)}
+    plot = chart._plot()
+    rect = dict(chart.label_rects())[f"best γ {best}"]
+    for gamma, value in [*chart.measured.items(), (best, curve[best])]:
+        assert not rect.intersects(
+            QRectF(plot.point(gamma, value), QSizeF()).adjusted(-4, -4, 4, 4)
+        )
+    for gamma, value in enumerate(curve):
+        assert not rect.contains(plot.point(gamma, value)), gamma
+    for gamma in range(len(curve) - 1):
+        middle = (plot.point(gamma, curve[gamma]) + plot.point(gamma + 1, curve[gamma + 1])) / 2
+        assert not rect.contains(middle), gamma
 
 
 def test_the_current_gamma_label_is_not_struck_through_by_break_even(qtbot: QtBot) -> None:
