@@ -2,7 +2,8 @@
 
     specchat models list [--dir DIR ...] [--json]
     specchat models inspect PATH [--json]
-    specchat models pull REPO [--file PATTERN] [--revision REV] [--dest DIR] [--endpoint URL]
+    specchat models pull REPO [--file PATTERN] [--revision REV] [--dest DIR] [--force]
+                              [--endpoint URL]
     specchat models make-draft TARGET --type Q4_0 [--out PATH] [--force] [--json]
     specchat models catalog [--json]
 
@@ -80,6 +81,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--revision", default="main", metavar="REV", help="branch, tag or commit (default: main)"
     )
     p_pull.add_argument("--dest", type=Path, default=None, help="folder (default: models folder)")
+    p_pull.add_argument(
+        "--force", action="store_true", help="replace a file of the same name in --dest"
+    )
     p_pull.add_argument("--endpoint", default=None, help="Hub URL (default: $HF_ENDPOINT)")
     p_pull.set_defaults(handler=run_pull, check=check_pull_args)
 
@@ -183,6 +187,7 @@ class _ProgressPrinter:
         self.tty = out.isatty()
         self.last = 0.0
         self.current = ""
+        self.open_line = False
 
     def __call__(self, p: DownloadProgress) -> None:
         now = time.monotonic()
@@ -200,8 +205,15 @@ class _ProgressPrinter:
             line += f" (resumed at {_bytes(p.resumed_from)})"
         if self.tty:
             print("\r\x1b[2K" + line, end="\n" if final else "", file=self.out, flush=True)
+            self.open_line = not final
         else:
             print(line, file=self.out, flush=True)
+
+    def end_line(self) -> None:
+        """Close a line left open for redrawing."""
+        if self.open_line:
+            print(file=self.out, flush=True)
+            self.open_line = False
 
 
 def check_pull_args(args: argparse.Namespace) -> None:
@@ -220,14 +232,19 @@ def check_pull_args(args: argparse.Namespace) -> None:
 def run_pull(args: argparse.Namespace) -> int:
     from models.hub import pull  # noqa: PLC0415
 
-    paths = pull(
-        args.repo,
-        args.file,
-        revision=args.revision,
-        dest_dir=args.dest,
-        endpoint=args.endpoint,
-        progress=_ProgressPrinter(sys.stderr),
-    )
+    printer = _ProgressPrinter(sys.stderr)
+    try:
+        paths = pull(
+            args.repo,
+            args.file,
+            revision=args.revision,
+            dest_dir=args.dest,
+            endpoint=args.endpoint,
+            progress=printer,
+            replace=args.force,
+        )
+    finally:
+        printer.end_line()  # an error message must not go on the progress line
     for path in paths:
         print(printable(path))
     return 0

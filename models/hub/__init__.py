@@ -61,6 +61,7 @@ class DownloadOptions(TypedDict, total=False):
     progress: ProgressCallback | None
     cancel: CancelFlag | None
     retries: int
+    replace: bool
 
 
 def pull(

@@ -170,10 +170,14 @@ def download_file(
     cancel: CancelFlag | None = None,
     retries: int = 3,
     progress_every: int = PROGRESS_EVERY,
+    replace: bool = False,
 ) -> Path:
     """Download one file into `dest_dir` (default `default_destination(repo_id)`); return its path.
 
     Resumes a partial file left by an earlier attempt. Raises DownloadError or Cancelled.
+    In a folder the user named, a file of the same name that is not this download is kept
+    unless `replace`; in the default destination, which holds this repository's files only,
+    it is an older revision and is replaced.
     """
     check_repo_id(repo_id)
     ep = resolve_endpoint(endpoint)
@@ -203,6 +207,7 @@ def download_file(
         if progress is not None:
             progress(DownloadProgress(name, size, size, "done"))
         return dest
+    _check_destination(dest, keep_other=dest_dir is not None and not replace)
 
     partial = partial_path(dest, content_id)
     for stale in directory.glob(f".{glob.escape(dest.name)}.*.incomplete"):
@@ -304,11 +309,29 @@ def download_file(
         raise DownloadError(
             f"{name} is not a usable GGUF file ({exc.reason}); the download was deleted"
         ) from None
-    os.replace(partial, dest)
+    try:
+        os.replace(partial, dest)
+    except OSError as exc:
+        raise DownloadError(
+            f"cannot put the finished {name} in place as {dest} "
+            f"({exc.strerror or one_line(str(exc), 80)}); the download is kept, pull again "
+            "to finish it without downloading"
+        ) from None
     fsync_folder(directory)
     if progress is not None:
         progress(DownloadProgress(name, state.have, size, "done", state.resumed_from))
     return dest
+
+
+def _check_destination(dest: Path, *, keep_other: bool) -> None:
+    """Refuse, before a byte is fetched, a destination the download could never take."""
+    if dest.is_dir():
+        raise DownloadError(f"{dest} is a folder; move it away or pull into another --dest")
+    if keep_other and (dest.exists() or dest.is_symlink()):
+        raise DownloadError(
+            f"{dest} already exists and is not this download; pass --force to replace it, or "
+            "pull into another --dest"
+        )
 
 
 @dataclass

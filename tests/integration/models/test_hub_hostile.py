@@ -213,3 +213,63 @@ def test_a_hub_slow_to_list_its_files_is_waited_for(
     hub.listing_delay_s = 1.5
     paths = pull(REPO, endpoint=hub.endpoint, dest_dir=tmp_path)
     assert [p.read_bytes() for p in paths] == [gguf_bytes]
+
+
+def test_a_folder_where_the_file_goes_is_one_line_before_any_download(
+    hub: FakeHub, gguf_bytes: bytes, tmp_path: Path
+) -> None:
+    hub.add_repo(REPO, {"m.gguf": FakeFile(gguf_bytes)})
+    (tmp_path / "m.gguf").mkdir()
+    with pytest.raises(DownloadError, match=r"m\.gguf is a folder"):
+        pull(REPO, endpoint=hub.endpoint, dest_dir=tmp_path)
+    assert _files(tmp_path) == []  # nothing fetched, no partial left
+
+
+def test_a_file_of_the_users_in_dest_is_kept_unless_forced(
+    hub: FakeHub, gguf_bytes: bytes, tmp_path: Path
+) -> None:
+    hub.add_repo(REPO, {"m.gguf": FakeFile(gguf_bytes)})
+    mine = tmp_path / "m.gguf"
+    mine.write_text("my notes")
+    with pytest.raises(DownloadError, match="already exists and is not this download"):
+        pull(REPO, endpoint=hub.endpoint, dest_dir=tmp_path)
+    assert mine.read_text() == "my notes" and _files(tmp_path) == ["m.gguf"]
+    (path,) = pull(REPO, endpoint=hub.endpoint, dest_dir=tmp_path, replace=True)
+    assert path == mine and mine.read_bytes() == gguf_bytes
+    # The same file again is already there: no refusal, no download.
+    assert pull(REPO, endpoint=hub.endpoint, dest_dir=tmp_path) == [mine]
+
+
+def test_an_older_revision_in_the_models_folder_is_replaced(
+    hub: FakeHub, gguf_bytes: bytes
+) -> None:
+    hub.add_repo(REPO, {"m.gguf": FakeFile(gguf_bytes)})
+    (old,) = pull(REPO, endpoint=hub.endpoint)
+    newer = gguf_bytes + b"\0" * 32
+    hub.add_repo(REPO, {"m.gguf": FakeFile(newer)})
+    assert pull(REPO, endpoint=hub.endpoint) == [old]
+    assert old.read_bytes() == newer
+
+
+def test_a_download_that_cannot_be_put_in_place_is_kept_to_finish_later(
+    hub: FakeHub, gguf_bytes: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hub.add_repo(REPO, {"m.gguf": FakeFile(gguf_bytes)})
+    real_replace = os.replace
+
+    def refused(src: object, dst: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(models.hub.transfer.os, "replace", refused)
+    with pytest.raises(DownloadError) as caught:
+        pull(REPO, endpoint=hub.endpoint, dest_dir=tmp_path)
+    assert "cannot put the finished m.gguf in place" in str(caught.value)
+    assert "Permission denied" in str(caught.value)
+    (kept,) = _files(tmp_path)
+    assert kept.endswith(".incomplete") and (tmp_path / kept).stat().st_size == len(gguf_bytes)
+    monkeypatch.setattr(models.hub.transfer.os, "replace", real_replace)
+    fetched = len(hub.gets("m.gguf"))
+    assert fetched == 1
+    assert pull(REPO, endpoint=hub.endpoint, dest_dir=tmp_path) == [tmp_path / "m.gguf"]
+    assert len(hub.gets("m.gguf")) == fetched  # finished from what was kept
+    assert _files(tmp_path) == ["m.gguf"]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 from pathlib import Path
 
 import pytest
 
 from app.cli.main import main
+from models.cli import _ProgressPrinter
+from models.hub import DownloadProgress
 from models.terminal import printable
 from tests.helpers.hostile_gguf import build_corpus
 from tests.helpers.model_files import bundled_q4_1, write_tiny_gguf
@@ -83,3 +86,21 @@ def test_models_list_of_a_missing_folder_is_an_error_line(
     assert capsys.readouterr().err == (
         f"error: --dir {a_file}: a file, not a folder (see specchat models list --help)\n"
     )
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_pull_that_fails_mid_file_ends_its_progress_line_before_the_error() -> None:
+    terminal = _Terminal()
+    printer = _ProgressPrinter(terminal)
+    printer(DownloadProgress("m.gguf", 1024, 4096, "downloading"))
+    assert not terminal.getvalue().endswith("\n")  # redrawn in place while it runs
+    printer.end_line()
+    assert terminal.getvalue().endswith("25%\n")
+    printer.end_line()  # a line already ended is not ended twice
+    printer(DownloadProgress("m.gguf", 4096, 4096, "done"))
+    printer.end_line()
+    assert terminal.getvalue().count("\n") == 2
