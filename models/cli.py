@@ -24,10 +24,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from app.errors import DownloadError, DraftIncompatibleError, InvalidSettingError, SpecChatError
+from app.errors import (
+    DownloadError,
+    DraftIncompatibleError,
+    InvalidSettingError,
+    ModelLoadError,
+    SpecChatError,
+)
 from app.paths import models_dir
 from models.catalog import CATALOG
 from models.describe import detail_rows, format_params
+from models.probe import remembered_failure
 from models.terminal import printable
 
 if TYPE_CHECKING:
@@ -154,6 +161,7 @@ def _list_row(entry: ModelEntry) -> list[str]:
     info = entry.info
     if info is None:
         return [entry.path.name, "-", "-", "-", "-", "-", source, f"{entry.path}: {entry.error}"]
+    problem = entry.problem
     return [
         info.name if len(info.name) <= 32 else info.name[:31] + "…",
         info.architecture,
@@ -162,7 +170,7 @@ def _list_row(entry: ModelEntry) -> list[str]:
         _bytes(info.total_size_bytes),
         f"{info.vocab_type or '-'}/{info.vocab_size}",
         source,
-        str(entry.path) + (f": {info.problem}" if info.problem else ""),
+        str(entry.path) + (f": {problem}" if problem else ""),
     ]
 
 
@@ -174,7 +182,8 @@ def run_inspect(args: argparse.Namespace) -> int:
         print(json.dumps(info.to_dict(include_template=True), indent=2))
         return 0
     rows = detail_rows(info, missing="-")
-    rows.append(("usable", "yes" if info.problem is None else f"no, {info.problem}"))
+    problem = info.problem or remembered_failure(info.path)
+    rows.append(("usable", "yes" if problem is None else f"no, {problem}"))
     _table([[f"{k}:", printable(v)] for k, v in rows], sys.stdout)
     return 0
 
@@ -314,6 +323,8 @@ def run_make_draft(args: argparse.Namespace) -> int:
 
     type_name, out = args.type_name, args.out  # as check_make_draft_args settled them
     target_info = inspect_gguf(args.target)
+    if target_info.problem is not None:  # a draft of it could never be used
+        raise ModelLoadError(str(args.target), target_info.problem)
     print(f"quantizing {args.target.name} to {type_name} ...", file=sys.stderr, flush=True)
     try:
         quantize_gguf(args.target, out, type_name)
@@ -321,10 +332,14 @@ def run_make_draft(args: argparse.Namespace) -> int:
         # llama.cpp's quantizer cannot be stopped and still runs on its own thread (its partial
         # file is already removed); an ordinary exit would tear llama.cpp down under it.
         exit_at_once(exc.signum)
-    draft_info = inspect_gguf(out)
-    verdict = check_compatibility(target_info, draft_info)
-    if not verdict.compatible:
-        raise DraftIncompatibleError(out.name, args.target.name, verdict.reason)
+    try:
+        draft_info = inspect_gguf(out)
+        verdict = check_compatibility(target_info, draft_info)
+        if not verdict.compatible:
+            raise DraftIncompatibleError(out.name, args.target.name, verdict.reason)
+    except SpecChatError:
+        out.unlink(missing_ok=True)  # a draft that fails its own check is no use to anyone
+        raise
     ratio = size_ratio(draft_info, target_info)
     if args.json:
         result: dict[str, Any] = {

@@ -20,6 +20,7 @@ from app.errors import ModelLoadError
 from app.paths import models_dir
 from models.demo import DERIVED_TYPES, bundled_model_path, demo_file_name
 from models.gguf import GGUFInfo, inspect_gguf, shard_info
+from models.probe import remembered_failure
 
 __all__ = [
     "SOURCE_APP",
@@ -64,14 +65,23 @@ class ModelEntry:
     repo_id: str | None = None  # Hub repo (HF cache) or publisher/model (LM Studio), when known
     # A folder that could not be read, listed so that a library showing nothing says why.
     is_folder: bool = False
+    # Why llama.cpp failed to load this very file when it was last tried (models.probe).
+    load_failure: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.info is not None
 
     @property
+    def problem(self) -> str | None:
+        """Why a readable file cannot be used: its header's verdict, else its last load's."""
+        if self.info is None:
+            return None
+        return self.info.problem or self.load_failure
+
+    @property
     def is_model(self) -> bool:
-        return self.info is not None and self.info.is_model
+        return self.info is not None and self.problem is None
 
     @property
     def display_name(self) -> str:
@@ -87,6 +97,7 @@ class ModelEntry:
             "error": self.error,
             "info": self.info.to_dict() if self.info is not None else None,
             "is_folder": self.is_folder,
+            "load_failure": self.load_failure,
         }
 
 
@@ -94,7 +105,8 @@ def scan_summary(entries: Sequence[ModelEntry]) -> str:
     """ "12 files, 2 unusable, 1 folder unreadable": what a scan found, in words."""
     files = [e for e in entries if not e.is_folder]
     folders = len(entries) - len(files)
-    broken = sum(1 for e in files if not e.ok)
+    # Unreadable headers and readable files that are no chat model (an adapter, no weights).
+    broken = sum(1 for e in files if not e.is_model)
     parts = [f"{len(files)} file{'' if len(files) == 1 else 's'}"]
     if broken:
         parts.append(f"{broken} unusable")
@@ -199,7 +211,8 @@ def _entry(
         return ModelEntry(path, source, read_only, None, exc.reason, repo_id)
     except Exception as exc:  # a scan lists what it cannot read, never crashes
         return ModelEntry(path, source, read_only, None, f"unreadable ({exc})", repo_id)
-    return ModelEntry(path, source, read_only, info, None, repo_id)
+    failure = remembered_failure(path)
+    return ModelEntry(path, source, read_only, info, None, repo_id, load_failure=failure)
 
 
 def _lmstudio_repo(root: Path, path: Path) -> str | None:

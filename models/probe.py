@@ -38,6 +38,7 @@ __all__ = [
     "ensure_loadable",
     "file_identity",
     "probe_file",
+    "remembered_failure",
 ]
 
 CHECKS_FILE = "model-checks.json"
@@ -163,6 +164,20 @@ def _remembered(entry: object) -> tuple[bool, str] | None:
         # relative path in another folder; trusted, it would refuse a good file for ever.
         return None
     return ok, reason
+
+
+def remembered_failure(path: Path) -> str | None:
+    """Why llama.cpp failed to load this very file when it was last tried, if it did; what
+    `models list` and `inspect` add to the header's verdict."""
+    try:
+        identity = file_identity(path)
+    except OSError:
+        return None
+    with _lock:
+        remembered = _remembered(_load_checks().get(identity))
+    if remembered is None or remembered[0]:
+        return None
+    return f"llama.cpp could not load it: {remembered[1]}"
 
 
 def ensure_loadable(path: str | os.PathLike[str]) -> None:

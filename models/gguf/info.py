@@ -75,6 +75,9 @@ class GGUFInfo:
         """Why this file cannot be loaded as a chat model, in words; None when it can."""
         if self.kind != "model":
             return f"not a language model ({self.kind} file)"
+        if self.tensor_count == 0:
+            # llama.cpp's own ggml-vocab-*.gguf files are such: a tokenizer, no model.
+            return "no weights (a vocabulary-only file)"
         if self.n_layers is None:
             return f"no layer count in the header ({self.architecture}.block_count)"
         if self.vocab_type is None or self.vocab_type not in VOCAB_DEFAULTS:

@@ -52,6 +52,7 @@ def write_tiny_gguf(
     tensor_elements: int = 64,
     split_max_tensors: int = 0,
     name: str | None = "tiny test model",
+    weights: bool = True,
 ) -> Path:
     """A small but well-formed GGUF: llama-style metadata, a vocabulary and a few F32 tensors.
 
@@ -85,14 +86,15 @@ def write_tiny_gguf(
         writer.add_add_eos_token(add_eos)
     if chat_template is not None:
         writer.add_chat_template(chat_template)
-    rng = np.random.default_rng(0)
-    writer.add_tensor("token_embd.weight", rng.standard_normal((4, n_embd), dtype=np.float32))
-    for layer in range(n_layers):
-        writer.add_tensor(
-            f"blk.{layer}.attn_q.weight",
-            rng.standard_normal((tensor_elements // n_embd, n_embd), dtype=np.float32),
-        )
-    writer.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
+    if weights:  # without: a vocabulary-only file, as llama.cpp's ggml-vocab-*.gguf
+        rng = np.random.default_rng(0)
+        writer.add_tensor("token_embd.weight", rng.standard_normal((4, n_embd), dtype=np.float32))
+        for layer in range(n_layers):
+            writer.add_tensor(
+                f"blk.{layer}.attn_q.weight",
+                rng.standard_normal((tensor_elements // n_embd, n_embd), dtype=np.float32),
+            )
+        writer.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -45,8 +45,8 @@ def entry_status(entry: ModelEntry) -> tuple[str, Status | None]:
     info = entry.info
     if info is None:
         return entry.error or "unreadable", Status.ERROR
-    if not info.is_model:
-        return f"not a language model ({info.kind} file)", Status.WARNING
+    if entry.problem is not None:  # an adapter, no weights, a load that failed before
+        return entry.problem, Status.WARNING
     return ("ok" if info.has_chat_template else "ok, no chat template"), None
 
 
@@ -155,8 +155,8 @@ def judge(
         broken = (("path", str(entry.path)), ("status", entry.error or "unreadable"))
         return Details(entry.path, broken, "", (), ())
     rows = tuple(_info_rows(entry, info))
-    if not info.is_model:
-        note = f"Not a language model ({info.kind} file): it cannot be a target or a draft."
+    if entry.problem is not None:
+        note = f"Cannot be a target or a draft: {entry.problem}."
         return Details(entry.path, rows, note, (), ())
     plan = plan_fit(info, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
     drafts: list[_DraftRow] = []

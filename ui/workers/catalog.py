@@ -98,8 +98,8 @@ def _read(path: str) -> GGUFInfo | str:
         info = inspect_gguf(path)
     except SpecChatError as exc:
         return describe(exc)
-    if not info.is_model:
-        return f"{Path(path).name} is not a language model (it is a {info.kind} file)."
+    if info.problem is not None:
+        return f"{Path(path).name} cannot be used: {info.problem}."
     return info
 
 

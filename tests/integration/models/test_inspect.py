@@ -129,6 +129,9 @@ def test_adapter_and_vocabless_files_are_not_models(tmp_path: Path) -> None:
     assert adapter.kind == "adapter" and not adapter.is_model
     bare = inspect_gguf(write_tiny_gguf(tmp_path / "bare.gguf", vocab_model=None))
     assert not bare.has_vocab and not bare.is_model and bare.vocab_size == 0
+    vocab_only = inspect_gguf(write_tiny_gguf(tmp_path / "ggml-vocab.gguf", weights=False))
+    assert vocab_only.has_vocab and vocab_only.tensor_count == 0
+    assert vocab_only.problem == "no weights (a vocabulary-only file)"
 
 
 @pytest.mark.parametrize(

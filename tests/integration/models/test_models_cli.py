@@ -112,6 +112,49 @@ def test_make_draft_is_loadable_and_compatible(
     assert "already exists; pass --force" in capsys.readouterr().err
 
 
+def test_make_draft_of_a_file_that_is_no_model_is_refused_before_quantizing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = write_tiny_gguf(tmp_path / "vocab.gguf", weights=False)
+    out = tmp_path / "out.gguf"
+    assert main(["models", "make-draft", str(target), "--type", "Q8_0", "--out", str(out)]) == 1
+    _out, err = capsys.readouterr()
+    assert "quantizing" not in err
+    assert err == f"error: cannot load model {target}: no weights (a vocabulary-only file)\n"
+    assert not out.exists()
+
+
+def test_a_draft_that_fails_its_own_check_is_not_left_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import models.compat
+
+    refused = models.compat.Compatibility(compatible=False, reason="the vocabularies differ")
+    monkeypatch.setattr(models.compat, "check_compatibility", lambda *_args: refused)
+    out = tmp_path / "draft.Q8_0.gguf"
+    command = ["models", "make-draft", str(bundled_q4_1()), "--type", "Q8_0", "--out", str(out)]
+    assert main(command) == 1
+    assert "the vocabularies differ" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_inspect_and_list_say_when_llama_cpp_could_not_load_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from models.probe import _save_check, file_identity
+
+    path = write_tiny_gguf(tmp_path / "m.gguf")
+    assert main(["models", "inspect", str(path)]) == 0
+    assert "usable:" in (before := capsys.readouterr().out) and "yes" in before.split("usable:")[1]
+    _save_check(file_identity(path), False, reason := "check_tensor_dims: tensor 'x' not found")
+    assert main(["models", "inspect", str(path)]) == 0
+    usable = capsys.readouterr().out.split("usable:")[1].strip()
+    assert usable == f"no, llama.cpp could not load it: {reason}"
+    assert main(["models", "list", "--dir", str(tmp_path)]) == 0
+    listed = capsys.readouterr().out
+    assert "llama.cpp could not load it" in listed and "1 unusable" in listed
+
+
 @pytest.mark.model
 def test_make_draft_default_path_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["models", "make-draft", str(bundled_q4_1()), "--type", "Q2_K", "--json"]) == 0
