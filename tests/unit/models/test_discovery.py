@@ -89,6 +89,34 @@ def test_hugging_face_cache_and_lm_studio(tmp_path: Path) -> None:
     ]
 
 
+def test_a_broken_hub_cache_lists_what_it_can_and_says_why_of_the_rest(tmp_path: Path) -> None:
+    tiny = write_tiny_gguf(tmp_path / "src" / "tiny.gguf")
+    cache = tmp_path / "hf"
+    snapshot = hf_cache_layout(cache, "acme/Tiny-GGUF", {"tiny-q4_0.gguf": tiny})
+    # A blob deleted by hand: its snapshot link dangles.
+    os.symlink("../../blobs/" + "f" * 64, snapshot / "gone-q8_0.gguf")
+    # A repository folder that cannot be listed (its snapshots are not a folder).
+    locked = cache / "models--acme--Locked"
+    locked.mkdir()
+    (locked / "snapshots").write_text("")
+    # A second revision holding the same blob: listed once.
+    again = snapshot.parent / ("b" * 40)
+    again.mkdir()
+    os.symlink(os.readlink(snapshot / "tiny-q4_0.gguf"), again / "tiny-q4_0.gguf")
+
+    entries = discover_models(include_app=False, hf_cache=cache, lmstudio=[])
+    by_name = {e.path.name: e for e in entries}
+    assert sorted(by_name) == ["gone-q8_0.gguf", "models--acme--Locked", "tiny-q4_0.gguf"]
+    assert by_name["tiny-q4_0.gguf"].ok and by_name["tiny-q4_0.gguf"].repo_id == "acme/Tiny-GGUF"
+    gone = by_name["gone-q8_0.gguf"]
+    assert not gone.ok and gone.repo_id == "acme/Tiny-GGUF"
+    assert gone.error is not None and "deleted blob" in gone.error
+    folder = by_name["models--acme--Locked"]
+    assert folder.is_folder and folder.error is not None
+    assert folder.error.startswith("cannot read this folder:")
+    assert scan_summary(entries) == "2 files, 1 unusable, 1 folder unreadable"
+
+
 def test_missing_or_odd_roots_never_crash_a_scan(tmp_path: Path) -> None:
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")
