@@ -196,11 +196,13 @@ class _ProgressPrinter:
         self.tty = out.isatty()
         self.last = 0.0
         self.current = ""
+        self.downloaded = 0  # of the file under way, as last shown
         self.open_line = False
 
     def __call__(self, p: DownloadProgress) -> None:
         now = time.monotonic()
         final = p.phase == "done"
+        self.downloaded = 0 if final else p.downloaded
         if not final and p.filename == self.current and now - self.last < _PROGRESS_INTERVAL_S:
             return
         self.current = p.filename
@@ -239,6 +241,7 @@ def check_pull_args(args: argparse.Namespace) -> None:
 
 
 def run_pull(args: argparse.Namespace) -> int:
+    from app.cli.signals import Interrupted  # noqa: PLC0415
     from models.hub import pull  # noqa: PLC0415
 
     printer = _ProgressPrinter(sys.stderr)
@@ -252,6 +255,15 @@ def run_pull(args: argparse.Namespace) -> int:
             progress=printer,
             replace=args.force,
         )
+    except (KeyboardInterrupt, Interrupted):
+        printer.end_line()
+        if printer.downloaded:
+            print(
+                f"{_bytes(printer.downloaded)} of {printable(printer.current)} kept: the same "
+                "pull resumes it",
+                file=sys.stderr,
+            )
+        raise
     finally:
         printer.end_line()  # an error message must not go on the progress line
     for path in paths:

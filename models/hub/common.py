@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import httpx2
+from huggingface_hub import get_token
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -60,6 +61,19 @@ def size_text(n: int) -> str:
     return f"{n / 1024**3:.2f} GiB" if n >= 1024**3 else mib(n)
 
 
+_STATUS_HINTS = {
+    429: " (too many requests: wait a minute and pull again)",
+    500: " (a server error: pull again later)",
+    502: " (a server error: pull again later)",
+    503: " (the server is busy or down: pull again later)",
+    504: " (the server timed out: pull again later)",
+}
+
+
+def _has_token() -> bool:
+    return bool(get_token())
+
+
 @contextlib.contextmanager
 def hub_errors(
     repo_id: str, endpoint: str, *, revision: str | None = None, filename: str | None = None
@@ -71,8 +85,10 @@ def hub_errors(
     except (DownloadError, Cancelled):
         raise
     except GatedRepoError:
+        login = "" if _has_token() else " and log in (HF_TOKEN)"
         raise DownloadError(
-            f"{repo_id} is gated: accept its terms on the Hub and log in (HF_TOKEN)"
+            f"{repo_id} is gated: accept its terms on the Hub{login}; a token must belong to "
+            "the account that accepted them"
         ) from None
     except RepositoryNotFoundError:
         raise DownloadError(
@@ -90,7 +106,9 @@ def hub_errors(
         ) from None
     except HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else "error"
-        raise DownloadError(f"{where} answered HTTP {status} for {repo_id}") from None
+        what = f"{printable(filename)} in {repo_id}" if filename else repo_id
+        hint = _STATUS_HINTS.get(status, "") if isinstance(status, int) else ""
+        raise DownloadError(f"{where} answered HTTP {status} for {what}{hint}") from None
     except httpx2.TooManyRedirects:
         raise DownloadError(
             f"{where} redirected the request in a loop (too many redirects)"

@@ -282,6 +282,12 @@ def download_file(
     except _BadTransferError as exc:
         partial.unlink(missing_ok=True)
         raise DownloadError(str(exc)) from None
+    except DownloadError:
+        # Refused before a byte came (a 404, a gated file): nothing to resume, nothing to keep.
+        with contextlib.suppress(OSError):
+            if partial.stat().st_size == 0:
+                partial.unlink()
+        raise
     except OSError as exc:
         if exc.errno in _NO_SPACE:
             raise _no_space(directory, exc, partial) from None

@@ -44,6 +44,8 @@ class FakeFile:
     via_cdn: bool = False  # /resolve answers 302 to the CDN server
     stall_at: int | None = None  # GET bodies go silent at this byte until the hub stops
     redirect_loop: bool = False  # GET /resolve answers 302 to itself, forever
+    get_error: int | None = None  # GET /resolve answers this HTTP status (HEAD still succeeds)
+    get_error_code: str = "ServerError"  # ... with this X-Error-Code ("GatedRepo": gated)
 
     @property
     def sha256(self) -> str:
@@ -289,6 +291,9 @@ class _Handler(BaseHTTPRequestHandler):
             headers["ETag"] = f'"{f.sha256}"'
         else:
             headers["ETag"] = f'"{f.git_oid}"'
+        if f.get_error is not None and not head:
+            self._error(f.get_error, f.get_error_code, "refused", head=head)
+            return
         if f.redirect_loop and not head:
             headers["Location"] = f"{self.hub.endpoint}{self.path}"
             self._send(302, b"", headers, head=head)

@@ -4,14 +4,17 @@ file names, colliding paths, files that are not GGUF, and no network at all."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 import pytest
 
+import models.cli
 import models.hub.transfer
 from app.errors import Cancelled, DownloadError
 from app.paths import models_dir
@@ -273,3 +276,54 @@ def test_a_download_that_cannot_be_put_in_place_is_kept_to_finish_later(
     assert pull(REPO, endpoint=hub.endpoint, dest_dir=tmp_path) == [tmp_path / "m.gguf"]
     assert len(hub.gets("m.gguf")) == fetched  # finished from what was kept
     assert _files(tmp_path) == ["m.gguf"]
+
+
+def test_a_pull_interrupted_mid_file_says_what_it_keeps(
+    hub: FakeHub, gguf_bytes: bytes, tmp_path: Path
+) -> None:
+    hub.add_repo(REPO, {"m.gguf": FakeFile(gguf_bytes, stall_at=100_000)})
+    command = [*_CLI, REPO, "--endpoint", hub.endpoint, "--dest", str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_ENDPOINT": ""}
+    proc = subprocess.Popen(
+        command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    deadline = time.monotonic() + 60
+    while not any(p.name.endswith(".incomplete") and p.stat().st_size for p in tmp_path.iterdir()):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(1)  # the stall: all it will send has arrived
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    lines = err.splitlines()
+    (partial,) = tmp_path.iterdir()
+    kept = models.cli._bytes(partial.stat().st_size)
+    assert lines[-2] == f"{kept} of m.gguf kept: the same pull resumes it", err
+    assert lines[-1] == "error: interrupted"
+
+
+_REFUSALS = {
+    "server error": (500, "ServerError", None, "HTTP 500 for m.gguf in acme/Hostile (a server"),
+    "rate limit": (429, "ServerError", None, "HTTP 429 for m.gguf in acme/Hostile (too many"),
+    "gated": (403, "GatedRepo", None, "accept its terms on the Hub and log in (HF_TOKEN);"),
+    "gated, token": (403, "GatedRepo", "hf_x", "accept its terms on the Hub; a token must"),
+}
+
+
+@pytest.mark.parametrize("case", list(_REFUSALS))
+def test_a_file_the_hub_refuses_to_send_says_why_and_leaves_nothing_behind(
+    hub: FakeHub, gguf_bytes: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    status, code, token, expected = _REFUSALS[case]
+    if token is None:
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "no-login"))
+    else:
+        monkeypatch.setenv("HF_TOKEN", token)
+    refused = FakeFile(gguf_bytes, get_error=status, get_error_code=code)
+    hub.add_repo(REPO, {"m.gguf": refused})
+    dest = tmp_path / "dest"
+    with pytest.raises(DownloadError) as caught:
+        pull(REPO, endpoint=hub.endpoint, dest_dir=dest)
+    assert expected in str(caught.value)
+    assert _files(dest) == []
