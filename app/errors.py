@@ -29,6 +29,15 @@ class _FactsError(SpecChatError):
         return (type(self), self._facts)
 
 
+# A model file's commonest faults, in the same words wherever they are found: the loader's
+# first checks (app.llama.facts), the header reader and the model library (models.gguf).
+NO_SUCH_FILE = "no such file"
+EMPTY_FILE = "the file is empty"
+NOT_GGUF = "not a GGUF file (it does not begin with the bytes GGUF)"
+A_FOLDER = "a folder, not a GGUF file"
+NOT_REGULAR = "not a regular file"
+
+
 class ModelLoadError(_FactsError):
     """A model file is missing, unreadable, not a GGUF, truncated, or llama.cpp refused it."""
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.durable import replace_atomically
-from app.errors import ModelLoadError
+from app.errors import NO_SUCH_FILE, ModelLoadError
 from app.paths import DataFolderError, data_dir
 
 __all__ = [
@@ -45,7 +45,6 @@ CHECKS_FILE = "model-checks.json"
 PROBE_TIMEOUT_S = 300.0  # first touch of a large model's weights reads the whole file
 _PROBE_CTX = 32
 _KEPT_CHECKS = 512
-_NO_SUCH_FILE = "no such file"  # app.llama.facts.precheck_model_file's words for a missing file
 _lock = threading.Lock()
 
 
@@ -158,7 +157,7 @@ def _remembered(entry: object) -> tuple[bool, str] | None:
     if not isinstance(entry, dict) or "ok" not in entry:
         return None
     ok, reason = bool(entry["ok"]), str(entry.get("reason", ""))
-    if not ok and reason == _NO_SUCH_FILE:
+    if not ok and reason == NO_SUCH_FILE:
         # Asked only about a file that is there (its identity was just read): this verdict is
         # about another path, as older versions wrote when their check's child looked for a
         # relative path in another folder; trusted, it would refuse a good file for ever.

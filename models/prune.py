@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from app.durable import replace_atomically
-from app.errors import InvalidSettingError, ModelLoadError
+from app.errors import NO_SUCH_FILE, InvalidSettingError, ModelLoadError
 from models.partial import partial_path, remove_stale_partials
 
 # The layers dropped for the useless demo draft: 9 to 28 inclusive, 20 of SmolLM2's 30.
@@ -40,7 +40,7 @@ def prune_layers(src: Path, dst: Path, drop: Iterable[int]) -> Path:
     src = Path(src)
     dst = Path(dst)
     if not src.is_file():
-        raise ModelLoadError(str(src), "no such file")
+        raise ModelLoadError(str(src), NO_SUCH_FILE)
     try:
         reader = gguf.GGUFReader(src)
     except (ValueError, OSError) as exc:  # gguf raises ValueError for bad magic or truncation

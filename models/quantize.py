@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.durable import replace_atomically
-from app.errors import InvalidSettingError, ModelLoadError, SpecChatError
+from app.errors import NO_SUCH_FILE, InvalidSettingError, ModelLoadError, SpecChatError
 from app.paths import DataFolderError, data_dir
 from models.gguf.info import GGUFInfo
 from models.partial import partial_path, remove_stale_partials
@@ -111,7 +111,7 @@ def quantize_gguf(
     src = Path(src)
     dst = Path(dst)
     if not src.is_file():
-        raise ModelLoadError(str(src), "no such file")
+        raise ModelLoadError(str(src), NO_SUCH_FILE)
     partial = partial_path(dst)
     _claim(partial)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.errors import ModelLoadError
+from app.errors import A_FOLDER, EMPTY_FILE, NO_SUCH_FILE, NOT_GGUF, NOT_REGULAR, ModelLoadError
 from app.llama import rpc
 from app.llama.backend import BUFFER_LINE
 
@@ -17,11 +17,11 @@ GGUF_MAGIC = b"GGUF"
 def precheck_model_file(path: Path) -> None:
     """Fail fast, in words, on the common bad inputs before handing the file to llama.cpp."""
     if not path.exists():
-        raise ModelLoadError(str(path), "no such file")
+        raise ModelLoadError(str(path), NO_SUCH_FILE)
     if path.is_dir():
-        raise ModelLoadError(str(path), "is a directory, not a GGUF file")
+        raise ModelLoadError(str(path), A_FOLDER)
     if not path.is_file():  # a FIFO or a device would block or stream forever once opened
-        raise ModelLoadError(str(path), "not a regular file")
+        raise ModelLoadError(str(path), NOT_REGULAR)
     try:
         size = path.stat().st_size
         with path.open("rb") as handle:
@@ -29,9 +29,9 @@ def precheck_model_file(path: Path) -> None:
     except OSError as exc:
         raise ModelLoadError(str(path), f"cannot read it ({exc.strerror})") from exc
     if size == 0:
-        raise ModelLoadError(str(path), "the file is empty")
+        raise ModelLoadError(str(path), EMPTY_FILE)
     if magic != GGUF_MAGIC:
-        raise ModelLoadError(str(path), "not a GGUF file (wrong magic bytes)")
+        raise ModelLoadError(str(path), NOT_GGUF)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 `inspect_gguf(path)` returns a frozen `GGUFInfo` (architecture, size, quantization, shape numbers,
 the tokenizer and its fingerprint, the chat template) or raises `ModelLoadError` whose reason is a
-few plain words ("file is empty", "not a GGUF file (bad magic)", "file is truncated ...", "layer
+few plain words ("the file is empty", "not a GGUF file (...)", "file is truncated ...", "layer
 count (block_count) 0 is out of range ..."). No other exception type escapes, whatever the bytes
 on disk, and a hostile header costs bounded time and memory: a bounded scan and vetting first,
 then the full read.

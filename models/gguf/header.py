@@ -10,7 +10,7 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from app.errors import ModelLoadError
+from app.errors import A_FOLDER, EMPTY_FILE, NO_SUCH_FILE, NOT_GGUF, NOT_REGULAR, ModelLoadError
 from app.llama.facts import GGUF_MAGIC
 from models.gguf.build import build_info
 from models.gguf.info import GGUFInfo
@@ -28,7 +28,7 @@ def _check_magic(path: Path, size: int) -> None:
     with path.open("rb") as handle:
         head = handle.read(8)
     if head[: len(GGUF_MAGIC)] != GGUF_MAGIC[: len(head)] or not head:
-        raise ModelLoadError(str(path), "not a GGUF file (bad magic)")
+        raise ModelLoadError(str(path), NOT_GGUF)
     if len(head) < 8:
         raise ModelLoadError(str(path), f"file is truncated ({size} bytes, no complete header)")
     version = int.from_bytes(head[4:8], "little")
@@ -39,7 +39,7 @@ def _check_magic(path: Path, size: int) -> None:
 
 def _vet(path: Path, size: int) -> HeaderScan:
     if size == 0:
-        raise ModelLoadError(str(path), "file is empty")
+        raise ModelLoadError(str(path), EMPTY_FILE)
     _check_magic(path, size)
     try:
         scan = scan_header(path, size)
@@ -58,7 +58,7 @@ def vet_file(path: str | os.PathLike[str]) -> None:
     except OSError as exc:
         raise ModelLoadError(str(p), _os_reason(exc)) from None
     if not stat.S_ISREG(st.st_mode):
-        raise ModelLoadError(str(p), "not a regular file")
+        raise ModelLoadError(str(p), NOT_REGULAR)
     try:
         _vet(p, int(st.st_size))
     except OSError as exc:
@@ -86,15 +86,15 @@ def inspect_gguf(path: str | os.PathLike[str]) -> GGUFInfo:
     try:
         st = p.stat()
     except FileNotFoundError:
-        raise ModelLoadError(str(p), "file not found") from None
+        raise ModelLoadError(str(p), NO_SUCH_FILE) from None
     except PermissionError:
         raise ModelLoadError(str(p), "permission denied") from None
     except (OSError, ValueError) as exc:
         raise ModelLoadError(str(p), _os_reason(exc)) from None
     if stat.S_ISDIR(st.st_mode):
-        raise ModelLoadError(str(p), "is a directory")
+        raise ModelLoadError(str(p), A_FOLDER)
     if not stat.S_ISREG(st.st_mode):
-        raise ModelLoadError(str(p), "not a regular file")
+        raise ModelLoadError(str(p), NOT_REGULAR)
 
     try:
         where = str(p.resolve())

@@ -310,10 +310,10 @@ def build_corpus(source: Path, folder: Path) -> list[Case]:
         add(f"cut-{label}", "truncated", lambda p, c=cut: p.write_bytes(full[:c]))
     add("empty", "empty", lambda p: p.write_bytes(b""))
     add("version-1", "version", lambda p: p.write_bytes(b"GGUF" + struct.pack("<I", 1) + full[8:]))
-    add("not-gguf", "magic", lambda p: p.write_bytes(b"<html>404</html>\n" * 4))
+    add("not-gguf", "not a GGUF file", lambda p: p.write_bytes(b"<html>404</html>\n" * 4))
 
     # Things that are not regular files.
     add("fifo", "regular file", os.mkfifo)
-    add("directory", "directory", lambda p: p.mkdir())
+    add("directory", "a folder", lambda p: p.mkdir())
     add("symlink-loop", "symbolic links", lambda p: os.symlink(p.name, p))
     return cases

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 from gguf import GGUFWriter, LlamaFileType
 
+from app.errors import NOT_GGUF
+
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -118,8 +120,8 @@ def write_broken_files(folder: Path) -> dict[str, tuple[Path, str]]:
         out[name] = (target, reason)
 
     put("empty.gguf", b"", "empty")
-    put("random.gguf", random.Random(7).randbytes(4096), "bad magic")
-    put("notes.gguf", b"These are my notes about models.\n" * 20, "bad magic")
+    put("random.gguf", random.Random(7).randbytes(4096), NOT_GGUF)
+    put("notes.gguf", b"These are my notes about models.\n" * 20, NOT_GGUF)
     put("cut-header.gguf", data[:100], "truncated")
     put("cut-data.gguf", data[: len(data) - 16], "truncated")
     put("future.gguf", b"GGUF" + (99).to_bytes(4, "little") + data[8:], "version 99")

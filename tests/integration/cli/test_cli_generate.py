@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from app.errors import A_FOLDER, EMPTY_FILE
 from app.metrics.cost_model import MAX_GAMMA
 
 
@@ -146,7 +147,7 @@ def bad_files(tmp_path_factory: pytest.TempPathFactory, demo_models: Any) -> dic
     ("kind", "expected"),
     [
         ("missing", "no such file"),
-        ("directory", "is a directory"),
+        ("directory", A_FOLDER),
         ("empty", "empty"),
         ("random", "not a GGUF"),
         ("truncated", "cannot load model"),
@@ -332,7 +333,7 @@ def test_a_chat_template_file_replaces_the_models_own(demo_models: Any, tmp_path
         (None, "No such file"),
         ("{% for m in messages %}", "chat template failed"),
         # Read as no template at all, the model's own would have run unasked.
-        (" \n", "the file is empty"),
+        (" \n", EMPTY_FILE),
     ],
     ids=["missing", "broken", "empty"],
 )

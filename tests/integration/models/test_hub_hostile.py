@@ -16,7 +16,7 @@ import pytest
 
 import models.cli
 import models.hub.transfer
-from app.errors import Cancelled, DownloadError
+from app.errors import EMPTY_FILE, NOT_GGUF, Cancelled, DownloadError
 from app.paths import models_dir
 from models.hub import DownloadProgress, download_file, pull, safe_repo_path
 from tests.helpers.fake_hub import FakeFile, FakeHub, closed_port
@@ -142,8 +142,8 @@ def test_same_file_name_in_two_folders_lands_in_two_places(hub: FakeHub, gguf_by
 @pytest.mark.parametrize(
     ("payload", "reason"),
     [
-        (b"", "file is empty"),
-        (b"<html><body>Rate limited</body></html>\n" * 10, "bad magic"),
+        (b"", EMPTY_FILE),
+        (b"<html><body>Rate limited</body></html>\n" * 10, NOT_GGUF),
         (b"GGUF\x03\x00\x00\x00" + b"\xff" * 16, "metadata keys"),
     ],
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ModelLoadError
+from app.errors import A_FOLDER, NO_SUCH_FILE, ModelLoadError
 from models.gguf import GGUFInfo, TokenTable, clear_inspect_cache, inspect_gguf, shard_info
 from tests.helpers.model_files import bundled_q4_1, write_broken_files, write_tiny_gguf
 
@@ -156,9 +156,9 @@ def test_real_model_cut_short_is_truncated(tmp_path: Path) -> None:
 
 
 def test_missing_path_and_directory(tmp_path: Path) -> None:
-    with pytest.raises(ModelLoadError, match="file not found"):
+    with pytest.raises(ModelLoadError, match=NO_SUCH_FILE):
         inspect_gguf(tmp_path / "nope.gguf")
-    with pytest.raises(ModelLoadError, match="is a directory"):
+    with pytest.raises(ModelLoadError, match=A_FOLDER):
         inspect_gguf(tmp_path)
 
 

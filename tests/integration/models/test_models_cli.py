@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
+from app.errors import NO_SUCH_FILE, NOT_GGUF
 from app.paths import models_dir
 from models.catalog import CATALOG
 from models.compat import check_compatibility
@@ -23,8 +24,8 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 def test_inspect_bad_path_prints_one_error_line_and_fails(tmp_path: Path) -> None:
     broken = write_broken_files(tmp_path)
     for path, reason in [
-        (tmp_path / "missing.gguf", "file not found"),
-        (broken["random.gguf"][0], "not a GGUF file (bad magic)"),
+        (tmp_path / "missing.gguf", NO_SUCH_FILE),
+        (broken["random.gguf"][0], NOT_GGUF),
     ]:
         result = subprocess.run(
             [sys.executable, "-m", "app.cli.main", "models", "inspect", str(path)],
@@ -178,7 +179,7 @@ def test_make_draft_user_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert err.startswith(f"error: --out {folder} is a folder") and err.count("\n") == 1
     assert folder.is_dir() and not any(folder.iterdir())
     assert main(["models", "make-draft", str(tmp_path / "nope.gguf"), "--type", "Q4_0"]) == 1
-    assert capsys.readouterr().err.endswith("file not found\n")
+    assert capsys.readouterr().err.endswith(f"{NO_SUCH_FILE}\n")
 
 
 def test_catalog(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ import pytest
 from PySide6.QtWidgets import QTableWidget, QTableWidgetItem
 from pytestqt.qtbot import QtBot
 
+from app.errors import EMPTY_FILE, NOT_GGUF
 from app.paths import models_dir
 from tests.helpers.fake_hub import FakeFile, FakeHub
 from tests.helpers.model_files import write_broken_files, write_tiny_gguf
@@ -115,8 +116,8 @@ def test_lists_models_and_broken_files_with_reasons(
     assert (f32["Architecture"], f32["Quantization"], f32["Params"]) == ("llama", "F32", "135M")
     assert f32["Vocab"] == "gpt2/49152" and f32["Status"] == "ok"
     assert rows[gemma_model.name]["Architecture"] == "gemma3"
-    assert rows["empty.gguf"]["Status"] == "file is empty"
-    assert rows["random.gguf"]["Status"] == "not a GGUF file (bad magic)"
+    assert rows["empty.gguf"]["Status"] == EMPTY_FILE
+    assert rows["random.gguf"]["Status"] == NOT_GGUF
     assert rows["cut-header.gguf"]["Status"].startswith("file is truncated")
     status = _column(dialog.local.models_table, "Status")
     bad = _item(dialog.local.models_table, _row_of(dialog.local.models_table, "empty.gguf"), status)
@@ -125,7 +126,7 @@ def test_lists_models_and_broken_files_with_reasons(
 
     # A broken file selected shows its reason and offers nothing to make.
     _select(qtbot, dialog, "random.gguf")
-    assert _details(dialog)["status"] == "not a GGUF file (bad magic)"
+    assert _details(dialog)["status"] == NOT_GGUF
     assert dialog.local.details.drafts_table.rowCount() == 0
     assert not dialog.local.make_draft_button.isEnabled()
 
@@ -149,7 +150,7 @@ def test_target_shows_ranked_drafts_refusals_and_memory(
     assert drafts[demo_models.q4_1.name]["Quantization"] == "Q4_1"
     gemma = drafts[gemma_model.name]["Verdict"]
     assert gemma == "vocabulary type differs (target gpt2, draft llama)"
-    assert drafts["empty.gguf"]["Verdict"] == "unreadable: file is empty"
+    assert drafts["empty.gguf"]["Verdict"] == f"unreadable: {EMPTY_FILE}"
     assert demo_models.f32.name not in drafts  # never its own draft
     verdict = _column(dialog.local.details.drafts_table, "Verdict")
     refused = _item(

@@ -13,6 +13,7 @@ from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QMessageBox, QWidget
 from pytestqt.qtbot import QtBot
 
+from app.errors import EMPTY_FILE
 from tests.helpers.qt_window import close_window, open_window
 from ui.window.main_window import MainWindow, UiState
 
@@ -121,7 +122,7 @@ def test_dropping_a_bad_file_says_why(window: MainWindow, qtbot: QtBot, tmp_path
     )
     with qtbot.waitSignal(window.errorShown, timeout=30_000) as shown:
         window.dropEvent(event)
-    assert shown.args[0] == f"Cannot load model {bad}: file is empty."
+    assert shown.args[0] == f"Cannot load model {bad}: {EMPTY_FILE}."
     assert window.settings.get_list("models/extra_files") == []
 
 

@@ -14,6 +14,7 @@ from app.engine.events import Event
 from app.engine.job_driver import Failed, Job, OwnerEvent, Ticket
 from app.engine.job_queue import JobRunner, QueueFullError
 from app.errors import (
+    NOT_GGUF,
     TERMINAL,
     WINDOW,
     Cancelled,
@@ -44,9 +45,9 @@ CASES: list[tuple[SpecChatError, str, str]] = [
         "Something the user can fix.",
     ),
     (
-        ModelLoadError("/m/x.gguf", "not a GGUF file (bad magic)"),
-        "cannot load model /m/x.gguf: not a GGUF file (bad magic)",
-        "Cannot load model /m/x.gguf: not a GGUF file (bad magic).",
+        ModelLoadError("/m/x.gguf", NOT_GGUF),
+        f"cannot load model /m/x.gguf: {NOT_GGUF}",
+        f"Cannot load model /m/x.gguf: {NOT_GGUF}.",
     ),
     (
         DraftIncompatibleError("d.gguf", "t.gguf", "vocab sizes differ"),

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from app.errors import EMPTY_FILE
 from app.paths import models_dir
 from models.discovery import (
     SOURCE_APP,
@@ -136,7 +137,7 @@ def test_entry_to_dict_is_json_ready(tmp_path: Path) -> None:
     (models_dir() / "b.gguf").write_bytes(b"")
     entries = discover_models(hf_cache=tmp_path / "x", lmstudio=[])
     data = json.loads(json.dumps([e.to_dict() for e in entries]))
-    assert [(d["ok"], d["error"]) for d in data] == [(True, None), (False, "file is empty")]
+    assert [(d["ok"], d["error"]) for d in data] == [(True, None), (False, EMPTY_FILE)]
     assert data[0]["info"]["vocab_size"] == 64
 
 

@@ -24,13 +24,13 @@ from app.bench.table import csv_rows
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
 from app.engine.gamma import OFF, fixed
-from app.errors import Cancelled
+from app.errors import NOT_GGUF, Cancelled
 from tests.helpers.bench_data import round_record, run_record, seed_report, seed_rounds
 from ui.dialogs.compare_dialog import CompareDialog
 from ui.dialogs.compare_rows import row_texts
 
 TIMEOUT_MS = 10_000
-LOAD_ERROR = "cannot load model /m/broken.gguf: not a GGUF file (bad magic)"
+LOAD_ERROR = f"cannot load model /m/broken.gguf: {NOT_GGUF}"
 
 
 def _texts(dialog: CompareDialog, row: int) -> list[str]:
@@ -86,7 +86,7 @@ def test_a_stopped_greedy_comparison_says_which_rows_never_ran_and_how_far_it_go
     seed, later, broken = (_texts(dialog, r) for r in (1, 2, 3))
     assert seed[-1] == "yes"
     assert later[0] == "later γ=4" and later[1] == "not run"
-    assert broken[1] == "Cannot load model /m/broken.gguf: not a GGUF file (bad magic)."
+    assert broken[1] == f"Cannot load model /m/broken.gguf: {NOT_GGUF}."
     assert not any("sampling" in text for r in range(4) for text in _texts(dialog, r))
     # Two of the six runs were made: the bar says so rather than reading full.
     assert (dialog.progress.value(), dialog.progress.maximum()) == (2, 6)

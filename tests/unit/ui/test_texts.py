@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from app.errors import (
+    NOT_GGUF,
     Cancelled,
     ContextOverflowError,
     DraftIncompatibleError,
@@ -19,8 +20,8 @@ from ui.messages import describe
 
 
 def test_user_errors_read_as_one_sentence() -> None:
-    assert describe(ModelLoadError("/m/x.gguf", "not a GGUF file (bad magic)")) == (
-        "Cannot load model /m/x.gguf: not a GGUF file (bad magic)."
+    assert describe(ModelLoadError("/m/x.gguf", NOT_GGUF)) == (
+        f"Cannot load model /m/x.gguf: {NOT_GGUF}."
     )
     assert describe(DraftIncompatibleError("d.gguf", "t.gguf", "vocab sizes differ")) == (
         "Draft d.gguf is not compatible with target t.gguf: vocab sizes differ."
