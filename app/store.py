@@ -249,7 +249,8 @@ class ConversationStore:
         now = self._clock()
         with self._transaction() as db:
             cursor = db.execute(
-                "INSERT INTO conversations (title, created_at, updated_at) VALUES (?, ?, ?)",
+                "INSERT INTO conversations (id, title, created_at, updated_at) "
+                f"VALUES ({_NEXT_ID.format(table='conversations', kind='conversation')}, ?, ?, ?)",
                 (_storable(_title(title)), now, now),
             )
         assert cursor.lastrowid is not None
@@ -288,6 +289,13 @@ class ConversationStore:
     @guarded
     def delete(self, conversation_id: int) -> None:
         with self._transaction() as db:
+            _retire(db, "conversation", "SELECT ?", conversation_id)
+            _retire(
+                db,
+                "message",
+                "SELECT MAX(id) FROM messages WHERE conversation_id = ?",
+                conversation_id,
+            )
             db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
     # -- messages -----------------------------------------------------------------------------
@@ -309,8 +317,8 @@ class ConversationStore:
         with self._transaction() as db:
             cursor = db.execute(
                 "INSERT INTO messages "
-                "(conversation_id, role, content, created_at, stats_json, segments_json) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "(id, conversation_id, role, content, created_at, stats_json, segments_json) "
+                f"VALUES ({_NEXT_ID.format(table='messages', kind='message')}, ?, ?, ?, ?, ?, ?)",
                 (
                     conversation_id,
                     role,
@@ -322,7 +330,8 @@ class ConversationStore:
                     else json.dumps([[_storable(text), int(source)] for text, source in segments]),
                 ),
             )
-            if replacing is not None:  # after the insert, so the new message never reuses its id
+            if replacing is not None:
+                _retire(db, "message", "SELECT ?", replacing)
                 db.execute(
                     "DELETE FROM messages WHERE id = ? AND conversation_id = ?",
                     (replacing, conversation_id),
@@ -343,6 +352,7 @@ class ConversationStore:
     @guarded
     def delete_message(self, message_id: int) -> None:
         with self._transaction() as db:
+            _retire(db, "message", "SELECT ?", message_id)
             db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
 
     # -- export -------------------------------------------------------------------------------
@@ -365,6 +375,23 @@ class ConversationStore:
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
             self._db = None
+
+
+# A new row's id: past every id the table holds and every one it ever gave to a row now gone.
+_NEXT_ID = (
+    "(SELECT MAX(COALESCE((SELECT MAX(id) FROM {table}), 0), "
+    "COALESCE((SELECT max_id FROM retired_ids WHERE kind = '{kind}'), 0)) + 1)"
+)
+
+
+def _retire(db: sqlite3.Connection, kind: str, highest: str, *args: object) -> None:
+    """Remember the id `highest` selects as given, before its row is deleted."""
+    db.execute(
+        "INSERT INTO retired_ids (kind, max_id) "
+        f"SELECT ?, v FROM (SELECT ({highest}) AS v) WHERE v IS NOT NULL "
+        "ON CONFLICT (kind) DO UPDATE SET max_id = MAX(max_id, excluded.max_id)",
+        (kind, *args),
+    )
 
 
 def _message_from_row(row: sqlite3.Row) -> StoredMessage:

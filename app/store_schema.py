@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # Bump when the schema changes and add a step to MIGRATIONS; do not change or reuse numbers.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA_V1 = """
 CREATE TABLE conversations (
@@ -28,7 +28,18 @@ CREATE TABLE messages (
 CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
 """
 
-MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1}
+# The highest id ever given to a chat or a message that is gone. SQLite gives a new row the
+# largest id in the table plus one, so deleting the newest chat would hand its id to the next:
+# a second window still showing the deleted chat would then write its reply into a stranger's
+# (what AUTOINCREMENT prevents, which a table cannot gain without being rebuilt).
+_SCHEMA_V2 = """
+CREATE TABLE retired_ids (
+    kind    TEXT    PRIMARY KEY CHECK (kind IN ('conversation', 'message')),
+    max_id  INTEGER NOT NULL
+);
+"""
+
+MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
 
 
 def split_sql(script: str) -> list[str]:

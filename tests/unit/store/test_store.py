@@ -185,3 +185,43 @@ def test_a_title_shows_what_is_visible_of_it(tmp_path: Path) -> None:
     store.rename(two_lines, "  renamed\r\n\tagain  ")
     titles = {c.id: c.title for c in store.conversations()}
     assert titles == {invisible: "Untitled", two_lines: "renamed again"}
+
+
+def test_an_id_is_never_given_twice_even_after_its_row_is_deleted(
+    store: ConversationStore,
+) -> None:
+    """A second window still showing a deleted chat must not find a new chat under its id."""
+    old = store.create_conversation("deleted in one window")
+    question = store.add_message(old, "user", "q")
+    reply = store.add_message(old, "assistant", "a")
+    store.delete(old)
+    new = store.create_conversation("created in another")
+    assert new > old
+    assert store.add_message(new, "user", "q2") > reply > question
+    last = store.add_message(new, "assistant", "a2")
+    regenerated = store.add_message(new, "assistant", "a3", replacing=last)
+    store.delete_message(regenerated)
+    assert store.add_message(new, "user", "q3") > regenerated
+
+
+def test_a_version_1_database_keeps_its_chats_and_gives_new_ids_past_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.sqlite3"
+    old = sqlite3.connect(path, isolation_level=None)
+    old.execute("PRAGMA journal_mode=WAL")
+    old.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    for statement in split_sql(MIGRATIONS[1]):
+        old.execute(statement)
+    old.execute("INSERT INTO schema_version VALUES (1)")
+    old.execute("INSERT INTO conversations VALUES (7, 'kept', 1.0, 1.0)")
+    old.execute("INSERT INTO messages VALUES (9, 7, 'user', 'hello', 1.0, NULL, NULL)")
+    old.close()
+    store = ConversationStore(path)
+    assert [(c.id, c.title, c.message_count) for c in store.conversations()] == [(7, "kept", 1)]
+    store.delete(7)
+    assert store.create_conversation("new") == 8
+    assert store.add_message(8, "user", "x") == 10
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]

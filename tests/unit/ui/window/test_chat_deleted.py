@@ -52,7 +52,7 @@ def test_a_message_after_another_window_deleted_the_chat_starts_a_new_one(
         assert errors == []
         assert window.statusBar().currentMessage() == DELETED_ELSEWHERE
         chat = window.conversation_id
-        assert chat is not None  # SQLite may give it the deleted chat's id again
+        assert chat is not None and chat != gone  # a deleted chat's id is never given again
         assert window.chat.title(chat) == "Still there?"
         assert [m.role for m in window.store.messages(chat)] == ["user", "assistant"]
         assert [m.role for m in window.view.messages] == ["user", "assistant"]
@@ -79,3 +79,25 @@ def test_a_chat_another_window_deletes_mid_reply_leaves_the_view_for_the_next_me
         # The view shows the chat the message went to, not the deleted one above it.
         assert [m.role for m in window.view.messages] == ["user", "assistant"]
         assert window.view.messages[0].text == "Still there?"
+
+
+def test_a_chat_another_window_deletes_and_replaces_mid_reply_gets_none_of_the_reply(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    """The other window's new chat must not take the deleted one's id, and with it the reply
+    still streaming here."""
+    with fake_window_with_one_reply(
+        qtbot, isolated_data_dir, files, model_step_s=0.02, max_tokens=4
+    ) as (window, gone):
+        window.settings.set("generation/max_tokens", 40)
+        window.prompt.setPlainText("A second question")
+        window.send()
+        qtbot.waitUntil(lambda: len(window.view.streaming_text) > 5, timeout=TIMEOUT_MS)
+        with another_store(isolated_data_dir) as other:
+            other.delete(gone)
+            stranger = other.create_conversation("my private question")
+            other.add_message(stranger, "user", "my private question")
+        qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+        assert stranger != gone
+        with another_store(isolated_data_dir) as other:
+            assert [m.content for m in other.messages(stranger)] == ["my private question"]
