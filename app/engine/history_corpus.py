@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -126,8 +127,13 @@ class HistoryCorpus:
         # another window meanwhile may be in what it yields: the deletion's stamp tells, and
         # then nothing read is written or kept.
         deletions = self._stamp_now() if self._persist else None
-        file_before = stored_digest(self.path)
-        journaled_before = len(read_journal(self.path, file_before)[0]) if file_before else 0
+        try:
+            file_before = stored_digest(self.path)
+            journaled_before = len(read_journal(self.path, file_before)[0]) if file_before else 0
+        except OSError as exc:  # a folder in the file's place: the save below says so
+            log.warning("could not read the chat-history draft index %s (%s)", self.path, exc)
+            _discard(self.path)
+            file_before, journaled_before = None, 0
         self._reset()
         history: set[bytes] = set()
         for tokens in documents:
@@ -281,9 +287,8 @@ class HistoryCorpus:
             journal, journal_state = read_journal(self.path, stored.digest)
         except (OSError, IndexFileError) as exc:
             log.warning("discarding the chat-history draft index %s: %s", self.path, exc)
-            with contextlib.suppress(OSError):  # then the next save replaces them
-                self.path.unlink(missing_ok=True)
-                journal_path(self.path).unlink(missing_ok=True)
+            for path in (self.path, journal_path(self.path)):
+                _discard(path)  # then the next save replaces them
             self.needs_rebuild = True
             return
         self._documents = stored.documents
@@ -393,3 +398,13 @@ class HistoryCorpus:
         self._journal_tokens = 0
         self._journal_seen = 0
         self._rewrite = False
+
+
+def _discard(path: Path) -> None:
+    """Remove an index file, or a folder in its place (in the app's own index folder, under a
+    name no one else picks: nothing of the user's)."""
+    with contextlib.suppress(OSError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)

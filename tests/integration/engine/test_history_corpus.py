@@ -155,6 +155,37 @@ def test_a_damaged_file_is_discarded_with_one_log_line(
     assert _next(HistoryCorpus(tmp_path, FINGERPRINT), [401, 402]) == (403, 404, 405)
 
 
+@pytest.mark.parametrize("which", ["file", "journal"])
+def test_a_folder_in_place_of_an_index_file_is_discarded_and_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, which: str
+) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.add(_doc(0))
+    corpus.save()
+    corpus.add(_doc(100))
+    corpus.save()  # a journal beside the file
+    target = corpus.path if which == "file" else journal_path(corpus.path)
+    target.unlink()
+    (target / "inside").mkdir(parents=True)
+    with caplog.at_level(logging.WARNING):
+        reopened = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert reopened.needs_rebuild and not target.exists()
+    reopened.rebuild([_doc(0), _doc(100)])
+    assert reopened.path.is_file()
+    assert _next(HistoryCorpus(tmp_path, FINGERPRINT), [101, 102]) == (103, 104, 105)
+
+
+def test_a_folder_that_appears_in_place_of_the_file_before_a_rebuild_is_replaced(
+    tmp_path: Path,
+) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    assert corpus.needs_rebuild
+    (corpus.path / "inside").mkdir(parents=True)
+    corpus.rebuild([_doc(0)])
+    assert corpus.path.is_file()
+    assert _next(HistoryCorpus(tmp_path, FINGERPRINT), [1, 2]) == (3, 4, 5)
+
+
 def test_a_well_checksummed_file_that_is_not_an_automaton_is_discarded(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
