@@ -133,6 +133,9 @@ class ConversationStore:
         self.path = path
         self._clock = clock
         self._db: sqlite3.Connection | None = None
+        # Whether this open made the tables: a history that starts here (a first start, or a
+        # database file the user deleted), for which nothing derived from an older one holds.
+        self.created = False
         try:
             self._open(busy_timeout_s)
         except BaseException:
@@ -219,6 +222,7 @@ class ConversationStore:
                     self._conn.execute(statement)
             if current == 0:
                 self._conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+                self.created = True
             elif current < SCHEMA_VERSION:
                 self._conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 

@@ -35,7 +35,7 @@ def open_store(
     ask = ask or _ask_box
     tell = tell or _tell_box
     try:
-        return ConversationStore(path)
+        store = ConversationStore(path)
     except StoreDamagedError as exc:
         question = (
             f"{describe(exc)}\n\n{FRESH}? The damaged file is kept beside it, renamed, "
@@ -46,14 +46,16 @@ def open_store(
     except (StoreError, OSError) as exc:
         tell(describe(exc))
         return None
+    else:
+        if store.created:  # the database was deleted (or this is the first start)
+            _forget_past_chats(path)
+        return store
     try:
         store, aside = ConversationStore.recover(path)
     except (StoreError, OSError) as exc:
         tell(describe(exc))
         return None
-    # The past-chats draft index was built from the old history: a fresh history starts it
-    # afresh too (it is rebuilt from the new one as the chats come).
-    shutil.rmtree(path.parent / HISTORY_INDEX_FOLDER, ignore_errors=True)
+    _forget_past_chats(path)
     tell(f"Started a fresh history. The damaged database was kept as {aside}.")
     return store
 
@@ -69,3 +71,10 @@ def _ask_box(text: str, parent: QWidget | None = None) -> bool:
 
 def _tell_box(text: str, parent: QWidget | None = None) -> None:
     QMessageBox.information(parent, TITLE, text)
+
+
+def _forget_past_chats(database: Path) -> None:
+    """The past-chats draft index was built from an older history: a fresh history starts it
+    afresh too (it is rebuilt from the new one as the chats come), so chats wiped with their
+    database never draft again."""
+    shutil.rmtree(database.parent / HISTORY_INDEX_FOLDER, ignore_errors=True)

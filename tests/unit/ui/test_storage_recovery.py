@@ -7,6 +7,9 @@ import os
 import stat
 from pathlib import Path
 
+from PySide6.QtWidgets import QApplication
+
+from app.engine.corpus_files import FOLDER_NAME as HISTORY_INDEX_FOLDER
 from app.paths import database_path
 from ui.dialogs.storage_recovery import open_store
 from ui.settings import Settings, settings_file
@@ -50,7 +53,9 @@ def test_an_error_with_no_way_out_is_told_in_one_sentence(tmp_path: Path) -> Non
     assert len(told) == 1 and "\n" not in told[0] and "Traceback" not in told[0]
 
 
-def test_the_settings_file_is_private_whatever_the_umask() -> None:
+def test_the_settings_file_is_private_whatever_the_umask(qapp: QApplication) -> None:
+    # QSettings syncs on a timer of the application's event loop: without one Qt warns.
+    del qapp
     old = os.umask(0o002)
     try:
         settings = Settings()
@@ -60,3 +65,24 @@ def test_the_settings_file_is_private_whatever_the_umask() -> None:
         os.umask(old)
     assert stat.S_IMODE(settings_file().stat().st_mode) == 0o600
     assert stat.S_IMODE(settings_file().parent.stat().st_mode) == 0o700
+
+
+def test_a_deleted_database_takes_the_past_chats_index_with_it() -> None:
+    """Wiping the history by deleting its file must not leave its chats drafting on."""
+    path = database_path()
+    index = path.parent / HISTORY_INDEX_FOLDER
+    first = open_store(path, ask=lambda _q: False, tell=lambda _t: None)
+    assert first is not None
+    first.close()
+    index.mkdir()
+    (index / "0123.bin").write_bytes(b"the old chats' tokens")
+    again = open_store(path, ask=lambda _q: False, tell=lambda _t: None)
+    assert again is not None
+    again.close()
+    assert (index / "0123.bin").exists()  # the same history: its index stays
+    for suffix in ("", "-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+    fresh = open_store(path, ask=lambda _q: False, tell=lambda _t: None)
+    assert fresh is not None
+    fresh.close()
+    assert not index.exists()
