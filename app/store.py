@@ -313,10 +313,11 @@ class ConversationStore:
         *,
         stats: dict[str, Any] | None = None,
         segments: Sequence[Segment] | None = None,
-        replacing: int | None = None,
+        replacing: Sequence[int] = (),
     ) -> int:
-        """Store a message; `replacing`: the id of a message it takes the place of (a
-        regenerated reply), deleted in the same commit, so a crash leaves one or the other."""
+        """Store a message; `replacing`: the ids of messages it takes the place of (a
+        regenerated reply; an edited question and what followed it), deleted in the same
+        commit, so a crash leaves one or the other."""
         now = self._clock()
         with self._transaction() as db:
             cursor = db.execute(
@@ -334,11 +335,11 @@ class ConversationStore:
                     else json.dumps([[_storable(text), int(source)] for text, source in segments]),
                 ),
             )
-            if replacing is not None:
-                _retire(db, "message", "SELECT ?", replacing)
+            for replaced in replacing:
+                _retire(db, "message", "SELECT ?", replaced)
                 db.execute(
                     "DELETE FROM messages WHERE id = ? AND conversation_id = ?",
-                    (replacing, conversation_id),
+                    (replaced, conversation_id),
                 )
             db.execute(
                 "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)

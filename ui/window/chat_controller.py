@@ -24,6 +24,10 @@ class ChatController:
         self.store = store
         self._settings = settings
         self.conversation_id: int | None = None
+        # The current chat's last exchange, taken back for editing: still stored (a close or a
+        # crash keeps it), out of view and out of the model's history, and replaced by the
+        # edited message in the commit that stores it.
+        self._set_aside: list[StoredMessage] = []
 
     # -- the list of chats --------------------------------------------------------------------
 
@@ -37,12 +41,16 @@ class ChatController:
 
     def new_chat(self) -> None:
         self.conversation_id = None
+        self._set_aside = []
 
-    def open(self, conversation_id: int) -> list[ViewMessage]:
-        """Make a saved chat current; returns its messages as the view shows them."""
+    def open(self, conversation_id: int, *, keep_set_aside: bool = False) -> list[ViewMessage]:
+        """Make a saved chat current; returns its messages as the view shows them. An exchange
+        set aside for editing shows again (the edit abandoned) unless `keep_set_aside`."""
+        if not keep_set_aside or conversation_id != self.conversation_id:
+            self._set_aside = []
         self.conversation_id = conversation_id
         messages = []
-        for stored in self.store.messages(conversation_id):
+        for stored in self._shown(self.store.messages(conversation_id)):
             if stored.role == "system":
                 continue
             line = str(stored.stats.get("summary", "")) if stored.stats else ""
@@ -57,7 +65,7 @@ class ChatController:
         self.store.delete(conversation_id)
         if conversation_id != self.conversation_id:
             return False
-        self.conversation_id = None
+        self.new_chat()
         return True
 
     def export(self, conversation_id: int, path: Path) -> None:
@@ -85,7 +93,9 @@ class ChatController:
         """
         if self.conversation_id is None:
             self.conversation_id = self.store.create_conversation(visible(text)[:TITLE_LENGTH])
-        self.store.add_message(self.conversation_id, "user", text)
+        replaced = [stored.id for stored in self._set_aside]
+        self.store.add_message(self.conversation_id, "user", text, replacing=replaced)
+        self._set_aside = []
         return self.conversation_id
 
     def save_reply(
@@ -105,30 +115,39 @@ class ChatController:
             text,
             stats=stats,
             segments=segments,
-            replacing=replaces,
+            replacing=() if replaces is None else (replaces,),
         )
 
     def last_reply_id(self) -> int | None:
         if self.conversation_id is None:
             return None
-        messages = self.store.messages(self.conversation_id)
+        messages = self._shown(self.store.messages(self.conversation_id))
         if messages and messages[-1].role == "assistant":
             return messages[-1].id
         return None
 
-    def take_back_last_message(self) -> list[StoredMessage] | None:
-        """Delete the current chat's last user message and what followed it; returns them
-        (the user's first) for the user to edit and send again, or to put back (None when
-        there is none)."""
+    def _shown(self, messages: list[StoredMessage]) -> list[StoredMessage]:
+        """The current chat's messages less the exchange set aside for editing."""
+        aside = {stored.id for stored in self._set_aside}
+        return [stored for stored in messages if stored.id not in aside]
+
+    def take_back_last_message(self, *, keep_stored: bool = True) -> list[StoredMessage] | None:
+        """The current chat's last user message and what followed it, the user's first, for
+        the user to edit and send again, or to put back (None when there is none). Kept
+        stored until the edited message replaces them (`add_user_message`); deleted now with
+        `keep_stored` False (a message that can never be answered as it is)."""
         if self.conversation_id is None:
             return None
-        messages = self.store.messages(self.conversation_id)
+        messages = self._shown(self.store.messages(self.conversation_id))
         users = [i for i, m in enumerate(messages) if m.role == "user"]
         if not users:
             return None
         taken = messages[users[-1] :]
-        for stored in reversed(taken):
-            self.store.delete_message(stored.id)
+        if keep_stored:
+            self._set_aside = [*self._set_aside, *taken]
+        else:
+            for stored in reversed(taken):
+                self.store.delete_message(stored.id)
         return taken
 
     def drop_if_empty(self) -> bool:
@@ -142,6 +161,10 @@ class ChatController:
 
     def put_back(self, messages: list[StoredMessage]) -> bool:
         """Undo take_back_last_message: the messages return at the end of their chat."""
+        aside = {stored.id for stored in self._set_aside}
+        if messages and all(stored.id in aside for stored in messages):
+            self._set_aside = [s for s in self._set_aside if s not in messages]
+            return True  # never left the store
         for stored in messages:
             self.store.add_message(
                 stored.conversation_id,
@@ -156,7 +179,7 @@ class ChatController:
         """The current chat's last user message, the prompt a comparison runs on."""
         if self.conversation_id is None:
             return None
-        for stored in reversed(self.store.messages(self.conversation_id)):
+        for stored in reversed(self._shown(self.store.messages(self.conversation_id))):
             if stored.role == "user":
                 return stored.content
         return None
@@ -169,7 +192,7 @@ class ChatController:
         system = self._settings.get_str("generation/system_prompt").strip()
         if system:
             history.append({"role": "system", "content": system})
-        for stored in self.store.messages(self.conversation_id):
+        for stored in self._shown(self.store.messages(self.conversation_id)):
             if stored.id != without:
                 history.append({"role": stored.role, "content": stored.content})
         return tuple(history)

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPlainTextEdit
 
 from app.engine.corpus_files import forget_every_vocabulary
@@ -26,12 +25,16 @@ from ui.window.chat_controller import ChatController
 
 T = TypeVar("T")
 
-# How long Undo stays offered after Edit and resend took an exchange back.
+# How long the status bar tells what Edit and resend did (its Undo stays until the edit is
+# sent or the chat left).
 UNDO_SHOWN_MS = 20_000
 # The UI thread's wait for the past-chats index's lock, which the engine thread may hold for a
 # second or two while it reads or rewrites an index; past it the files are deleted unlocked.
 UI_LOCK_WAIT_S = 0.2
-TAKEN_BACK = "Your last message is back in the box to edit; its reply is gone."
+TAKEN_BACK = (
+    "Your last message is back in the box to edit: sending it replaces the message and its "
+    "reply, which are kept until then."
+)
 UNFITTING = "Your message is back in the box: the chat with it is longer than the context holds."
 DELETED_ELSEWHERE = (
     "This chat was deleted in another SpecChat window; your message starts a new chat."
@@ -60,10 +63,6 @@ class ConversationActions:
         self.undo_button.hide()
         self.undo_button.clicked.connect(self.undo_take_back)
         window.statusBar().addPermanentWidget(self.undo_button)
-        self._undo_timer = QTimer(window)
-        self._undo_timer.setSingleShot(True)
-        self._undo_timer.setInterval(UNDO_SHOWN_MS)
-        self._undo_timer.timeout.connect(self.forget_take_back)
 
     def store_action(self, action: Callable[[], T]) -> T | None:
         """Run a store operation; a storage failure is shown in words, never raised."""
@@ -97,8 +96,11 @@ class ConversationActions:
         self.refresh_list()  # also clears the selection: no conversation is current
         self.show_title()
 
-    def open(self, conversation_id: int) -> bool:
-        messages = self.store_action(lambda: self._chat.open(conversation_id))
+    def open(self, conversation_id: int, *, keep_set_aside: bool = False) -> bool:
+        """Show a chat; an exchange set aside for editing reappears unless `keep_set_aside`."""
+        messages = self.store_action(
+            lambda: self._chat.open(conversation_id, keep_set_aside=keep_set_aside)
+        )
         if messages is None:
             return False
         self._view.set_messages(messages)
@@ -106,19 +108,24 @@ class ConversationActions:
         return True
 
     def reopen_current(self) -> None:
-        """Show the current chat again as stored (after messages were taken out of it)."""
+        """Show the current chat again (after messages were taken out of it)."""
         if self._chat.conversation_id is not None:
-            self.open(self._chat.conversation_id)
+            self.open(self._chat.conversation_id, keep_set_aside=True)
 
     def copy_last_reply(self) -> None:
         replies = [m for m in self._view.messages if m.role == "assistant" and m.text]
         if replies:
             self._view.copy_text(replies[-1].text)
 
-    def take_back_last_message(self, box: QPlainTextEdit, *, said: str = TAKEN_BACK) -> bool:
+    def take_back_last_message(
+        self, box: QPlainTextEdit, *, said: str = TAKEN_BACK, keep_stored: bool = True
+    ) -> bool:
         """Move the last message the user wrote (and what followed it) back into `box`,
-        with an Undo that puts the exchange back as it was; `said` on the status bar."""
-        taken = self.store_action(self._chat.take_back_last_message)
+        with an Undo that puts the exchange back as it was; `said` on the status bar. Kept
+        stored until the edited message replaces it, unless not `keep_stored`."""
+        taken = self.store_action(
+            lambda: self._chat.take_back_last_message(keep_stored=keep_stored)
+        )
         if not taken:
             return False
         self.reopen_current()
@@ -128,13 +135,13 @@ class ConversationActions:
         self._taken = (taken, box)
         self.undo_button.show()
         self._window.statusBar().showMessage(said, UNDO_SHOWN_MS)
-        self._undo_timer.start()
         return True
 
     def take_back_unfitting(self, box: QPlainTextEdit) -> None:
         """The message just sent overflows the context: back to `box` to shorten. A chat it
         began goes with it, or it would stay in the list with nothing in it."""
-        if not self.take_back_last_message(box, said=UNFITTING):
+        # It can never be answered as it is: it goes now, and the box holds it.
+        if not self.take_back_last_message(box, said=UNFITTING, keep_stored=False):
             return
         if self.store_action(self._chat.drop_if_empty):
             self.forget_take_back()  # nothing is left to put it back into
@@ -164,7 +171,6 @@ class ConversationActions:
     def forget_take_back(self) -> None:
         """Something else happened to the chat (a message sent, another chat opened)."""
         self._taken = None
-        self._undo_timer.stop()
         self.undo_button.hide()
         status = self._window.statusBar()
         if status.currentMessage() in (TAKEN_BACK, UNFITTING):  # it spoke of the Undo gone

@@ -167,14 +167,14 @@ def test_a_message_replacing_another_swaps_them_in_one_commit(store: Conversatio
     store.add_message(chat, "user", "Hello")
     old = store.add_message(chat, "assistant", "First try")
     with pytest.raises(StoreError):
-        store.add_message(chat, "robot", "refused by the schema", replacing=old)
+        store.add_message(chat, "robot", "refused by the schema", replacing=(old,))
     assert [m.content for m in store.messages(chat)] == ["Hello", "First try"]
-    store.add_message(chat, "assistant", "Second try", replacing=old)
+    store.add_message(chat, "assistant", "Second try", replacing=(old,))
     assert [m.content for m in store.messages(chat)] == ["Hello", "Second try"]
     # An id from another conversation is not touched.
     other = store.create_conversation("other")
     kept = store.add_message(other, "user", "mine")
-    store.add_message(chat, "assistant", "Third try", replacing=kept)
+    store.add_message(chat, "assistant", "Third try", replacing=(kept,))
     assert [m.content for m in store.messages(other)] == ["mine"]
 
 
@@ -199,7 +199,7 @@ def test_an_id_is_never_given_twice_even_after_its_row_is_deleted(
     assert new > old
     assert store.add_message(new, "user", "q2") > reply > question
     last = store.add_message(new, "assistant", "a2")
-    regenerated = store.add_message(new, "assistant", "a3", replacing=last)
+    regenerated = store.add_message(new, "assistant", "a3", replacing=(last,))
     store.delete_message(regenerated)
     assert store.add_message(new, "user", "q3") > regenerated
 

@@ -1,4 +1,5 @@
-"""Edit and resend takes the last exchange back; Undo puts it back as it was."""
+"""Edit and resend takes the last exchange back; Undo puts it back as it was. Until the edited
+message is sent the exchange stays stored: a close, a crash or leaving the chat keeps it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def test_undo_puts_back_the_exchange_that_edit_and_resend_took(
     before = [(m.role, m.content, m.stats) for m in window.store.messages(window.conversation_id)]
     window.view.anchorClicked.emit(QUrl("edit:"))
     assert window.prompt.toPlainText() == "Second question"
-    assert len(window.store.messages(window.conversation_id)) == 2
+    assert [m.text for m in window.view.messages] == [c for _r, c, _s in before[:2]]
     undo = window.chats.undo_button
     assert undo.isVisible()
 
@@ -42,3 +43,22 @@ def test_sending_the_edited_message_withdraws_the_undo(window: MainWindow, qtbot
     assert window.conversation_id is not None
     users = [m.content for m in window.store.messages(window.conversation_id) if m.role == "user"]
     assert users == ["A question, fixed"]
+
+
+def test_an_exchange_taken_back_stays_stored_until_the_edit_is_sent(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    send(qtbot, window, "First question")
+    send(qtbot, window, "Second question")
+    chat = window.conversation_id
+    assert chat is not None
+    stored = [(m.role, m.content) for m in window.store.messages(chat)]
+    window.view.anchorClicked.emit(QUrl("edit:"))
+    # Closed now, or killed, the next start finds the chat whole.
+    assert [(m.role, m.content) for m in window.store.messages(chat)] == stored
+    assert window.chat.history()[-1]["content"] == stored[1][1]  # the model reads it without
+    # Leaving the chat abandons the edit: back in it, the exchange is there again.
+    window.new_chat()
+    window.open_conversation(chat)
+    assert [m.text for m in window.view.messages] == [c for _r, c in stored]
+    assert not window.chats.undo_button.isVisible()
