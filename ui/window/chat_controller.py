@@ -7,6 +7,7 @@ what the user typed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,17 @@ from ui.widgets.conversation_view import ViewMessage
 TITLE_LENGTH = 48
 
 
+@dataclass(frozen=True, slots=True)
+class _UnsavedReply:
+    """A finished reply the store refused (a full disk): shown, and saved at the next chance."""
+
+    conversation_id: int
+    text: str
+    stats: dict[str, Any]
+    segments: list[Segment] | None
+    replaces: int | None
+
+
 class ChatController:
     def __init__(self, store: ConversationStore, settings: Settings) -> None:
         self.store = store
@@ -28,6 +40,7 @@ class ChatController:
         # crash keeps it), out of view and out of the model's history, and replaced by the
         # edited message in the commit that stores it.
         self._set_aside: list[StoredMessage] = []
+        self._unsaved: _UnsavedReply | None = None
 
     # -- the list of chats --------------------------------------------------------------------
 
@@ -91,6 +104,7 @@ class ChatController:
 
         Committed before anything is generated, so a crash mid-reply never loses the question.
         """
+        self.save_unsaved_reply()  # first, so the chat keeps its order and the model reads it
         if self.conversation_id is None:
             self.conversation_id = self.store.create_conversation(visible(text)[:TITLE_LENGTH])
         replaced = [stored.id for stored in self._set_aside]
@@ -108,14 +122,36 @@ class ChatController:
         replaces: int | None = None,
     ) -> None:
         """Store a finished reply; `replaces`: the reply it was regenerated from, which stays
-        stored until then (a crash mid-reply keeps it) and goes in the same commit."""
+        stored until then (a crash mid-reply keeps it) and goes in the same commit. One the
+        store refuses is kept, and saved before the next message (save_unsaved_reply)."""
+        reply = _UnsavedReply(conversation_id, text, stats, segments, replaces)
+        self.save_unsaved_reply()
+        try:
+            self._store_reply(reply)
+        except BaseException:
+            self._unsaved = reply
+            raise
+
+    def save_unsaved_reply(self) -> bool:
+        """Store the reply the store refused before, if any (True once none is left); raises
+        as the store does while it still cannot. One whose chat was deleted meanwhile (in
+        another window) is dropped."""
+        reply = self._unsaved
+        if reply is None:
+            return True
+        if self.store.conversation(reply.conversation_id) is not None:
+            self._store_reply(reply)
+        self._unsaved = None
+        return True
+
+    def _store_reply(self, reply: _UnsavedReply) -> None:
         self.store.add_message(
-            conversation_id,
+            reply.conversation_id,
             "assistant",
-            text,
-            stats=stats,
-            segments=segments,
-            replacing=() if replaces is None else (replaces,),
+            reply.text,
+            stats=reply.stats,
+            segments=reply.segments,
+            replacing=() if reply.replaces is None else (reply.replaces,),
         )
 
     def last_reply_id(self) -> int | None:

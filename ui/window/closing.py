@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QCoreApplication, QEvent
+
+from app.store_errors import StoreError
 
 if TYPE_CHECKING:
     from ui.window.main_window import MainWindow
@@ -29,4 +32,6 @@ def release_window(w: MainWindow, timeout_ms: int) -> None:
         QCoreApplication.sendPostedEvents(receiver, QEvent.Type.MetaCall)
     w.ops.shutdown()
     w.gpu.close()
+    with contextlib.suppress(StoreError, OSError):  # the disk may have room again by now
+        w.chat.save_unsaved_reply()
     w.store.close()

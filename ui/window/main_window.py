@@ -290,6 +290,9 @@ class MainWindow(WindowLayout):
         if self.server_switch.request_ahead():  # it would wait behind it, shown as Generating
             self.statusBar().showMessage(REGENERATE_AFTER_SERVING_MESSAGE)
             return
+        # The reply to write again is the one on screen, even one the store refused before.
+        if self.chats.store_action(self.chat.save_unsaved_reply) is None:
+            return
         reply_id = self.chats.store_action(self.chat.last_reply_id)
         if reply_id is not None:
             self._start_generation(replacing=reply_id)

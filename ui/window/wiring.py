@@ -16,6 +16,9 @@ from ui.window.window_state import RELOADING_SETTINGS, UiState
 if TYPE_CHECKING:
     from ui.window.main_window import MainWindow
 
+# After the store's own sentence on why a reply could not be saved.
+REPLY_KEPT = "The reply stays here and is saved with your next message."
+
 
 def connect_window(window: MainWindow) -> None:
     flow = window.flow
@@ -28,7 +31,7 @@ def connect_window(window: MainWindow) -> None:
     flow.tooLong.connect(lambda: window.chats.take_back_unfitting(window.prompt))
     flow.noticed.connect(lambda text: window.statusBar().showMessage(text, 8000))
     flow.headline.connect(window.controls.show_headline)
-    flow.saveFailed.connect(lambda exc: window.show_error(describe(exc)))
+    flow.saveFailed.connect(lambda exc: window.show_error(f"{describe(exc)} {REPLY_KEPT}"))
     window.metrics_timer.timeout.connect(lambda: refresh_memory(window))
 
     window.ggufsDropped.connect(window.models.add_files)

@@ -51,3 +51,27 @@ def test_a_full_disk_keeps_the_typed_message_and_a_retry_sends_it(
     assert conversation is not None
     stored = window.store.messages(conversation)
     assert [m.role for m in stored] == ["user", "assistant"] and stored[0].content == typed
+
+
+def test_a_reply_the_full_disk_refused_is_saved_before_the_next_message(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    fillers: list[int] = []
+    # The question is saved; the disk fills while the reply is written.
+    window.flow.started.connect(lambda: fillers.append(_fill(window.store)))
+    window.prompt.setPlainText("Name a colour, in one word.")
+    qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=60_000)
+    window.flow.started.disconnect()
+    chat = window.conversation_id
+    assert chat is not None and fillers
+    assert "is full" in window.banner.text and "saved with your next message" in window.banner.text
+    reply = window.view.messages[-1].text
+    assert reply and [m.role for m in window.store.messages(chat)] == ["user"]
+
+    window.store._conn.execute("PRAGMA max_page_count = 1000000")  # the user freed some space
+    window.store.delete(fillers[0])
+    send(qtbot, window, "And another?")
+    stored = window.store.messages(chat)
+    assert [m.role for m in stored] == ["user", "assistant", "user", "assistant"]
+    assert stored[1].content == reply
