@@ -3,6 +3,7 @@ and when two paths name the same file."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -28,6 +29,8 @@ class DataFolderError(SpecChatError):
 
 
 def _folder_error(path: Path, exc: OSError) -> DataFolderError:
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR):
+        return DataFolderError(path, "a file is in the way (it, or a folder above it, is a file)")
     return DataFolderError(path, exc.strerror or str(exc))
 
 
@@ -35,10 +38,12 @@ def make_private_dir(path: Path) -> None:
     """Create `path` (and parents) if needed; the folder itself is the owner's alone (0700).
 
     Chats and settings live here: other users of the machine must not read them, whatever
-    the umask. Parents that already exist keep their permissions."""
+    the umask. Parents that already exist keep their permissions, and the owner's own bits
+    stay as they are (a folder its owner made read-only stays so)."""
     path.mkdir(parents=True, exist_ok=True)
-    if os.name == "posix" and (path.stat().st_mode & 0o777) != 0o700:
-        os.chmod(path, 0o700)
+    mode = path.stat().st_mode & 0o777
+    if os.name == "posix" and mode & 0o077:
+        os.chmod(path, mode & 0o700)
 
 
 def create_private_file(path: Path) -> None:

@@ -104,18 +104,30 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # control characters; the white space among them (new lines, tabs) separates words instead.
 # Lone surrogates (Cs) are kept: _storable shows them as U+FFFD.
 _INVISIBLE = frozenset({"Cf", "Cc"})
+# Two format characters that do draw: they join (U+200D, emoji sequences such as a family) or
+# keep apart (U+200C, Persian and Indic spellings) the characters on either side. Kept there,
+# and only there: alone, or beside a space, they draw nothing.
+_JOINERS = "\u200c\u200d"
+_LOOSE_JOINERS = re.compile(f"(?<![^\\s{_JOINERS}])[{_JOINERS}]+|[{_JOINERS}]+(?![^\\s{_JOINERS}])")
+# A title past this is cut: it is a row in a list and an export's file name.
+MAX_TITLE = 200
 
 
 def visible(text: str) -> str:
     """`text` without what shows as nothing (zero-width and other format characters, controls),
     its runs of white space made one space, trimmed. A message or a title with nothing visible
     is no message or title: the chat list would show a blank row."""
-    kept = "".join(c for c in text if c.isspace() or unicodedata.category(c) not in _INVISIBLE)
-    return " ".join(kept.split())
+    kept = "".join(
+        c for c in text if c.isspace() or c in _JOINERS or unicodedata.category(c) not in _INVISIBLE
+    )
+    return " ".join(_LOOSE_JOINERS.sub("", kept).split())
 
 
 def _title(text: str) -> str:
-    return visible(text) or "Untitled"
+    title = visible(text)
+    if len(title) > MAX_TITLE:
+        title = title[: MAX_TITLE - 1].rstrip() + "…"
+    return title or "Untitled"
 
 
 def _storable(text: str) -> str:
@@ -169,7 +181,14 @@ class ConversationStore:
             # Find damage now, where the way out can be offered, not in the middle of a chat.
             problems = [row[0] for row in self._db.execute("PRAGMA quick_check")]
             if problems != ["ok"]:
-                raise StoreDamagedError(path, f"integrity check: {problems[0]}")
+                # Past the report's heading ("*** in database main ***"), which says nothing.
+                lines = [
+                    line
+                    for problem in problems
+                    for line in str(problem).splitlines()
+                    if line.strip() and not line.startswith("*** ")
+                ]
+                raise StoreDamagedError(path, f"integrity check: {(lines or problems)[0]}")
             self._migrate()
         except sqlite3.Error as exc:
             raise store_error(exc, path, "open") from None

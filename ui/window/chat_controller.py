@@ -7,6 +7,7 @@ what the user typed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from ui.settings import Settings
 from ui.widgets.conversation_view import ViewMessage
 
 TITLE_LENGTH = 48
+_EXPORT_NAME_BYTES = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,13 @@ class ChatController:
         replace_file(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
 
     def export_name(self, conversation_id: int) -> str:
-        return (self.title(conversation_id) or "conversation").replace("/", "-") + ".md"
+        """The title as a file name any file system takes: no separators or characters
+        Windows refuses, and short enough in bytes (most allow 255)."""
+        name = re.sub(r'[/\\:*?"<>|]', "-", self.title(conversation_id) or "conversation")
+        while len(name.encode("utf-8")) > _EXPORT_NAME_BYTES:
+            name = name[:-1]
+        stem = name.strip(" .") or "conversation"  # "..": no name of its own
+        return f"{stem}.md"
 
     # -- messages -----------------------------------------------------------------------------
 

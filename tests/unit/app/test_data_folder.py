@@ -3,13 +3,14 @@ command in one `error: cannot use data folder ...` line and exit status 1, not a
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import pytest
 
 from app.cli.main import main
 from app.errors import SpecChatError
-from app.paths import demo_models_dir
+from app.paths import demo_models_dir, make_private_dir
 from models.demo import ensure_demo_models
 from tests.unit.models.test_quantize_guards import read_only
 from ui.messages import describe
@@ -18,7 +19,8 @@ from ui.messages import describe
 @pytest.mark.parametrize(
     ("folder", "reason"),
     [
-        ("a-file/data", "Not a directory"),
+        ("a-file/data", "a file is in the way (it, or a folder above it, is a file)"),
+        ("a-file", "a file is in the way (it, or a folder above it, is a file)"),
         ("/proc/self", "Operation not permitted"),
         ("/proc/nope", "No such file or directory"),
     ],
@@ -56,3 +58,16 @@ def test_a_read_only_demo_folder_is_one_line_naming_it_in_the_cli_and_the_window
     with pytest.raises(SpecChatError) as caught:  # what the window's engine worker gets
         ensure_demo_models()
     assert describe(caught.value) == f"C{line[1:]}."
+
+
+def test_a_folder_its_owner_made_read_only_stays_so_but_loses_others_access(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    folder.chmod(0o555)
+    make_private_dir(folder)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o500
+    folder.chmod(0o755)
+    make_private_dir(folder)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.store import ConversationStore
-from app.store_errors import StoreError
+from app.store import MAX_TITLE, ConversationStore, visible
+from app.store_errors import StoreDamagedError, StoreError
 from app.store_schema import MIGRATIONS, SCHEMA_VERSION, split_sql
 
 
@@ -225,3 +225,44 @@ def test_a_version_1_database_keeps_its_chats_and_gives_new_ids_past_them(
     store.close()
     db = sqlite3.connect(path)
     assert db.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+
+
+def test_joiners_that_draw_are_kept_and_loose_ones_dropped() -> None:
+    family = "\U0001f469\u200d\U0001f469\u200d\U0001f467"  # one glyph, joined
+    persian = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"  # a non-joiner mid-word
+    assert visible(f"{family} {persian}") == f"{family} {persian}"
+    assert visible("\u200d") == "" and visible(" \u200c a \u200d") == "a"
+
+
+def test_a_title_past_the_bound_is_cut(store: ConversationStore) -> None:
+    chat = store.create_conversation("x" * 200_000)
+    title = store.conversations()[0].title
+    assert len(title) == MAX_TITLE and title.endswith("…")
+    store.rename(chat, "fine")
+    assert store.conversations()[0].title == "fine"
+
+
+def test_a_damaged_file_is_named_by_its_first_problem_not_the_reports_heading(
+    tmp_path: Path,
+) -> None:
+    # A page SQLite opens the file past but its check reports: which one depends on the layout.
+    for page in range(2, 12):
+        path = tmp_path / f"c{page}.sqlite3"
+        store = ConversationStore(path)
+        chat = store.create_conversation("chat")
+        for i in range(200):
+            store.add_message(chat, "user", f"message {i} " * 50)
+        store.close()
+        data = bytearray(path.read_bytes())
+        data[(page - 1) * 4096 : page * 4096] = bytes(range(256)) * 16
+        path.write_bytes(bytes(data))
+        try:
+            report = sqlite3.connect(path).execute("PRAGMA quick_check").fetchall()
+        except sqlite3.DatabaseError:
+            continue  # damage SQLite refuses outright, reported otherwise
+        assert report[0][0].startswith("*** in database main ***")
+        with pytest.raises(StoreDamagedError) as caught:
+            ConversationStore(path)
+        assert "integrity check: Page " in str(caught.value)
+        return
+    pytest.fail("no damaged page gave SQLite's integrity report")

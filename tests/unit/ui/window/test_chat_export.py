@@ -56,3 +56,17 @@ def test_an_export_into_a_missing_folder_is_an_os_error(
     """The window words it: "Could not export the conversation to ...: <the error>"."""
     with pytest.raises(FileNotFoundError):
         chats.export(_chat(chats), tmp_path / "missing-folder" / "chat.md")
+
+
+@pytest.mark.parametrize(
+    "title",
+    ["\U0001f30a" * 190, 'a: "b" <c> | d? e* f\\g/h', "..", "x" * 200],
+)
+def test_the_proposed_file_name_is_one_any_file_system_takes(
+    chats: ChatController, title: str
+) -> None:
+    chat = chats.store.create_conversation(title)
+    name = chats.export_name(chat)
+    assert name.endswith(".md") and len(name.encode("utf-8")) <= 124
+    assert not set(name) & set('/\\:*?"<>|')
+    assert name.removesuffix(".md").strip(" .")  # never ".md" or "...md"
