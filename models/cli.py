@@ -238,6 +238,8 @@ def check_pull_args(args: argparse.Namespace) -> None:
             resolve_endpoint(args.endpoint)
     except DownloadError as exc:
         raise InvalidSettingError(str(exc)) from None
+    if args.dest is not None and args.dest.exists() and not args.dest.is_dir():
+        raise InvalidSettingError(f"--dest {args.dest} is a file, not a folder")
 
 
 def run_pull(args: argparse.Namespace) -> int:

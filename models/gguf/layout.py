@@ -65,6 +65,13 @@ def part_paths(first: Path) -> list[Path]:
 def other_parts(first: Path, count: int) -> tuple[list[TensorRow], int]:
     """Tensors and bytes on disk of parts 2..count of a split model; a missing part raises."""
     parts = shard_info(first)
+    if parts is not None and parts[0] != 1 and parts[1] == count:
+        stem = first.name[:-_SHARD_SUFFIX_LEN]
+        raise ModelLoadError(
+            str(first),
+            f"part {parts[0]} of a split model of {count} parts; open part 1 "
+            f"({stem}-00001-of-{count:05d}.gguf), which brings the others",
+        )
     if parts is None or parts[0] != 1 or parts[1] != count:
         raise ModelLoadError(
             str(first), f"split model of {count} parts, but the file is not named as part 1"

@@ -327,3 +327,16 @@ def test_a_file_the_hub_refuses_to_send_says_why_and_leaves_nothing_behind(
         pull(REPO, endpoint=hub.endpoint, dest_dir=dest)
     assert expected in str(caught.value)
     assert _files(dest) == []
+
+
+def test_a_dest_that_is_a_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli.main import main
+
+    in_the_way = tmp_path / "notes.gguf"
+    in_the_way.write_text("mine")
+    assert main(["models", "pull", REPO, "--dest", str(in_the_way)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --dest {in_the_way} is a file, not a folder")
+    assert in_the_way.read_text() == "mine"

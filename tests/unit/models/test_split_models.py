@@ -77,3 +77,12 @@ def test_an_added_file_smaller_than_a_split_target_becomes_the_draft(tmp_path: P
     assert catalog.target is not None
     assert catalog.target.size_bytes == inspect_gguf(first).total_size_bytes
     assert [d.path for d in catalog.drafts if "%" in d.note] == [str(draft)]
+
+
+def test_a_later_part_opened_alone_names_part_1(tmp_path: Path) -> None:
+    first, parts = _split(tmp_path)
+    second = parts[1]
+    with pytest.raises(ModelLoadError) as caught:
+        inspect_gguf(second)
+    assert caught.value.reason.startswith("part 2 of a split model of ")
+    assert f"open part 1 ({first.name})" in caught.value.reason
