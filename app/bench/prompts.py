@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.engine.config import MAX_PROMPT_FILE_BYTES
 from app.errors import InvalidSettingError
+from app.text_files import read_text_file
 
 BUILTIN = "builtin"
 FILE_CLASS = "file"
@@ -273,20 +275,7 @@ def load_prompts(spec: str) -> list[BenchPrompt]:
 
 
 def prompts_from_file(path: Path) -> list[BenchPrompt]:
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InvalidSettingError(f"prompt file {path} does not exist") from None
-    except IsADirectoryError:
-        raise InvalidSettingError(f"prompt file {path} is a folder; name a file") from None
-    except UnicodeDecodeError as exc:
-        raise InvalidSettingError(
-            f"prompt file {path} is not UTF-8 text (byte {exc.start})"
-        ) from None
-    except OSError as exc:
-        raise InvalidSettingError(
-            f"cannot read prompt file {path}: {exc.strerror or type(exc).__name__}"
-        ) from None
+    raw = read_text_file(path, name=f"prompt file {path}", limit=MAX_PROMPT_FILE_BYTES)
     if path.suffix.lower() == ".json":
         prompts = _from_json(path, raw)
     else:

@@ -18,6 +18,7 @@ from app.engine.config import MAX_SEED, GenerationConfig, SamplingConfig, check_
 from app.engine.gamma import DEFAULT_GAMMA_SETTING, GAMMA_HELP, GammaSetting, parse_gamma
 from app.errors import InvalidSettingError, user_message
 from app.llama.config import DEFAULT_PROMPT_CACHE_MIB, FLASH_ATTENTION_CHOICES, ModelConfig
+from app.text_files import MIB, read_text_file
 
 DEMO = "demo"
 # `--draft` spellings besides a GGUF path and `demo`, the same in every sub-command.
@@ -229,17 +230,19 @@ def resolve_model_path(value: str, *, role: str) -> str:
     return str(path)
 
 
+# Chat templates run to a few KiB (the largest, with tool calling, some tens of KiB).
+MAX_TEMPLATE_BYTES = MIB
+
+
 def chat_template_file(args: argparse.Namespace) -> str | None:
     """`--chat-template-file`'s template, read and tried on a one-line chat before any model
     loads; None when the flag is not given."""
     path = getattr(args, "chat_template_file", None)
     if path is None:
         return None
-    try:
-        template = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-        raise InvalidSettingError(f"--chat-template-file {path}: {reason}") from None
+    template = read_text_file(
+        Path(path), name=f"--chat-template-file {path}", limit=MAX_TEMPLATE_BYTES
+    )
     if not template.strip():
         # An empty template reads as none given: the model file's own would run unasked.
         raise InvalidSettingError(f"--chat-template-file {path}: the file is empty")

@@ -41,6 +41,7 @@ from app.engine.result import GenerationResult
 from app.errors import InvalidSettingError, RpcWorkerLostError, SpecChatError, user_message
 from app.llama.facts import ModelFacts
 from app.metrics.sources import accepted_by_source
+from app.text_files import MIB, read_text_file
 from app.version import app_version
 from models.probe import PROBE_FLAG
 
@@ -153,24 +154,23 @@ def _read_prompt(args: argparse.Namespace) -> str:
     if args.prompt is not None:
         return str(args.prompt)
     path: Path | str = args.prompt_file
-    name = "standard input" if path == STDIN else f"prompt file {path}"
-    try:
-        if path == STDIN:
+    if path == STDIN:
+        name = "standard input"
+        if sys.stdin is None:  # started with standard input closed (`<&-`)
+            raise InvalidSettingError("standard input is closed; give --prompt-file a file")
+        try:
             data = sys.stdin.buffer.read(MAX_PROMPT_FILE_BYTES + 1)
-        else:
-            with Path(path).open("rb") as handle:
-                # Read one byte past the cap: a larger file (or /dev/zero) is refused unread.
-                data = handle.read(MAX_PROMPT_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise InvalidSettingError(f"{name} does not exist") from None
-    except OSError as exc:
-        raise InvalidSettingError(f"cannot read {name}: {exc.strerror}") from None
-    if len(data) > MAX_PROMPT_FILE_BYTES:
-        raise InvalidSettingError(f"{name} is larger than {MAX_PROMPT_FILE_BYTES // 2**20} MiB")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidSettingError(f"{name} is not UTF-8 text (byte {exc.start})") from None
+        except OSError as exc:
+            raise InvalidSettingError(f"cannot read {name}: {exc.strerror}") from None
+        if len(data) > MAX_PROMPT_FILE_BYTES:
+            raise InvalidSettingError(f"{name} is larger than {MAX_PROMPT_FILE_BYTES // MIB} MiB")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidSettingError(f"{name} is not UTF-8 text (byte {exc.start})") from None
+    else:
+        name = f"prompt file {path}"
+        text = read_text_file(Path(path), name=name, limit=MAX_PROMPT_FILE_BYTES)
     if not text.strip():
         raise InvalidSettingError(f"{name} is empty")
     return text

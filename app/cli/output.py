@@ -35,10 +35,12 @@ class _WordedStdout:
     argparse, models/cli). A reader that went away (BrokenPipeError) passes through: it is
     not an error worth a line, and main ends quietly on it."""
 
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
+    def __init__(self, stream: TextIO | None) -> None:
+        self._stream = stream  # None: started with stdout closed (`>&-`)
 
     def write(self, text: str) -> int:
+        if self._stream is None:
+            raise StdoutError("cannot write output: standard output is closed")
         try:
             return self._stream.write(text)
         except BrokenPipeError:
@@ -47,6 +49,8 @@ class _WordedStdout:
             raise _output_error(exc) from None
 
     def flush(self) -> None:
+        if self._stream is None:
+            return  # nothing was written to it
         try:
             self._stream.flush()
         except BrokenPipeError:
@@ -84,6 +88,8 @@ def write_stdout(text: str) -> None:
 def silence_stdout() -> None:
     """Point stdout at nothing, so the interpreter's final flush of what a failed write left in
     its buffer does not fail again (and print a traceback-like warning) at exit."""
+    if sys.stdout is None:  # closed from the start: nothing to flush
+        return
     try:
         stdout = sys.stdout.fileno()
     except (OSError, ValueError):  # not a file (a test's capture): nothing will flush it

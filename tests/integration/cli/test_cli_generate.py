@@ -330,18 +330,21 @@ def test_a_chat_template_file_replaces_the_models_own(demo_models: Any, tmp_path
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (None, "No such file"),
+        (None, "does not exist"),
         ("{% for m in messages %}", "chat template failed"),
         # Read as no template at all, the model's own would have run unasked.
         (" \n", EMPTY_FILE),
+        ("/dev/zero", "is larger than 1 MiB"),  # refused unread, not read until memory ends
     ],
-    ids=["missing", "broken", "empty"],
+    ids=["missing", "broken", "empty", "endless"],
 )
 def test_a_bad_chat_template_file_is_one_error_line_before_any_load(
     demo_models: Any, tmp_path: Path, text: str | None, expected: str
 ) -> None:
     template = tmp_path / "template.jinja"
-    if text is not None:
+    if text == "/dev/zero":
+        template = Path(text)
+    elif text is not None:
         template.write_text(text, encoding="utf-8")
     proc = specchat(
         "generate",

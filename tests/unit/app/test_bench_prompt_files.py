@@ -34,3 +34,9 @@ def test_a_folder_or_a_non_utf8_prompt_file_is_refused_in_plain_words(tmp_path: 
     with pytest.raises(InvalidSettingError) as binary:
         prompts_from_file(latin)
     assert str(binary.value) == f"prompt file {latin} is not UTF-8 text (byte 3)"
+
+
+def test_a_prompt_file_with_no_end_is_refused_unread() -> None:
+    with pytest.raises(InvalidSettingError) as endless:
+        prompts_from_file(Path("/dev/zero"))
+    assert str(endless.value) == "prompt file /dev/zero is larger than 16 MiB"

@@ -67,3 +67,29 @@ def test_help_and_version_to_a_full_disk_are_one_error_line(
     assert code == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines() == ["error: cannot write output: No space left on device"]
+
+
+def test_a_reply_with_stdout_closed_is_one_error_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    replying: None,
+) -> None:
+    monkeypatch.setattr(sys, "stdout", None)  # what Python gives a process started `>&-`
+    code = main(["generate", "--target", str(tmp_path / "t.gguf"), "--prompt", "hi"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == ["error: cannot write output: standard output is closed"]
+
+
+def test_a_prompt_from_a_closed_stdin_is_one_error_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    replying: None,
+) -> None:
+    monkeypatch.setattr(sys, "stdin", None)  # what Python gives a process started `<&-`
+    code = main(["generate", "--target", str(tmp_path / "t.gguf"), "--prompt-file", "-"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[0].startswith("error: standard input is closed")
