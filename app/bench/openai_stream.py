@@ -23,6 +23,10 @@ from app.errors import InvalidSettingError, SpecChatError
 # (`bench --timeout`): a CPU server reading a long prompt is silent for seconds, one that hung
 # is silent for good, and the runs before it should not wait ten minutes to be reported.
 READ_TIMEOUT_S = 120.0
+# What one line of a stream, an error body or the model list may hold: far past any real one,
+# and a hostile or broken server cannot fill memory.
+MAX_LINE_BYTES = 4 * 2**20
+MAX_BODY_BYTES = 4 * 2**20
 _CHAT_PATH = "/chat/completions"
 _TEXT_PATH = "/completions"
 _CUT = "the stream ended before the reply did"
@@ -134,9 +138,9 @@ def stream_reply(
         if response.status != 200:
             raise RemoteServerError(
                 f"{endpoint.label} refused the request: HTTP {response.status}"
-                f"{_error_detail(response.read())}"
+                f"{_error_detail(response.read(MAX_BODY_BYTES))}"
             )
-        return _read_stream(endpoint, response, start)
+        return _read_stream(endpoint, response, start, timeout)
     except (OSError, http.client.HTTPException) as exc:
         raise RemoteServerError(
             f"{endpoint.label} at {endpoint.url}: {_reason(exc, timeout)}"
@@ -153,7 +157,7 @@ def served_model(endpoint: Endpoint, timeout: float = READ_TIMEOUT_S) -> str | N
     try:
         conn.request("GET", endpoint.base_path + "/models", headers=endpoint.headers())
         response = conn.getresponse()
-        raw = response.read()
+        raw = response.read(MAX_BODY_BYTES)
     except (OSError, http.client.HTTPException) as exc:
         raise RemoteServerError(
             f"cannot reach {endpoint.label} at {endpoint.url}: {_reason(exc, timeout)}"
@@ -170,7 +174,7 @@ def served_model(endpoint: Endpoint, timeout: float = READ_TIMEOUT_S) -> str | N
     try:
         data = json.loads(raw)["data"]
         model = data[0]["id"] if data else None
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         return None
     return model if isinstance(model, str) else None
 
@@ -194,14 +198,14 @@ def _error_detail(raw: bytes) -> str:
     try:
         error = json.loads(raw).get("error")
         message = error.get("message") if isinstance(error, dict) else error
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         message = raw.decode("utf-8", errors="replace").strip().splitlines()[:1]
         message = message[0] if message else None
     return f": {str(message)[:200]}" if message else ""
 
 
 def _read_stream(
-    endpoint: Endpoint, response: http.client.HTTPResponse, start: float
+    endpoint: Endpoint, response: http.client.HTTPResponse, start: float, timeout: float
 ) -> StreamedReply:
     pieces: list[str] = []
     first: float | None = None
@@ -211,20 +215,33 @@ def _read_stream(
     finish: str | None = None
     events = 0
     done = False
-    for raw_line in response:
+    last_event = 0.0
+    while raw_line := response.readline(MAX_LINE_BYTES + 1):
+        if len(raw_line) > MAX_LINE_BYTES:
+            raise RemoteServerError(
+                f"{endpoint.label} sent a stream line longer than {MAX_LINE_BYTES // 2**20} MiB"
+            )
+        now = time.perf_counter() - start
         line = raw_line.decode("utf-8", errors="replace").strip()
         if not line.startswith("data:"):
-            continue  # blank separators, comments, `event:` lines
+            # Blank separators, `event:` lines, and comments, which a server may send to keep
+            # the connection open: they are not the reply going on.
+            if now - last_event > timeout:
+                raise RemoteServerError(
+                    f"{endpoint.label} at {endpoint.url}: no reply data for {timeout:g} s "
+                    "(--timeout), only keep-alive lines"
+                )
+            continue
         data = line[5:].strip()
         if data == "[DONE]":
             done = True
             break
-        now = time.perf_counter() - start
+        last_event = now
         events += 1
         chunk = _json_chunk(endpoint, data)
         usage = _dict(chunk.get("usage")) or usage
         timings = _dict(chunk.get("timings")) or timings
-        for choice in chunk.get("choices") or ():
+        for choice in _choices(endpoint, chunk):
             text = _choice_text(choice)
             if text:
                 pieces.append(text)
@@ -259,7 +276,7 @@ def _read_stream(
 def _json_chunk(endpoint: Endpoint, data: str) -> dict[str, Any]:
     try:
         chunk = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise RemoteServerError(
             f"{endpoint.label} sent a stream event that is not JSON: {data[:80]!r}"
         ) from None
@@ -268,6 +285,16 @@ def _json_chunk(endpoint: Endpoint, data: str) -> dict[str, Any]:
     if "error" in chunk:
         raise RemoteServerError(f"{endpoint.label} failed mid-reply{_error_detail(data.encode())}")
     return chunk
+
+
+def _choices(endpoint: Endpoint, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+    choices = chunk.get("choices") or []
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise RemoteServerError(
+            f"{endpoint.label} sent a stream event in an unexpected form "
+            "(its choices are not a list of objects)"
+        )
+    return choices
 
 
 def _dict(value: Any) -> dict[str, Any] | None:

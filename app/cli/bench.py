@@ -225,9 +225,15 @@ def _seconds(value: str) -> float:
         seconds = float(value)
     except ValueError:
         seconds = math.nan
-    if not 0 < seconds < math.inf:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {value!r}")
+    if not 0 < seconds <= MAX_TIMEOUT_S:  # also refuses nan
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, got {value!r}"
+        )
     return seconds
+
+
+# A week: past it a socket's timeout overflows the platform's time_t on some systems.
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 NOTHING_WRITTEN = "no run had completed, so nothing is reported or written"
@@ -340,7 +346,8 @@ def bench_servers(args: argparse.Namespace) -> int:
     control = GenerationControl()
     # The first signal lets the request in progress finish; a second abandons it (Interrupted
     # from inside the read). Either way the runs completed before it are reported.
-    with stop_on_signals(control) as caught:
+    note = "stopping after the request under way (a second signal ends at once)"
+    with stop_on_signals(control, note) as caught:
         with contextlib.suppress(Interrupted):
             bench.run(
                 warmup=not args.no_warmup,

@@ -15,7 +15,7 @@ from app.bench.openai_stream import parse_endpoint
 from app.bench.plan import check_repeats
 from app.bench.prompts import is_builtin, load_prompts
 from app.bench.remote import check_servers
-from app.cli.args import DEMO, DRAFT_SUFFIX, check_model_args, generation_from_args
+from app.cli.args import DEMO, DRAFT_SUFFIX, check_model_args, check_utf8, generation_from_args
 from app.cli.output import check_output_file
 from app.cli.rpc_options import draft_endpoints
 from app.engine.gamma import AUTO
@@ -83,6 +83,10 @@ def check_bench_args(args: argparse.Namespace) -> None:
     _check_outputs(args)
 
 
+def _header_safe(text: str) -> bool:
+    return bool(text) and all("!" <= c <= "~" for c in text)
+
+
 def _check_server_args(args: argparse.Namespace) -> None:
     for dest in LOCAL_ONLY:
         if getattr(args, dest) != args.local_defaults[dest]:
@@ -93,6 +97,11 @@ def _check_server_args(args: argparse.Namespace) -> None:
                 else "each server runs the models it loaded, as it was started"
             )
             raise InvalidSettingError(f"{flag} does not go with --server ({why})")
+    for value in args.server:
+        check_utf8("--server", value)  # its label goes into the JSON report
+    if args.api_key is not None and not _header_safe(args.api_key):
+        # It goes in an HTTP header, which holds printable ASCII only.
+        raise InvalidSettingError("--api-key must be printable ASCII with no spaces")
     args.endpoints = [parse_endpoint(value, args.api_key) for value in args.server]
     check_servers(args.endpoints, args.baseline)
     check_output_file(args.json, "--json")

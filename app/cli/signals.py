@@ -66,7 +66,9 @@ def interrupt_on_signals() -> Iterator[None]:
 
 
 @contextmanager
-def stop_on_signals(control: GenerationControl) -> Iterator[CaughtSignal]:
+def stop_on_signals(control: GenerationControl, note: str = "") -> Iterator[CaughtSignal]:
+    """The first signal stops `control` (and prints `note`, for a wait the user would
+    otherwise read as the signal ignored); a second raises Interrupted."""
     caught = CaughtSignal()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -75,6 +77,9 @@ def stop_on_signals(control: GenerationControl) -> Iterator[CaughtSignal]:
             return
         caught.signum = signum
         control.stop()
+        if note:
+            with suppress(OSError, ValueError):
+                print(note, file=sys.stderr, flush=True)
 
     with _handlers(on_signal):
         yield caught

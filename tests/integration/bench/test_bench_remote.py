@@ -3,6 +3,7 @@ written here, and the whole command against a real `specchat serve` on the demo 
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -91,6 +92,10 @@ def _handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
             if fake.mode == "garbage":
                 self._event("<html>not json</html>")
                 return
+            if fake.mode in _BROKEN_STREAMS:
+                with contextlib.suppress(OSError):  # the client gives up first
+                    _BROKEN_STREAMS[fake.mode](self)
+                return
             question = body["messages"][-1]["content"]
             text = fake.prefix + question
             half = len(text) // 2
@@ -126,6 +131,23 @@ def _handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(raw)
 
     return Handler
+
+
+def _keep_alive_only(handler: Any) -> None:
+    handler._event({"choices": [{"index": 0, "delta": {"content": "x"}}]})
+    for _ in range(int(HANG_S / 0.1)):
+        handler.wfile.write(b": ping\n\n")
+        handler.wfile.flush()
+        time.sleep(0.1)
+
+
+# Streams a broken or hostile server sends (after its 200).
+_BROKEN_STREAMS: dict[str, Callable[[Any], None]] = {
+    "wrong-shape": lambda h: h._event({"choices": ["x"]}),
+    "deep": lambda h: h._event("[" * 100_000 + "]" * 100_000),
+    "huge-line": lambda h: h.wfile.write(b"data: " + b"y" * (5 * 2**20)),
+    "keep-alive": _keep_alive_only,
+}
 
 
 @pytest.fixture
@@ -365,6 +387,12 @@ def _closed_port() -> int:
     [
         ("refuse", 1, "refused the request: HTTP 500: the model is on fire"),
         ("garbage", 1, "sent a stream event that is not JSON: '<html>not json</html>'"),
+        ("wrong-shape", 1, "sent a stream event in an unexpected form"),
+        ("deep", 1, "sent a stream event that is not JSON"),
+        ("huge-line", 1, "sent a stream line longer than 4 MiB"),
+        ("keep-alive", 1, "no reply data for 0.5 s (--timeout), only keep-alive lines"),
+        ("bad-key", 2, "--api-key must be printable ASCII with no spaces"),
+        ("long-timeout", 2, "at most 604800"),
         ("cut-after-usage", 1, "the stream ended before the reply did"),
         ("closed", 1, "connection refused"),
         ("bad-url", 2, "expected [LABEL=]http://HOST:PORT"),
@@ -387,6 +415,9 @@ def test_cli_user_errors_are_one_line(
         "twice": ["--server", url, "--server", url],
         "no-model": [],
         "lonely-baseline": ["--target", "t.gguf", "--draft", "suffix", "--baseline", "x"],
+        "keep-alive": ["--server", url, "--timeout", "0.5"],
+        "bad-key": ["--server", url, "--api-key", "bad\nkey"],
+        "long-timeout": ["--server", url, "--timeout", "1e10"],
     }.get(mode, ["--server", url])
     code, _out, err = _cli([*extra, "--prompts", "builtin:chat", "--quiet", "--no-warmup"], capsys)
     assert code == status

@@ -90,8 +90,13 @@ def test_the_sampling_flags_go_with_every_request(
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--timeout", "0"], "argument --timeout: expected a number of seconds above 0, got '0'"),
+        (
+            ["--timeout", "0"],
+            "argument --timeout: expected a number of seconds above 0 and at most 604800, got '0'",
+        ),
         (["--timeout", "nan"], "argument --timeout: expected a number of seconds above 0"),
+        # A socket's timeout overflows time_t past about 3e9 s on some systems: a traceback.
+        (["--timeout", "1e10"], "at most 604800, got '1e10'"),
     ],
 )
 def test_a_timeout_that_is_no_length_of_time_is_refused(
