@@ -106,7 +106,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, target_required: boo
         required=target_required,
         help="target GGUF file, or 'demo' for the bundled SmolLM2 F32 demo target",
     )
-    parser.add_argument("--n-ctx", type=int, default=4096, help="context size in tokens")
+    parser.add_argument(
+        "--n-ctx",
+        type=int,
+        default=4096,
+        help="context size in tokens (llama.cpp rounds it up to a multiple of 256)",
+    )
     parser.add_argument(
         "--n-gpu-layers", type=int, default=-1, help="target layers on the GPU (-1 = all)"
     )
