@@ -224,7 +224,8 @@ def _record(
 
 def doubts(reply: StreamedReply, max_tokens: int) -> tuple[str, ...]:
     """What a server reported about a reply that cannot hold for the request it was sent: more
-    draft tokens accepted than drafted, more completion tokens than max_tokens allowed."""
+    draft tokens accepted than drafted, more completion tokens than max_tokens allowed, a
+    count below zero."""
     out: list[str] = []
     drafted, accepted = reply.draft_n, reply.draft_n_accepted
     if drafted is not None and accepted is not None and accepted > drafted:
@@ -233,6 +234,13 @@ def doubts(reply: StreamedReply, max_tokens: int) -> tuple[str, ...]:
         out.append(
             f"{reply.completion_tokens} completion tokens, more than max_tokens {max_tokens}"
         )
+    for name, count in (
+        ("completion tokens", reply.completion_tokens),
+        ("draft_n", drafted),
+        ("draft_n_accepted", accepted),
+    ):
+        if count is not None and count < 0:
+            out.append(f"{name} {count} is below 0")
     return tuple(out)
 
 

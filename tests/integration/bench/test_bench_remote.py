@@ -525,3 +525,14 @@ def test_specchat_serve_is_benched_with_its_draft_figures(
     assert 0 < run["ttft_s"] <= run["total_s"]
     assert run["draft_n"] is not None and 0 <= run["draft_n_accepted"] <= run["draft_n"]
     assert run["tokens_per_second"] == run["completion_tokens"] / run["total_s"]
+
+
+def test_counts_below_zero_are_flagged() -> None:
+    from app.bench.openai_stream import StreamedReply
+    from app.bench.remote import doubts
+
+    reply = StreamedReply("x", -5, 0.1, 0.2, "length", {"draft_n": 3, "draft_n_accepted": -1})
+    assert doubts(reply, 16) == (
+        "completion tokens -5 is below 0",
+        "draft_n_accepted -1 is below 0",
+    )
