@@ -30,7 +30,7 @@ class _UnsavedReply:
     text: str
     stats: dict[str, Any]
     segments: list[Segment] | None
-    replaces: int | None
+    replacing: tuple[int, ...]  # a regenerated reply; an edited exchange
 
 
 class ChatController:
@@ -39,8 +39,9 @@ class ChatController:
         self._settings = settings
         self.conversation_id: int | None = None
         # The current chat's last exchange, taken back for editing: still stored (a close or a
-        # crash keeps it), out of view and out of the model's history, and replaced by the
-        # edited message in the commit that stores it.
+        # crash keeps it), out of view and out of the model's history, and deleted in the
+        # commit that stores the reply to the edited message (a reply stopped before any text
+        # leaves the edit pending, as a regenerated reply leaves the reply it would replace).
         self._set_aside: list[StoredMessage] = []
         self._unsaved: _UnsavedReply | None = None
 
@@ -115,9 +116,7 @@ class ChatController:
         self.save_unsaved_reply()  # first, so the chat keeps its order and the model reads it
         if self.conversation_id is None:
             self.conversation_id = self.store.create_conversation(visible(text)[:TITLE_LENGTH])
-        replaced = [stored.id for stored in self._set_aside]
-        self.store.add_message(self.conversation_id, "user", text, replacing=replaced)
-        self._set_aside = []
+        self.store.add_message(self.conversation_id, "user", text)
         return self.conversation_id
 
     def save_reply(
@@ -132,8 +131,12 @@ class ChatController:
         """Store a finished reply; `replaces`: the reply it was regenerated from, which stays
         stored until then (a crash mid-reply keeps it) and goes in the same commit. One the
         store refuses is kept, and saved before the next message (save_unsaved_reply)."""
-        reply = _UnsavedReply(conversation_id, text, stats, segments, replaces)
+        replacing = tuple(s.id for s in self._set_aside if s.conversation_id == conversation_id)
+        if replaces is not None:
+            replacing += (replaces,)
+        reply = _UnsavedReply(conversation_id, text, stats, segments, replacing)
         self.save_unsaved_reply()
+        self._set_aside = []  # stored with this reply, or with it once the store takes it
         try:
             self._store_reply(reply)
         except BaseException:
@@ -159,11 +162,13 @@ class ChatController:
             reply.text,
             stats=reply.stats,
             segments=reply.segments,
-            replacing=() if reply.replaces is None else (reply.replaces,),
+            replacing=reply.replacing,
         )
 
     def last_reply_id(self) -> int | None:
-        if self.conversation_id is None:
+        """The reply Regenerate would write again; None while an edit is pending (a reply
+        regenerated then would be stored after the exchange set aside)."""
+        if self.conversation_id is None or self._set_aside:
             return None
         messages = self._shown(self.store.messages(self.conversation_id))
         if messages and messages[-1].role == "assistant":
@@ -203,21 +208,15 @@ class ChatController:
         self.conversation_id = None
         return True
 
-    def put_back(self, messages: list[StoredMessage]) -> bool:
-        """Undo take_back_last_message: the messages return at the end of their chat."""
-        aside = {stored.id for stored in self._set_aside}
-        if messages and all(stored.id in aside for stored in messages):
-            self._set_aside = [s for s in self._set_aside if s not in messages]
-            return True  # never left the store
-        for stored in messages:
-            self.store.add_message(
-                stored.conversation_id,
-                stored.role,
-                stored.content,
-                stats=stored.stats,
-                segments=stored.segments,
-            )
-        return True
+    @property
+    def edit_pending(self) -> bool:
+        """An exchange is set aside for editing (out of view, still stored)."""
+        return bool(self._set_aside)
+
+    def restore_set_aside(self) -> None:
+        """Undo every Edit since the last reply: what they set aside shows again. Nothing
+        to write: it never left the store."""
+        self._set_aside = []
 
     def last_prompt(self) -> str | None:
         """The current chat's last user message, the prompt a comparison runs on."""

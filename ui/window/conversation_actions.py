@@ -36,6 +36,7 @@ TAKEN_BACK = (
     "reply, which are kept until then."
 )
 UNFITTING = "Your message is back in the box: the chat with it is longer than the context holds."
+STOPPED_BACK = "Stopped before the reply began: your message is back in the box."
 DELETED_ELSEWHERE = (
     "This chat was deleted in another SpecChat window; your message starts a new chat."
 )
@@ -120,28 +121,38 @@ class ConversationActions:
     def take_back_last_message(
         self, box: QPlainTextEdit, *, said: str = TAKEN_BACK, keep_stored: bool = True
     ) -> bool:
-        """Move the last message the user wrote (and what followed it) back into `box`,
-        with an Undo that puts the exchange back as it was; `said` on the status bar. Kept
-        stored until the edited message replaces it, unless not `keep_stored`."""
+        """Move the last message the user wrote (and what followed it) back into `box`;
+        `said` on the status bar. Kept stored until the reply to the edited message replaces
+        it, with an Undo that shows it again; deleted now when not `keep_stored` (a message
+        that went unanswered), with no Undo of its own."""
         taken = self.store_action(
             lambda: self._chat.take_back_last_message(keep_stored=keep_stored)
         )
         if not taken:
             return False
         self.reopen_current()
-        text = taken[0].content
-        box.setPlainText(text)
+        box.setPlainText(taken[0].content)
         box.setFocus()
-        self._taken = (taken, box)
-        self.undo_button.show()
+        if self._chat.edit_pending:  # set aside now, or by an Edit before this message
+            self._taken = (taken, box)
+            self.undo_button.show()
         self._window.statusBar().showMessage(said, UNDO_SHOWN_MS)
         return True
 
     def take_back_unfitting(self, box: QPlainTextEdit) -> None:
-        """The message just sent overflows the context: back to `box` to shorten. A chat it
-        began goes with it, or it would stay in the list with nothing in it."""
-        # It can never be answered as it is: it goes now, and the box holds it.
-        if not self.take_back_last_message(box, said=UNFITTING, keep_stored=False):
+        """The message just sent overflows the context: back to `box` to shorten."""
+        self._take_back_unanswered(box, UNFITTING, "shorten it to start the chat")
+
+    def take_back_stopped(self, box: QPlainTextEdit) -> None:
+        """The reply to the message just sent was stopped before any text: the message goes
+        back to `box` to edit or send again, unless the box holds another (typed meanwhile)."""
+        if not box.toPlainText().strip():
+            self._take_back_unanswered(box, STOPPED_BACK, "send it again to start the chat")
+
+    def _take_back_unanswered(self, box: QPlainTextEdit, said: str, if_first: str) -> None:
+        """Deleted now: the chat is not left on a message with no reply. A chat it began
+        goes with it, or it would stay in the list with nothing in it."""
+        if not self.take_back_last_message(box, said=said, keep_stored=False):
             return
         if self.store_action(self._chat.drop_if_empty):
             self.forget_take_back()  # nothing is left to put it back into
@@ -149,20 +160,19 @@ class ConversationActions:
             self.refresh_list()
             self.show_title()
             self._window.statusBar().showMessage(
-                "Your message is back in the box: shorten it to start the chat.", UNDO_SHOWN_MS
+                f"Your message is back in the box: {if_first}.", UNDO_SHOWN_MS
             )
 
     def undo_take_back(self) -> None:
-        """Put the exchange taken back for editing where it was, and empty the box if it
-        still holds that message."""
+        """Show the exchanges set aside for editing again, and empty the box if it still
+        holds the message taken back."""
         if self._taken is None:
             return
         (taken, box), self._taken = self._taken, None
         self.forget_take_back()
         if taken[0].conversation_id != self._chat.conversation_id:
             return
-        if self.store_action(lambda: self._chat.put_back(taken)) is None:
-            return
+        self._chat.restore_set_aside()
         self.reopen_current()
         if box.toPlainText() == taken[0].content:
             box.clear()
@@ -173,7 +183,7 @@ class ConversationActions:
         self._taken = None
         self.undo_button.hide()
         status = self._window.statusBar()
-        if status.currentMessage() in (TAKEN_BACK, UNFITTING):  # it spoke of the Undo gone
+        if status.currentMessage() in (TAKEN_BACK, UNFITTING, STOPPED_BACK):  # now untrue
             status.clearMessage()
 
     def rename(self, conversation_id: int, title: str) -> None:

@@ -48,6 +48,8 @@ class ReplyFlow(QObject):
     saveFailed(Exception): the reply is shown but could not be stored.
     tooLong(): a reply failed before any text because the chat no longer fits the context
     (emitted before failed), so the message just sent can come back to the box.
+    unanswered(): a reply to a message just sent was stopped before any text (emitted before
+    finished), so the message can come back to the box to edit or send again.
     """
 
     started = Signal()
@@ -58,6 +60,7 @@ class ReplyFlow(QObject):
     headline = Signal(str, str)
     saveFailed = Signal(object)
     tooLong = Signal()
+    unanswered = Signal()
 
     def __init__(
         self,
@@ -237,7 +240,7 @@ class ReplyFlow(QObject):
             return
         self._end()
         if result.finish_reason == "cancelled" and not result.token_ids:
-            self._stopped_before_text()
+            self._stopped_before_text(regenerating=reply.replaces is not None)
             return
         if result.finish_reason == "cancelled" and self._closing and reply.replaces is not None:
             return  # the earlier reply stays stored; the window is going
@@ -269,7 +272,7 @@ class ReplyFlow(QObject):
         self._show_headline(speedup, speculative, reply.gammas_label)
         self.finished.emit(stats)
 
-    def _stopped_before_text(self) -> None:
+    def _stopped_before_text(self, *, regenerating: bool) -> None:
         """Stopped before the first token: nothing to save, no figures to show, and a
         regenerated reply's predecessor back. The headline keeps speaking of the last reply
         that wrote something."""
@@ -278,6 +281,8 @@ class ReplyFlow(QObject):
         self._metrics.clear()
         self._insight.clear()
         self.noticed.emit(STOPPED_BEFORE_TEXT)
+        if not regenerating:
+            self.unanswered.emit()
         self.finished.emit({"finish_reason": "cancelled", "generated_tokens": 0, "saved": False})
 
     def models_changed(self, target: ModelConfig | None) -> None:
@@ -295,7 +300,7 @@ class ReplyFlow(QObject):
             return
         self._end()
         if failure.cancelled:
-            self._stopped_before_text()
+            self._stopped_before_text(regenerating=reply.replaces is not None)
             return
         shown = self._view.finish_reply("", "", note=failure.message)
         if reply.replaces is not None:

@@ -14,6 +14,10 @@ from ui.window.menu_actions import connect_menus
 from ui.window.window_state import RELOADING_SETTINGS, UiState
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from PySide6.QtWidgets import QPlainTextEdit
+
     from ui.window.main_window import MainWindow
 
 # After the store's own sentence on why a reply could not be saved.
@@ -28,7 +32,8 @@ def connect_window(window: MainWindow) -> None:
     flow.failed.connect(window._on_reply_failed)
     # Left in the chat, a message that overflows the context fails every later one the same
     # way: it goes back to the box to shorten, or to send in a new chat.
-    flow.tooLong.connect(lambda: window.chats.take_back_unfitting(window.prompt))
+    flow.tooLong.connect(lambda: _take_back(window, window.chats.take_back_unfitting))
+    flow.unanswered.connect(lambda: _take_back(window, window.chats.take_back_stopped))
     flow.noticed.connect(lambda text: window.statusBar().showMessage(text, 8000))
     flow.headline.connect(window.controls.show_headline)
     flow.saveFailed.connect(lambda exc: window.show_error(f"{describe(exc)} {REPLY_KEPT}"))
@@ -93,3 +98,9 @@ def refresh_memory(window: MainWindow) -> None:
     window.metrics.show_memory(
         window.gpu.read(), process_ram_bytes(), window.models.memory, kind, workers
     )
+
+
+def _take_back(window: MainWindow, take_back: Callable[[QPlainTextEdit], None]) -> None:
+    """A message back to the box after the reply ended: the buttons were drawn before."""
+    take_back(window.prompt)
+    window._render_state()

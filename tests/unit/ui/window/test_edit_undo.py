@@ -62,3 +62,20 @@ def test_an_exchange_taken_back_stays_stored_until_the_edit_is_sent(
     window.open_conversation(chat)
     assert [m.text for m in window.view.messages] == [c for _r, c in stored]
     assert not window.chats.undo_button.isVisible()
+
+
+def test_undo_after_editing_twice_shows_both_exchanges_again(
+    window: MainWindow, qtbot: QtBot
+) -> None:
+    send(qtbot, window, "First question")
+    send(qtbot, window, "Second question")
+    chat = window.conversation_id
+    assert chat is not None
+    before = [m.content for m in window.store.messages(chat)]
+    window.view.anchorClicked.emit(QUrl("edit:"))
+    window.view.anchorClicked.emit(QUrl("edit:"))
+    assert window.prompt.toPlainText() == "First question" and window.view.messages == []
+    qtbot.mouseClick(window.chats.undo_button, Qt.MouseButton.LeftButton)
+    assert [m.text for m in window.view.messages] == before
+    send(qtbot, window, "Third question")
+    assert [m.content for m in window.store.messages(chat)][:4] == before

@@ -12,8 +12,8 @@ from pytestqt.qtbot import QtBot
 from app.engine.runtime import Runtime
 from app.errors import Cancelled
 from tests.helpers.fake_window import TIMEOUT_MS, another_store, fake_window_with_one_reply
+from ui.window.conversation_actions import STOPPED_BACK
 from ui.window.main_window import UiState
-from ui.window.reply_flow import STOPPED_BEFORE_TEXT
 
 
 def test_stop_before_the_first_token_saves_nothing_and_keeps_the_headline(
@@ -29,12 +29,16 @@ def test_stop_before_the_first_token_saves_nothing_and_keeps_the_headline(
         qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
         assert window.conversation_id is not None
+        # The unanswered message is back in the box, not left in the chat with no reply.
         saved = window.store.messages(window.conversation_id)
-        assert [m.role for m in saved] == ["user", "assistant", "user"]
-        last = window.view.messages[-1]
-        assert last.note == STOPPED_BEFORE_TEXT and last.stats_line == ""
+        assert [m.role for m in saved] == ["user", "assistant"]
+        assert [m.role for m in window.view.messages] == ["user", "assistant"]
+        assert window.prompt.toPlainText() == "Stop me at once"
+        assert window.statusBar().currentMessage() == STOPPED_BACK
+        assert not window.chats.undo_button.isVisible()  # nothing was set aside to show again
         assert "0.0 tok/s" not in window.view.toPlainText()
         assert window.controls.headline.text() == headline
+        assert window.regenerate_button.isEnabled()  # the buttons speak of the chat as it is
 
         # Another target: the headline spoke of the old one.
         with qtbot.waitSignal(window.modelsLoaded, timeout=TIMEOUT_MS):
@@ -109,3 +113,41 @@ def test_a_stop_while_the_chat_template_renders_reads_as_stopped_not_failed(
         assert errors == []
         assert window.store.messages(conversation) == before
         assert window.view.messages[-1].text == before[-1].content
+
+
+def test_an_edit_whose_reply_is_stopped_before_any_text_stays_pending(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    with fake_window_with_one_reply(
+        qtbot, isolated_data_dir, files, model_step_s=0.3, max_tokens=6
+    ) as (window, chat):
+        before = [(m.role, m.content) for m in window.store.messages(chat)]
+        window.edit_last_message()
+        assert not window.regenerate_button.isEnabled()  # it would answer the hidden exchange
+        window.prompt.setPlainText("The question, edited")
+        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+        assert [(m.role, m.content) for m in window.store.messages(chat)][:2] == before
+        qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+        # The edit is pending again: the old exchange stored, the edited message in the box.
+        assert [(m.role, m.content) for m in window.store.messages(chat)] == before
+        assert window.view.messages == []
+        assert window.prompt.toPlainText() == "The question, edited"
+        assert window.chats.undo_button.isVisible()
+        qtbot.mouseClick(window.chats.undo_button, Qt.MouseButton.LeftButton)
+        assert [(m.role, m.text) for m in window.view.messages] == before
+
+
+def test_a_first_message_stopped_before_any_text_takes_its_new_chat_with_it(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    with fake_window_with_one_reply(
+        qtbot, isolated_data_dir, files, model_step_s=0.3, max_tokens=6
+    ) as (window, chat):
+        window.new_chat()
+        window.prompt.setPlainText("A new chat, stopped")
+        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+        assert [c.id for c in window.store.conversations()] == [chat]
+        assert window.prompt.toPlainText() == "A new chat, stopped"

@@ -366,6 +366,10 @@ def test_a_message_the_context_cannot_hold_comes_back_to_the_box(
         else:
             assert [c.id for c in chats] == [window.conversation_id]
             assert [m.role for m in window.store.messages(chats[0].id)] == ["user", "assistant"]
+            # Putting it back would leave the chat stuck again: no Undo; the buttons are drawn
+            # for the chat as it is now, whose last reply can be written again.
+            assert not window.chats.undo_button.isVisibleTo(window)
+            assert window.regenerate_button.isEnabled()
         send(qtbot, window, "Short again")  # the chat goes on, or a new one begins
         chat = window.conversation_id
         assert chat is not None and [c.id for c in window.store.conversations()] == [chat]
