@@ -233,10 +233,25 @@ class ModelSession(QObject):
     def _on_load_failed(self, failure: LoadFailure) -> None:
         self._choice = None
         if failure.cancelled:
-            self.statusMessage.emit(failure.message)
+            self.statusMessage.emit(failure.message + self._unapplied(failure.state))
         else:
             self.errorRaised.emit(failure.message)
         self._after_load(failure.state)
+
+    def _unapplied(self, state: LoadedState[DemoModels]) -> str:
+        """A note for settings a cancelled reload did not apply: Settings shows them, the
+        models run without them until the next load."""
+        loaded = state.target
+        if loaded is None:
+            return ""
+        wanted = self._model_config(loaded.path, draft=False)
+        fields = ("n_ctx", "n_gpu_layers", "n_threads", "prompt_cache_mib", "rpc_servers")
+        if all(getattr(wanted, f) == getattr(loaded, f) for f in fields):
+            return ""
+        return (
+            " The models keep their earlier settings; the new ones in Settings apply at the "
+            "next load."
+        )
 
     def _after_load(self, state: LoadedState[DemoModels]) -> None:
         self._in_flight -= 1

@@ -7,6 +7,7 @@ covered by the end-to-end tests in test_chat_window.py and test_lifecycle.py.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -394,5 +395,24 @@ def test_a_long_prompt_shows_how_far_it_has_been_read_before_the_reply(
                 lambda: "Reading the prompt… " in window.view.toPlainText(), timeout=TIMEOUT_MS
             )
         assert "Reading the prompt" not in window.view.toPlainText()
+    finally:
+        close_window(window)
+
+
+def test_a_cancelled_reload_says_the_models_keep_their_earlier_settings(
+    qtbot: QtBot, isolated_data_dir: Path, files: dict[str, Path]
+) -> None:
+    window = open_fake_window(isolated_data_dir, files)
+    try:
+        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+            window.start()
+        loaded = window.models.loaded
+        assert loaded is not None and loaded.target is not None
+        assert window.models._unapplied(loaded) == ""
+        # As held after a reload to a larger context was cancelled: Settings asks for more.
+        earlier = dataclasses.replace(
+            loaded, target=dataclasses.replace(loaded.target, n_ctx=loaded.target.n_ctx // 2)
+        )
+        assert "keep their earlier settings" in window.models._unapplied(earlier)
     finally:
         close_window(window)
