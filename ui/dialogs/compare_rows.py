@@ -26,7 +26,11 @@ _D = METRIC_DEFINITIONS
 # A figure's tip is its definition, word for word as everywhere else it is shown.
 COLUMN_TIPS = {
     "tok/s": _D["tokens_per_second"],
-    "speedup": "tokens/s over plain decoding's on the same prompt",
+    "speedup": (
+        "tokens/s over plain decoding's on the same prompts, timed beside this draft so that "
+        "a machine whose speed drifts moves both alike; it can differ from the ratio of the "
+        "tok/s column, whose plain row covers every plain run"
+    ),
     "predicted": (
         "the cost model (docs/design.md) fed by the measured per-position acceptance and costs"
     ),
