@@ -147,8 +147,9 @@ class ModelSession(QObject):
         """The draft to load with a newly chosen target.
 
         The one last used with that target if it still suits, else the current draft if it
-        shares the target's vocabulary, else the smallest compatible file the catalog knows:
-        a target change never silently leaves speculation without a draft.
+        shares the target's vocabulary, else the smallest compatible file the catalog knows,
+        else the chat history: a target change never silently leaves speculation without a
+        draft.
         """
         remembered = _draft_memory(self._settings).get(target)
         current = self.draft_value
@@ -157,12 +158,12 @@ class ModelSession(QObject):
         for candidate in (remembered, current):
             if candidate and self._suits_as_draft(target, candidate):
                 return candidate
-        if current == DRAFT_NGRAM:
+        if current in (DRAFT_NGRAM, DRAFT_NONE):  # drafting from the chat, or none: as chosen
             return current
         for model in self._catalog.models if self._catalog else []:
             if self._suits_as_draft(target, model.path):
                 return model.path
-        return DRAFT_NONE
+        return DRAFT_NGRAM  # no draft model suits: the chat history drafts for any target
 
     def reload(self) -> None:
         """Load the same models again (new GPU layers, threads or workers); after the reply or

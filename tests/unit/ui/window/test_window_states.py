@@ -143,6 +143,20 @@ def test_a_new_target_keeps_a_draft_that_suits_it_and_the_old_one_gets_its_draft
     assert window.settings.get_str("models/target") == str(files["target"])
 
 
+def test_a_target_no_draft_model_suits_drafts_from_the_chat_history(
+    window: MainWindow, qtbot: QtBot, files: dict[str, Path]
+) -> None:
+    with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+        window.models.add_files([str(files["other"])])
+    with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+        window.choose_target(str(files["other"]))
+    loaded = window.models.loaded
+    assert loaded is not None and loaded.target is not None
+    assert loaded.target.path == str(files["other"])
+    assert loaded.draft.kind == "ngram"  # speculation stays on, with a drafter that suits
+    assert window.controls.speculation.text() == SPECULATION_LABEL
+
+
 def test_a_file_of_another_vocabulary_is_added_without_replacing_the_target(
     window: MainWindow, qtbot: QtBot, files: dict[str, Path]
 ) -> None:
