@@ -50,6 +50,13 @@ def speedup_band(speedup: float) -> SpeedupBand:
     return "about" if speedup > low else "slower"
 
 
+# Why a reply ran plain, for the headline.
+NO_DRAFT_IN_USE = "no draft was in use"
+SPECULATION_OFF = "speculation was off"
+AUTO_DID_NOT_DRAFT = "γ Auto drafted nothing, as drafting would not have paid"
+DRAFT_PAUSED = "the draft paused itself, as drafting did not pay"
+
+
 def speedup_headline(
     speedup: float | None,
     *,
@@ -57,12 +64,14 @@ def speedup_headline(
     measured: bool = True,
     tooltip: str = "",
     gamma_auto: bool = False,
+    plain_because: str = NO_DRAFT_IN_USE,
 ) -> tuple[str, str]:
     """The plain-words result of speculation for the headline, and its tooltip. measured:
     against a plain reply's speed; otherwise the figure reads as the estimate it is.
-    gamma_auto: γ is Auto already, so the advice for a slow draft is another draft only."""
+    gamma_auto: γ is Auto already, so the advice for a slow draft is another draft only.
+    plain_because: why a reply that did not speculate did not (one of the reasons here)."""
     if not speculative:
-        return "Plain decoding: no draft in use.", ""
+        return f"Plain decoding: {plain_because}.", ""
     if speedup is None:
         return "", ""
     figure = f"{speedup:.2f}×" if measured else f"≈{speedup:.2f}×"

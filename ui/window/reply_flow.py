@@ -25,7 +25,14 @@ from app.metrics.rounds import RoundRecord
 from app.metrics.summary import GenerationStats
 from app.store import TokenSource
 from app.store_errors import StoreError
-from ui.formatting import speedup_headline, stats_line
+from ui.formatting import (
+    AUTO_DID_NOT_DRAFT,
+    DRAFT_PAUSED,
+    NO_DRAFT_IN_USE,
+    SPECULATION_OFF,
+    speedup_headline,
+    stats_line,
+)
 from ui.widgets.conversation_view import ConversationView, ViewMessage
 from ui.widgets.insight_panel import InsightPanel
 from ui.widgets.live_metrics import LiveReply
@@ -223,13 +230,30 @@ class ReplyFlow(QObject):
         exact = self.reply.exact if self.reply else self._exact
         return self.plain_speed.speedup(self._target, exact, stats, self._plain_step_s)
 
-    def _show_headline(self, speedup: Speedup | None, speculative: bool, gammas: str) -> None:
+    @staticmethod
+    def _plain_because(reply: ReplyInProgress) -> str:
+        """Why a finished reply that did not speculate ran plain."""
+        if reply.drafter_kind == "none":
+            return NO_DRAFT_IN_USE
+        if not reply.speculation_ever_on or reply.gamma_label == "off":
+            return SPECULATION_OFF
+        return AUTO_DID_NOT_DRAFT if reply.gamma_label == "Auto" else DRAFT_PAUSED
+
+    def _show_headline(
+        self,
+        speedup: Speedup | None,
+        speculative: bool,
+        gammas: str,
+        *,
+        plain_because: str = NO_DRAFT_IN_USE,
+    ) -> None:
         text, tooltip = speedup_headline(
             speedup.value if speedup else None,
             speculative=speculative,
             measured=speedup.measured if speedup else True,
             tooltip=speedup.tooltip if speedup else "",
             gamma_auto=gammas.endswith("Auto"),
+            plain_because=plain_because,
         )
         if text:  # until this reply has a figure, the last one stays
             self.headline.emit(text, tooltip)
@@ -269,7 +293,9 @@ class ReplyFlow(QObject):
         self._metrics.show_stats(result.stats, speculative=speculative)
         self._metrics.show_samples(self.live.samples)
         self._insight.update_from_result(result)
-        self._show_headline(speedup, speculative, reply.gammas_label)
+        self._show_headline(
+            speedup, speculative, reply.gammas_label, plain_because=self._plain_because(reply)
+        )
         self.finished.emit(stats)
 
     def _stopped_before_text(self, *, regenerating: bool) -> None:

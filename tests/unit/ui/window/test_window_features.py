@@ -10,6 +10,8 @@ from pytestqt.qtbot import QtBot
 
 from tests.helpers.fake_window import TIMEOUT_MS
 from tests.helpers.qt_window import send
+from ui.formatting import NO_DRAFT_IN_USE, SPECULATION_OFF
+from ui.settings import DRAFT_NONE
 from ui.widgets.conversation_view import EXAMPLE_PROMPTS
 from ui.window.main_window import MainWindow
 
@@ -76,7 +78,13 @@ def test_the_headline_says_in_plain_words_what_speculation_did(
     assert "plain target step" in window.controls.headline.toolTip()
     window.controls.speculation.setChecked(False)
     send(qtbot, window, "Again")
-    assert window.controls.headline.text().startswith("Plain decoding")
+    # Why it ran plain: a draft is loaded, so "no draft was in use" would not be true.
+    assert window.controls.headline.text() == f"Plain decoding: {SPECULATION_OFF}."
+    window.controls.speculation.setChecked(True)
+    with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+        window.choose_draft(DRAFT_NONE)
+    send(qtbot, window, "Once more")
+    assert window.controls.headline.text() == f"Plain decoding: {NO_DRAFT_IN_USE}."
 
 
 def test_every_menu_shortcut_is_listed_in_the_help(window: MainWindow, qtbot: QtBot) -> None:
