@@ -146,19 +146,32 @@ class Front:
 
     prompt: str
     shorten: str
+    start_afresh: str
     context_size: str
     sentences: bool
 
     @property
     def more_context(self) -> str:
-        """How its user gets room for what did not fit."""
+        """How its user gets room for a prompt that did not fit."""
         return f"{self.shorten} or raise {self.context_size}"
 
+    @property
+    def more_memory(self) -> str:
+        """How its user gets room when the cache filled up mid-reply."""
+        return f"{self.start_afresh} or raise {self.context_size}"
 
-TERMINAL = Front("the prompt", "shorten the prompt", "--n-ctx", sentences=False)
+
+TERMINAL = Front(
+    "the prompt", "shorten the prompt", "shorten the prompt", "--n-ctx", sentences=False
+)
 """The CLI, and the server, whose context size is `specchat serve --n-ctx`."""
 WINDOW = Front(
-    "the conversation", "start a new chat", "the context size in Settings", sentences=True
+    "the conversation",
+    # A message too long alone is helped by no new chat: both ways are named.
+    "shorten your message, start a new chat",
+    "start a new chat",
+    "the context size in Settings",
+    sentences=True,
 )
 
 
@@ -181,7 +194,7 @@ def user_message(exc: SpecChatError, front: Front = TERMINAL) -> str:
         # Not a prompt that is too long: the cache ran out mid-reply, so its own words.
         text = (
             f"the model's memory for this conversation is full ({exc.n_ctx} tokens of "
-            f"context); {front.more_context}"
+            f"context); {front.more_memory}"
         )
     else:
         text = str(exc)

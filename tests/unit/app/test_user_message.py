@@ -57,7 +57,8 @@ CASES: list[tuple[SpecChatError, str, str]] = [
     (
         ContextOverflowError(5000, 4096),
         "the prompt is 5000 tokens but the context holds 4096; shorten the prompt or raise --n-ctx",
-        "The conversation is 5000 tokens but the context holds 4096; start a new chat or raise "
+        "The conversation is 5000 tokens but the context holds 4096; shorten your message, start "
+        "a new chat or raise "
         "the context size in Settings.",
     ),
     (

@@ -29,7 +29,8 @@ def test_user_errors_read_as_one_sentence() -> None:
     assert describe(StoreError("the database is newer")) == "The database is newer."
     assert describe(Cancelled("model loading cancelled")) == "Cancelled."
     assert describe(ContextOverflowError(5000, 4096)) == (
-        "The conversation is 5000 tokens but the context holds 4096; start a new chat or raise "
+        "The conversation is 5000 tokens but the context holds 4096; shorten your message, start "
+        "a new chat or raise "
         "the context size in Settings."
     )
     # A full cache is not a prompt that is too long: it gets its own words.
