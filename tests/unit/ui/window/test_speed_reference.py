@@ -82,6 +82,16 @@ def test_the_estimate_never_exceeds_the_tokens_a_round_yields() -> None:
     assert speedup is not None and speedup.value == 1.0 and not speedup.measured
 
 
+def test_a_measured_speedup_never_exceeds_the_tokens_a_round_yields_either() -> None:
+    # A plain reply timed while other programs held the cores: 0 % acceptance read faster.
+    stats = _hybrid_reply(draft_prefill_s=0.0, catchup_s=0.0, accepted=0)
+    speed = PlainSpeed()
+    assert stats.tokens_per_second is not None
+    speed.note(TARGET, False, stats.tokens_per_second / 1.4, tokens=64)
+    speedup = speed.speedup(TARGET, False, stats, STEP_S)
+    assert speedup is not None and speedup.measured and speedup.value == 1.0
+
+
 def test_a_measured_plain_reply_replaces_the_estimate() -> None:
     stats = _hybrid_reply(draft_prefill_s=0.6, catchup_s=0.0)
     speed = PlainSpeed()
