@@ -71,8 +71,10 @@ def _measured_speedups(
         seconds = math.fsum(r.draft_s + r.verify_s for r in group)
         if seconds > 0:
             measured[gamma] = sum(r.emitted for r in group) / seconds * unit
+    if not by_gamma:  # a plain reply: nothing to measure against plain decoding
+        return measured, None
     seconds = math.fsum(r.draft_s + r.verify_s for r in rounds)
-    overall = sum(r.emitted for r in rounds) / seconds * unit if seconds > 0 and rounds else None
+    overall = sum(r.emitted for r in rounds) / seconds * unit if seconds > 0 else None
     return measured, overall
 
 

@@ -164,3 +164,12 @@ def test_a_reply_of_no_rounds_reports_its_times_as_floats() -> None:
     times = {name: value for name, value in data.items() if name.endswith("_s")}
     assert times["draft_s"] == 0.0
     assert all(isinstance(value, float) for value in times.values() if value is not None), times
+
+
+def test_a_plain_reply_has_no_whole_reply_speedup_to_show() -> None:
+    from app.metrics.insight import analyse
+
+    plain = [rec(0, 0, 0, verify_s=STEP * 0.7) for _ in range(8)]  # a unit timed when busier
+    assert analyse(plain, STEP).measured_overall is None
+    spec = [*plain, rec(4, 4, 3, draft_s=STEP, verify_s=STEP * 1.2)]
+    assert analyse(spec, STEP).measured_overall is not None
