@@ -183,8 +183,8 @@ class ChatController:
     def take_back_last_message(self, *, keep_stored: bool = True) -> list[StoredMessage] | None:
         """The current chat's last user message and what followed it, the user's first, for
         the user to edit and send again, or to put back (None when there is none). Kept
-        stored until the edited message replaces them (`add_user_message`); deleted now with
-        `keep_stored` False (a message that can never be answered as it is)."""
+        stored until the reply to the edited message replaces them (`save_reply`); deleted
+        now with `keep_stored` False (a message that went, or can go, unanswered)."""
         if self.conversation_id is None:
             return None
         messages = self._shown(self.store.messages(self.conversation_id))

@@ -32,8 +32,8 @@ UNDO_SHOWN_MS = 20_000
 # second or two while it reads or rewrites an index; past it the files are deleted unlocked.
 UI_LOCK_WAIT_S = 0.2
 TAKEN_BACK = (
-    "Your last message is back in the box to edit: sending it replaces the message and its "
-    "reply, which are kept until then."
+    "Your last message is back in the box to edit; it and its reply stay saved until the "
+    "edited message is answered."
 )
 UNFITTING = "Your message is back in the box: the chat with it is longer than the context holds."
 STOPPED_BACK = "Stopped before the reply began: your message is back in the box."
