@@ -141,7 +141,9 @@ class SettingsPanel(QWidget):
         self.seed = _int_box(
             "seedControl",
             *INT_RANGES["generation/seed"],
-            "Fixed seed for reproducible sampled replies (-1 = random).",
+            "Fixed seed for sampled replies (-1 = random). With speculation off the same "
+            "seed gives the same reply; with it on the drafts can differ from run to run, and "
+            "so can the reply, drawn from the same distribution.",
             special="random",
         )
         self.max_tokens = _int_box(
