@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import sqlite3
 import time
-import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,6 +40,7 @@ from app.store_errors import (
     store_error,
 )
 from app.store_schema import MIGRATIONS, SCHEMA_VERSION, split_sql
+from app.store_text import storable, title_text
 
 
 class TokenSource(IntEnum):
@@ -97,43 +96,6 @@ class StoredMessage:
     created_at: float
     stats: dict[str, Any] | None
     segments: list[Segment] | None
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-# Unicode categories that draw nothing: format (U+200B zero width space, bidi marks) and
-# control characters; the white space among them (new lines, tabs) separates words instead.
-# Lone surrogates (Cs) are kept: _storable shows them as U+FFFD.
-_INVISIBLE = frozenset({"Cf", "Cc"})
-# Two format characters that do draw: they join (U+200D, emoji sequences such as a family) or
-# keep apart (U+200C, Persian and Indic spellings) the characters on either side. Kept there,
-# and only there: alone, or beside a space, they draw nothing.
-_JOINERS = "\u200c\u200d"
-_LOOSE_JOINERS = re.compile(f"(?<![^\\s{_JOINERS}])[{_JOINERS}]+|[{_JOINERS}]+(?![^\\s{_JOINERS}])")
-# A title past this is cut: it is a row in a list and an export's file name.
-MAX_TITLE = 200
-
-
-def visible(text: str) -> str:
-    """`text` without what shows as nothing (zero-width and other format characters, controls),
-    its runs of white space made one space, trimmed. A message or a title with nothing visible
-    is no message or title: the chat list would show a blank row."""
-    kept = "".join(
-        c for c in text if c.isspace() or c in _JOINERS or unicodedata.category(c) not in _INVISIBLE
-    )
-    return " ".join(_LOOSE_JOINERS.sub("", kept).split())
-
-
-def _title(text: str) -> str:
-    title = visible(text)
-    if len(title) > MAX_TITLE:
-        title = title[: MAX_TITLE - 1].rstrip() + "…"
-    return title or "Untitled"
-
-
-def _storable(text: str) -> str:
-    """Text as UTF-8 can hold it: a lone surrogate (half an emoji from a program that cut one
-    in two) becomes U+FFFD, as Qt shows it, rather than refusing the whole message."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 class ConversationStore:
@@ -274,7 +236,7 @@ class ConversationStore:
             cursor = db.execute(
                 "INSERT INTO conversations (id, title, created_at, updated_at) "
                 f"VALUES ({_NEXT_ID.format(table='conversations', kind='conversation')}, ?, ?, ?)",
-                (_storable(_title(title)), now, now),
+                (storable(title_text(title)), now, now),
             )
         assert cursor.lastrowid is not None
         return int(cursor.lastrowid)
@@ -306,7 +268,7 @@ class ConversationStore:
         with self._transaction() as db:
             db.execute(
                 "UPDATE conversations SET title = ? WHERE id = ?",
-                (_storable(_title(title)), conversation_id),
+                (storable(title_text(title)), conversation_id),
             )
 
     @guarded
@@ -346,12 +308,12 @@ class ConversationStore:
                 (
                     conversation_id,
                     role,
-                    _storable(content),
+                    storable(content),
                     now,
                     None if stats is None else json.dumps(stats),
                     None
                     if segments is None
-                    else json.dumps([[_storable(text), int(source)] for text, source in segments]),
+                    else json.dumps([[storable(text), int(source)] for text, source in segments]),
                 ),
             )
             for replaced in replacing:

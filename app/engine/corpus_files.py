@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Protocol
 
@@ -123,3 +124,13 @@ def remove_orphaned_rewrites(path: Path) -> None:
             continue
         with contextlib.suppress(OSError):
             leftover.unlink()
+
+
+def discard_index_file(path: Path) -> None:
+    """Remove an index file, or a folder in its place (in the app's own index folder, under a
+    name no one else picks: nothing of the user's)."""
+    with contextlib.suppress(OSError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)

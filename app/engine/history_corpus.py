@@ -27,9 +27,7 @@ app/engine/corpus_sync.py says how.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import shutil
 from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -37,6 +35,7 @@ from pathlib import Path
 from app.engine.corpus_files import (
     corpus_path,
     deletion_stamp,
+    discard_index_file,
     remove_orphaned_rewrites,
 )
 from app.engine.corpus_sync import document_digest, journal_news, log_busy, saved_meanwhile
@@ -132,7 +131,7 @@ class HistoryCorpus:
             journaled_before = len(read_journal(self.path, file_before)[0]) if file_before else 0
         except OSError as exc:  # a folder in the file's place: the save below says so
             log.warning("could not read the chat-history draft index %s (%s)", self.path, exc)
-            _discard(self.path)
+            discard_index_file(self.path)
             file_before, journaled_before = None, 0
         self._reset()
         history: set[bytes] = set()
@@ -288,7 +287,7 @@ class HistoryCorpus:
         except (OSError, IndexFileError) as exc:
             log.warning("discarding the chat-history draft index %s: %s", self.path, exc)
             for path in (self.path, journal_path(self.path)):
-                _discard(path)  # then the next save replaces them
+                discard_index_file(path)  # then the next save replaces them
             self.needs_rebuild = True
             return
         self._documents = stored.documents
@@ -398,13 +397,3 @@ class HistoryCorpus:
         self._journal_tokens = 0
         self._journal_seen = 0
         self._rewrite = False
-
-
-def _discard(path: Path) -> None:
-    """Remove an index file, or a folder in its place (in the app's own index folder, under a
-    name no one else picks: nothing of the user's)."""
-    with contextlib.suppress(OSError):
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)

@@ -43,6 +43,7 @@ from models.hub.common import (
     one_line,
     resolve_endpoint,
 )
+from models.hub.destination import check_destination, lock_download, no_space_error
 from models.hub.listing import RemoteFile
 from models.hub.names import default_destination, safe_repo_path
 from models.terminal import printable
@@ -125,27 +126,6 @@ def _sha256_of(
     return hasher
 
 
-def _lock(out: IO[bytes], name: str) -> None:
-    """One download per file at a time: a second one would interleave its bytes with ours."""
-    try:
-        import fcntl  # noqa: PLC0415 - POSIX only; elsewhere downloads are simply not locked
-    except ImportError:
-        return
-    try:
-        fcntl.flock(out.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise DownloadError(f"{name} is already being downloaded by another process") from None
-
-
-def _no_space(directory: Path, exc: OSError, partial: Path) -> DownloadError:
-    with contextlib.suppress(OSError):
-        partial.unlink()
-    detail = "file size limit reached" if exc.errno == errno.EFBIG else "disk is full"
-    return DownloadError(
-        f"not enough disk space in {directory} ({detail}); the partial download was removed"
-    )
-
-
 def _resolve_meta(
     repo_id: str, filename: str, revision: str, ep: str, token: str | bool | None
 ) -> tuple[str, int | None, str | None]:
@@ -207,7 +187,7 @@ def download_file(
         if progress is not None:
             progress(DownloadProgress(name, size, size, "done"))
         return dest
-    _check_destination(dest, keep_other=dest_dir is not None and not replace)
+    check_destination(dest, keep_other=dest_dir is not None and not replace)
 
     partial = partial_path(dest, content_id)
     for stale in directory.glob(f".{glob.escape(dest.name)}.*.incomplete"):
@@ -218,7 +198,7 @@ def download_file(
     attempt = 0
     try:
         with partial.open("ab") as out:
-            _lock(out, name)
+            lock_download(out, name)
             have = os.fstat(out.fileno()).st_size
             if size is not None and have > size:
                 out.truncate(0)
@@ -290,7 +270,7 @@ def download_file(
         raise
     except OSError as exc:
         if exc.errno in _NO_SPACE:
-            raise _no_space(directory, exc, partial) from None
+            raise no_space_error(directory, exc, partial) from None
         raise DownloadError(
             f"cannot write {partial}: {exc.strerror or one_line(str(exc), 80)}"
         ) from None
@@ -327,17 +307,6 @@ def download_file(
     if progress is not None:
         progress(DownloadProgress(name, state.have, size, "done", state.resumed_from))
     return dest
-
-
-def _check_destination(dest: Path, *, keep_other: bool) -> None:
-    """Refuse, before a byte is fetched, a destination the download could never take."""
-    if dest.is_dir():
-        raise DownloadError(f"{dest} is a folder; move it away or pull into another --dest")
-    if keep_other and (dest.exists() or dest.is_symlink()):
-        raise DownloadError(
-            f"{dest} already exists and is not this download; pass --force to replace it, or "
-            "pull into another --dest"
-        )
 
 
 @dataclass

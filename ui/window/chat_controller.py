@@ -14,7 +14,8 @@ from typing import Any
 
 from app.durable import replace_file
 from app.engine.chat_template import ChatMessage
-from app.store import ConversationStore, ConversationSummary, Segment, StoredMessage, visible
+from app.store import ConversationStore, ConversationSummary, Segment, StoredMessage
+from app.store_text import visible
 from ui.settings import Settings
 from ui.widgets.conversation_view import ViewMessage
 

@@ -15,8 +15,9 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPlainTextE
 
 from app.engine.corpus_files import forget_every_vocabulary
 from app.paths import DataFolderError, data_dir
-from app.store import StoredMessage, visible
+from app.store import StoredMessage
 from app.store_errors import StoreError
+from app.store_text import visible
 from ui.messages import describe
 from ui.named_widgets import push_button
 from ui.widgets.conversation_list import ConversationList

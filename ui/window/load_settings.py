@@ -31,6 +31,18 @@ def model_config(settings: Settings, path: str, *, draft: bool, warn: Warn) -> M
     )
 
 
+def unapplied_note(settings: Settings, loaded: ModelConfig) -> str:
+    """A note for settings a cancelled reload did not apply: Settings shows them, the target
+    `loaded` runs without them until the next load ("" when it runs with them)."""
+    wanted = model_config(settings, loaded.path, draft=False, warn=lambda _text: None)
+    fields = ("n_ctx", "n_gpu_layers", "n_threads", "prompt_cache_mib", "rpc_servers")
+    if all(getattr(wanted, f) == getattr(loaded, f) for f in fields):
+        return ""
+    return (
+        " The models keep their earlier settings; the new ones in Settings apply at the next load."
+    )
+
+
 def draft_choice(settings: Settings, value: str, *, demo: bool, warn: Warn) -> DraftSetting | None:
     """The draft the Draft list's value asks for; None with a demo target: the demo's own."""
     if value == DRAFT_AUTO:

@@ -19,7 +19,8 @@ from app.engine.config import GenerationConfig
 from app.engine.model_host import LoadedState
 from app.llama.resources import GpuProbe
 from app.paths import models_dir
-from app.store import ConversationStore, visible
+from app.store import ConversationStore
+from app.store_text import visible
 from models.demo import DemoModels
 from ui.dialogs.compare_dialog import CompareDialog
 from ui.dialogs.models_dialog import ModelsDialog

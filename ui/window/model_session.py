@@ -24,7 +24,7 @@ from models.library import save_library
 from ui.messages import describe
 from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings
 from ui.window.added_files import AddedFiles
-from ui.window.load_settings import draft_choice, model_config
+from ui.window.load_settings import draft_choice, model_config, unapplied_note
 from ui.workers.catalog import Catalog, library_catalog
 from ui.workers.engine_host import EngineHost
 from ui.workers.jobs import Jobs
@@ -234,25 +234,12 @@ class ModelSession(QObject):
     def _on_load_failed(self, failure: LoadFailure) -> None:
         self._choice = None
         if failure.cancelled:
-            self.statusMessage.emit(failure.message + self._unapplied(failure.state))
+            target = failure.state.target
+            note = unapplied_note(self._settings, target) if target is not None else ""
+            self.statusMessage.emit(failure.message + note)
         else:
             self.errorRaised.emit(failure.message)
         self._after_load(failure.state)
-
-    def _unapplied(self, state: LoadedState[DemoModels]) -> str:
-        """A note for settings a cancelled reload did not apply: Settings shows them, the
-        models run without them until the next load."""
-        loaded = state.target
-        if loaded is None:
-            return ""
-        wanted = self._model_config(loaded.path, draft=False)
-        fields = ("n_ctx", "n_gpu_layers", "n_threads", "prompt_cache_mib", "rpc_servers")
-        if all(getattr(wanted, f) == getattr(loaded, f) for f in fields):
-            return ""
-        return (
-            " The models keep their earlier settings; the new ones in Settings apply at the "
-            "next load."
-        )
 
     def _after_load(self, state: LoadedState[DemoModels]) -> None:
         self._in_flight -= 1

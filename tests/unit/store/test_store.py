@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from app.store import MAX_TITLE, ConversationStore, visible
+from app.store import ConversationStore
 from app.store_errors import StoreDamagedError, StoreError
 from app.store_schema import MIGRATIONS, SCHEMA_VERSION, split_sql
+from app.store_text import MAX_TITLE, visible
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from tests.helpers.qt_window import close_window, send
 from ui.formatting import percent
 from ui.settings import DRAFT_NGRAM, DRAFT_NONE
 from ui.widgets.model_controls import NO_DRAFT_LABEL, SPECULATION_LABEL
+from ui.window.load_settings import unapplied_note
 from ui.window.main_window import MainWindow, UiState
 
 
@@ -422,11 +423,9 @@ def test_a_cancelled_reload_says_the_models_keep_their_earlier_settings(
             window.start()
         loaded = window.models.loaded
         assert loaded is not None and loaded.target is not None
-        assert window.models._unapplied(loaded) == ""
+        assert unapplied_note(window.settings, loaded.target) == ""
         # As held after a reload to a larger context was cancelled: Settings asks for more.
-        earlier = dataclasses.replace(
-            loaded, target=dataclasses.replace(loaded.target, n_ctx=loaded.target.n_ctx // 2)
-        )
-        assert "keep their earlier settings" in window.models._unapplied(earlier)
+        earlier = dataclasses.replace(loaded.target, n_ctx=loaded.target.n_ctx // 2)
+        assert "keep their earlier settings" in unapplied_note(window.settings, earlier)
     finally:
         close_window(window)
