@@ -62,19 +62,32 @@ def _checks_path() -> Path | None:
         return None
 
 
+# The checks as last read, keyed by the file's stamp: a scan asks once per model file, and
+# parsing 512 verdicts each time made listing a big folder read the same JSON hundreds of times.
+_checks_as_read: dict[tuple[str, int, int, int], dict[str, dict[str, object]]] = {}
+
+
 def _load_checks() -> dict[str, dict[str, object]]:
+    """The remembered verdicts; callers hold `_lock` and must not change what they get."""
     path = _checks_path()
     if path is None:
         return {}
     try:
+        st = path.stat()
+        stamp = (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp in _checks_as_read:
+            return _checks_as_read[stamp]
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    checks = data if isinstance(data, dict) else {}
+    _checks_as_read.clear()
+    _checks_as_read[stamp] = checks
+    return checks
 
 
 def _save_check(identity: str, ok: bool, reason: str) -> None:
-    checks = _load_checks()
+    checks = dict(_load_checks())
     checks.pop(identity, None)
     checks[identity] = {"ok": ok, "reason": reason}
     for stale in list(checks)[:-_KEPT_CHECKS]:  # oldest first: files long replaced or deleted

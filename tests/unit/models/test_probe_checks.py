@@ -14,6 +14,7 @@ import pytest
 
 import models.probe
 from app.errors import ModelLoadError
+from models.discovery import discover_models
 from models.probe import CHECKS_FILE, ensure_loadable, file_identity, probe_child
 from tests.helpers.model_files import write_tiny_gguf
 
@@ -122,3 +123,33 @@ def test_a_verdict_the_disk_refuses_is_not_remembered_and_leaves_no_copy(
 
     assert child.paths == [str(model)]
     assert not list(isolated_data_dir.glob("*model-checks*"))
+
+
+def test_a_scan_reads_the_remembered_checks_once_and_sees_a_newer_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_data_dir: Path
+) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    files = [write_tiny_gguf(folder / f"tiny-{n}.gguf") for n in range(6)]
+    models.probe._save_check(file_identity(files[0]), False, "llama.cpp aborted")
+    reads: list[Path] = []
+    real_read_text = Path.read_text
+
+    def counted(self: Path, *args: Any, **kwargs: Any) -> str:
+        if self.name == CHECKS_FILE:
+            reads.append(self)
+        return real_read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    options = {"include_app": False, "include_hf_cache": False, "include_lmstudio": False}
+
+    first = discover_models([folder], **options)
+    assert len(reads) <= 1  # not once per file
+    assert [e.load_failure is not None for e in first] == [True] + [False] * 5
+
+    # Another process remembers a failure: the next scan sees it.
+    checks = _checks(isolated_data_dir)
+    checks[file_identity(files[1])] = {"ok": False, "reason": "llama.cpp crashed"}
+    (isolated_data_dir / CHECKS_FILE).write_text(json.dumps(checks), encoding="utf-8")
+    again = discover_models([folder], **options)
+    assert [e.load_failure is not None for e in again] == [True, True] + [False] * 4
