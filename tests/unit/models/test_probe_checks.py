@@ -141,9 +141,13 @@ def test_a_scan_reads_the_remembered_checks_once_and_sees_a_newer_verdict(
         return real_read_text(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "read_text", counted)
-    options = {"include_app": False, "include_hf_cache": False, "include_lmstudio": False}
 
-    first = discover_models([folder], **options)
+    def scan() -> list[Any]:
+        return discover_models(
+            [folder], include_app=False, include_hf_cache=False, include_lmstudio=False
+        )
+
+    first = scan()
     assert len(reads) <= 1  # not once per file
     assert [e.load_failure is not None for e in first] == [True] + [False] * 5
 
@@ -151,5 +155,5 @@ def test_a_scan_reads_the_remembered_checks_once_and_sees_a_newer_verdict(
     checks = _checks(isolated_data_dir)
     checks[file_identity(files[1])] = {"ok": False, "reason": "llama.cpp crashed"}
     (isolated_data_dir / CHECKS_FILE).write_text(json.dumps(checks), encoding="utf-8")
-    again = discover_models([folder], **options)
+    again = scan()
     assert [e.load_failure is not None for e in again] == [True, True] + [False] * 4
