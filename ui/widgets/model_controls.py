@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.llama.resources import format_bytes
 from app.paths import same_file
+from ui.file_labels import telling_folders
 from ui.named_widgets import push_button
 from ui.settings import DRAFT_NGRAM, DRAFT_NONE
 from ui.widgets.gamma_box import GammaBox
@@ -45,6 +46,16 @@ def _entry_label(path: str, size: int, quantization: str) -> str:
     # Size and type first: a narrow dropdown cuts the end of its text, and these are what
     # tell one file of a family from the next.
     return f"{format_bytes(size)} · {quantization} · {Path(path).stem}"
+
+
+def _entry_labels(files: list[tuple[str, int, str]]) -> list[str]:
+    """One label per (path, size, quantization), the folders added where two read alike."""
+    labels = [_entry_label(*file) for file in files]
+    folders = telling_folders(labels, [path for path, _, _ in files])
+    return [
+        label if where is None else f"{label} · in {where}"
+        for label, where in zip(labels, folders, strict=True)
+    ]
 
 
 class ModelControls(QWidget):
@@ -122,8 +133,9 @@ class ModelControls(QWidget):
         """Repopulate both dropdowns and select the given target and draft."""
         target_model = self._model(self.target_combo)
         target_model.clear()
-        for entry in catalog.models:
-            item = QStandardItem(_entry_label(entry.path, entry.size_bytes, entry.quantization))
+        labels = _entry_labels([(e.path, e.size_bytes, e.quantization) for e in catalog.models])
+        for entry, label in zip(catalog.models, labels, strict=True):
+            item = QStandardItem(label)
             item.setData(entry.path, PATH_ROLE)
             item.setToolTip(f"{entry.name} ({entry.architecture}), {entry.path}")
             target_model.appendRow(item)
@@ -131,8 +143,9 @@ class ModelControls(QWidget):
 
         draft_model = self._model(self.draft_combo)
         draft_model.clear()
-        for option in catalog.drafts:
-            item = QStandardItem(_entry_label(option.path, option.size_bytes, option.quantization))
+        labels = _entry_labels([(d.path, d.size_bytes, d.quantization) for d in catalog.drafts])
+        for option, label in zip(catalog.drafts, labels, strict=True):
+            item = QStandardItem(label)
             item.setData(option.path, PATH_ROLE)
             if option.compatible:
                 item.setToolTip(f"{option.note}. {option.path}")

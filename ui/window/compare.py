@@ -16,6 +16,7 @@ from app.engine.session import EngineSession
 from app.errors import InvalidSettingError
 from app.llama.config import ModelConfig
 from models.demo import DemoModels
+from ui.file_labels import telling_folders
 from ui.settings import Settings
 from ui.window.generation_settings import generation_config
 from ui.workers.catalog import Catalog
@@ -40,14 +41,13 @@ def compare_drafts(
     target_size = catalog.target.size_bytes
     usable = [d for d in catalog.drafts if d.compatible and d.size_bytes < target_size]
     names = [Path(d.path).name for d in usable]
+    folders = telling_folders(names, [d.path for d in usable])
     return [
-        # The bench needs distinct labels; same-named files in two folders get the folder.
+        # The bench needs distinct labels; same-named files in two folders get the folders.
         bench_plan.DraftChoice(
-            name if names.count(name) == 1 else f"{Path(d.path).parent.name}/{name}",
-            Path(d.path),
-            suffix=with_history,
+            name if where is None else f"{where}/{name}", Path(d.path), suffix=with_history
         )
-        for d, name in zip(usable, names, strict=True)
+        for d, name, where in zip(usable, names, folders, strict=True)
     ]
 
 

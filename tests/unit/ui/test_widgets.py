@@ -242,3 +242,26 @@ def test_conversation_list_rename_and_delete(qtbot: QtBot) -> None:
     with qtbot.waitSignal(widget.deleteRequested) as deleted:
         widget.list.actions()[0].trigger()
     assert deleted.args == [2]
+
+
+def test_copies_of_one_file_in_two_folders_are_told_apart(qtbot: QtBot) -> None:
+    size = 90 * 2**20
+    hub = "/home/u/.cache/huggingface/hub/models--a--b/snapshots/1/small.gguf"
+    lmstudio = "/home/u/.lmstudio/models/a/b/small.gguf"
+    target = ModelFile("/m/big.gguf", 500 * 2**20, "F32", "Big", "llama", "fp")
+    drafts = [
+        DraftOption(hub, size, "Q4_0", True, "compatible", "compatible, 18%"),
+        DraftOption(lmstudio, size, "Q4_0", True, "compatible", "compatible, 18%"),
+        DraftOption("/x/1/small.gguf", size, "Q4_0", True, "compatible", "compatible, 18%"),
+        DraftOption("/y/1/small.gguf", size, "Q4_0", True, "compatible", "compatible, 18%"),
+        DraftOption("/m/mid.gguf", 140 * 2**20, "Q8_0", True, "compatible", "compatible, 27%"),
+    ]
+    controls = ModelControls()
+    qtbot.addWidget(controls)
+    controls.set_catalog(Catalog([target], [], target, drafts), "/m/big.gguf", hub)
+
+    labels = [label for label, *_ in controls.draft_entries()[:5]]
+    assert len(set(labels)) == 5
+    assert labels[0].endswith(" · in snapshots/1") and labels[1].endswith(" · in a/b")
+    assert labels[2].endswith(" · in x/1") and labels[3].endswith(" · in y/1")
+    assert labels[4] == "140.0 MiB · Q8_0 · mid"  # a label no other shares stays short
