@@ -61,6 +61,13 @@ def _side_scroll(widget: QWidget, name: str) -> QScrollArea:
     scroll.setWidgetResizable(True)
     # The panel's content follows the panel's width; a sideways scroll bar would hide figures.
     scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    # So it also never gets narrower than its content: the splitter and the window's minimum
+    # width then leave room for every box, where they used to cut the panel's right edge.
+    scroll.setMinimumWidth(
+        widget.minimumSizeHint().width()
+        + scroll.verticalScrollBar().sizeHint().width()
+        + 2 * scroll.frameWidth()
+    )
     return scroll
 
 
@@ -166,7 +173,6 @@ class WindowLayout(QMainWindow):
         self.side_tabs.setObjectName("sideTabs")
         self.side_tabs.addTab(_side_scroll(side, "Metrics panel"), "Metrics")
         self.side_tabs.addTab(_side_scroll(self.insight, "Insight panel"), "Insight")
-        self.side_tabs.setMinimumWidth(260)
 
         self.conversations.setMinimumWidth(140)
         self.splitter = QSplitter()

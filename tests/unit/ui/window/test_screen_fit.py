@@ -63,7 +63,7 @@ def test_the_window_fits_the_screen_with_long_model_names(
     assert LONG_NAME in combo.toolTip()
 
 
-def test_the_side_panel_and_the_headline_fit_their_room_at_1280_and_1024(
+def test_the_side_panel_and_the_headline_fit_their_room_at_1280_1024_and_the_narrowest(
     long_named: MainWindow, qtbot: QtBot
 ) -> None:
     window = long_named
@@ -74,9 +74,10 @@ def test_the_side_panel_and_the_headline_fit_their_room_at_1280_and_1024(
     window.metrics.show_memory(None, 0, usage, "ngram")
     scroll = window.side_tabs.widget(0)
     assert isinstance(scroll, QScrollArea)
-    for width, height in ((1280, 720), (1024, 640)):
-        window.resize(width, height)
+    for width, height in ((1280, 720), (1024, 640), (0, 640)):
+        window.resize(width, height)  # 0: as narrow as the window lets itself be dragged
         QApplication.processEvents()
+        assert window.width() >= width and window.width() <= 1280
         inner = scroll.widget()
         # The panel never scrolls sideways, so anything wider than its view is cut off.
         assert inner.minimumSizeHint().width() <= scroll.viewport().width(), (width, height)
