@@ -85,6 +85,16 @@ def speedup_headline(
     return f"{figure}: slower than without a draft{estimate}. {advice}", tooltip
 
 
+def too_short_headline(tokens: int, rounds: int, needed: int) -> tuple[str, str]:
+    """The headline for a speculative reply too short to judge, and its tooltip."""
+    return (
+        f"Too short to judge the speed ({tokens} tokens)",
+        f"This reply took {rounds} rounds; a speedup is judged from {needed} rounds on, as over "
+        "the first few the draft model's reading of the prompt, or one lucky draft, outweighs "
+        "the rest.",
+    )
+
+
 def drafted_per_round(stats: dict[str, Any]) -> float | None:
     """Draft tokens verified per speculative round, from a stored reply's stats (None when no
     round speculated). The histogram's keys are γ, strings once read back from JSON."""

@@ -32,6 +32,7 @@ from ui.formatting import (
     SPECULATION_OFF,
     speedup_headline,
     stats_line,
+    too_short_headline,
 )
 from ui.widgets.conversation_view import ConversationView, ViewMessage
 from ui.widgets.insight_panel import InsightPanel
@@ -40,7 +41,7 @@ from ui.widgets.metrics_panel import MetricsPanel
 from ui.window.chat_controller import ChatController
 from ui.window.generation_settings import regenerate_sampling
 from ui.window.reply import ReplyInProgress
-from ui.window.speed_reference import MIN_LIVE_ROUNDS, PlainSpeed, Speedup
+from ui.window.speed_reference import MIN_JUDGED_ROUNDS, PlainSpeed, Speedup
 from ui.workers.engine_host import EngineHost
 from ui.workers.requests import GenerateRequest, GenerationFailure
 
@@ -223,7 +224,7 @@ class ReplyFlow(QObject):
         self._metrics.show_stats(stats, speculative=speculative)
         self._metrics.show_samples(self.live.samples)
         self._insight.update_live(self.live.rounds)
-        if stats.rounds >= MIN_LIVE_ROUNDS:
+        if stats.rounds >= MIN_JUDGED_ROUNDS:
             self._show_headline(self._speedup(stats), speculative, self.reply.gammas_label)
 
     def _speedup(self, stats: GenerationStats) -> Speedup | None:
@@ -293,9 +294,17 @@ class ReplyFlow(QObject):
         self._metrics.show_stats(result.stats, speculative=speculative)
         self._metrics.show_samples(self.live.samples)
         self._insight.update_from_result(result)
-        self._show_headline(
-            speedup, speculative, reply.gammas_label, plain_because=self._plain_because(reply)
-        )
+        if speculative and result.stats.rounds < MIN_JUDGED_ROUNDS:
+            # Otherwise the last reply's figure would stay, read as this one's.
+            self.headline.emit(
+                *too_short_headline(
+                    result.stats.generated_tokens, result.stats.rounds, MIN_JUDGED_ROUNDS
+                )
+            )
+        else:
+            self._show_headline(
+                speedup, speculative, reply.gammas_label, plain_because=self._plain_because(reply)
+            )
         self.finished.emit(stats)
 
     def _stopped_before_text(self, *, regenerating: bool) -> None:

@@ -16,9 +16,10 @@ from app.metrics.summary import METRIC_DEFINITIONS, GenerationStats
 
 # A plain reply shorter than this says more about its first token than about plain speed.
 MIN_REFERENCE_TOKENS = 8
-# Live figures wait for this many rounds: over the first few, one burst of accepted tokens
-# reads as a speed several times the real one.
-MIN_LIVE_ROUNDS = 8
+# A speedup is judged from this many rounds on, live or finished: over the first few, one
+# burst of accepted tokens, or the draft model's reading of the prompt, outweighs the rest (a
+# five-token first reply read "0.32x: slower, try another draft").
+MIN_JUDGED_ROUNDS = 8
 
 MEASURED_TIP = (
     "This reply's tokens per second over those of the last reply on this target with "
@@ -63,7 +64,7 @@ class PlainSpeed:
         plain_step_s: float | None,
     ) -> Speedup | None:
         tokens_per_second = stats.tokens_per_second
-        if not tokens_per_second:
+        if not tokens_per_second or stats.rounds < MIN_JUDGED_ROUNDS:
             return None
         # A round yields tokens_per_round tokens for at least one target pass, which costs no
         # less than a plain step: no reply is faster than that, whatever the reference says. A

@@ -17,9 +17,10 @@ TARGET = ModelConfig("/models/target.gguf", n_threads=2)
 
 
 def _hybrid_reply(
-    *, draft_prefill_s: float, catchup_s: float, accepted: int = 3
+    *, draft_prefill_s: float, catchup_s: float, accepted: int = 3, n_rounds: int = 20
 ) -> GenerationStats:
-    """Twenty rounds of four drafted tokens, three kept, at the given reading costs."""
+    """Twenty rounds (or n_rounds) of four drafted tokens, three kept, at the given reading
+    costs."""
     rounds = [
         RoundRecord(
             index=i,
@@ -34,13 +35,13 @@ def _hybrid_reply(
             draft_catchup_s=catchup_s if i == 5 else 0.0,
             overhead_s=OVERHEAD_S,
         )
-        for i in range(20)
+        for i in range(n_rounds)
     ]
     passes_s = sum(r.draft_s + r.verify_s + r.draft_catchup_s + r.overhead_s for r in rounds)
     return summarize(
         rounds,
         prompt_tokens=120,
-        generated_tokens=1 + 20 * (accepted + 1),
+        generated_tokens=1 + n_rounds * (accepted + 1),
         prompt_s=0.3,
         generation_s=draft_prefill_s + passes_s,
         ttft_s=0.3,
@@ -109,3 +110,14 @@ def test_the_same_file_loaded_with_other_threads_is_measured_afresh() -> None:
     reloaded = ModelConfig(TARGET.path, n_threads=1)
     speedup = speed.speedup(reloaded, False, stats, STEP_S)
     assert speedup is not None and not speedup.measured
+
+
+def test_a_reply_of_too_few_rounds_gets_no_speedup() -> None:
+    speed = PlainSpeed()
+    speed.note(TARGET, False, 40.0, 128)
+    short = _hybrid_reply(draft_prefill_s=0.6, catchup_s=0.0, n_rounds=7)
+    assert speed.speedup(TARGET, False, short, STEP_S) is None  # measured
+    assert PlainSpeed().speedup(TARGET, False, short, STEP_S) is None  # estimated
+    enough = _hybrid_reply(draft_prefill_s=0.6, catchup_s=0.0, n_rounds=8)
+    assert speed.speedup(TARGET, False, enough, STEP_S) is not None
+    assert PlainSpeed().speedup(TARGET, False, enough, STEP_S) is not None

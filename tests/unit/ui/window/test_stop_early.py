@@ -23,7 +23,7 @@ def test_stop_before_the_first_token_saves_nothing_and_keeps_the_headline(
         qtbot, isolated_data_dir, files, model_step_s=0.3, max_tokens=6
     ) as (window, _conversation):
         headline = window.controls.headline.text()
-        assert "without a draft" in headline or "As fast" in headline or "×" in headline
+        assert headline.startswith("Too short to judge the speed")  # a six-token reply
         window.prompt.setPlainText("Stop me at once")
         qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
         qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
