@@ -281,7 +281,7 @@ class MainWindow(WindowLayout):
         self.chats.forget_take_back()
         self.chats.show_title()
         self.prompt.clear()
-        self.view.set_messages([*self.view.messages, ViewMessage("user", text)])
+        self.view.append_message(ViewMessage("user", text))
         self.chats.refresh_list()
         self._start_generation()
 
