@@ -4,7 +4,8 @@ The first signal during a generation asks the engine to stop at its next round b
 `generate` still prints the partial reply (and, with --json, the JSON object with finish reason
 "cancelled") before exiting 128 + the signal number. A second signal, or SIGTERM outside a
 generation, ends the command at once with one `error: interrupted` line (a model's load
-stops at its next progress report: app/llama/callbacks.py). `serve` and `worker`
+stops at its next progress report, a prompt's reading at its next graph node:
+app/llama/callbacks.py). `serve` and `worker`
 catch Interrupted themselves once running: a signal is how they are meant to stop, with status 0.
 """
 
@@ -21,7 +22,7 @@ from types import FrameType
 from typing import NoReturn
 
 from app.engine.control import GenerationControl
-from app.llama.callbacks import raise_deferred, raise_or_defer
+from app.llama.callbacks import abortable_passes, raise_deferred, raise_or_defer
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -92,7 +93,8 @@ def _handlers(handler: signal._HANDLER) -> Iterator[None]:
         return
     previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
     try:
-        yield
+        with abortable_passes():
+            yield
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)

@@ -9,11 +9,18 @@ code that called into llama.cpp raises it on return (`raise_deferred`).
 
 Whether a handler runs in a callback is read from the frames it interrupted, not from a flag
 the callback sets: Python may run a handler before the callback's first line.
+
+The same holds for a model pass: Python cannot run a handler while llama_decode runs, so a
+second Ctrl-C waited for a prompt batch (up to 512 tokens: seconds to minutes on a big model on
+a CPU). While the commands' handlers are installed (`abortable_passes`), a long pass on the main
+thread gets llama.cpp's abort callback, which llama.cpp calls between the graph's nodes: Python
+runs a pending handler there, and the pass stops at the next node once an exception waits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import CodeType, FrameType
 from typing import TypeVar
 
@@ -22,6 +29,7 @@ F = TypeVar("F", bound=Callable[..., object])
 _callback_code: set[CodeType] = set()
 # Signal handlers run in the main thread only, so one slot is enough.
 _deferred: BaseException | None = None
+_abortable_depth = [0]
 
 
 def native_callback(function: F) -> F:
@@ -60,3 +68,24 @@ def raise_deferred() -> None:
     exc, _deferred = _deferred, None
     if exc is not None:
         raise exc
+
+
+@contextmanager
+def abortable_passes() -> Iterator[None]:
+    """While open, long passes on the main thread stop when a signal's exception waits."""
+    _abortable_depth[0] += 1
+    try:
+        yield
+    finally:
+        _abortable_depth[0] -= 1
+
+
+def passes_abortable() -> bool:
+    return _abortable_depth[0] > 0
+
+
+@native_callback
+def abort_requested(_data: object) -> bool:
+    """llama.cpp's abort callback: True once a signal's exception waits (the handler may run
+    here, in this very call)."""
+    return _deferred is not None

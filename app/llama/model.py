@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -59,6 +62,12 @@ _MIN_UNIFORM_ROWS = 2
 _SEQ = 0  # one sequence per context: chat, not batched serving
 # Sequence ids a context takes: the most branches a token tree may have (app/llama/tree_feed.py).
 MAX_BRANCHES = 8
+
+# Reading passes of this many rows or more (a prompt's batches, a draft model's catch-up) stop
+# when a signal asks (app/llama/callbacks.py). Not a step or a verification, which need a row
+# of logits per token: they end within a few tens of milliseconds anyway, and a call into
+# Python per graph node would cost them several per cent.
+ABORTABLE_ROWS = 32
 
 LoadProgress = Callable[[float], bool]
 """Called with 0..1 while weights load; returning False cancels the load."""
@@ -355,11 +364,26 @@ class LlamaModel(TokenText):
             batch.logits[i] = 1 if i >= first_output else 0  # type: ignore[attr-defined]
         batch.n_tokens = n  # type: ignore[attr-defined]
         check_decoding_thread()
-        rc = self._lib.llama_decode(self._ctx, batch)
+        abortable = (
+            n >= ABORTABLE_ROWS
+            and n_outputs <= 1
+            and callbacks.passes_abortable()
+            and threading.current_thread() is threading.main_thread()
+        )
+        abort, no_abort = _abort_callbacks(self._lib)
+        if abortable:
+            self._lib.llama_set_abort_callback(self._ctx, abort, None)
+        try:
+            rc = self._lib.llama_decode(self._ctx, batch)
+        finally:
+            if abortable:
+                self._lib.llama_set_abort_callback(self._ctx, no_abort, None)
         if rc != 0:
             # The caller (feed) drops whatever part of this call reached the cache.
             if rc == 1:
                 raise KvCacheFullError(start_pos, n, self.n_ctx)
+            if rc == 2:  # aborted: a signal's exception waits
+                callbacks.raise_deferred()
             raise RuntimeError(f"llama_decode failed with code {rc}")
 
     # -- lifetime -----------------------------------------------------------------------------
@@ -393,3 +417,10 @@ class LlamaModel(TokenText):
         # At interpreter shutdown ctypes may already be gone; nothing useful can be done then.
         with contextlib.suppress(Exception):
             self.close()
+
+
+@functools.cache
+def _abort_callbacks(lib: Any) -> tuple[Any, Any]:
+    """llama.cpp's abort callback and none, made once: llama.cpp keeps the pointer, so the
+    ctypes objects must outlive every context."""
+    return lib.ggml_abort_callback(callbacks.abort_requested), lib.ggml_abort_callback()

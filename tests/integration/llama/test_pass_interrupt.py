@@ -1,0 +1,69 @@
+"""A signal that lands while llama.cpp reads a prompt batch stops the pass at its next graph
+node (llama.cpp's abort callback), where Python used to wait for the whole batch, and the cache
+holds exactly what it held before the call."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.cli.signals import Interrupted, interrupt_on_signals
+from app.llama import callbacks
+from app.llama.config import ModelConfig
+from app.llama.model import ABORTABLE_ROWS, LlamaModel
+
+pytestmark = pytest.mark.model
+
+
+class _DecodeWatch:
+    """Stands between the model and llama.cpp's llama_decode: says when a long pass has begun
+    and keeps every pass's return code."""
+
+    def __init__(self, lib: Any) -> None:
+        self._lib = lib
+        self.long_pass = threading.Event()
+        self.codes: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lib, name)
+
+    def llama_decode(self, ctx: Any, batch: Any) -> int:
+        if batch.n_tokens >= ABORTABLE_ROWS:
+            self.long_pass.set()
+        rc = int(self._lib.llama_decode(ctx, batch))
+        self.codes.append(rc)
+        return rc
+
+
+def test_a_signal_during_a_prompt_batch_stops_the_pass(demo_models: Any) -> None:
+    config = ModelConfig(str(demo_models.f32), n_ctx=1024, n_batch=512, n_threads=2)
+    with LlamaModel(config) as model:
+        history = model.tokenize("The lighthouse keeper counted the waves again. " * 60)[:500]
+        expected = model.feed(history[:40], 1).copy()
+        model.truncate(10)
+        watch = _DecodeWatch(model._lib)
+        model._lib = watch
+
+        def signal_once_reading() -> None:
+            if watch.long_pass.wait(timeout=60):
+                threading.Event().wait(0.02)  # inside the pass, a few nodes in
+                os.kill(os.getpid(), signal.SIGINT)
+
+        sender = threading.Thread(target=signal_once_reading)
+        sender.start()
+        try:
+            with pytest.raises(Interrupted), interrupt_on_signals():
+                model.feed(history, 1)
+        finally:
+            sender.join()
+        assert watch.codes[-1] == 2  # llama.cpp aborted the pass, not ended it
+        assert not callbacks.deferred()
+        assert model.tokens == history[:10]  # nothing of the stopped call is kept
+        assert np.array_equal(model.feed(history[:40], 1), expected)
+        # Outside the commands' handlers no pass is abortable: a signal waits for Python.
+        assert not callbacks.passes_abortable()
