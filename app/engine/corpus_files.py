@@ -16,6 +16,7 @@ from typing import Protocol
 from app.durable import replace_atomically
 from app.engine.folder_lock import LOCK_NAME, folder_lock
 from app.leftovers import process_alive
+from app.own_files import read_own_file
 from app.paths import make_private_dir
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ def deletion_stamp(folder: Path) -> bytes:
     first). An index written from chats read under an older stamp may hold deleted ones.
     OSError when it cannot be read."""
     try:
-        return (folder / DELETIONS_NAME).read_bytes()
+        return read_own_file(folder / DELETIONS_NAME)
     except FileNotFoundError:
         return b""
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from app.durable import replace_atomically
 from app.engine.suffix_columns import index_from_columns
 from app.engine.suffix_index import COLUMNS, SuffixIndex
+from app.own_files import open_own_file, read_own_file
 
 MAGIC = b"SPECCHAT-SUFFIX\0"
 FORMAT_VERSION = 3
@@ -94,7 +95,7 @@ def stored_digest(path: Path) -> bytes | None:
     """The digest that names the file at `path`, read from its end without checking the rest;
     None when there is no such file. Tells a writer whether another process replaced it."""
     try:
-        with path.open("rb") as f:
+        with open_own_file(path) as f:
             size = f.seek(0, os.SEEK_END)
             if size < len(MAGIC) + DIGEST_BYTES:
                 return b""
@@ -106,7 +107,7 @@ def stored_digest(path: Path) -> bytes | None:
 
 def read_index_file(path: Path, fingerprint: str) -> IndexFile:
     """The file stored at `path` for this fingerprint."""
-    data = path.read_bytes()
+    data = read_own_file(path)
     if len(data) < len(MAGIC) + DIGEST_BYTES or not data.startswith(MAGIC):
         raise IndexFileError("not a chat-history index file")
     body, stored_digest = data[:-DIGEST_BYTES], data[-DIGEST_BYTES:]

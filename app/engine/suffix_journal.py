@@ -26,6 +26,7 @@ from typing import Literal
 
 from app.durable import fsync_folder
 from app.engine.suffix_file import DIGEST_BYTES, little_endian
+from app.own_files import read_own_file
 
 MAGIC = b"SPECCHAT-SUFLOG\0"
 _HEADER_BYTES = len(MAGIC) + DIGEST_BYTES
@@ -106,7 +107,7 @@ def read_journal(
 def journal_bytes(index_path: Path) -> bytes:
     """The journal of the index file at `index_path` as it is now; b"" when there is none."""
     try:
-        return journal_path(index_path).read_bytes()
+        return read_own_file(journal_path(index_path))
     except FileNotFoundError:
         return b""
 

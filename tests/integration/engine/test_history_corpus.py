@@ -9,12 +9,18 @@ import logging
 import os
 import stat
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from app.engine.corpus_files import FOLDER_NAME, corpus_path, vocabulary_fingerprint
+from app.engine.corpus_files import (
+    DELETIONS_NAME,
+    FOLDER_NAME,
+    corpus_path,
+    vocabulary_fingerprint,
+)
 from app.engine.folder_lock import LOCK_NAME
 from app.engine.history_corpus import HistoryCorpus
 from app.engine.past_chats import stored_documents
@@ -416,3 +422,37 @@ def test_a_corpus_opened_under_a_smaller_bound_drops_its_oldest(tmp_path: Path) 
     assert _next(smaller, [601, 602]) == ()
     smaller.save()
     assert HistoryCorpus(tmp_path, FINGERPRINT).tokens == 30
+
+
+@pytest.mark.parametrize("which", ["file", "journal", "deletions"])
+@pytest.mark.parametrize("thing", ["named pipe", "link to /dev/zero"])
+def test_what_is_no_regular_file_in_place_of_an_index_file_is_never_read(
+    tmp_path: Path, which: str, thing: str
+) -> None:
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
+    corpus.add(_doc(0))
+    corpus.save()
+    corpus.add(_doc(100))
+    corpus.save()  # a journal beside the file
+    target = {
+        "file": corpus.path,
+        "journal": journal_path(corpus.path),
+        "deletions": corpus.path.parent / DELETIONS_NAME,
+    }[which]
+    target.unlink(missing_ok=True)
+    if thing == "named pipe":
+        os.mkfifo(target)  # reading it would wait for a writer for ever
+    else:
+        target.symlink_to("/dev/zero")  # reading it would fill the memory
+
+    opened: list[HistoryCorpus] = []
+    reader = threading.Thread(
+        target=lambda: opened.append(HistoryCorpus(tmp_path, FINGERPRINT)), daemon=True
+    )
+    reader.start()
+    reader.join(timeout=30)
+    assert not reader.is_alive(), f"opening the index hung on a {thing} in place of the {which}"
+    [reopened] = opened
+    if reopened.needs_rebuild:
+        reopened.rebuild([_doc(0), _doc(100)])
+    assert _next(reopened, [101, 102]) == (103, 104, 105)
