@@ -30,17 +30,17 @@ def _holds(corpus: HistoryCorpus, document: list[int]) -> bool:
 
 def _count_journal_reads(monkeypatch: pytest.MonkeyPatch, journal: Path) -> list[int]:
     reads = [0]
-    read_bytes, read_all = Path.read_bytes, suffix_journal._read_all
+    read_file, read_all = suffix_journal.read_own_file, suffix_journal._read_all
 
-    def counted_read_bytes(path: Path) -> bytes:
+    def counted_read_file(path: Path) -> bytes:
         reads[0] += path == journal
-        return read_bytes(path)
+        return read_file(path)
 
     def counted_read_all(fd: int) -> bytes:
         reads[0] += 1  # only the journal is read through a descriptor
         return read_all(fd)
 
-    monkeypatch.setattr(Path, "read_bytes", counted_read_bytes)
+    monkeypatch.setattr(suffix_journal, "read_own_file", counted_read_file)
     monkeypatch.setattr(suffix_journal, "_read_all", counted_read_all)
     return reads
 
