@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.engine.control import GenerationControl
@@ -21,9 +22,20 @@ log = logging.getLogger(__name__)
 # the old reply from its first token.
 REMEMBERED_PROMPT_TOKENS = 256
 
-HistorySource = Callable[[Callable[[str], Sequence[int]]], Iterable[Sequence[int]]]
-"""Every stored prompt and reply as token ids, given a tokenizer: what a past-chats index is
-rebuilt from when its file is missing or damaged, or after chats were deleted."""
+
+@dataclass(frozen=True)
+class HistoryTokens:
+    """How the stored chats become token ids: `text`, a message's text as typed (no control
+    tokens); `asked`, the prompt a question makes on its own, the chat template's turn markers
+    around it (as text where the template cannot render it)."""
+
+    text: Callable[[str], Sequence[int]]
+    asked: Callable[[str], Sequence[int]]
+
+
+HistorySource = Callable[[HistoryTokens], Iterable[Sequence[int]]]
+"""Every stored exchange as token ids: what a past-chats index is rebuilt from when its file
+is missing or damaged, or after chats were deleted."""
 
 
 def exchange(prompt_ids: Sequence[int], reply_ids: Sequence[int]) -> list[int]:
@@ -45,20 +57,24 @@ def remembering(
         yield event
 
 
-def stored_documents(
-    store: ConversationStore, tokenize: Callable[[str], Sequence[int]]
-) -> Iterator[Sequence[int]]:
-    """Every stored prompt and reply, oldest conversation first, as token ids: what `rebuild`
-    takes when the corpus file was missing or damaged."""
+def stored_documents(store: ConversationStore, tokens: HistoryTokens) -> Iterator[Sequence[int]]:
+    """Every stored reply as the document a reply makes when it is written (`exchange`): the
+    question's prompt, its turn markers included, then the reply; oldest conversation first.
+    Rebuilt as bare text, the documents held no turn markers, so a question asked again found
+    no match until its reply's first tokens were out (14 rounds for a 96-token answer where the
+    index as written drafts it in 2)."""
     for conversation in reversed(store.conversations()):
+        question: str | None = None
         for message in store.messages(conversation.id):
-            if message.role in ("user", "assistant") and message.content.strip():
-                yield tokenize(message.content)
+            if message.role == "user":
+                question = message.content
+            elif message.role == "assistant" and message.content.strip():
+                reply = tokens.text(message.content)
+                yield reply if question is None else exchange(tokens.asked(question), reply)
+                question = None
 
 
-def stored_chats(
-    database: Path, tokenize: Callable[[str], Sequence[int]]
-) -> Iterator[Sequence[int]]:
+def stored_chats(database: Path, tokens: HistoryTokens) -> Iterator[Sequence[int]]:
     """The chats stored at `database` as token ids, read through a connection of their own
     (on the thread that builds the index); a history that cannot be read leaves the index
     empty or partial, never a load failed."""
@@ -68,7 +84,7 @@ def stored_chats(
         log.warning("the past-chats index starts empty: %s", exc)
         return
     try:
-        yield from stored_documents(store, tokenize)
+        yield from stored_documents(store, tokens)
     except (StoreError, OSError) as exc:
         log.warning("the past-chats index was rebuilt from part of the history: %s", exc)
     finally:

@@ -23,10 +23,10 @@ from app.engine.events import Event
 from app.engine.history_corpus import HistoryCorpus
 from app.engine.hybrid_drafter import HybridDrafter
 from app.engine.loop import Clock, SpeculativeEngine
-from app.engine.past_chats import HistorySource, exchange, remembering
+from app.engine.past_chats import HistorySource, HistoryTokens, exchange, remembering
 from app.engine.suffix_drafter import SuffixDrafter
 from app.engine.target_prompts import TargetPrompts
-from app.errors import InvalidSettingError
+from app.errors import InvalidSettingError, SpecChatError
 from app.llama.config import ModelConfig
 from app.llama.facts import MemoryUsage, ModelFacts
 from app.llama.model import LlamaModel, LoadProgress
@@ -152,8 +152,15 @@ class Runtime(TargetPrompts):
         if self.history is None or self._history_source is None or self.target is None:
             return
         # The chats' text as plain text: a "<|im_start|>" typed in a chat is no control token.
-        tokenize = functools.partial(self.target.tokenize, add_special=False, parse_special=False)
-        self.history.rebuild(self._history_source(tokenize))
+        text = functools.partial(self.target.tokenize, add_special=False, parse_special=False)
+
+        def asked(question: str) -> Sequence[int]:
+            try:
+                return self.chat_prompt([{"role": "user", "content": question}])
+            except SpecChatError:  # a template that cannot render it: the question alone
+                return text(question)
+
+        self.history.rebuild(self._history_source(HistoryTokens(text, asked)))
 
     def load_draft(
         self,

@@ -107,7 +107,7 @@ class EngineWorker(QObject):
         local = runtime or Runtime(
             vet_draft=check_draft_file,
             history_dir=data_dir(),
-            history_source=lambda tokenize: stored_chats(database_path(), tokenize),
+            history_source=lambda tokens: stored_chats(database_path(), tokens),
         )
         self.models: ModelHost[DemoModels] = ModelHost(
             local,

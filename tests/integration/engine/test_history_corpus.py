@@ -23,7 +23,7 @@ from app.engine.corpus_files import (
 )
 from app.engine.folder_lock import LOCK_NAME
 from app.engine.history_corpus import HistoryCorpus
-from app.engine.past_chats import stored_documents
+from app.engine.past_chats import HistoryTokens, stored_documents
 from app.engine.suffix_cursor import longest_match
 from app.engine.suffix_file import IndexFileError, read_index_file
 from app.engine.suffix_journal import journal_path
@@ -362,7 +362,7 @@ def test_rebuild_keeps_the_newest_documents_within_the_bound(tmp_path: Path) -> 
     assert _next(corpus, [400, 401]) == ()
 
 
-def test_stored_documents_are_prompts_and_replies_oldest_chat_first(tmp_path: Path) -> None:
+def test_stored_documents_are_exchanges_oldest_chat_first(tmp_path: Path) -> None:
     store = ConversationStore(tmp_path / "chats.sqlite3", clock=iter(range(100)).__next__)
     try:
         first = store.create_conversation()
@@ -372,10 +372,17 @@ def test_stored_documents_are_prompts_and_replies_oldest_chat_first(tmp_path: Pa
         second = store.create_conversation()
         store.add_message(second, "user", "ef")
         store.add_message(second, "assistant", "  ")
-        documents = list(stored_documents(store, lambda text: [ord(c) for c in text]))
+        store.add_message(second, "assistant", "gh")  # answers "ef": the blank one is none
+        third = store.create_conversation()
+        store.add_message(third, "assistant", "ij")  # no question before it: the reply alone
+        tokens = HistoryTokens(
+            text=lambda text: [ord(c) for c in text], asked=lambda text: [0, *map(ord, text), 0]
+        )
+        documents = list(stored_documents(store, tokens))
     finally:
         store.close()
-    assert documents == [[97, 98], [99, 100], [101, 102]]
+    # The system prompt is no document; each reply comes after its question's prompt.
+    assert documents == [[0, 97, 98, 0, 99, 100], [0, 101, 102, 0, 103, 104], [105, 106]]
 
 
 class _Vocabulary:

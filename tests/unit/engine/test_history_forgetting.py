@@ -5,11 +5,12 @@ journal has the index rebuilt from the chat history rather than silently missing
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from app.engine.corpus_files import corpus_path
 from app.engine.history_corpus import HistoryCorpus
+from app.engine.past_chats import HistoryTokens
 from app.engine.runtime import Runtime
 from app.engine.suffix_cursor import longest_match
 from app.engine.suffix_journal import journal_path
@@ -28,7 +29,7 @@ def _drafts(corpus: HistoryCorpus, query: list[int]) -> tuple[int, ...]:
 
 
 def _runtime(tmp_path: Path, chats: list[list[int]]) -> Runtime:
-    def source(_tokenize: Callable[[str], Sequence[int]]) -> Iterable[Sequence[int]]:
+    def source(_tokens: HistoryTokens) -> Iterable[Sequence[int]]:
         return [list(chat) for chat in chats]
 
     return Runtime(

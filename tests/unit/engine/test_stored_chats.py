@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.engine.past_chats import stored_chats
+from app.engine.past_chats import HistoryTokens, stored_chats
 from app.store import ConversationStore
 
+# A message's length as its one token; a question's prompt marked by a leading -1.
+_LENGTHS = HistoryTokens(text=lambda text: [len(text)], asked=lambda text: [-1, len(text)])
 
-def _lengths(text: str) -> list[int]:
-    return [len(text)]
 
-
-def test_every_stored_prompt_and_reply_is_read_oldest_conversation_first(tmp_path: Path) -> None:
+def test_every_stored_exchange_is_read_oldest_conversation_first(tmp_path: Path) -> None:
     database = tmp_path / "chats.sqlite3"
     store = ConversationStore(database)
     older = store.create_conversation()
@@ -22,12 +21,13 @@ def test_every_stored_prompt_and_reply_is_read_oldest_conversation_first(tmp_pat
     newer = store.create_conversation()
     store.add_message(newer, "user", "bye")
     store.close()
-    assert list(stored_chats(database, _lengths)) == [[2], [11], [3]]
+    # The newer chat's question has no reply yet: no document, as none is written live.
+    assert list(stored_chats(database, _LENGTHS)) == [[-1, 2, 11]]
 
 
 def test_a_history_that_cannot_be_read_gives_an_empty_index(tmp_path: Path) -> None:
     garbage = tmp_path / "chats.sqlite3"
     garbage.write_bytes(b"this is not a database" * 100)
-    assert list(stored_chats(garbage, _lengths)) == []
+    assert list(stored_chats(garbage, _LENGTHS)) == []
     assert garbage.read_bytes() == b"this is not a database" * 100  # left for the window to offer
-    assert list(stored_chats(tmp_path, _lengths)) == []  # a folder where the file should be
+    assert list(stored_chats(tmp_path, _LENGTHS)) == []  # a folder where the file should be
