@@ -173,6 +173,15 @@ class HistoryCorpus:
         except OSError as exc:
             log.warning("could not save the chat-history draft index %s (%s)", self.path, exc)
 
+    def deleted_elsewhere(self) -> bool:
+        """Whether another process on this data folder deleted chats since the documents held
+        were read: they may hold the deleted ones, which must never draft again. One read of a
+        small file, for a check before each reply."""
+        if not self._persist or self._deletions is None:
+            return False
+        now = self._stamp_now()
+        return now is not None and now != self._deletions
+
     def save(self) -> bool:
         """Put what changed on disk: the documents added since, appended to the journal, or the
         whole file written afresh when documents were dropped or the journal has grown. False

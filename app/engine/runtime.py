@@ -352,6 +352,9 @@ class Runtime(TargetPrompts):
         control: GenerationControl | None = None,
     ) -> Iterator[Event]:
         engine = self._require_engine()
+        if self.history is not None and self.history.deleted_elsewhere():
+            # Another window deleted chats: the index read before may hold them.
+            self._rebuild_history()
         events = engine.generate(prompt_ids, config, control)
         if self.history is None or not self._remember_replies:
             return events

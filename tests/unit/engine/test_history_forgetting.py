@@ -8,7 +8,9 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from app.engine.config import GenerationConfig
 from app.engine.corpus_files import corpus_path
+from app.engine.gamma import OFF
 from app.engine.history_corpus import HistoryCorpus
 from app.engine.past_chats import HistoryTokens
 from app.engine.runtime import Runtime
@@ -145,3 +147,23 @@ def test_a_journal_whose_header_is_being_written_asks_for_no_rebuild(tmp_path: P
         journal.write_bytes(header[:cut])
         again = HistoryCorpus(tmp_path, OTHER_VOCABULARY)
         assert not again.needs_rebuild and again.documents == 1, cut
+
+
+def test_chats_deleted_in_another_window_never_draft_here_even_with_no_reply_added(
+    tmp_path: Path,
+) -> None:
+    # A reply the index already holds adds nothing, so no save came to notice the deletion,
+    # and this window went on drafting the deleted chat whole.
+    chats = [SECRET, KEPT]
+    here, there = _runtime(tmp_path, chats), _runtime(tmp_path, chats)
+    here.load_target(TARGET)
+    history = here.history
+    assert history is not None and _drafts(history, SECRET[:5]) == (105, 106, 107)
+    chats.remove(SECRET)
+    there.forget_history()
+
+    events = here.generate([1, 2, 3], GenerationConfig(max_tokens=2, gamma=OFF))
+    # Before the reply's first round, not once a new reply is saved.
+    assert _drafts(history, SECRET[:5]) == ()
+    assert _drafts(history, KEPT[:5]) == (205, 206, 207)
+    list(events)
