@@ -192,7 +192,7 @@ _REFUSALS = {
     BUSY: "it is busy serving another client (a worker serves one at a time); try again "
     "when that client is done",
     DENIED: "it refused the key: the worker has another one (`specchat worker --show-key` "
-    "there prints it)",
+    "there prints it, given the same --key if the worker was started with one)",
     DOWN: "its llama.cpp server is not running (see the worker's terminal)",
 }
 
@@ -209,10 +209,13 @@ def open_stream(
         except TimeoutError:
             raise
         except OSError:  # TLS refused, or the connection closed by a plain llama.cpp server
+            # A worker flooded with unfinished connections closes new ones the same way.
             raise RpcConnectError(
                 endpoint,
-                "it does not speak the encrypted worker protocol (if it is llama.cpp's "
-                f"rpc-server or `specchat worker --insecure-plain`, use plain@{endpoint})",
+                "it closed the connection before TLS: it does not speak the encrypted worker "
+                "protocol (if it is llama.cpp's rpc-server or `specchat worker "
+                f"--insecure-plain`, use plain@{endpoint}), or it is turning connections away "
+                "(its terminal says so)",
             ) from None
         if not hmac.compare_digest(stream.peer_fingerprint(), token.fingerprint):
             raise RpcConnectError(

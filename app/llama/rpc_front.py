@@ -1,7 +1,9 @@
 """The worker's public port: TLS and the key in front of llama.cpp's server on loopback.
 
-Each connection gets its own thread and AUTH_TIMEOUT_S to finish TLS and the key challenge
-(app/llama/rpc_auth.py), so a stranger who connects and goes silent holds up nobody. Only a
+Each connection gets its own thread and AUTH_TIMEOUT_S in all to finish TLS and the key
+challenge (app/llama/rpc_auth.py), however slowly its bytes drip in, so a stranger who connects
+and goes silent holds up nobody. At most MAX_PENDING connections are that far at once, and
+MAX_PENDING_PER_PEER from one address, so one machine's flood does not turn the others away. Only a
 client that proved the key is connected through to llama.cpp's server (app/llama/
 rpc_server_process.py); until then llama.cpp has not seen a byte.
 
@@ -42,6 +44,8 @@ AUTH_TIMEOUT_S = 10.0
 LEASE_S = 3.0
 BACKEND_WAIT_S = 30.0  # a client that arrives while llama.cpp's server restarts waits this long
 MAX_PENDING = 64  # connections still in TLS or the key challenge; more are closed at once
+MAX_PENDING_PER_PEER = 8
+TURNED_AWAY_REPORT_S = 10.0  # one line per address this often, not one per connection
 _ACCEPT_RETRY_S = 0.2
 
 
@@ -61,6 +65,9 @@ class Front:
         self._report = report
         self._context = server_context(identity.certificate_pem)
         self._pending = threading.BoundedSemaphore(MAX_PENDING)
+        self._pending_by_peer: dict[str, int] = {}
+        self._turned_away_said: dict[str, float] = {}
+        self._peers = threading.Lock()
         self._state = threading.Condition()
         self._active: bytes | None = None
         self._lease: tuple[bytes, float] | None = None  # (client id, until)
@@ -77,27 +84,56 @@ class Front:
                 continue
             arm_socket(conn)  # a client machine that vanishes frees the worker (rpc_keepalive)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if not self._pending.acquire(blocking=False):
+            peer = str(address[0])
+            if not self._enter(peer):
                 conn.close()
                 continue
             threading.Thread(
-                target=self._handle, args=(conn, address[0]), name="rpc-front", daemon=True
+                target=self._handle, args=(conn, peer), name="rpc-front", daemon=True
             ).start()
 
+    def _enter(self, peer: str) -> bool:
+        """Count a connection in until it is admitted or refused; False: turned away."""
+        with self._peers:
+            mine = self._pending_by_peer.get(peer, 0)
+            if mine < MAX_PENDING_PER_PEER and self._pending.acquire(blocking=False):
+                self._pending_by_peer[peer] = mine + 1
+                return True
+            now = time.monotonic()
+            said = self._turned_away_said.get(peer)
+            if said is None or now - said >= TURNED_AWAY_REPORT_S:
+                self._turned_away_said[peer] = now
+            else:
+                return False
+        self._report(f"turned away {peer}: too many connections still unfinished")
+        return False
+
+    def _leave(self, peer: str) -> None:
+        with self._peers:
+            left = self._pending_by_peer.pop(peer) - 1
+            if left:
+                self._pending_by_peer[peer] = left
+        self._pending.release()
+
     def _handle(self, conn: socket.socket, peer: str) -> None:
+        deadline = _Deadline(conn, AUTH_TIMEOUT_S)
         try:
             conn.settimeout(AUTH_TIMEOUT_S)
             stream = TlsStream(conn, self._context, server_side=True)
             admitted = admit(stream, self._identity.secret, self._identity.fingerprint)
+            if not deadline.met():
+                raise TimeoutError
         except AuthError as exc:
+            deadline.met()
             self._report(f"refused {peer}: {exc}")
             conn.close()
             return
         except (OSError, ssl.SSLError):
+            deadline.met()
             conn.close()  # a port scan, a reachability probe, or a client that gave up
             return
         finally:
-            self._pending.release()
+            self._leave(peer)
         with contextlib.closing(conn):
             self._serve(stream, admitted, peer)
 
@@ -149,3 +185,34 @@ class Front:
             self._active = None
             self._lease = (client_id, time.monotonic() + LEASE_S)
             self._state.notify_all()
+
+
+class _Deadline:
+    """Cuts a connection that has not finished TLS and the key by `seconds` after it came: a
+    socket's timeout is per read, so a client dripping a byte at a time held its place for an
+    hour."""
+
+    def __init__(self, conn: socket.socket, seconds: float) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._settled = False  # met in time, or cut
+        self._timer = threading.Timer(seconds, self._cut)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _cut(self) -> None:
+        with self._lock:
+            if self._settled:
+                return
+            self._settled = True
+        with contextlib.suppress(OSError):
+            self._conn.shutdown(socket.SHUT_RDWR)
+
+    def met(self) -> bool:
+        """Stop the clock; False when it had already cut the connection."""
+        self._timer.cancel()
+        with self._lock:
+            if self._settled:
+                return False
+            self._settled = True
+            return True
