@@ -9,6 +9,7 @@ to the process that reads them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from app.errors import InvalidSettingError, user_message
@@ -20,11 +21,15 @@ def _workers(value: str) -> tuple[str, ...]:
         specs = rpc.parse_worker_specs(value)
     except InvalidSettingError as exc:
         raise argparse.ArgumentTypeError(user_message(exc)) from None
+    plain_by_default = os.environ.get(rpc_keys.RPC_KEY_ENV, "").lower() == rpc_keys.PLAIN
     for spec in specs:
-        if spec.lower().startswith(f"{rpc_keys.PLAIN}@"):
+        key, endpoint = rpc_keys.split_key(spec)
+        if key == rpc_keys.PLAIN or (key is None and plain_by_default):
+            # Named in the environment it is as much a downgrade: said as loudly.
+            how = "" if key else f" ({rpc_keys.RPC_KEY_ENV}=plain)"
             print(
-                f"warning: RPC worker {spec.partition('@')[2]} is reached without a key or "
-                f"encryption: {rpc.SECURITY_WARNING}",
+                f"warning: RPC worker {endpoint} is reached without a key or encryption"
+                f"{how}: {rpc.SECURITY_WARNING}",
                 file=sys.stderr,
             )
     return specs

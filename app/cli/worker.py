@@ -130,17 +130,23 @@ def client_address(host: str) -> str:
 
 def _print_key(identity: WorkerIdentity, host: str, port: int) -> None:
     fingerprint = readable_fingerprint(identity.fingerprint)
+    # A passphrase makes a key of its own: --show-key alone would print the stored one.
+    show_key = (
+        f"`specchat worker --show-key` with the same --key or {WORKER_KEY_ENV}"
+        if identity.from_passphrase
+        else "`specchat worker --show-key`"
+    )
     if identity.key_is_new:
         shown = client_address(host)
         print(
-            "specchat worker: key for clients, shown this once (`specchat worker --show-key` "
-            f"prints it again): {identity.token}\n"
+            f"specchat worker: key for clients, shown this once ({show_key} prints it again): "
+            f"{identity.token}\n"
             f"specchat worker: clients connect with --rpc {identity.token}@{shown}:{port}",
             file=sys.stderr,
             flush=True,
         )
     else:
-        _say("clients need this worker's key: `specchat worker --show-key` prints it")
+        _say(f"clients need this worker's key: {show_key} prints it")
     _say(f"certificate fingerprint {fingerprint}")
 
 

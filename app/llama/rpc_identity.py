@@ -38,6 +38,7 @@ class WorkerIdentity:
     certificate_pem: Path  # the certificate followed by its private key
     fingerprint: bytes
     key_is_new: bool  # made by this start: the one time the key is printed unasked
+    from_passphrase: bool = False  # --key or SPECCHAT_WORKER_KEY, not the stored key
 
     @property
     def token(self) -> WorkerToken:
@@ -73,11 +74,24 @@ def _stored_passphrase(folder: Path) -> tuple[str, bool]:
         return passphrase.lower(), True
     try:
         passphrase = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError) as exc:
+        secret_from_passphrase(passphrase)
+    except PermissionError:
+        raise InvalidSettingError(_not_yours(path, "key")) from None
+    except (OSError, UnicodeDecodeError, InvalidSettingError) as exc:
+        reason = str(exc)
         raise InvalidSettingError(
-            f"cannot read the worker key {path}: {exc}; delete it to make a new key"
+            f"cannot use the worker key {path} ({reason}); delete it to make a new key "
+            "(clients then need the new key)"
         ) from None
     return passphrase, False
+
+
+def _not_yours(path: Path, what: str) -> str:
+    # Deleting it would make every client need a new key: the owner is what to fix.
+    return (
+        f"cannot read the worker {what} {path}: permission denied; run the worker as the "
+        "user who owns it, or give it back to that user"
+    )
 
 
 def _make_certificate(path: Path) -> None:
@@ -115,6 +129,11 @@ def _certificate_fingerprint(path: Path) -> bytes:
         begin = text.index("-----BEGIN CERTIFICATE-----")
         end = text.index("-----END CERTIFICATE-----") + len("-----END CERTIFICATE-----")
         der = ssl.PEM_cert_to_DER_cert(text[begin:end])
+        # The private key after it too: found damaged only once serving, it ended the worker
+        # in a traceback after it had said it was serving.
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(path)
+    except PermissionError:
+        raise InvalidSettingError(_not_yours(path, "certificate")) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise InvalidSettingError(
             f"the worker certificate {path} is unreadable ({exc}); delete it to make a new one "
@@ -137,4 +156,5 @@ def load_identity(folder: Path | None = None, passphrase: str | None = None) -> 
     if not certificate.exists():
         _make_certificate(certificate)
         is_new = True  # a new certificate means a new pin: clients need the new key
-    return WorkerIdentity(secret, certificate, _certificate_fingerprint(certificate), is_new)
+    fingerprint = _certificate_fingerprint(certificate)
+    return WorkerIdentity(secret, certificate, fingerprint, is_new, given is not None)

@@ -156,3 +156,28 @@ def test_a_file_where_the_worker_folder_goes_is_one_error_line(
     with pytest.raises(DataFolderError) as caught:
         worker_folder()
     assert str(caught.value).startswith(f"cannot use data folder {tmp_path / 'worker'}")
+
+
+@pytest.mark.parametrize("stored", ["", "abc\n"])
+def test_a_key_file_too_short_to_use_is_named_with_its_remedy(tmp_path: Path, stored: str) -> None:
+    load_identity(tmp_path)
+    (tmp_path / "key").write_text(stored, encoding="ascii")
+    with pytest.raises(InvalidSettingError) as refused:
+        load_identity(tmp_path)
+    message = str(refused.value)
+    assert str(tmp_path / "key") in message and "delete it to make a new key" in message
+
+
+@pytest.mark.parametrize("cut", ["after the certificate", "in the private key"])
+def test_a_damaged_private_key_is_found_before_the_worker_serves(tmp_path: Path, cut: str) -> None:
+    certificate = load_identity(tmp_path).certificate_pem
+    text = certificate.read_text(encoding="ascii")
+    end = text.index("-----END CERTIFICATE-----") + len("-----END CERTIFICATE-----\n")
+    certificate.write_text(text[:end] if cut.startswith("after") else text[:-60], "ascii")
+    with pytest.raises(InvalidSettingError, match=r"certificate .* is unreadable"):
+        load_identity(tmp_path)
+
+
+def test_a_passphrase_identity_says_so(tmp_path: Path) -> None:
+    assert not load_identity(tmp_path).from_passphrase
+    assert load_identity(tmp_path, "a passphrase of my own").from_passphrase
