@@ -46,6 +46,9 @@ def user_path(value: str) -> str:
     """A file path as typed, with ~ expanded (the shell leaves `--flag=~/x` alone) and made
     absolute, here where flags are read: every process that opens it then reads the same file,
     the model load check's child included, which runs in another folder."""
+    if not value.strip():
+        # Path("") is the current folder: an unset shell variable would write there unasked.
+        raise argparse.ArgumentTypeError("an empty path; name a file or folder")
     try:
         return str(Path(value).expanduser().absolute())
     except RuntimeError:  # `~name` of a user this machine does not know

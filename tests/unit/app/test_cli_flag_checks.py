@@ -169,3 +169,17 @@ def test_generate_refuses_command_line_text_that_is_not_utf8(
 def test_the_worker_tells_clients_an_address_they_can_use(host: str, shown: str) -> None:
     # ::1 was shown as THIS-MACHINE, as if it were every address.
     assert app.cli.worker.client_address(host) == shown
+
+
+@pytest.mark.parametrize(
+    "command", [["worker", "--cache"], ["generate", "--prompt-file"], ["bench", "--json"]]
+)
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(
+    capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as refused:
+        main([*command, ""])
+    assert refused.value.code == 2
+    assert f"argument {command[1]}: an empty path; name a file or folder" in _last_error_line(
+        capsys, command[0]
+    )
