@@ -46,21 +46,32 @@ def load_runtime(
     )
     loaded = facts if facts is not None else []
     try:
-        target = runtime.load_target(target_config(args))
-        loaded.append(target)
-        note = target.context_note()
+        load_models(runtime, args, draft, loaded)
+        note = loaded[0].context_note()
         if note is not None:
             print(f"note: {note}", file=sys.stderr)
-        if draft == DRAFT_SUFFIX:
-            runtime.use_suffix_index()
-        elif draft is not None:
-            loaded.append(
-                runtime.load_draft(draft_config(args, resolve_model_path(draft, role="draft")))
-            )
     except BaseException:
         runtime.close()
         raise
     return runtime
+
+
+def load_models(
+    runtime: EngineSession,
+    args: argparse.Namespace,
+    draft: str | None,
+    loaded: list[ModelFacts] | None = None,
+) -> None:
+    """Load the flags' target and draft into `runtime`: at start, and again after an RPC
+    worker took the models down with it (`serve`). `loaded` receives their facts."""
+    facts = loaded if loaded is not None else []
+    facts.append(runtime.load_target(target_config(args)))
+    if draft == DRAFT_SUFFIX:
+        runtime.use_suffix_index()
+    elif draft is not None:
+        facts.append(
+            runtime.load_draft(draft_config(args, resolve_model_path(draft, role="draft")))
+        )
 
 
 def target_config(args: argparse.Namespace) -> ModelConfig:

@@ -28,8 +28,8 @@ from app.cli.args import (
     draft_source,
     generation_from_args,
 )
-from app.cli.loading import load_runtime
-from app.cli.rpc_options import add_rpc_arguments
+from app.cli.loading import load_models, load_runtime
+from app.cli.rpc_options import add_rpc_arguments, uses_rpc
 from app.cli.signals import Interrupted
 from app.engine.job_queue import DEFAULT_QUEUE_SIZE
 from app.errors import InvalidSettingError
@@ -199,10 +199,14 @@ def run_serve(args: argparse.Namespace) -> int:
     # Named by this process, so the next start removes it if this one is killed outright.
     history = None if args.suffix == "off" else scratch_dir("serve")
     try:
+        draft = draft_source(args)
         runtime = load_runtime(
-            args, draft_source(args), history_dir=None if history is None else Path(history.name)
+            args, draft, history_dir=None if history is None else Path(history.name)
         )
-        owner = RuntimeOwner(runtime, max_queue=args.queue_size)
+        # Models on RPC workers go with a worker that stops answering: loaded again at the
+        # next request, so the server serves on once the worker is back.
+        reload = (lambda: load_models(runtime, args, draft)) if uses_rpc(args) else None
+        owner = RuntimeOwner(runtime, max_queue=args.queue_size, reload=reload)
     except BaseException:
         sock.close()
         if history is not None:

@@ -27,6 +27,7 @@ from app.engine.tool_calls import ToolOffer
 from app.errors import (
     Cancelled,
     ContextOverflowError,
+    RpcError,
     SpecChatError,
     SystemPromptOverflowError,
     user_message,
@@ -66,7 +67,9 @@ class Started:
         return len(self.prompt_ids)
 
 
-FailureKind = Literal["invalid", "context", "cancelled", "internal"]
+FailureKind = Literal["invalid", "context", "cancelled", "internal", "unavailable"]
+"""unavailable: the models cannot answer now (an RPC worker stopped answering), nothing the
+request did: a server says so with 503, and may answer the same request later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,8 +228,7 @@ def drive(session: EngineSession, job: Job, sink: Sink, ticket: Ticket) -> Outco
         deliver(sink, ticket, Failed(user_message(exc), "cancelled", exc))
         return "cancelled"
     except SpecChatError as exc:
-        kind: FailureKind = "context" if isinstance(exc, ContextOverflowError) else "invalid"
-        deliver(sink, ticket, Failed(user_message(exc), kind, exc))
+        deliver(sink, ticket, Failed(user_message(exc), _failure_kind(exc), exc))
         return "failed"
     except Exception as exc:
         log.exception("request %d failed", ticket.job_id)
@@ -244,11 +246,21 @@ def drive(session: EngineSession, job: Job, sink: Sink, ticket: Ticket) -> Outco
                 # Done before the receiver hears of it, so a late cancel() is a no-op.
                 ticket.finish()
             deliver(sink, ticket, event)
+    except RpcError as exc:  # a worker lost mid-reply: said in words, no traceback
+        log.warning("request %d failed while generating: %s", ticket.job_id, user_message(exc))
+        deliver(sink, ticket, Failed(user_message(exc), "unavailable", exc))
+        return "failed"
     except Exception as exc:
         log.exception("request %d failed while generating", ticket.job_id)
         deliver(sink, ticket, Failed(_INTERNAL, "internal", exc))
         return "failed"
     return finish
+
+
+def _failure_kind(exc: SpecChatError) -> FailureKind:
+    if isinstance(exc, ContextOverflowError):
+        return "context"
+    return "unavailable" if isinstance(exc, RpcError) else "invalid"
 
 
 def outcome_of(event: FinishEvent | Failed, ticket: Ticket) -> Outcome:

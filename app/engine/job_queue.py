@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -39,7 +40,7 @@ from app.engine.job_driver import (
     outcome_of,
 )
 from app.engine.session import EngineSession
-from app.errors import SpecChatError
+from app.errors import SpecChatError, user_message
 from app.llama.facts import MemoryUsage
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ class OwnerStats:
     # What the models hold, read after each job on the thread that runs them (the saved
     # conversations grow with every reply); None until read, or when the models cannot answer.
     memory: MemoryUsage | None = None
+    # Why no model can answer now (an RPC worker stopped answering and is not back), or None.
+    unavailable: str | None = None
 
 
 class JobRunner:
@@ -165,7 +168,20 @@ class JobRunner:
 
     def health(self) -> dict[str, Any]:
         with self._lock:
-            return asdict(self._stats)
+            health = asdict(self._stats)
+        if health["unavailable"] is None:
+            del health["unavailable"]
+        return health
+
+    def note_unavailable(self, reason: str | None) -> None:
+        """Say in health() why no model can answer now (None: they can)."""
+        with self._lock:
+            self._stats.unavailable = reason
+
+    def refuse(self, sink: Sink, ticket: Ticket, failure: Failed) -> None:
+        """End a job that cannot run now with `failure`, counted as failed."""
+        deliver(sink, ticket, failure)
+        self._end("failed", ticket)
 
     def _record(self, outcome: Outcome, ticket: Ticket) -> None:
         with self._lock:
@@ -289,8 +305,17 @@ class WaitList:
 class RuntimeOwner(WaitList):
     """Owns a loaded Runtime from construction on; call close() to stop it and free the models."""
 
-    def __init__(self, runtime: EngineSession, *, max_queue: int = DEFAULT_QUEUE_SIZE) -> None:
+    def __init__(
+        self,
+        runtime: EngineSession,
+        *,
+        max_queue: int = DEFAULT_QUEUE_SIZE,
+        reload: Callable[[], None] | None = None,
+    ) -> None:
+        """reload: loads the models into `runtime` again, after a worker-backed model lost
+        them (IsolatedRuntime drops its models with the child an RPC worker took down)."""
         self._runtime = runtime
+        self._reload = reload
         super().__init__(JobRunner(runtime), max_queue=max_queue)
         self._thread = threading.Thread(target=self._run, name="engine-owner", daemon=True)
         self._thread.start()
@@ -304,5 +329,31 @@ class RuntimeOwner(WaitList):
     def _run(self) -> None:
         self._runner.read_memory()
         while (item := self.take(wait=True)) is not None:
-            self._runner.run(*item)
+            job, sink, ticket = item
+            reason = self._models_back()
+            if reason is None:
+                self._runner.run(job, sink, ticket)
+            else:
+                message = f"no model can answer now: {reason}"
+                self._runner.refuse(sink, ticket, Failed(message, "unavailable"))
             self._runner.read_memory()
+            self._runner.note_unavailable(self._lost())
+
+    def _lost(self) -> str | None:
+        if self._reload is None or self._runtime.target_facts is not None:
+            return None
+        return "the models were lost with an RPC worker; the next request loads them again"
+
+    def _models_back(self) -> str | None:
+        """Load the models again where they were lost; why they cannot be, or None."""
+        if self._lost() is None:
+            return None
+        assert self._reload is not None
+        try:
+            self._reload()
+        except SpecChatError as exc:
+            reason = user_message(exc)
+            log.warning("could not load the models again: %s", reason)
+            return reason
+        log.info("loaded the models again")
+        return None

@@ -76,8 +76,18 @@ def create_app(owner: EngineOwner, settings: ServerSettings | SettingsSource) ->
         requests = owner.health()
         # What the models hold (weights, KV caches, saved conversations) as of the last request.
         memory = requests.pop("memory", None)
+        # As llama-server's 503 while it loads: a balancer or a script waiting on the server
+        # must not read "ok" while no model can answer (an RPC worker stopped answering).
+        down = requests.pop("unavailable", None)
         return JSONResponse(
-            {"status": "ok", "model": current().model_id, "memory": memory, "requests": requests}
+            {
+                "status": "ok" if down is None else "unavailable",
+                **({} if down is None else {"reason": down}),
+                "model": current().model_id,
+                "memory": memory,
+                "requests": requests,
+            },
+            status_code=200 if down is None else 503,
         )
 
     async def models(_request: Request) -> Response:
@@ -181,6 +191,8 @@ def _failure_error(failure: Failed, *, chat: bool) -> ApiError:
         return ApiError(400, failure.message, code="invalid_value", param=param)
     if failure.kind == "cancelled":
         return ApiError(503, failure.message, code="cancelled")
+    if failure.kind == "unavailable":
+        return ApiError(503, failure.message, code="unavailable")
     return ApiError(500, failure.message, code="internal")
 
 

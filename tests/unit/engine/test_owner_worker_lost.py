@@ -1,0 +1,134 @@
+"""A server whose models an RPC worker took down says so (503, /health unavailable) and loads
+them again at the next request once the worker is back, where it used to answer "no target
+model is loaded" (400) to every request for the rest of its life."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from app.engine.config import GenerationConfig
+from app.engine.control import GenerationControl
+from app.engine.events import Event, FinishEvent
+from app.engine.job_driver import Failed, Job
+from app.engine.job_queue import RuntimeOwner
+from app.errors import RpcConnectError, RpcWorkerLostError
+from app.llama.facts import MemoryUsage
+from app.server.app import ServerSettings, _failure_error, create_app
+from app.server.schemas import Defaults
+from tests.helpers.asgi import asgi_get
+from tests.unit.engine.test_owner import CONFIG, Collector, ScriptedRuntime
+
+LOST = "an RPC worker (127.0.0.1:50601) stopped answering"
+FACTS = SimpleNamespace(n_vocab=1000, n_ctx=1000)
+SETTINGS = ServerSettings(Defaults(GenerationConfig(), 4), "model", 512)
+
+
+class WorkerBackedRuntime(ScriptedRuntime):
+    """Loses its models (as IsolatedRuntime does with its child) when `lose_next` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.target_facts: object = FACTS
+        self.lose_next = False
+
+    def generate(
+        self, ids: Sequence[int], config: Any, control: GenerationControl, **kw: Any
+    ) -> Iterator[Event]:
+        if self.lose_next:
+            self.lose_next = False
+            self.target_facts = None
+            raise RpcWorkerLostError(LOST)
+        return super().generate(ids, config, control, **kw)
+
+    def memory(self) -> MemoryUsage:
+        return MemoryUsage(0, 0, 0, 0, 0, 0)
+
+
+def _ask(owner: RuntimeOwner) -> Failed | FinishEvent:
+    sink = Collector()
+    owner.submit(Job(CONFIG, prompt="a"), sink)
+    last = sink.wait()[-1]
+    assert isinstance(last, Failed | FinishEvent)
+    return last
+
+
+def test_models_lost_with_a_worker_are_loaded_again_once_it_is_back() -> None:
+    runtime = WorkerBackedRuntime()
+    worker_up = [False]
+
+    def reload() -> None:
+        if not worker_up[0]:
+            raise RpcConnectError("127.0.0.1:50601", "connection refused")
+        runtime.target_facts = FACTS
+
+    owner = RuntimeOwner(runtime, reload=reload)  # type: ignore[arg-type]
+    try:
+        runtime.lose_next = True
+        lost = _ask(owner)
+        assert isinstance(lost, Failed) and lost.kind == "unavailable"
+        assert LOST in lost.message
+        assert "the next request loads them again" in owner.health()["unavailable"]
+
+        still_down = _ask(owner)
+        assert isinstance(still_down, Failed) and still_down.kind == "unavailable"
+        assert still_down.message.startswith("no model can answer now: ")
+        assert "connection refused" in still_down.message
+
+        worker_up[0] = True
+        served = _ask(owner)
+        assert isinstance(served, FinishEvent) and served.result.text == "ABC"
+        assert "unavailable" not in owner.health()
+        assert (owner.health()["served"], owner.health()["failed"]) == (1, 2)
+    finally:
+        owner.close()
+
+
+def test_a_local_runtime_is_never_reloaded() -> None:
+    runtime = WorkerBackedRuntime()
+    owner = RuntimeOwner(runtime)  # type: ignore[arg-type]
+    try:
+        served = _ask(owner)
+        assert isinstance(served, FinishEvent)
+        assert "unavailable" not in owner.health()
+    finally:
+        owner.close()
+
+
+class _Owner:
+    def __init__(self, health: dict[str, Any]) -> None:
+        self._health = health
+
+    def health(self) -> dict[str, Any]:
+        return dict(self._health)
+
+
+def _health(owner_health: dict[str, Any]) -> tuple[int, Any]:
+    app = create_app(_Owner(owner_health), SETTINGS)  # type: ignore[arg-type]
+
+    async def call() -> tuple[int, Any]:
+        scope, receive, send, sent = asgi_get("/health")
+        await app(scope, receive, send)
+        status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+        body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        return status, json.loads(body)
+
+    return asyncio.run(call())
+
+
+def test_health_says_unavailable_with_503_while_no_model_can_answer() -> None:
+    status, body = _health({"served": 1, "unavailable": "the models were lost"})
+    assert status == 503
+    assert (body["status"], body["reason"]) == ("unavailable", "the models were lost")
+    assert "unavailable" not in body["requests"]
+    status, body = _health({"served": 1})
+    assert (status, body["status"]) == (200, "ok") and "reason" not in body
+
+
+def test_a_request_the_models_cannot_answer_now_is_a_503() -> None:
+    error = _failure_error(Failed(LOST, "unavailable"), chat=True)
+    assert (error.status, error.code) == (503, "unavailable")
+    assert error.body()["error"]["type"] == "server_error"
