@@ -22,6 +22,7 @@ from app.llama.config import MAX_THREADS
 from app.llama.rpc_identity import WORKER_KEY_ENV, WorkerIdentity, load_identity, worker_folder
 from app.llama.rpc_server_process import ServerProcess, ServerSettings, free_loopback_port
 from app.llama.rpc_token import MIN_PASSPHRASE_CHARS, readable_fingerprint, secret_from_passphrase
+from app.paths import make_private_dir
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -56,8 +57,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=user_file,
         default=None,
         metavar="DIR",
-        help="keep received weights in DIR, so a client reloading the same model sends "
-        "hashes instead of large tensors",
+        help="keep received weights in DIR (made private to you, 0700), so a client reloading "
+        "the same model sends hashes instead of large tensors",
     )
     worker.add_argument(
         "--key",
@@ -160,9 +161,13 @@ def run_worker(args: argparse.Namespace) -> int:
     cache: Path | None = args.cache
     if cache is not None:
         try:
-            cache.mkdir(parents=True, exist_ok=True)
+            # llama.cpp loads a cached tensor by its name, unchecked: whoever may write here
+            # could change the weights every client computes with.
+            make_private_dir(cache)
         except OSError as exc:
-            raise InvalidSettingError(f"--cache: cannot create {cache}: {exc.strerror}") from None
+            raise InvalidSettingError(
+                f"--cache: cannot make {cache} a folder of yours alone: {exc.strerror}"
+            ) from None
     device = args.device or rpc.default_worker_device()
     rpc.find_device(device)
     threads = args.threads or default_thread_count()
