@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.cli.output import STANDARD_OUTPUT
+from app.cli.rpc_options import check_worker_keys
 from app.engine.chat_template import render_chat
 from app.engine.config import MAX_SEED, GenerationConfig, SamplingConfig, check_model_config
 from app.engine.gamma import DEFAULT_GAMMA_SETTING, GAMMA_HELP, GammaSetting, parse_gamma
@@ -203,6 +204,7 @@ def check_model_args(args: argparse.Namespace) -> None:
 def check_draft_args(args: argparse.Namespace) -> None:
     """Draft flags that contradict each other, for the commands with one draft (generate,
     serve); bench, which compares several, checks its own."""
+    check_worker_keys(args)
     source = draft_source(args)
     if source is None and args.gamma.kind == "fixed":
         plain = "--no-spec" if args.no_spec else f"--draft {DRAFT_NONE}"

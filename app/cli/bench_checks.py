@@ -17,7 +17,7 @@ from app.bench.prompts import is_builtin, load_prompts
 from app.bench.remote import check_servers
 from app.cli.args import DEMO, DRAFT_SUFFIX, check_model_args, check_utf8, generation_from_args
 from app.cli.output import check_output_file
-from app.cli.rpc_options import draft_endpoints
+from app.cli.rpc_options import check_worker_keys, draft_endpoints
 from app.engine.gamma import AUTO
 from app.errors import InvalidSettingError
 
@@ -109,6 +109,7 @@ def _check_server_args(args: argparse.Namespace) -> None:
 
 
 def _check_drafts(args: argparse.Namespace) -> None:
+    check_worker_keys(args)
     # --suffix off and --draft-rpc act on draft models; with none among the drafts they would
     # be silently ignored. With one, `--suffix on,off` compares both, as it should.
     if not all(is_suffix_draft(d) for d in args.draft):

@@ -12,6 +12,9 @@ import pytest
 import app.cli.serve
 import app.cli.worker
 from app.cli.main import build_parser, main
+from app.llama.rpc_token import WorkerToken
+
+KEY_A, KEY_B = (str(WorkerToken(bytes([n]) * 16, bytes(16))) for n in (1, 2))
 
 SERVE_MISTAKES = [
     (["--max-tokens", "0"], "max tokens must be in 1.."),
@@ -40,6 +43,17 @@ CONTRADICTIONS = [
     (["--no-spec", "--gamma", "4"], "--gamma 4 does not go with --no-spec"),
     (["--draft", "none", "--gamma", "2"], "--gamma 2 does not go with --draft none"),
     (["--draft-rpc", "plain@127.0.0.1:50052"], "--draft-rpc needs a draft model"),
+    (
+        [
+            "--draft",
+            "demo",
+            "--rpc",
+            f"{KEY_A}@127.0.0.1:50052",
+            "--draft-rpc",
+            f"{KEY_B}@127.0.0.1:50052",
+        ],
+        "RPC worker 127.0.0.1:50052 is given two different keys",
+    ),
 ]
 
 
