@@ -18,6 +18,7 @@ from app.store import ConversationStore, ConversationSummary, Segment, StoredMes
 from app.store_text import visible
 from ui.settings import Settings
 from ui.widgets.conversation_view import ViewMessage
+from ui.window.index_files import forget_index_files
 
 TITLE_LENGTH = 48
 _EXPORT_NAME_BYTES = 120
@@ -128,11 +129,17 @@ class ChatController:
         segments: list[Segment] | None,
         *,
         replaces: int | None = None,
-    ) -> None:
+    ) -> bool:
         """Store a finished reply; `replaces`: the reply it was regenerated from, which stays
         stored until then (a crash mid-reply keeps it) and goes in the same commit. One the
-        store refuses is kept, and saved before the next message (save_unsaved_reply)."""
-        replacing = tuple(s.id for s in self._set_aside if s.conversation_id == conversation_id)
+        store refuses is kept, and saved before the next message (save_unsaved_reply).
+
+        True when it took an edited-away exchange with it: the past-chats index files are
+        deleted first (as for a deleted chat), and the caller has the index rebuilt."""
+        edited_away = tuple(s.id for s in self._set_aside if s.conversation_id == conversation_id)
+        if edited_away:
+            forget_index_files()  # what the user took back must not draft again
+        replacing = edited_away
         if replaces is not None:
             replacing += (replaces,)
         reply = _UnsavedReply(conversation_id, text, stats, segments, replacing)
@@ -143,6 +150,7 @@ class ChatController:
         except BaseException:
             self._unsaved = reply
             raise
+        return bool(edited_away)
 
     def save_unsaved_reply(self) -> bool:
         """Store the reply the store refused before, if any (True once none is left); raises

@@ -6,15 +6,12 @@ never raised into Qt's event loop.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPlainTextEdit
 
-from app.engine.corpus_files import forget_every_vocabulary
-from app.paths import DataFolderError, data_dir
 from app.store import StoredMessage
 from app.store_errors import StoreError
 from app.store_text import visible
@@ -23,15 +20,13 @@ from ui.named_widgets import push_button
 from ui.widgets.conversation_list import ConversationList
 from ui.widgets.conversation_view import ConversationView
 from ui.window.chat_controller import ChatController
+from ui.window.index_files import forget_index_files
 
 T = TypeVar("T")
 
 # How long the status bar tells what Edit and resend did (its Undo stays until the edit is
 # sent or the chat left).
 UNDO_SHOWN_MS = 20_000
-# The UI thread's wait for the past-chats index's lock, which the engine thread may hold for a
-# second or two while it reads or rewrites an index; past it the files are deleted unlocked.
-UI_LOCK_WAIT_S = 0.2
 TAKEN_BACK = (
     "Your last message is back in the box to edit; it and its reply stay saved until the "
     "edited message is answered."
@@ -199,11 +194,8 @@ class ConversationActions:
 
     def delete(self, conversation_id: int) -> bool:
         """Delete a chat; True when it was the current one."""
-        # What a deleted chat said must never come back as a draft. The past-chats index files
-        # go first: a crash after the chat's delete and before the index is rebuilt would
-        # leave them holding it, trusted at the next start.
-        with contextlib.suppress(DataFolderError):  # then the store cannot delete either
-            forget_every_vocabulary(data_dir(), wait=UI_LOCK_WAIT_S)
+        # What a deleted chat said must never come back as a draft: the index files go first.
+        forget_index_files()
         deleted_current = bool(self.store_action(lambda: self._chat.delete(conversation_id)))
         self.refresh_list()
         return deleted_current

@@ -3,10 +3,14 @@ message is sent the exchange stays stored: a close, a crash or leaving the chat 
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from PySide6.QtCore import Qt, QUrl
 from pytestqt.qtbot import QtBot
 
-from tests.helpers.qt_window import send
+from tests.helpers.qt_window import REPLY_TIMEOUT_MS, send
+from ui.window import chat_controller, reply_flow
 from ui.window.main_window import MainWindow
 
 
@@ -79,3 +83,29 @@ def test_undo_after_editing_twice_shows_both_exchanges_again(
     assert [m.text for m in window.view.messages] == before
     send(qtbot, window, "Third question")
     assert [m.content for m in window.store.messages(chat)][:4] == before
+
+
+def test_an_edited_away_exchange_leaves_the_past_chats_index(
+    window: MainWindow, qtbot: QtBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The index is a cache of the chats: what the user took back and replaced must not draft
+    # again, as a deleted chat's text never does.
+    files: list[str] = []
+    rebuilt: list[str] = []
+    monkeypatch.setattr(chat_controller, "forget_index_files", lambda: files.append("gone"))
+    rebuild = reply_flow.forget_history
+
+    def counted(runtime: Any) -> None:
+        rebuilt.append("rebuilt")
+        rebuild(runtime)
+
+    monkeypatch.setattr(reply_flow, "forget_history", counted)
+    send(qtbot, window, "A question with a secret in it")
+    with qtbot.waitSignal(window.replyFinished, timeout=REPLY_TIMEOUT_MS):
+        window.regenerate()
+    assert (files, rebuilt) == ([], [])  # a reply written again deletes no text of yours
+    window.view.anchorClicked.emit(QUrl("edit:"))
+    assert files == []  # taken back, not gone: Undo may still put it back
+    send(qtbot, window, "A question, without it")
+    assert files == ["gone"]
+    qtbot.waitUntil(lambda: rebuilt == ["rebuilt"], timeout=10_000)
