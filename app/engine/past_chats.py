@@ -34,8 +34,8 @@ class HistoryTokens:
 
 
 HistorySource = Callable[[HistoryTokens], Iterable[Sequence[int]]]
-"""Every stored exchange as token ids: what a past-chats index is rebuilt from when its file
-is missing or damaged, or after chats were deleted."""
+"""Every stored exchange as token ids, newest first: what a past-chats index is rebuilt from
+when its file is missing or damaged, or after chats were deleted."""
 
 
 def exchange(prompt_ids: Sequence[int], reply_ids: Sequence[int]) -> list[int]:
@@ -59,19 +59,24 @@ def remembering(
 
 def stored_documents(store: ConversationStore, tokens: HistoryTokens) -> Iterator[Sequence[int]]:
     """Every stored reply as the document a reply makes when it is written (`exchange`): the
-    question's prompt, its turn markers included, then the reply; oldest conversation first.
+    question's prompt, its turn markers included, then the reply; newest first, so a rebuild
+    reads no further back than the index keeps (HistoryCorpus.rebuild_from_newest).
+
     Rebuilt as bare text, the documents held no turn markers, so a question asked again found
     no match until its reply's first tokens were out (14 rounds for a 96-token answer where the
     index as written drafts it in 2)."""
-    for conversation in reversed(store.conversations()):
+    for conversation in store.conversations():  # newest first
+        exchanges: list[tuple[str | None, str]] = []
         question: str | None = None
         for message in store.messages(conversation.id):
             if message.role == "user":
                 question = message.content
             elif message.role == "assistant" and message.content.strip():
-                reply = tokens.text(message.content)
-                yield reply if question is None else exchange(tokens.asked(question), reply)
+                exchanges.append((question, message.content))
                 question = None
+        for asked, reply in reversed(exchanges):
+            reply_ids = tokens.text(reply)
+            yield reply_ids if asked is None else exchange(tokens.asked(asked), reply_ids)
 
 
 def stored_chats(database: Path, tokens: HistoryTokens) -> Iterator[Sequence[int]]:

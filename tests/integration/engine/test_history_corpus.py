@@ -10,6 +10,7 @@ import os
 import stat
 import struct
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -362,7 +363,7 @@ def test_rebuild_keeps_the_newest_documents_within_the_bound(tmp_path: Path) -> 
     assert _next(corpus, [400, 401]) == ()
 
 
-def test_stored_documents_are_exchanges_oldest_chat_first(tmp_path: Path) -> None:
+def test_stored_documents_are_exchanges_newest_chat_first(tmp_path: Path) -> None:
     store = ConversationStore(tmp_path / "chats.sqlite3", clock=iter(range(100)).__next__)
     try:
         first = store.create_conversation()
@@ -382,7 +383,7 @@ def test_stored_documents_are_exchanges_oldest_chat_first(tmp_path: Path) -> Non
     finally:
         store.close()
     # The system prompt is no document; each reply comes after its question's prompt.
-    assert documents == [[0, 97, 98, 0, 99, 100], [0, 101, 102, 0, 103, 104], [105, 106]]
+    assert documents == [[105, 106], [0, 101, 102, 0, 103, 104], [0, 97, 98, 0, 99, 100]]
 
 
 class _Vocabulary:
@@ -463,3 +464,27 @@ def test_what_is_no_regular_file_in_place_of_an_index_file_is_never_read(
     if reopened.needs_rebuild:
         reopened.rebuild([_doc(0), _doc(100)])
     assert _next(reopened, [101, 102]) == (103, 104, 105)
+
+
+def test_a_rebuild_reads_the_history_only_as_far_back_as_the_bound_keeps(
+    tmp_path: Path,
+) -> None:
+    read: list[int] = []
+    closed: list[bool] = []
+
+    def newest_first() -> Iterator[list[int]]:
+        try:
+            for start in range(10_000, 0, -100):  # 100 documents of 10 tokens, newest first
+                read.append(start)
+                yield _doc(start)
+        finally:
+            closed.append(True)
+
+    corpus = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=100)
+    corpus.rebuild_from_newest(newest_first())
+    assert len(read) == 11  # the one past the bound tells; the other 89 are never read
+    assert closed == [True]
+    assert corpus.tokens == 70  # cut to three quarters of the bound, the oldest first
+    assert _next(corpus, [9001, 9002]) == ()  # the oldest read went
+    assert _next(corpus, [10001, 10002]) == (10003, 10004, 10005)
+    assert _next(corpus, [9401, 9402]) == (9403, 9404, 9405)

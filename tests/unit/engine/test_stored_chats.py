@@ -12,7 +12,7 @@ from app.store import ConversationStore
 _LENGTHS = HistoryTokens(text=lambda text: [len(text)], asked=lambda text: [-1, len(text)])
 
 
-def test_every_stored_exchange_is_read_oldest_conversation_first(tmp_path: Path) -> None:
+def test_every_stored_exchange_is_read_newest_conversation_first(tmp_path: Path) -> None:
     database = tmp_path / "chats.sqlite3"
     store = ConversationStore(database)
     older = store.create_conversation()
