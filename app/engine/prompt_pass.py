@@ -1,10 +1,12 @@
 """The prompt's pass: the target reads a reply's prompt, and a stop is heard while it does.
 
 One feed of a long prompt runs for seconds on a CPU (a 4k-token prompt on a large model: tens
-of seconds), and nothing can stop it midway; so a prompt that leaves more than a batch to read
-is fed as ever longer prefixes, each one whole batch more than the last (every one a plain
-`feed`, the one primitive), with the stop flag read between them. A client that leaves, a
-server shutting down or the window's Stop then waits for one batch, not the whole pass.
+of seconds); so a prompt that leaves more than a batch to read is fed as ever longer prefixes,
+each one whole batch more than the last (every one a plain `feed`, the one primitive), with the
+stop flag read between them, and inside each batch too where the model can stop a pass
+(LlamaModel.stop_check: llama.cpp's abort callback, between graph nodes; the batch's rows are
+dropped). A client that leaves, a server shutting down or the window's Stop then waits for a
+graph node, not the whole pass.
 
 Those feeds decode the very batches one feed of the whole prompt would: whole batches from
 where the cache's hold ends (live, or restored from a saved conversation: held_for), then the
@@ -21,11 +23,13 @@ for one part.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from app.engine.control import GenerationControl
+from app.errors import Cancelled
 from app.llama.handle import ModelHandle
 
 # The rows the prompt's last feed asks for, and so the fewest tokens one feed of the whole
@@ -45,6 +49,17 @@ def read_prompt(
     """Make the target's cache hold `tokens`; the row its last token gives (the reply's first
     token is drawn from it), or None when a stop came first: the cache then holds a prefix of
     the prompt, whole batches, that a later reply reuses."""
+    with _stop_mid_batch(target, control):
+        try:
+            return _read(target, tokens, control)
+        except Cancelled:  # a stop heard inside a batch (LlamaModel.stop_check): rolled back
+            control.read_prompt(None)
+            return None
+
+
+def _read(
+    target: ModelHandle, tokens: Sequence[int], control: GenerationControl
+) -> np.ndarray | None:
     step = part_size(getattr(target, "n_batch", None))
     held: int | None = None  # what the cache held when the first part's feed began
     if step:
@@ -64,6 +79,20 @@ def read_prompt(
         # The pass's count (cache_n), not its last part's: the parts before it were read now.
         target.reused = held
     return rows
+
+
+@contextlib.contextmanager
+def _stop_mid_batch(target: ModelHandle, control: GenerationControl) -> Iterator[None]:
+    """A model that can stop inside a pass (LlamaModel.stop_check) hears Stop there too: a
+    batch of a big model on a CPU reads for tens of seconds."""
+    if not hasattr(target, "stop_check"):
+        yield
+        return
+    target.stop_check = lambda: control.stop_requested
+    try:
+        yield
+    finally:
+        target.stop_check = None
 
 
 def part_size(n_batch: int | None) -> int:

@@ -82,10 +82,3 @@ def abortable_passes() -> Iterator[None]:
 
 def passes_abortable() -> bool:
     return _abortable_depth[0] > 0
-
-
-@native_callback
-def abort_requested(_data: object) -> bool:
-    """llama.cpp's abort callback: True once a signal's exception waits (the handler may run
-    here, in this very call)."""
-    return _deferred is not None

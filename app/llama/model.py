@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -64,10 +62,11 @@ _SEQ = 0  # one sequence per context: chat, not batched serving
 MAX_BRANCHES = 8
 
 # Reading passes of this many rows or more (a prompt's batches, a draft model's catch-up) stop
-# when a signal asks (app/llama/callbacks.py). Not a step or a verification, which need a row
-# of logits per token: they end within a few tens of milliseconds anyway, and a call into
-# Python per graph node would cost them several per cent.
+# when a signal asks (app/llama/callbacks.py) or `stop_check` says so. Not a step or a
+# verification, which need a row of logits per token: they end within a few tens of
+# milliseconds anyway, and a call into Python per graph node would cost them several per cent.
 ABORTABLE_ROWS = 32
+_READING_OUTPUTS = 2  # the most rows of logits a reading pass asks for (prompt_pass.PROMPT_ROWS)
 
 LoadProgress = Callable[[float], bool]
 """Called with 0..1 while weights load; returning False cancels the load."""
@@ -118,6 +117,9 @@ class LlamaModel(TokenText):
         # at 1.2-1.4x the cost of a one-row plain step on a CPU. Owners reset the cache when
         # they flip it, so no row computed the other way stays behind.
         self.uniform_batches = False
+        # While set, reading passes (ABORTABLE_ROWS) stop at the next graph node once it says
+        # so, raising Cancelled with their rows dropped (app/engine/prompt_pass.py sets it).
+        self.stop_check: Callable[[], bool] | None = None
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if config.n_gpu_layers < 0 else config.n_gpu_layers
@@ -364,26 +366,36 @@ class LlamaModel(TokenText):
             batch.logits[i] = 1 if i >= first_output else 0  # type: ignore[attr-defined]
         batch.n_tokens = n  # type: ignore[attr-defined]
         check_decoding_thread()
+        stop_check = self.stop_check
+        signals = (
+            callbacks.passes_abortable() and threading.current_thread() is threading.main_thread()
+        )
         abortable = (
             n >= ABORTABLE_ROWS
-            and n_outputs <= 1
-            and callbacks.passes_abortable()
-            and threading.current_thread() is threading.main_thread()
+            and n_outputs <= _READING_OUTPUTS
+            and (signals or stop_check is not None)
         )
-        abort, no_abort = _abort_callbacks(self._lib)
         if abortable:
+
+            @callbacks.native_callback
+            def stop_now(_data: object) -> bool:
+                # A signal's handler may run here, in this very call (app/llama/callbacks.py).
+                return callbacks.deferred() or (stop_check is not None and stop_check())
+
+            abort = self._lib.ggml_abort_callback(stop_now)  # alive until the pass returns
             self._lib.llama_set_abort_callback(self._ctx, abort, None)
         try:
             rc = self._lib.llama_decode(self._ctx, batch)
         finally:
             if abortable:
-                self._lib.llama_set_abort_callback(self._ctx, no_abort, None)
+                self._lib.llama_set_abort_callback(self._ctx, self._lib.ggml_abort_callback(), None)
         if rc != 0:
             # The caller (feed) drops whatever part of this call reached the cache.
             if rc == 1:
                 raise KvCacheFullError(start_pos, n, self.n_ctx)
-            if rc == 2:  # aborted: a signal's exception waits
+            if rc == 2:  # aborted: a signal's exception waits, or a stop was asked for
                 callbacks.raise_deferred()
+                raise Cancelled("stopped in the middle of reading")
             raise RuntimeError(f"llama_decode failed with code {rc}")
 
     # -- lifetime -----------------------------------------------------------------------------
@@ -417,10 +429,3 @@ class LlamaModel(TokenText):
         # At interpreter shutdown ctypes may already be gone; nothing useful can be done then.
         with contextlib.suppress(Exception):
             self.close()
-
-
-@functools.cache
-def _abort_callbacks(lib: Any) -> tuple[Any, Any]:
-    """llama.cpp's abort callback and none, made once: llama.cpp keeps the pointer, so the
-    ctypes objects must outlive every context."""
-    return lib.ggml_abort_callback(callbacks.abort_requested), lib.ggml_abort_callback()

@@ -82,8 +82,9 @@ def test_stop_reaches_the_child_between_rounds(
 def test_a_stop_reaches_the_child_while_it_reads_the_prompt(
     runtime: IsolatedRuntime, demo_models: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A long prompt is read in parts there too, and a Stop ends the pass between two of them:
-    no token is drawn, and the child's cache keeps only the parts read before the Stop."""
+    """A long prompt is read in parts there too, and a Stop ends the pass, inside the part under
+    way: no token is drawn, and the child's cache keeps only whole parts read before the Stop
+    (none, when it comes with the prompt)."""
     runtime.load_target(
         ModelConfig(str(demo_models.f32), n_ctx=1024, n_batch=MIN_PART, n_threads=1)
     )
@@ -106,7 +107,8 @@ def test_a_stop_reaches_the_child_while_it_reads_the_prompt(
     assert finish.result.finish_reason == "cancelled"
     # The same prompt again: the cache holds what the stopped pass had read.
     list(runtime.generate(prompt, GenerationConfig(max_tokens=1, gamma=OFF)))
-    assert 0 < runtime.prompt_cached <= len(prompt) - part_size(MIN_PART)
+    assert runtime.prompt_cached <= len(prompt) - part_size(MIN_PART)
+    assert runtime.prompt_cached % part_size(MIN_PART) == 0
 
 
 def test_the_childs_reading_of_a_long_prompt_reaches_the_callers_control(

@@ -1,6 +1,6 @@
-"""A signal that lands while llama.cpp reads a prompt batch stops the pass at its next graph
-node (llama.cpp's abort callback), where Python used to wait for the whole batch, and the cache
-holds exactly what it held before the call."""
+"""A signal, or a Stop, that lands while llama.cpp reads a prompt batch stops the pass at its
+next graph node (llama.cpp's abort callback), where it used to wait for the whole batch, and
+the cache holds exactly what it held before the pass."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from app.cli.signals import Interrupted, interrupt_on_signals
+from app.engine.control import GenerationControl
+from app.engine.prompt_pass import read_prompt
 from app.llama import callbacks
 from app.llama.config import ModelConfig
 from app.llama.model import ABORTABLE_ROWS, LlamaModel
@@ -67,3 +69,34 @@ def test_a_signal_during_a_prompt_batch_stops_the_pass(demo_models: Any) -> None
         assert np.array_equal(model.feed(history[:40], 1), expected)
         # Outside the commands' handlers no pass is abortable: a signal waits for Python.
         assert not callbacks.passes_abortable()
+
+
+def test_stop_during_a_prompt_batch_ends_the_reading_inside_the_batch(demo_models: Any) -> None:
+    config = ModelConfig(str(demo_models.f32), n_ctx=2048, n_batch=512, n_threads=2)
+    with LlamaModel(config) as model:
+        prompt = model.tokenize("The lighthouse keeper counted the waves again. " * 160)[:1500]
+        expected = read_prompt(model, prompt, GenerationControl())
+        assert expected is not None
+        model.reset()
+        watch = _DecodeWatch(model._lib)
+        model._lib = watch
+        control = GenerationControl()
+
+        def stop_once_reading() -> None:
+            if watch.long_pass.wait(timeout=60):
+                threading.Event().wait(0.02)
+                control.stop()
+
+        stopper = threading.Thread(target=stop_once_reading)
+        stopper.start()
+        try:
+            assert read_prompt(model, prompt, control) is None
+        finally:
+            stopper.join()
+        assert watch.codes[-1] == 2  # stopped inside the batch, not after it
+        assert model.stop_check is None
+        # What the cache keeps is whole batches of the prompt, and reading on from it gives
+        # the very row a reading from scratch gives.
+        assert model.tokens == prompt[: len(model.tokens)] and len(model.tokens) % 512 == 0
+        again = read_prompt(model, prompt, GenerationControl())
+        assert again is not None and np.array_equal(again, expected)
