@@ -59,15 +59,16 @@ def add_rpc_arguments(parser: argparse.ArgumentParser) -> None:
 def check_worker_keys(args: argparse.Namespace) -> None:
     """One worker given two keys (in --rpc and --draft-rpc, or twice in one) is refused: the
     last one named would be used for both, silently."""
-    keys: dict[str, str | None] = {}
+    keys: dict[str, str] = {}
     for spec in (*(getattr(args, "rpc", ()) or ()), *(getattr(args, "draft_rpc", ()) or ())):
         key, endpoint = rpc_keys.split_key(spec)
-        if endpoint in keys and keys[endpoint] != key:
+        if key is None:
+            continue  # uses the key given with it elsewhere, or SPECCHAT_RPC_KEY
+        if keys.setdefault(endpoint, key) != key:
             raise InvalidSettingError(
                 f"RPC worker {endpoint} is given two different keys; give it the same one in "
                 "--rpc and --draft-rpc"
             )
-        keys[endpoint] = key
 
 
 def target_endpoints(args: argparse.Namespace) -> tuple[str, ...]:

@@ -197,3 +197,14 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(
     assert f"argument {command[1]}: an empty path; name a file or folder" in _last_error_line(
         capsys, command[0]
     )
+
+
+def test_a_worker_keyed_once_and_named_again_without_its_key_is_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checked: list[object] = []
+    monkeypatch.setattr(app.cli.serve, "run_serve", lambda args: checked.append(args) or 0)
+    endpoint = "127.0.0.1:50052"
+    flags = ["--draft", "demo", "--rpc", f"{KEY_A}@{endpoint}", "--draft-rpc", endpoint]
+    assert main(["serve", "--target", "t.gguf", "--port", "0", *flags]) == 0
+    assert checked
