@@ -35,7 +35,11 @@ def open_own_file(path: Path) -> BinaryIO:
 def read_own_file(path: Path) -> bytes:
     """The whole of `path`, on the terms of open_own_file."""
     with open_own_file(path) as handle:
-        data = handle.read(OWN_FILE_LIMIT + 1)
-    if len(data) > OWN_FILE_LIMIT:  # it grew while being read
+        # Asked for the bound itself, a buffered read sets aside that much memory first.
+        size = os.fstat(handle.fileno()).st_size
+        data = handle.read(size + 1)
+        if len(data) > size:  # it grew while being read: the rest, within the bound
+            data += handle.read(OWN_FILE_LIMIT + 1 - len(data))
+    if len(data) > OWN_FILE_LIMIT:
         raise OSError(errno.EFBIG, "larger than any file the app writes", str(path))
     return data
