@@ -30,14 +30,9 @@ import numpy as np
 
 from app.engine.control import GenerationControl
 from app.errors import Cancelled
+from app.llama.batches import PROMPT_ROWS
 from app.llama.handle import ModelHandle
 
-# The rows the prompt's last feed asks for, and so the fewest tokens one feed of the whole
-# prompt keeps for its last batch. Two, so that the last token is computed in a batch even where
-# the cache holds the whole prompt already (a reply asked for again): a one-row pass rounds
-# differently (LlamaModel.uniform_batches), and the same prompt must give the same reply
-# whatever the cache held, in every mode.
-PROMPT_ROWS = 2
 # Tokens one feed of a prompt read in parts decodes at least: a multiple of the batch, so that a
 # target that reads one token a pass (n_batch 1) is not fed once per token.
 MIN_PART = 64
@@ -49,30 +44,35 @@ def read_prompt(
     """Make the target's cache hold `tokens`; the row its last token gives (the reply's first
     token is drawn from it), or None when a stop came first: the cache then holds a prefix of
     the prompt, whole batches, that a later reply reuses."""
-    with _stop_mid_batch(target, control):
-        try:
-            return _read(target, tokens, control)
-        except Cancelled:  # a stop heard inside a batch (LlamaModel.stop_check): rolled back
-            control.read_prompt(None)
-            return None
-
-
-def _read(
-    target: ModelHandle, tokens: Sequence[int], control: GenerationControl
-) -> np.ndarray | None:
     step = part_size(getattr(target, "n_batch", None))
     held: int | None = None  # what the cache held when the first part's feed began
-    if step:
-        end = target.held_for(tokens) + step
-        # A part's feed never leaves fewer than the last rows: one feed splits those its way.
-        while len(tokens) - end >= PROMPT_ROWS:
-            target.feed(tokens[:end], 0)
-            held = target.reused if held is None else held
-            control.read_prompt((end, len(tokens)))
-            if control.stop_requested:
-                target.reused = held  # what the pass found held, not what its last part did
-                return None
-            end += step
+    with _stop_mid_batch(target, control):
+        try:
+            if step:
+                end = target.held_for(tokens) + step
+                # A part's feed never leaves fewer than the last rows: one feed splits those
+                # its way.
+                while len(tokens) - end >= PROMPT_ROWS:
+                    target.feed(tokens[:end], 0)
+                    held = target.reused if held is None else held
+                    control.read_prompt((end, len(tokens)))
+                    if control.stop_requested:
+                        break
+                    end += step
+                else:
+                    return _last_part(target, tokens, control, held)
+            else:
+                return _last_part(target, tokens, control, held)
+        except Cancelled:  # a stop heard inside a batch (LlamaModel.stop_check): rolled back
+            control.read_prompt(None)
+    if held is not None:
+        target.reused = held  # what the pass found held, not what its last part did
+    return None
+
+
+def _last_part(
+    target: ModelHandle, tokens: Sequence[int], control: GenerationControl, held: int | None
+) -> np.ndarray:
     rows = target.feed(tokens, min(PROMPT_ROWS, len(tokens)))[-1:]
     control.read_prompt(None)
     if held is not None:

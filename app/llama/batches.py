@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+# The rows the prompt's last feed asks for, and so the fewest tokens one feed of the whole
+# prompt keeps for its last batch. Two, so that the last token is computed in a batch even where
+# the cache holds the whole prompt already (a reply asked for again): a one-row pass rounds
+# differently (LlamaModel.uniform_batches), and the same prompt must give the same reply
+# whatever the cache held, in every mode.
+PROMPT_ROWS = 2
+# A pass asking for no more rows than this reads (a prompt, a catch-up): LlamaModel stops one
+# when asked, never a step or a verification, which ask for a row per token.
+
 
 def batch_sizes(n_pending: int, last_at_least: int, n_batch: int) -> list[int]:
     """Batch sizes for n_pending tokens; the last batch holds at least last_at_least.

@@ -32,7 +32,7 @@ from app.llama.backend import (
     last_llama_error,
     recent_log_lines,
 )
-from app.llama.batches import batch_sizes
+from app.llama.batches import PROMPT_ROWS, batch_sizes
 from app.llama.config import ModelConfig
 from app.llama.facts import (
     ModelFacts,
@@ -66,7 +66,6 @@ MAX_BRANCHES = 8
 # verification, which need a row of logits per token: they end within a few tens of
 # milliseconds anyway, and a call into Python per graph node would cost them several per cent.
 ABORTABLE_ROWS = 32
-_READING_OUTPUTS = 2  # the most rows of logits a reading pass asks for (prompt_pass.PROMPT_ROWS)
 
 LoadProgress = Callable[[float], bool]
 """Called with 0..1 while weights load; returning False cancels the load."""
@@ -371,9 +370,7 @@ class LlamaModel(TokenText):
             callbacks.passes_abortable() and threading.current_thread() is threading.main_thread()
         )
         abortable = (
-            n >= ABORTABLE_ROWS
-            and n_outputs <= _READING_OUTPUTS
-            and (signals or stop_check is not None)
+            n >= ABORTABLE_ROWS and n_outputs <= PROMPT_ROWS and (signals or stop_check is not None)
         )
         if abortable:
 

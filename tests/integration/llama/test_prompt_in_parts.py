@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from app.engine.control import GenerationControl
-from app.engine.prompt_pass import PROMPT_ROWS, read_prompt
+from app.engine.prompt_pass import read_prompt
+from app.llama.batches import PROMPT_ROWS
 from app.llama.config import ModelConfig
 from app.llama.model import LlamaModel
 from app.metrics.cost_model import MAX_GAMMA

@@ -15,8 +15,8 @@ from app.engine.drafters import ModelDrafter
 from app.engine.events import FinishEvent, TokenEvent
 from app.engine.gamma import OFF, GammaSetting, fixed
 from app.engine.loop import SpeculativeEngine
-from app.engine.prompt_pass import PROMPT_ROWS, part_size, read_prompt
-from app.llama.batches import batch_sizes
+from app.engine.prompt_pass import part_size, read_prompt
+from app.llama.batches import PROMPT_ROWS, batch_sizes
 from app.llama.handle import common_prefix
 from tests.helpers.fake_llama import FakeLlama, Logits, toy_logits
 
