@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.cli.args import DRAFT_SUFFIX, chat_template_file, resolve_model_path
 from app.cli.rpc_options import draft_endpoints, target_endpoints, uses_rpc
-from app.engine.isolated import IsolatedRuntime
+from app.engine.isolated import AFTER_LOSS, IsolatedRuntime
 from app.engine.runtime import Runtime
 from app.engine.session import EngineSession
 from app.llama import rpc
@@ -23,11 +23,13 @@ def load_runtime(
     facts: list[ModelFacts] | None = None,
     *,
     history_dir: Path | None = None,
+    after_loss: str | None = None,
 ) -> EngineSession:
     """Load the models; with RPC workers, in a child process that may die (app/engine/isolated).
 
     `facts`, when given, receives the loaded models' facts (target first). `history_dir` holds
     the past-chats index the suffix drafter reads and every reply joins (in this process only).
+    `after_loss`: what a worker's loss tells the user to do (IsolatedRuntime).
     """
     from models.compat import check_draft_file  # noqa: PLC0415 - only when generating
 
@@ -35,7 +37,7 @@ def load_runtime(
         rpc.require_rpc()  # a build without RPC says how to rebuild before any file is read
     joined = args.suffix == "on"
     runtime: EngineSession = (
-        IsolatedRuntime(vet_draft=check_draft_file)
+        IsolatedRuntime(vet_draft=check_draft_file, after_loss=after_loss or AFTER_LOSS)
         if uses_rpc(args)
         else Runtime(
             vet_draft=check_draft_file,

@@ -201,7 +201,11 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         draft = draft_source(args)
         runtime = load_runtime(
-            args, draft, history_dir=None if history is None else Path(history.name)
+            args,
+            draft,
+            history_dir=None if history is None else Path(history.name),
+            after_loss="the reply so far is kept; the server loads the models again as soon as "
+            "the worker answers",
         )
         # Models on RPC workers go with a worker that stops answering: loaded again at the
         # next request, so the server serves on once the worker is back.

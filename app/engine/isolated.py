@@ -42,6 +42,9 @@ from app.llama.model import LoadProgress
 from app.metrics.rounds import DraftMode
 
 HANDSHAKE_TIMEOUT_S = 6.0
+AFTER_LOSS = (
+    "the reply so far is kept. Check that the worker is still running, then load the model again"
+)
 _POLL_S = 0.25
 T = TypeVar("T")
 
@@ -49,8 +52,13 @@ T = TypeVar("T")
 class IsolatedRuntime:
     """Load, prompt, generate, stop and close, as Runtime does, in a disposable child process."""
 
-    def __init__(self, *, vet_draft: DraftVetter | None = None) -> None:
+    def __init__(
+        self, *, vet_draft: DraftVetter | None = None, after_loss: str = AFTER_LOSS
+    ) -> None:
+        """after_loss: what the user reads after a worker took the models down (a server
+        that loads them again by itself says so)."""
         self._vet_draft = vet_draft
+        self._after_loss = after_loss
         self._proc: Any = None  # multiprocessing's SpawnProcess
         self._conn: Connection | None = None
         self._endpoints: list[str] = []
@@ -124,8 +132,7 @@ class IsolatedRuntime:
         return crash_error(
             log,
             endpoints,
-            afterwards="the reply so far is kept. Check that the worker is still running, "
-            "then load the model again",
+            afterwards=self._after_loss,
             ended=f"the model process stopped unexpectedly (exit code {code})",
             connecting=connecting,
         )

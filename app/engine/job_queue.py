@@ -46,6 +46,8 @@ from app.llama.facts import MemoryUsage
 log = logging.getLogger(__name__)
 
 DEFAULT_QUEUE_SIZE = 8
+# How often models lost with an RPC worker are tried again while no request comes.
+RELOAD_RETRY_S = 5.0
 
 
 class QueueFullError(SpecChatError):
@@ -303,7 +305,13 @@ class WaitList:
 
 
 class RuntimeOwner(WaitList):
-    """Owns a loaded Runtime from construction on; call close() to stop it and free the models."""
+    """Owns a loaded Runtime from construction on; call close() to stop it and free the models.
+
+    With `reload`, models an RPC worker took down with it (IsolatedRuntime drops them with its
+    child) are loaded again: at once, then every RELOAD_RETRY_S while nothing waits and before
+    each request, until the worker answers. Meanwhile requests are refused as unavailable (503)
+    and health() says why, so a balancer sees the server come back without sending a request.
+    """
 
     def __init__(
         self,
@@ -312,10 +320,12 @@ class RuntimeOwner(WaitList):
         max_queue: int = DEFAULT_QUEUE_SIZE,
         reload: Callable[[], None] | None = None,
     ) -> None:
-        """reload: loads the models into `runtime` again, after a worker-backed model lost
-        them (IsolatedRuntime drops its models with the child an RPC worker took down)."""
         self._runtime = runtime
         self._reload = reload
+        # Why the models cannot answer now (None: they can); `_whole` is False from a loss
+        # until a reload has loaded every model (one that fails midway leaves the target only).
+        self._down: str | None = None
+        self._whole = True
         super().__init__(JobRunner(runtime), max_queue=max_queue)
         self._thread = threading.Thread(target=self._run, name="engine-owner", daemon=True)
         self._thread.start()
@@ -328,32 +338,54 @@ class RuntimeOwner(WaitList):
 
     def _run(self) -> None:
         self._runner.read_memory()
-        while (item := self.take(wait=True)) is not None:
+        while not self.stopping:
+            if self._lost():
+                self._load_again()
+            if self._down is not None:
+                self._await_work(RELOAD_RETRY_S)  # a request, or the time to try again
+                item = self.take(wait=False)
+                if item is None:
+                    continue
+            else:
+                item = self.take(wait=True)
+                if item is None:
+                    break
             job, sink, ticket = item
-            reason = self._models_back()
-            if reason is None:
+            if self._down is None:
                 self._runner.run(job, sink, ticket)
             else:
-                message = f"no model can answer now: {reason}"
+                message = f"no model can answer now: {self._down}"
                 self._runner.refuse(sink, ticket, Failed(message, "unavailable"))
             self._runner.read_memory()
-            self._runner.note_unavailable(self._lost())
+            if self._lost() and self._down is None:
+                self._note_down("the models were lost with an RPC worker; loading them again")
 
-    def _lost(self) -> str | None:
-        if self._reload is None or self._runtime.target_facts is not None:
-            return None
-        return "the models were lost with an RPC worker; the next request loads them again"
+    def _lost(self) -> bool:
+        if self._reload is None:
+            return False
+        return not self._whole or self._runtime.target_facts is None
 
-    def _models_back(self) -> str | None:
-        """Load the models again where they were lost; why they cannot be, or None."""
-        if self._lost() is None:
-            return None
+    def _load_again(self) -> None:
         assert self._reload is not None
+        self._whole = False
         try:
             self._reload()
-        except SpecChatError as exc:
-            reason = user_message(exc)
-            log.warning("could not load the models again: %s", reason)
-            return reason
-        log.info("loaded the models again")
-        return None
+        except Exception as exc:  # whatever it is, the thread must serve on
+            reason = user_message(exc) if isinstance(exc, SpecChatError) else str(exc)
+            if reason != self._down:
+                log.warning("could not load the models again: %s", reason)
+            self._note_down(reason)
+            return
+        self._whole = True
+        if self._down is not None:
+            log.info("loaded the models again")
+        self._note_down(None)
+
+    def _note_down(self, reason: str | None) -> None:
+        self._down = reason
+        self._runner.note_unavailable(reason)
+
+    def _await_work(self, timeout_s: float) -> None:
+        with self._ready:
+            if not self._waiting and not self._closed:
+                self._ready.wait(timeout_s)

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
+from app.engine import job_queue
 from app.engine.config import GenerationConfig
 from app.engine.control import GenerationControl
-from app.engine.events import Event, FinishEvent
-from app.engine.job_driver import Failed, Job
+from app.engine.events import Event, FinishEvent, TokenEvent
+from app.engine.job_driver import Failed, Job, Started
 from app.engine.job_queue import RuntimeOwner
 from app.errors import RpcConnectError, RpcWorkerLostError
 from app.llama.facts import MemoryUsage
@@ -34,6 +38,7 @@ class WorkerBackedRuntime(ScriptedRuntime):
         super().__init__()
         self.target_facts: object = FACTS
         self.lose_next = False
+        self.lose_mid_reply = False
 
     def generate(
         self, ids: Sequence[int], config: Any, control: GenerationControl, **kw: Any
@@ -42,7 +47,17 @@ class WorkerBackedRuntime(ScriptedRuntime):
             self.lose_next = False
             self.target_facts = None
             raise RpcWorkerLostError(LOST)
-        return super().generate(ids, config, control, **kw)
+        events = super().generate(ids, config, control, **kw)
+        if not self.lose_mid_reply:
+            return events
+
+        def cut() -> Iterator[Event]:
+            yield next(events)  # the reply's first token reaches the client
+            self.target_facts = None
+            raise RpcWorkerLostError(LOST)
+
+        self.lose_mid_reply = False
+        return cut()
 
     def memory(self) -> MemoryUsage:
         return MemoryUsage(0, 0, 0, 0, 0, 0)
@@ -56,11 +71,23 @@ def _ask(owner: RuntimeOwner) -> Failed | FinishEvent:
     return last
 
 
-def test_models_lost_with_a_worker_are_loaded_again_once_it_is_back() -> None:
+def _until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "the owner thread never got there"
+        time.sleep(0.01)
+
+
+def test_models_lost_with_a_worker_are_loaded_again_once_it_is_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(job_queue, "RELOAD_RETRY_S", 0.05)
     runtime = WorkerBackedRuntime()
     worker_up = [False]
+    tries: list[bool] = []
 
     def reload() -> None:
+        tries.append(worker_up[0])
         if not worker_up[0]:
             raise RpcConnectError("127.0.0.1:50601", "connection refused")
         runtime.target_facts = FACTS
@@ -71,18 +98,83 @@ def test_models_lost_with_a_worker_are_loaded_again_once_it_is_back() -> None:
         lost = _ask(owner)
         assert isinstance(lost, Failed) and lost.kind == "unavailable"
         assert LOST in lost.message
-        assert "the next request loads them again" in owner.health()["unavailable"]
+        _until(lambda: "connection refused" in owner.health().get("unavailable", ""))
 
         still_down = _ask(owner)
         assert isinstance(still_down, Failed) and still_down.kind == "unavailable"
         assert still_down.message.startswith("no model can answer now: ")
         assert "connection refused" in still_down.message
+        _until(lambda: len(tries) >= 5)  # tried again while nothing asked
 
-        worker_up[0] = True
+        worker_up[0] = True  # back: health says so with no request sent
+        _until(lambda: "unavailable" not in owner.health())
         served = _ask(owner)
         assert isinstance(served, FinishEvent) and served.result.text == "ABC"
-        assert "unavailable" not in owner.health()
         assert (owner.health()["served"], owner.health()["failed"]) == (1, 2)
+    finally:
+        owner.close()
+
+
+def test_a_worker_lost_mid_reply_ends_it_unavailable_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(job_queue, "RELOAD_RETRY_S", 0.05)
+    runtime = WorkerBackedRuntime()
+    owner = RuntimeOwner(runtime, reload=lambda: None)  # type: ignore[arg-type]
+    try:
+        runtime.lose_mid_reply = True
+        sink = Collector()
+        owner.submit(Job(CONFIG, prompt="a"), sink)
+        events = sink.wait()
+        assert isinstance(events[0], Started) and isinstance(events[1], TokenEvent)
+        last = events[-1]
+        assert isinstance(last, Failed) and last.kind == "unavailable" and LOST in last.message
+        assert not [r for r in caplog.records if r.exc_info]  # said in words, no traceback
+    finally:
+        owner.close()
+
+
+def test_a_reload_that_stops_halfway_is_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The target loads, the draft's worker is still down: serving on without the draft would
+    # leave the server plain for good; it is tried again, whole.
+    monkeypatch.setattr(job_queue, "RELOAD_RETRY_S", 0.05)
+    runtime = WorkerBackedRuntime()
+    draft_up = [False]
+
+    def reload() -> None:
+        runtime.target_facts = FACTS
+        if not draft_up[0]:
+            raise RpcConnectError("127.0.0.1:50602", "connection refused")
+
+    owner = RuntimeOwner(runtime, reload=reload)  # type: ignore[arg-type]
+    try:
+        runtime.lose_next = True
+        _ask(owner)
+        _until(lambda: "50602" in owner.health().get("unavailable", ""))
+        refused = _ask(owner)
+        assert isinstance(refused, Failed) and "50602" in refused.message
+        draft_up[0] = True
+        _until(lambda: "unavailable" not in owner.health())
+        assert isinstance(_ask(owner), FinishEvent)
+    finally:
+        owner.close()
+
+
+def test_a_reload_that_fails_in_an_unforeseen_way_leaves_the_owner_serving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(job_queue, "RELOAD_RETRY_S", 0.05)
+    runtime = WorkerBackedRuntime()
+
+    def reload() -> None:
+        raise OSError(24, "Too many open files")
+
+    owner = RuntimeOwner(runtime, reload=reload)  # type: ignore[arg-type]
+    try:
+        runtime.lose_next = True
+        _ask(owner)
+        refused = _ask(owner)  # answered, not left waiting on a dead thread
+        assert isinstance(refused, Failed) and "Too many open files" in refused.message
     finally:
         owner.close()
 
