@@ -3,9 +3,9 @@
 Each connection gets its own thread and AUTH_TIMEOUT_S in all to finish TLS and the key
 challenge (app/llama/rpc_auth.py), however slowly its bytes drip in, so a stranger who connects
 and goes silent holds up nobody. At most MAX_PENDING connections are that far at once, and
-MAX_PENDING_PER_PEER from one address, so one machine's flood does not turn the others away. Only a
-client that proved the key is connected through to llama.cpp's server (app/llama/
-rpc_server_process.py); until then llama.cpp has not seen a byte.
+MAX_PENDING_PER_PEER from one source (an IPv4 address, an IPv6 /64), so one machine's flood
+does not turn the others away. Only a client that proved the key is connected through to
+llama.cpp's server (app/llama/rpc_server_process.py); until then llama.cpp has not seen a byte.
 
 One client at a time: llama.cpp's server serves one connection and queues the rest, which
 would leave a second user waiting without a word. Here a second client is told BUSY at once.
@@ -18,6 +18,7 @@ between.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import socket
 import ssl
 import threading
@@ -85,7 +86,7 @@ class Front:
             arm_socket(conn)  # a client machine that vanishes frees the worker (rpc_keepalive)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             peer = str(address[0])
-            if not self._enter(peer):
+            if not self._enter(_source(peer)):
                 conn.close()
                 continue
             threading.Thread(
@@ -101,10 +102,15 @@ class Front:
                 return True
             now = time.monotonic()
             said = self._turned_away_said.get(peer)
-            if said is None or now - said >= TURNED_AWAY_REPORT_S:
-                self._turned_away_said[peer] = now
-            else:
+            if said is not None and now - said < TURNED_AWAY_REPORT_S:
                 return False
+            # Sources said long enough ago are forgotten: a flood of addresses must not grow it.
+            self._turned_away_said = {
+                source: at
+                for source, at in self._turned_away_said.items()
+                if now - at < TURNED_AWAY_REPORT_S
+            }
+            self._turned_away_said[peer] = now
         self._report(f"turned away {peer}: too many connections still unfinished")
         return False
 
@@ -116,6 +122,7 @@ class Front:
         self._pending.release()
 
     def _handle(self, conn: socket.socket, peer: str) -> None:
+        source = _source(peer)
         deadline = _Deadline(conn, AUTH_TIMEOUT_S)
         try:
             conn.settimeout(AUTH_TIMEOUT_S)
@@ -133,7 +140,7 @@ class Front:
             conn.close()  # a port scan, a reachability probe, or a client that gave up
             return
         finally:
-            self._leave(peer)
+            self._leave(source)
         with contextlib.closing(conn):
             self._serve(stream, admitted, peer)
 
@@ -216,3 +223,17 @@ class _Deadline:
                 return False
             self._settled = True
             return True
+
+
+def _source(peer: str) -> str:
+    """What one machine's connections come from: its IPv4 address, or its IPv6 /64 (a host
+    picks any address in its network's /64, so one address apiece would be no limit)."""
+    try:
+        address = ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return peer
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)

@@ -114,3 +114,12 @@ def _closed_at_once(conn: socket.socket) -> bool:
         return True
     except TimeoutError:
         return False
+
+
+def test_an_ipv6_network_counts_as_one_source() -> None:
+    first, other_host = "2001:db8:1:2::10", "2001:db8:1:2:aaaa::99"
+    assert rpc_front._source(first) == rpc_front._source(other_host) == "2001:db8:1:2::/64"
+    assert rpc_front._source("2001:db8:1:3::10") != rpc_front._source(first)
+    assert rpc_front._source("::ffff:192.0.2.7") == "192.0.2.7"
+    assert rpc_front._source("fe80::1%eth0") == "fe80::/64"
+    assert rpc_front._source("127.0.0.2") == "127.0.0.2"
