@@ -10,7 +10,9 @@ the port itself instead, for llama.cpp's own clients. One client at a time; runs
 from __future__ import annotations
 
 import argparse
+import os
 import socket
+import stat
 import sys
 from pathlib import Path
 
@@ -57,8 +59,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=user_file,
         default=None,
         metavar="DIR",
-        help="keep received weights in DIR (made private to you, 0700), so a client reloading "
-        "the same model sends hashes instead of large tensors",
+        help="keep received weights in DIR, so a client reloading the same model sends hashes "
+        "instead of large tensors (a new DIR is made 0700; one others may write to is refused)",
     )
     worker.add_argument(
         "--key",
@@ -151,6 +153,31 @@ def _print_key(identity: WorkerIdentity, host: str, port: int) -> None:
     _say(f"certificate fingerprint {fingerprint}")
 
 
+def _weights_cache(cache: Path) -> None:
+    """Make the cache folder, private, or check the one named: llama.cpp loads a cached tensor
+    by its name, unchecked, so whoever may write there changes the weights every client
+    computes with. An existing folder is not made private behind its owner's back (`--cache ~`
+    would lock the home folder): one others may write to is refused instead."""
+    try:
+        if not cache.exists():
+            make_private_dir(cache)
+            return
+        info = cache.stat()
+    except OSError as exc:
+        raise InvalidSettingError(f"--cache: cannot use {cache}: {exc.strerror}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise InvalidSettingError(f"--cache: {cache} is not a folder")
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise InvalidSettingError(
+            f"--cache: {cache} belongs to another user; name a folder of yours"
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise InvalidSettingError(
+            f"--cache: others may write to {cache}, and so change the weights clients compute "
+            "with; name a folder only you can write to"
+        )
+
+
 def run_worker(args: argparse.Namespace) -> int:
     if args.show_key:
         print(load_identity(passphrase=args.key).token)
@@ -160,14 +187,7 @@ def run_worker(args: argparse.Namespace) -> int:
     rpc.require_rpc()
     cache: Path | None = args.cache
     if cache is not None:
-        try:
-            # llama.cpp loads a cached tensor by its name, unchecked: whoever may write here
-            # could change the weights every client computes with.
-            make_private_dir(cache)
-        except OSError as exc:
-            raise InvalidSettingError(
-                f"--cache: cannot make {cache} a folder of yours alone: {exc.strerror}"
-            ) from None
+        _weights_cache(cache)
     device = args.device or rpc.default_worker_device()
     rpc.find_device(device)
     threads = args.threads or default_thread_count()
