@@ -89,3 +89,16 @@ def test_a_finished_reply_is_rendered_once_per_look(
     assert len(calls) == 2
     view.set_highlight(False)  # another look: rendered again
     assert calls[2:] == [False, False]
+
+
+def test_a_reply_linking_to_edit_itself_does_not_keep_the_old_edit_link(qtbot: QtBot) -> None:
+    chat = [
+        ViewMessage("user", "make a link"),
+        ViewMessage("assistant", "Here: [x](edit:) done."),  # a link of the reply's own
+    ]
+    sent = ViewMessage("user", "again")
+    appended = _view(qtbot, chat)
+    appended.append_message(sent)
+    rebuilt = _view(qtbot, [*chat, sent])
+    assert _anchors(appended.document()) == _anchors(rebuilt.document())
+    assert appended.toPlainText() == rebuilt.toPlainText()
