@@ -30,8 +30,18 @@ class GenerationControl:
         default=None, repr=False, compare=False
     )
 
+    # A byte llama.cpp reads between a prompt batch's graph nodes (LlamaModel.stop_byte), set
+    # with stop_requested: the stop reaches the pass with no Python running there.
+    stop_byte: bytearray = field(
+        default_factory=lambda: bytearray(2), init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        self.stop_byte[0] = self.stop_requested
+
     def stop(self) -> None:
         self.stop_requested = True
+        self.stop_byte[0] = 1
 
     def read_prompt(self, read: tuple[int, int] | None) -> None:
         """The engine's side of prompt_read."""

@@ -191,7 +191,8 @@ class Control:
         return cls(control.stop_requested, control.speculative, control.gamma)
 
     def apply(self, control: GenerationControl) -> None:
-        control.stop_requested = self.stop_requested
+        if self.stop_requested:
+            control.stop()  # its byte too, which a prompt batch reads (LlamaModel.stop_byte)
         control.speculative = self.speculative
         control.gamma = self.gamma
 

@@ -4,7 +4,7 @@ One feed of a long prompt runs for seconds on a CPU (a 4k-token prompt on a larg
 of seconds); so a prompt that leaves more than a batch to read is fed as ever longer prefixes,
 each one whole batch more than the last (every one a plain `feed`, the one primitive), with the
 stop flag read between them, and inside each batch too where the model can stop a pass
-(LlamaModel.stop_check: llama.cpp's abort callback, between graph nodes; the batch's rows are
+(LlamaModel.stop_byte: llama.cpp's abort callback, between graph nodes; the batch's rows are
 dropped). A client that leaves, a server shutting down or the window's Stop then waits for a
 graph node, not the whole pass.
 
@@ -63,7 +63,7 @@ def read_prompt(
                     return _last_part(target, tokens, control, held)
             else:
                 return _last_part(target, tokens, control, held)
-        except Cancelled:  # a stop heard inside a batch (LlamaModel.stop_check): rolled back
+        except Cancelled:  # a stop heard inside a batch (LlamaModel.stop_byte): rolled back
             control.read_prompt(None)
     if held is not None:
         target.reused = held  # what the pass found held, not what its last part did
@@ -83,16 +83,16 @@ def _last_part(
 
 @contextlib.contextmanager
 def _stop_mid_batch(target: ModelHandle, control: GenerationControl) -> Iterator[None]:
-    """A model that can stop inside a pass (LlamaModel.stop_check) hears Stop there too: a
-    batch of a big model on a CPU reads for tens of seconds."""
-    if not hasattr(target, "stop_check"):
+    """A model that can stop inside a pass (LlamaModel.stop_byte) hears Stop there too: a batch
+    of a big model on a CPU reads for tens of seconds."""
+    if not hasattr(target, "stop_byte"):
         yield
         return
-    target.stop_check = lambda: control.stop_requested
+    target.stop_byte = control.stop_byte
     try:
         yield
     finally:
-        target.stop_check = None
+        target.stop_byte = None
 
 
 def part_size(n_batch: int | None) -> int:

@@ -33,6 +33,7 @@ from app.llama.backend import (
     recent_log_lines,
 )
 from app.llama.batches import PROMPT_ROWS, batch_sizes
+from app.llama.byte_reader import byte_reader
 from app.llama.config import ModelConfig
 from app.llama.facts import (
     ModelFacts,
@@ -62,7 +63,7 @@ _SEQ = 0  # one sequence per context: chat, not batched serving
 MAX_BRANCHES = 8
 
 # Reading passes of this many rows or more (a prompt's batches, a draft model's catch-up) stop
-# when a signal asks (app/llama/callbacks.py) or `stop_check` says so. Not a step or a
+# when a signal asks (app/llama/callbacks.py) or `stop_byte` is set. Not a step or a
 # verification, which need a row of logits per token: they end within a few tens of
 # milliseconds anyway, and a call into Python per graph node would cost them several per cent.
 ABORTABLE_ROWS = 32
@@ -116,9 +117,10 @@ class LlamaModel(TokenText):
         # at 1.2-1.4x the cost of a one-row plain step on a CPU. Owners reset the cache when
         # they flip it, so no row computed the other way stays behind.
         self.uniform_batches = False
-        # While set, reading passes (ABORTABLE_ROWS) stop at the next graph node once it says
-        # so, raising Cancelled with their rows dropped (app/engine/prompt_pass.py sets it).
-        self.stop_check: Callable[[], bool] | None = None
+        # While set, reading passes (ABORTABLE_ROWS) stop at the next graph node once its first
+        # byte is not 0, raising Cancelled with their rows dropped (app/engine/prompt_pass.py
+        # sets it to its GenerationControl's).
+        self.stop_byte: bytearray | None = None
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if config.n_gpu_layers < 0 else config.n_gpu_layers
@@ -365,26 +367,34 @@ class LlamaModel(TokenText):
             batch.logits[i] = 1 if i >= first_output else 0  # type: ignore[attr-defined]
         batch.n_tokens = n  # type: ignore[attr-defined]
         check_decoding_thread()
-        stop_check = self.stop_check
+        stop_byte = self.stop_byte
         signals = (
             callbacks.passes_abortable() and threading.current_thread() is threading.main_thread()
         )
-        abortable = (
-            n >= ABORTABLE_ROWS and n_outputs <= PROMPT_ROWS and (signals or stop_check is not None)
-        )
-        if abortable:
+        abort: object = None
+        data: ctypes.Array[ctypes.c_char] | None = None  # alive until the pass returns
+        if n >= ABORTABLE_ROWS and n_outputs <= PROMPT_ROWS:
+            if signals:
 
-            @callbacks.native_callback
-            def stop_now(_data: object) -> bool:
-                # A signal's handler may run here, in this very call (app/llama/callbacks.py).
-                return callbacks.deferred() or (stop_check is not None and stop_check())
+                @callbacks.native_callback
+                def stop_now(_data: object) -> bool:
+                    # A signal's handler may run here, in this very call (app/llama/callbacks.py).
+                    return callbacks.deferred() or (stop_byte is not None and stop_byte[0] != 0)
 
-            abort = self._lib.ggml_abort_callback(stop_now)  # alive until the pass returns
-            self._lib.llama_set_abort_callback(self._ctx, abort, None)
+                abort = self._lib.ggml_abort_callback(stop_now)
+            elif stop_byte is not None:
+                # Off the main thread no signal's handler can run in the pass, so llama.cpp reads
+                # the byte itself (app/llama/byte_reader.py): a Python callback takes the GIL at
+                # every graph node, and beside a thread running Python a batch took 3.7x as long.
+                abort = byte_reader(self._lib)
+                data = (ctypes.c_char * len(stop_byte)).from_buffer(stop_byte)
+        if abort is not None:
+            address = None if data is None else ctypes.addressof(data)
+            self._lib.llama_set_abort_callback(self._ctx, abort, address)
         try:
             rc = self._lib.llama_decode(self._ctx, batch)
         finally:
-            if abortable:
+            if abort is not None:
                 self._lib.llama_set_abort_callback(self._ctx, self._lib.ggml_abort_callback(), None)
         if rc != 0:
             # The caller (feed) drops whatever part of this call reached the cache.

@@ -98,7 +98,7 @@ def test_stop_during_a_prompt_batch_ends_the_reading_inside_the_batch(demo_model
         finally:
             stopper.join()
         assert watch.codes[-1] == 2  # stopped inside the batch, not after it
-        assert model.stop_check is None
+        assert model.stop_byte is None
         # What the cache keeps is whole batches of the prompt, and reading on from it gives
         # the very row a reading from scratch gives.
         assert model.tokens == prompt[:512]
