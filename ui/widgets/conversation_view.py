@@ -8,6 +8,7 @@ costs no more per token than a short one.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from html import escape
 
@@ -30,6 +31,8 @@ from ui.widgets.rendering import (
 RENDER_INTERVAL_MS = 40
 KEPT_RENDERED_CHARS = 16 * 2**20  # of finished replies' HTML: at most 64 MB in memory
 EDIT_HREF = "edit:"
+# The schemes of the view's own links (_on_anchor).
+_VIEW_SCHEMES = re.compile(r'href="(?=(?:copy|copycode|edit|example):)', re.IGNORECASE)
 LINK_SEPARATOR = " · "
 EXAMPLE_PROMPTS = (
     "Explain speculative decoding to a friend in three sentences.",
@@ -283,7 +286,7 @@ class ConversationView(QTextBrowser):
         return html
 
     def _render(self, segments: list[Segment]) -> str:
-        return render_reply(
+        html = render_reply(
             segments,
             highlight=self._highlight,
             mark_style=self.mark_style,
@@ -291,6 +294,9 @@ class ConversationView(QTextBrowser):
             tooltips=True,
             dark=self._dark,
         )
+        # A reply's own Markdown link to one of the view's schemes ("[x](edit:)") would act
+        # as the view's link: it is made a link to nothing the view does.
+        return _VIEW_SCHEMES.sub('href="inert:', html)
 
     def _footer(self, message: ViewMessage, index: int | None = None) -> str:
         parts = []

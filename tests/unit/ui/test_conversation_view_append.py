@@ -4,6 +4,7 @@ what a whole rebuild would; finished replies are rendered once per look."""
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import QUrl
 from PySide6.QtGui import QTextDocument
 from pytestqt.qtbot import QtBot
 
@@ -102,3 +103,18 @@ def test_a_reply_linking_to_edit_itself_does_not_keep_the_old_edit_link(qtbot: Q
     rebuilt = _view(qtbot, [*chat, sent])
     assert _anchors(appended.document()) == _anchors(rebuilt.document())
     assert appended.toPlainText() == rebuilt.toPlainText()
+
+
+def test_a_replys_own_links_to_the_views_schemes_do_nothing(qtbot: QtBot) -> None:
+    reply = "See [this](copy:0), [that](EDIT:), [one](example:1) and [site](https://example.org)."
+    view = _view(qtbot, [ViewMessage("user", "links?"), ViewMessage("assistant", reply)])
+    hrefs = _anchors(view.document())
+    own = ["copy:0", EDIT_HREF, "copy:1"]  # the view's: Copy, Edit and resend, Copy
+    assert [h for h in hrefs if not h.startswith(("inert:", "https:"))] == own
+    assert "inert:copy:0" in hrefs and "inert:EDIT:" in hrefs and "inert:example:1" in hrefs
+    copied: list[str] = []
+    view.copied.connect(copied.append)
+    for href in hrefs:
+        if href.startswith("inert:"):
+            view.anchorClicked.emit(QUrl(href))
+    assert copied == []  # nothing the reply wrote acts as the view's own link
