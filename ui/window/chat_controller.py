@@ -8,6 +8,7 @@ what the user typed.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,12 +34,22 @@ class _UnsavedReply:
     stats: dict[str, Any]
     segments: list[Segment] | None
     replacing: tuple[int, ...]  # a regenerated reply; an edited exchange
+    edited_away: bool  # the replaced hold an exchange taken back: text the user replaced
 
 
 class ChatController:
-    def __init__(self, store: ConversationStore, settings: Settings) -> None:
+    def __init__(
+        self,
+        store: ConversationStore,
+        settings: Settings,
+        *,
+        on_text_deleted: Callable[[], None] | None = None,
+    ) -> None:
+        """on_text_deleted: called once a commit has deleted what the user wrote (an exchange
+        taken back and replaced), to have the past-chats index rebuilt without it."""
         self.store = store
         self._settings = settings
+        self._on_text_deleted = on_text_deleted
         self.conversation_id: int | None = None
         # The current chat's last exchange, taken back for editing: still stored (a close or a
         # crash keeps it), out of view and out of the model's history, and deleted in the
@@ -129,20 +140,15 @@ class ChatController:
         segments: list[Segment] | None,
         *,
         replaces: int | None = None,
-    ) -> bool:
+    ) -> None:
         """Store a finished reply; `replaces`: the reply it was regenerated from, which stays
         stored until then (a crash mid-reply keeps it) and goes in the same commit. One the
-        store refuses is kept, and saved before the next message (save_unsaved_reply).
-
-        True when it took an edited-away exchange with it: the past-chats index files are
-        deleted first (as for a deleted chat), and the caller has the index rebuilt."""
+        store refuses is kept, and saved before the next message (save_unsaved_reply)."""
         edited_away = tuple(s.id for s in self._set_aside if s.conversation_id == conversation_id)
-        if edited_away:
-            forget_index_files()  # what the user took back must not draft again
         replacing = edited_away
         if replaces is not None:
             replacing += (replaces,)
-        reply = _UnsavedReply(conversation_id, text, stats, segments, replacing)
+        reply = _UnsavedReply(conversation_id, text, stats, segments, replacing, bool(edited_away))
         self.save_unsaved_reply()
         self._set_aside = []  # stored with this reply, or with it once the store takes it
         try:
@@ -150,7 +156,6 @@ class ChatController:
         except BaseException:
             self._unsaved = reply
             raise
-        return bool(edited_away)
 
     def save_unsaved_reply(self) -> bool:
         """Store the reply the store refused before, if any (True once none is left); raises
@@ -165,6 +170,10 @@ class ChatController:
         return True
 
     def _store_reply(self, reply: _UnsavedReply) -> None:
+        if reply.edited_away:
+            # What the user took back must not draft again: the index files go before the
+            # commit, as for a deleted chat, and the index is rebuilt after it.
+            forget_index_files()
         self.store.add_message(
             reply.conversation_id,
             "assistant",
@@ -173,6 +182,8 @@ class ChatController:
             segments=reply.segments,
             replacing=reply.replacing,
         )
+        if reply.edited_away and self._on_text_deleted is not None:
+            self._on_text_deleted()
 
     def last_reply_id(self) -> int | None:
         """The reply Regenerate would write again; None while an edit is pending (a reply

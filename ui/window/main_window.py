@@ -75,8 +75,11 @@ class MainWindow(WindowLayout):
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         super().__init__(settings)
-        self.chat = ChatController(store, settings)
         self.host = host
+        # An edited-away exchange deleted: the past-chats index is rebuilt without it.
+        self.chat = ChatController(
+            store, settings, on_text_deleted=lambda: self.host.request_task(forget_history)
+        )
         self.ops = ops or Jobs(self)
         self.gpu = gpu or GpuProbe()
         # Fixed at construction: where the app's own models (demo files, downloads) live.

@@ -42,7 +42,6 @@ from ui.window.chat_controller import ChatController
 from ui.window.generation_settings import regenerate_sampling
 from ui.window.reply import ReplyInProgress
 from ui.window.speed_reference import MIN_JUDGED_ROUNDS, PlainSpeed, Speedup
-from ui.workers.engine import forget_history
 from ui.workers.engine_host import EngineHost
 from ui.workers.requests import GenerateRequest, GenerationFailure
 
@@ -285,10 +284,9 @@ class ReplyFlow(QObject):
         shown = self._view.finish_reply(result.text, stats_line(stats))
         segments = shown.segments if shown else None
         try:
-            if self._chat.save_reply(
+            self._chat.save_reply(
                 reply.conversation_id, result.text, stats, segments, replaces=reply.replaces
-            ):
-                self._host.request_task(forget_history)  # the edited-away exchange with it
+            )
         except (StoreError, OSError) as exc:  # shown in words by the window
             self.saveFailed.emit(exc)
         self.live.sample()
@@ -351,8 +349,7 @@ class ReplyFlow(QObject):
             # the chat, with the error as its stats line, as a stopped reply would.
             stats = {"finish_reason": "error", "summary": failure.message}
             try:
-                if self._chat.save_reply(reply.conversation_id, shown.text, stats, shown.segments):
-                    self._host.request_task(forget_history)
+                self._chat.save_reply(reply.conversation_id, shown.text, stats, shown.segments)
             except (StoreError, OSError) as exc:
                 self.saveFailed.emit(exc)
         else:

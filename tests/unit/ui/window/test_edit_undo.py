@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt, QUrl
 from pytestqt.qtbot import QtBot
 
 from tests.helpers.qt_window import REPLY_TIMEOUT_MS, send
-from ui.window import chat_controller, reply_flow
+from ui.window import chat_controller, main_window
 from ui.window.main_window import MainWindow
 
 
@@ -93,13 +93,13 @@ def test_an_edited_away_exchange_leaves_the_past_chats_index(
     files: list[str] = []
     rebuilt: list[str] = []
     monkeypatch.setattr(chat_controller, "forget_index_files", lambda: files.append("gone"))
-    rebuild = reply_flow.forget_history
+    rebuild = main_window.forget_history
 
     def counted(runtime: Any) -> None:
         rebuilt.append("rebuilt")
         rebuild(runtime)
 
-    monkeypatch.setattr(reply_flow, "forget_history", counted)
+    monkeypatch.setattr(main_window, "forget_history", counted)
     send(qtbot, window, "A question with a secret in it")
     with qtbot.waitSignal(window.replyFinished, timeout=REPLY_TIMEOUT_MS):
         window.regenerate()
