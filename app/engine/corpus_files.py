@@ -135,3 +135,14 @@ def discard_index_file(path: Path) -> None:
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
+
+
+def make_index_folder(index_path: Path) -> bool:
+    """The folder of the index file at `index_path`, made private to the user; False (logged:
+    the index in memory still serves) when the disk refuses it."""
+    try:
+        make_private_dir(index_path.parent)
+    except OSError as exc:
+        log.warning("could not save the chat-history draft index %s (%s)", index_path, exc)
+        return False
+    return True

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from app.engine.folder_lock import FolderBusyError
 from app.engine.suffix_file import IndexFileError, read_index_file, stored_digest
-from app.engine.suffix_journal import decode_journal, journal_bytes, read_journal
+from app.engine.suffix_journal import JournalState, decode_journal, journal_bytes, read_journal
 
 log = logging.getLogger(__name__)
 
@@ -96,3 +96,21 @@ def log_busy(path: Path, exc: FolderBusyError) -> None:
     # and one of the two would be lost or both damaged. The chat history holds the replies;
     # the index keeps them in memory and writes them with its next save.
     log.warning("the chat-history draft index %s is not saved for now: %s", path, exc)
+
+
+def log_journal_fault(journal: Path, state: JournalState, kept: int) -> None:
+    """One line for a journal read `torn` (its last record cut short: `kept` documents before
+    it are kept) or `damaged` (the index is rebuilt from the chat history)."""
+    if state == "torn":
+        log.warning(
+            "the chat-history draft index journal %s ends in a damaged record; "
+            "the %d documents before it are kept",
+            journal,
+            kept,
+        )
+    else:
+        log.warning(
+            "the chat-history draft index journal %s is damaged; rebuilding the index "
+            "from the chat history",
+            journal,
+        )

@@ -29,17 +29,25 @@ from __future__ import annotations
 
 import logging
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from app.engine.corpus_files import (
     corpus_path,
     deletion_stamp,
     discard_index_file,
+    make_index_folder,
     remove_orphaned_rewrites,
 )
-from app.engine.corpus_sync import document_digest, journal_news, log_busy, saved_meanwhile
+from app.engine.corpus_sync import (
+    document_digest,
+    journal_news,
+    log_busy,
+    log_journal_fault,
+    saved_meanwhile,
+)
 from app.engine.folder_lock import FolderBusyError, folder_lock
+from app.engine.past_chats import newest_within
 from app.engine.suffix_file import (
     IndexFileError,
     read_index_file,
@@ -48,7 +56,6 @@ from app.engine.suffix_file import (
 )
 from app.engine.suffix_index import SuffixIndex
 from app.engine.suffix_journal import append_journal, journal_path, read_journal
-from app.paths import make_private_dir
 
 log = logging.getLogger(__name__)
 
@@ -119,18 +126,11 @@ class HistoryCorpus:
             self.dirty = True
         return True
 
-    def rebuild(self, documents: Iterable[Sequence[int]]) -> None:
-        """Replace the corpus by these documents (oldest first), index them once and save."""
-        self._rebuild(lambda: reversed(list(documents)))
-
-    def rebuild_from_newest(self, documents: Iterable[Sequence[int]]) -> None:
-        """`rebuild`, the documents newest first: read only until the bound is passed, since
-        older ones would be dropped at once. A history many times the bound (1,500 long chats)
+    def rebuild(self, documents: Iterable[Sequence[int]], *, newest_first: bool = False) -> None:
+        """Replace the corpus by these documents (oldest first unless `newest_first`), index
+        them once and save. Newest first, they are read only until the bound is passed, since
+        older ones would be dropped at once: a history many times the bound (1,500 long chats)
         was tokenized whole after every deletion, 10 s before the next reply could start."""
-        self._rebuild(lambda: documents)
-
-    def _rebuild(self, newest_first: Callable[[], Iterable[Sequence[int]]]) -> None:
-        """`newest_first` is read after the file's state is: what changes meanwhile is known."""
         # Replies another window saves while the history is read (seconds, lazily) are not
         # in what it yields: they are taken in at the end, under the lock. A chat deleted in
         # another window meanwhile may be in what it yields: the deletion's stamp tells, and
@@ -144,26 +144,12 @@ class HistoryCorpus:
             discard_index_file(self.path)
             file_before, journaled_before = None, 0
         self._reset()
-        history: set[bytes] = set()
-        kept: list[array[int]] = []
-        read = 0
-        documents = iter(newest_first())
-        try:
-            for tokens in documents:
-                document = array("i", tokens)[-self._kept_tokens() :]
-                digest = document_digest(document)
-                if len(document) < MIN_DOCUMENT_TOKENS or digest in history:
-                    continue  # a copy of a newer one, or too short: as _admit would refuse it
-                history.add(digest)
-                kept.append(document)
-                read += len(document)
-                if read > self.max_tokens:
-                    break  # past the bound: older ones would go with the oldest of these
-        finally:
-            close = getattr(documents, "close", None)
-            if close is not None:  # a history read lazily lets its connection go now
-                close()
-        for document in reversed(kept):
+        # Read now, after the file's state: what changes meanwhile is known.
+        ordered = documents if newest_first else reversed(list(documents))
+        kept, history = newest_within(
+            ordered, self.max_tokens, self._kept_tokens(), MIN_DOCUMENT_TOKENS
+        )
+        for document in kept:
             self._admit(document)
         if self.tokens > self.max_tokens:
             self._drop_oldest()
@@ -173,7 +159,7 @@ class HistoryCorpus:
         if not self._persist:
             return
         self.dirty = True  # until it is on disk
-        if deletions is None or not self._make_folder():
+        if deletions is None or not make_index_folder(self.path):
             return  # logged; the index in memory still serves
         try:
             with folder_lock(self.path.parent, give_up=True):
@@ -223,7 +209,7 @@ class HistoryCorpus:
         over: nothing is written, and what changed stays for the next save (False)."""
         if not self._persist:
             return True
-        if not self._make_folder():
+        if not make_index_folder(self.path):
             return False
         try:
             with folder_lock(self.path.parent, give_up=True):
@@ -231,14 +217,6 @@ class HistoryCorpus:
         except FolderBusyError as exc:
             log_busy(self.path, exc)
             return False
-
-    def _make_folder(self) -> bool:
-        try:
-            make_private_dir(self.path.parent)
-        except OSError as exc:
-            log.warning("could not save the chat-history draft index %s (%s)", self.path, exc)
-            return False
-        return True
 
     def _save(self, *, over_others: bool) -> bool:
         """Called under the folder's lock."""
@@ -339,23 +317,11 @@ class HistoryCorpus:
                 self._journal_tokens += len(document)
         self._journal_seen = len(journal)
         self.dirty = self._rewrite  # dropping documents changed what the file should hold
-        if journal_state == "torn":
-            log.warning(
-                "the chat-history draft index journal %s ends in a damaged record; "
-                "the %d documents before it are kept",
-                journal_path(self.path),
-                len(journal),
-            )
+        if journal_state != "whole":
+            log_journal_fault(journal_path(self.path), journal_state, len(journal))
             self._rewrite = self.dirty = True
-        elif journal_state == "damaged":
-            # Replies past the damage are lost to the journal but not to the chat history.
-            log.warning(
-                "the chat-history draft index journal %s is damaged; rebuilding the index "
-                "from the chat history",
-                journal_path(self.path),
-            )
-            self.needs_rebuild = True
-            self._rewrite = self.dirty = True
+            if journal_state == "damaged":  # replies past it are in the chat history
+                self.needs_rebuild = True
 
     def _adopt_disk(self) -> None:
         mine = self._unsaved

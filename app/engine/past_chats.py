@@ -6,11 +6,13 @@ of it the receiver kept.
 from __future__ import annotations
 
 import logging
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.engine.control import GenerationControl
+from app.engine.corpus_sync import document_digest
 from app.engine.events import Event, FinishEvent
 from app.store import ConversationStore
 from app.store_errors import StoreError
@@ -60,7 +62,7 @@ def remembering(
 def stored_documents(store: ConversationStore, tokens: HistoryTokens) -> Iterator[Sequence[int]]:
     """Every stored reply as the document a reply makes when it is written (`exchange`): the
     question's prompt, its turn markers included, then the reply; newest first, so a rebuild
-    reads no further back than the index keeps (HistoryCorpus.rebuild_from_newest).
+    reads no further back than the index keeps (HistoryCorpus.rebuild, newest_first).
 
     Rebuilt as bare text, the documents held no turn markers, so a question asked again found
     no match until its reply's first tokens were out (14 rounds for a 96-token answer where the
@@ -94,3 +96,33 @@ def stored_chats(database: Path, tokens: HistoryTokens) -> Iterator[Sequence[int
         log.warning("the past-chats index was rebuilt from part of the history: %s", exc)
     finally:
         store.close()
+
+
+def newest_within(
+    documents: Iterable[Sequence[int]], bound: int, longest: int, shortest: int
+) -> tuple[list[array[int]], set[bytes]]:
+    """The documents (newest first) a corpus of `bound` tokens would keep reading them, oldest
+    first, with the digests of all read: each cut to its last `longest` tokens, those under
+    `shortest` and copies of a newer one left out, and reading stopped once past the bound,
+    since older ones would be dropped at once. A history read lazily is closed then."""
+    kept: list[array[int]] = []
+    digests: set[bytes] = set()
+    read = 0
+    iterator = iter(documents)
+    try:
+        for tokens in iterator:
+            document = array("i", tokens)[-longest:]
+            digest = document_digest(document)
+            if len(document) < shortest or digest in digests:
+                continue
+            digests.add(digest)
+            kept.append(document)
+            read += len(document)
+            if read > bound:
+                break  # past the bound: older ones would go with the oldest of these
+    finally:
+        close = getattr(iterator, "close", None)
+        if close is not None:  # a history read lazily lets its connection go now
+            close()
+    kept.reverse()
+    return kept, digests

@@ -160,7 +160,7 @@ class Runtime(TargetPrompts):
             except SpecChatError:  # a template that cannot render it: the question alone
                 return text(question)
 
-        self.history.rebuild_from_newest(self._history_source(HistoryTokens(text, asked)))
+        self.history.rebuild(self._history_source(HistoryTokens(text, asked)), newest_first=True)
 
     def load_draft(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,6 +137,18 @@ def offloaded_layers(
     if not offload_supported or held_on_host(placement):
         return 0
     return n_layer if requested < 0 else min(requested, n_layer)
+
+
+def read_meta(lib: Any, model: Any, key: str) -> str | None:
+    """A GGUF metadata value of a loaded model as text; None when it has none."""
+    buf = ctypes.create_string_buffer(1 << 16)
+    n = lib.llama_model_meta_val_str(model, key.encode(), buf, len(buf))
+    if n < 0:
+        return None
+    if n >= len(buf):  # the chat template can be long; ask again with room for it
+        buf = ctypes.create_string_buffer(n + 1)
+        lib.llama_model_meta_val_str(model, key.encode(), buf, len(buf))
+    return buf.value.decode("utf-8", "replace")
 
 
 def read_facts(

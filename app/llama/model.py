@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -32,8 +31,7 @@ from app.llama.backend import (
     last_llama_error,
     recent_log_lines,
 )
-from app.llama.batches import PROMPT_ROWS, batch_sizes
-from app.llama.byte_reader import byte_reader
+from app.llama.batches import batch_sizes
 from app.llama.config import ModelConfig
 from app.llama.facts import (
     ModelFacts,
@@ -41,8 +39,10 @@ from app.llama.facts import (
     placement_of,
     precheck_model_file,
     read_facts,
+    read_meta,
 )
 from app.llama.handle import common_prefix
+from app.llama.pass_abort import stoppable_pass
 from app.llama.prompt_cache import (
     MIN_RESTORE_GAIN,
     MIN_SAVED_TOKENS,
@@ -61,12 +61,6 @@ _MIN_UNIFORM_ROWS = 2
 _SEQ = 0  # one sequence per context: chat, not batched serving
 # Sequence ids a context takes: the most branches a token tree may have (app/llama/tree_feed.py).
 MAX_BRANCHES = 8
-
-# Reading passes of this many rows or more (a prompt's batches, a draft model's catch-up) stop
-# when a signal asks (app/llama/callbacks.py) or `stop_byte` is set. Not a step or a
-# verification, which need a row of logits per token: they end within a few tens of
-# milliseconds anyway, and a call into Python per graph node would cost them several per cent.
-ABORTABLE_ROWS = 32
 
 LoadProgress = Callable[[float], bool]
 """Called with 0..1 while weights load; returning False cancels the load."""
@@ -117,9 +111,8 @@ class LlamaModel(TokenText):
         # at 1.2-1.4x the cost of a one-row plain step on a CPU. Owners reset the cache when
         # they flip it, so no row computed the other way stays behind.
         self.uniform_batches = False
-        # While set, reading passes (ABORTABLE_ROWS) stop at the next graph node once its first
-        # byte is not 0, raising Cancelled with their rows dropped (app/engine/prompt_pass.py
-        # sets it to its GenerationControl's).
+        # While set, reading passes stop once its first byte is not 0, raising Cancelled with
+        # their rows dropped (app/llama/pass_abort.py; app/engine/prompt_pass.py sets it).
         self.stop_byte: bytearray | None = None
 
         model_params = llama_cpp.llama_model_default_params()
@@ -204,14 +197,7 @@ class LlamaModel(TokenText):
     # -- metadata -----------------------------------------------------------------------------
 
     def meta(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(1 << 16)
-        n = self._lib.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
-        if n < 0:
-            return None
-        if n >= len(buf):  # the chat template can be long; ask again with room for it
-            buf = ctypes.create_string_buffer(n + 1)
-            self._lib.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
-        return buf.value.decode("utf-8", "replace")
+        return read_meta(self._lib, self._model, key)
 
     def facts(self) -> ModelFacts:
         return read_facts(
@@ -367,35 +353,8 @@ class LlamaModel(TokenText):
             batch.logits[i] = 1 if i >= first_output else 0  # type: ignore[attr-defined]
         batch.n_tokens = n  # type: ignore[attr-defined]
         check_decoding_thread()
-        stop_byte = self.stop_byte
-        signals = (
-            callbacks.passes_abortable() and threading.current_thread() is threading.main_thread()
-        )
-        abort: object = None
-        data: ctypes.Array[ctypes.c_char] | None = None  # alive until the pass returns
-        if n >= ABORTABLE_ROWS and n_outputs <= PROMPT_ROWS:
-            if signals:
-
-                @callbacks.native_callback
-                def stop_now(_data: object) -> bool:
-                    # A signal's handler may run here, in this very call (app/llama/callbacks.py).
-                    return callbacks.deferred() or (stop_byte is not None and stop_byte[0] != 0)
-
-                abort = self._lib.ggml_abort_callback(stop_now)
-            elif stop_byte is not None:
-                # Off the main thread no signal's handler can run in the pass, so llama.cpp reads
-                # the byte itself (app/llama/byte_reader.py): a Python callback takes the GIL at
-                # every graph node, and beside a thread running Python a batch took 3.7x as long.
-                abort = byte_reader(self._lib)
-                data = (ctypes.c_char * len(stop_byte)).from_buffer(stop_byte)
-        if abort is not None:
-            address = None if data is None else ctypes.addressof(data)
-            self._lib.llama_set_abort_callback(self._ctx, abort, address)
-        try:
+        with stoppable_pass(self._lib, self._ctx, n, n_outputs, self.stop_byte):
             rc = self._lib.llama_decode(self._ctx, batch)
-        finally:
-            if abort is not None:
-                self._lib.llama_set_abort_callback(self._ctx, self._lib.ggml_abort_callback(), None)
         if rc != 0:
             # The caller (feed) drops whatever part of this call reached the cache.
             if rc == 1:

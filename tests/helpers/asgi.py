@@ -28,6 +28,19 @@ def asgi_get(path: str) -> AsgiPost:
     return _request("GET", path, b"")
 
 
+def get_json(app: Callable[..., Awaitable[None]], path: str) -> tuple[int, Any]:
+    """The status and JSON body `app` answers a GET of `path` with."""
+
+    async def call() -> tuple[int, Any]:
+        scope, receive, send, sent = asgi_get(path)
+        await app(scope, receive, send)
+        status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+        body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        return status, json.loads(body)
+
+    return asyncio.run(call())
+
+
 def _request(method: str, path: str, body: bytes) -> AsgiPost:
     incoming = [{"type": "http.request", "body": body}]
     sent: list[Message] = []

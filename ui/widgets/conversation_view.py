@@ -19,7 +19,9 @@ from PySide6.QtWidgets import QTextBrowser, QWidget
 from app.metrics.sources import SOURCE_WORDS
 from app.store import Segment, TokenSource
 from ui.themes import mix, muted
+from ui.widgets.document_links import last_link
 from ui.widgets.end_follower import EndFollower
+from ui.widgets.html_cache import HtmlCache
 from ui.widgets.rendering import (
     code_blocks,
     render_plain,
@@ -27,19 +29,13 @@ from ui.widgets.rendering import (
     shade_span,
     with_code_links,
 )
+from ui.widgets.welcome_page import EXAMPLE_PROMPTS, welcome_html
 
 RENDER_INTERVAL_MS = 40
-KEPT_RENDERED_CHARS = 16 * 2**20  # of finished replies' HTML: at most 64 MB in memory
 EDIT_HREF = "edit:"
 # The schemes of the view's own links (_on_anchor).
 _VIEW_SCHEMES = re.compile(r'href="(?=(?:copy|copycode|edit|example):)', re.IGNORECASE)
 LINK_SEPARATOR = " · "
-EXAMPLE_PROMPTS = (
-    "Explain speculative decoding to a friend in three sentences.",
-    "Write a Python function that checks whether a word is a palindrome.",
-    "Summarise the plot of Romeo and Juliet in five bullet points.",
-    "Viết một đoạn ngắn giới thiệu Hà Nội.",
-)
 
 
 @dataclass
@@ -81,8 +77,7 @@ class ConversationView(QTextBrowser):
         self._messages: list[ViewMessage] = []
         self._streaming: _Streaming | None = None
         self._highlight = True
-        self._finished: dict[tuple[object, ...], str] = {}
-        self._finished_chars = 0
+        self._finished = HtmlCache()
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.setInterval(RENDER_INTERVAL_MS)
@@ -176,28 +171,11 @@ class ConversationView(QTextBrowser):
         self.follower.scroll_to_end()
 
     def _drop_edit_link(self) -> None:
-        """Remove "Edit and resend" (and its separator) from the message now last of yours,
-        searching back from the end, where it is."""
-        block = self.document().lastBlock()
-        while block.isValid():
-            fragments = block.begin()
-            while not fragments.atEnd():
-                fragment = fragments.fragment()
-                if fragment.charFormat().anchorHref() == EDIT_HREF:
-                    start = fragment.position() - len(LINK_SEPARATOR)
-                    cursor = QTextCursor(self.document())
-                    cursor.setPosition(start)
-                    cursor.setPosition(
-                        fragment.position() + fragment.length(), QTextCursor.MoveMode.KeepAnchor
-                    )
-                    # A reply's own Markdown link to "edit:" has no separator before it: the
-                    # search goes on to the real one.
-                    if cursor.selectedText().startswith(LINK_SEPARATOR):
-                        with self.follower.editing():
-                            cursor.removeSelectedText()
-                        return
-                fragments += 1
-            block = block.previous()
+        """Remove "Edit and resend" (and its separator) from the message now last of yours."""
+        cursor = last_link(self.document(), EDIT_HREF, LINK_SEPARATOR)
+        if cursor is not None:
+            with self.follower.editing():
+                cursor.removeSelectedText()
 
     @property
     def messages(self) -> list[ViewMessage]:
@@ -226,25 +204,7 @@ class ConversationView(QTextBrowser):
         )
 
     def _welcome(self) -> str:
-        examples = "".join(
-            f'<li><a href="example:{i}">{_text(text)}</a></li>'
-            for i, text in enumerate(EXAMPLE_PROMPTS)
-        )
-        return (
-            '<div style="margin:24px">'
-            "<h2>Welcome to SpecChat</h2>"
-            "<p>Chat with a local model, offline. A smaller <b>draft</b> model guesses the "
-            "next few words and the <b>target</b> model checks them all at once, so replies "
-            "come faster while staying exactly what the target would write.</p>"
-            "<p><b>Shaded text</b> is text the draft guessed and the target accepted: "
-            f"{self._shade(TokenSource.DRAFT, 'green from the draft model')}, "
-            f"{self._shade(TokenSource.SUFFIX, 'amber from the chat history')} (text of "
-            "this chat or past chats). The panel on the right shows how much faster each "
-            "reply was, and why.</p>"
-            f"<p><b>Try one of these</b>, or write your own below:</p><ul>{examples}</ul>"
-            f'<p style="color:{self._muted}">Enter sends, Shift+Enter starts a new line, Esc '
-            "stops a reply. Help → Keyboard shortcuts lists the rest.</p></div>"
-        )
+        return welcome_html(self._shade, self._muted)
 
     def _new_block(self) -> QTextCursor:
         cursor = self._end_cursor()
@@ -266,24 +226,8 @@ class ConversationView(QTextBrowser):
         return with_code_links(self._finished_html(segments), f"copycode:{index}:{{}}")
 
     def _finished_html(self, segments: list[Segment]) -> str:
-        # Markdown and code colours are most of a rebuild's time (opening a chat, a theme or
-        # highlight change, an edit taken back): 0.44 s for 300 messages with code, 0.15 s with
-        # their HTML kept. Finished replies do not change, so it is kept, within a byte bound.
-        key = (
-            tuple(segments),
-            self._highlight,
-            self._dark,
-            self.mark_style,
-            self.suffix_style,
-        )
-        html = self._finished.pop(key, None)
-        if html is None:
-            html = self._render(segments)
-            self._finished_chars += len(html)
-        self._finished[key] = html  # newest last: the oldest go first
-        while self._finished_chars > KEPT_RENDERED_CHARS and len(self._finished) > 1:
-            self._finished_chars -= len(self._finished.pop(next(iter(self._finished))))
-        return html
+        look = (self._highlight, self._dark, self.mark_style, self.suffix_style)
+        return self._finished.get((tuple(segments), *look), lambda: self._render(segments))
 
     def _render(self, segments: list[Segment]) -> str:
         html = render_reply(

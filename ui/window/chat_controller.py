@@ -91,7 +91,7 @@ class ChatController:
 
     def delete(self, conversation_id: int) -> bool:
         """Delete a chat; True when it was the current one (which is then closed)."""
-        self.store.delete(conversation_id)
+        self._deleting_text(lambda: self.store.delete(conversation_id))
         if conversation_id != self.conversation_id:
             return False
         self.new_chat()
@@ -170,19 +170,37 @@ class ChatController:
         return True
 
     def _store_reply(self, reply: _UnsavedReply) -> None:
-        if reply.edited_away:
-            # What the user took back must not draft again: the index files go before the
-            # commit, as for a deleted chat, and the index is rebuilt after it.
-            forget_index_files()
-        self.store.add_message(
-            reply.conversation_id,
-            "assistant",
-            reply.text,
-            stats=reply.stats,
-            segments=reply.segments,
-            replacing=reply.replacing,
-        )
-        if reply.edited_away and self._on_text_deleted is not None:
+        def store() -> None:
+            self.store.add_message(
+                reply.conversation_id,
+                "assistant",
+                reply.text,
+                stats=reply.stats,
+                segments=reply.segments,
+                replacing=reply.replacing,
+            )
+
+        if reply.edited_away:  # the exchange the user took back goes in the same commit
+            self._deleting_text(store, rebuild_on_failure=False)
+        else:
+            store()
+
+    def _deleting_text(
+        self, commit: Callable[[], None], *, rebuild_on_failure: bool = True
+    ) -> None:
+        """Run a commit that deletes what the user wrote, which must never draft again: the
+        past-chats index files go first (a crash after the commit must not leave them holding
+        it), and the index is rebuilt after (on_text_deleted). A chat's delete that fails has
+        the index rebuilt all the same, its files being gone; an edit's reply the store refused
+        is kept and stored later (save_unsaved_reply), with the rebuild then."""
+        forget_index_files()
+        try:
+            commit()
+        except BaseException:
+            if rebuild_on_failure and self._on_text_deleted is not None:
+                self._on_text_deleted()
+            raise
+        if self._on_text_deleted is not None:
             self._on_text_deleted()
 
     def last_reply_id(self) -> int | None:

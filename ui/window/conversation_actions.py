@@ -20,7 +20,6 @@ from ui.named_widgets import push_button
 from ui.widgets.conversation_list import ConversationList
 from ui.widgets.conversation_view import ConversationView
 from ui.window.chat_controller import ChatController
-from ui.window.index_files import forget_index_files
 
 T = TypeVar("T")
 
@@ -194,8 +193,6 @@ class ConversationActions:
 
     def delete(self, conversation_id: int) -> bool:
         """Delete a chat; True when it was the current one."""
-        # What a deleted chat said must never come back as a draft: the index files go first.
-        forget_index_files()
         deleted_current = bool(self.store_action(lambda: self._chat.delete(conversation_id)))
         self.refresh_list()
         return deleted_current

@@ -76,7 +76,7 @@ class MainWindow(WindowLayout):
     ) -> None:
         super().__init__(settings)
         self.host = host
-        # An edited-away exchange deleted: the past-chats index is rebuilt without it.
+        # A chat or an edited-away exchange deleted: the past-chats index is rebuilt without it.
         self.chat = ChatController(
             store, settings, on_text_deleted=lambda: self.host.request_task(forget_history)
         )
@@ -249,8 +249,6 @@ class MainWindow(WindowLayout):
     def delete_conversation(self, conversation_id: int) -> None:
         if self.chats.delete(conversation_id):
             self.new_chat()
-        # The past-chats index, its files gone with the chat, is rebuilt from those that remain.
-        self.host.request_task(forget_history)
 
     def _confirm_delete(self, conversation_id: int) -> None:
         if self.chats.confirm_delete(conversation_id):

@@ -162,15 +162,21 @@ def test_a_damaged_file_is_discarded_with_one_log_line(
     assert _next(HistoryCorpus(tmp_path, FINGERPRINT), [401, 402]) == (403, 404, 405)
 
 
-@pytest.mark.parametrize("which", ["file", "journal"])
-def test_a_folder_in_place_of_an_index_file_is_discarded_and_rebuilt(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, which: str
-) -> None:
+def _with_journal(tmp_path: Path) -> HistoryCorpus:
+    """A corpus saved once as a file and once more as a journal beside it."""
     corpus = HistoryCorpus(tmp_path, FINGERPRINT)
     corpus.add(_doc(0))
     corpus.save()
     corpus.add(_doc(100))
-    corpus.save()  # a journal beside the file
+    corpus.save()
+    return corpus
+
+
+@pytest.mark.parametrize("which", ["file", "journal"])
+def test_a_folder_in_place_of_an_index_file_is_discarded_and_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, which: str
+) -> None:
+    corpus = _with_journal(tmp_path)
     target = corpus.path if which == "file" else journal_path(corpus.path)
     target.unlink()
     (target / "inside").mkdir(parents=True)
@@ -437,11 +443,7 @@ def test_a_corpus_opened_under_a_smaller_bound_drops_its_oldest(tmp_path: Path) 
 def test_what_is_no_regular_file_in_place_of_an_index_file_is_never_read(
     tmp_path: Path, which: str, thing: str
 ) -> None:
-    corpus = HistoryCorpus(tmp_path, FINGERPRINT)
-    corpus.add(_doc(0))
-    corpus.save()
-    corpus.add(_doc(100))
-    corpus.save()  # a journal beside the file
+    corpus = _with_journal(tmp_path)
     target = {
         "file": corpus.path,
         "journal": journal_path(corpus.path),
@@ -481,7 +483,7 @@ def test_a_rebuild_reads_the_history_only_as_far_back_as_the_bound_keeps(
             closed.append(True)
 
     corpus = HistoryCorpus(tmp_path, FINGERPRINT, max_tokens=100)
-    corpus.rebuild_from_newest(newest_first())
+    corpus.rebuild(newest_first(), newest_first=True)
     assert len(read) == 11  # the one past the bound tells; the other 89 are never read
     assert closed == [True]
     assert corpus.tokens == 70  # cut to three quarters of the bound, the oldest first

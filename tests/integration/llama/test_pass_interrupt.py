@@ -17,7 +17,8 @@ from app.engine.control import GenerationControl
 from app.engine.prompt_pass import read_prompt
 from app.llama import callbacks
 from app.llama.config import ModelConfig
-from app.llama.model import ABORTABLE_ROWS, LlamaModel
+from app.llama.model import LlamaModel
+from app.llama.pass_abort import ABORTABLE_ROWS
 
 pytestmark = pytest.mark.model
 

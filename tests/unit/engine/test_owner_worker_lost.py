@@ -4,8 +4,6 @@ model is loaded" (400) to every request for the rest of its life."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from types import SimpleNamespace
@@ -23,7 +21,7 @@ from app.errors import RpcConnectError, RpcWorkerLostError
 from app.llama.facts import MemoryUsage
 from app.server.app import ServerSettings, _failure_error, create_app
 from app.server.schemas import Defaults
-from tests.helpers.asgi import asgi_get
+from tests.helpers.asgi import get_json
 from tests.unit.engine.test_owner import CONFIG, Collector, ScriptedRuntime
 
 LOST = "an RPC worker (127.0.0.1:50601) stopped answering"
@@ -200,15 +198,7 @@ class _Owner:
 
 def _health(owner_health: dict[str, Any]) -> tuple[int, Any]:
     app = create_app(_Owner(owner_health), SETTINGS)  # type: ignore[arg-type]
-
-    async def call() -> tuple[int, Any]:
-        scope, receive, send, sent = asgi_get("/health")
-        await app(scope, receive, send)
-        status = next(m["status"] for m in sent if m["type"] == "http.response.start")
-        body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-        return status, json.loads(body)
-
-    return asyncio.run(call())
+    return get_json(app, "/health")
 
 
 def test_health_says_unavailable_with_503_while_no_model_can_answer() -> None:

@@ -3,14 +3,12 @@ model's object, the one `/v1/models` lists, or OpenAI's 404 for a model the serv
 
 from __future__ import annotations
 
-import asyncio
-import json
 from typing import Any
 
 from app.engine.config import GenerationConfig
 from app.server.app import ServerSettings, create_app
 from app.server.schemas import Defaults
-from tests.helpers.asgi import asgi_get
+from tests.helpers.asgi import get_json
 
 SETTINGS = ServerSettings(Defaults(GenerationConfig(), 4), "qwen2.5-0.5b-instruct-q8_0", 512)
 
@@ -24,15 +22,7 @@ class IdleOwner:
 
 def get(path: str) -> tuple[int, Any]:
     app = create_app(IdleOwner(), SETTINGS)  # type: ignore[arg-type]
-
-    async def call() -> tuple[int, Any]:
-        scope, receive, send, sent = asgi_get(path)
-        await app(scope, receive, send)
-        status = next(m["status"] for m in sent if m["type"] == "http.response.start")
-        body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-        return status, json.loads(body)
-
-    return asyncio.run(call())
+    return get_json(app, path)
 
 
 def test_the_loaded_model_is_retrieved_as_the_list_shows_it() -> None:
