@@ -59,27 +59,38 @@ DraftLabels = Mapping[str, str]
 """A configuration's draft label → the label the Runtime holds that draft under."""
 
 
+@dataclass(frozen=True)
+class RunsSoFar:
+    """The runs a phase has completed, in run order. Runs come in blocks of one run per
+    configuration (plain first) on one prompt and repeat; only whole blocks compare every
+    configuration on the same prompts."""
+
+    records: Sequence[RunRecord]
+    block_size: int
+
+    @property
+    def whole_blocks(self) -> list[RunRecord]:
+        """The runs of the blocks every configuration finished."""
+        return list(self.records[: len(self.records) - len(self.records) % self.block_size])
+
+    @property
+    def cut_block(self) -> list[RunRecord]:
+        """The runs of the block not finished yet (the one a stop cut short)."""
+        return list(self.records[len(self.whole_blocks) :])
+
+
+RunsFn = Callable[[RunsSoFar], None]
+"""runs_done(so_far): called after each timed run, with every run the phase completed."""
+
+
 class MeasurementStopped(Cancelled):
     """The stop control ended a phase between or inside its runs. Carries the runs that were
     complete before it, so a caller that keeps partial results (`specchat bench` on SIGINT)
     can still report them; the run that was cut is not among them."""
 
-    def __init__(self, records: list[RunRecord], block_size: int) -> None:
+    def __init__(self, so_far: RunsSoFar) -> None:
         super().__init__("benchmark cancelled")
-        self.records = records
-        # Runs come in blocks of one run per configuration (plain first) on one prompt and
-        # repeat; only whole blocks compare every configuration on the same prompts.
-        self.block_size = block_size
-
-    @property
-    def whole_blocks(self) -> list[RunRecord]:
-        """The runs of the blocks every configuration finished."""
-        return self.records[: len(self.records) - len(self.records) % self.block_size]
-
-    @property
-    def cut_block(self) -> list[RunRecord]:
-        """The runs of the block the stop cut short."""
-        return self.records[len(self.whole_blocks) :]
+        self.so_far = so_far
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +180,12 @@ class Measurement:
         return cls(runtime, settings, settings.configs(), ids, progress, control)
 
 
-def measure(bench: Measurement, labels: DraftLabels, phase: Phase | None = None) -> list[RunRecord]:
+def measure(
+    bench: Measurement,
+    labels: DraftLabels,
+    phase: Phase | None = None,
+    runs_done: RunsFn | None = None,
+) -> list[RunRecord]:
     """Run the interleaved schedule of one phase and return every timed run, in run order."""
     settings = bench.settings
     if not bench.configs or not bench.configs[0].is_plain:
@@ -187,7 +203,7 @@ def measure(bench: Measurement, labels: DraftLabels, phase: Phase | None = None)
     records: list[RunRecord] = []
     for offset, (slot, pi, rep) in enumerate(schedule):
         if bench.control.stop_requested:
-            raise MeasurementStopped(records, len(chosen))
+            raise MeasurementStopped(RunsSoFar(records, len(chosen)))
         ci = chosen[slot]
         config = bench.configs[ci]
         sequence = phase.first_sequence + offset
@@ -205,7 +221,7 @@ def measure(bench: Measurement, labels: DraftLabels, phase: Phase | None = None)
         )
         result = outcome.result
         if result.finish_reason == "cancelled":
-            raise MeasurementStopped(records, len(chosen))
+            raise MeasurementStopped(RunsSoFar(records, len(chosen)))
         rss, vram = _memory_now()
         stats = result.stats
         records.append(
@@ -228,6 +244,8 @@ def measure(bench: Measurement, labels: DraftLabels, phase: Phase | None = None)
                 phase=phase.index,
             )
         )
+        if runs_done is not None:
+            runs_done(RunsSoFar(records, len(chosen)))
     if bench.progress and phase.first_sequence + len(schedule) >= total:
         bench.progress(total, total, "done")
     return records

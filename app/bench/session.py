@@ -27,6 +27,7 @@ from app.bench.run import (
     MeasurementStopped,
     Phase,
     ProgressFn,
+    RunsSoFar,
     measure,
     phase_runs,
 )
@@ -127,7 +128,7 @@ def _report(
     runs: Sequence[RunRecord],
     memory: dict[str, int],
     failed: Failures,
-    stopped: MeasurementStopped | None = None,
+    stopped: RunsSoFar | None = None,
 ) -> BenchReport:
     assert bench.runtime.target is not None
     target = bench.runtime.target.config
@@ -161,6 +162,7 @@ def run_benchmark(
     control: GenerationControl | None = None,
     vet_draft: DraftVetter | None = None,
     keep_partial: bool = False,
+    checkpoint: PartialFn | None = None,
 ) -> BenchReport:
     """Load the target and every draft (vetted first), run them all interleaved, summarise.
 
@@ -168,7 +170,8 @@ def run_benchmark(
     the runs completed before it, marked interrupted, instead of raising Cancelled; its figures
     count only the blocks every configuration finished (a block cut short would compare plain
     and the others on different prompts), and the cut block's finished runs are listed apart.
-    A stop while the models load still raises Cancelled: nothing was measured."""
+    A stop while the models load still raises Cancelled: nothing was measured. `checkpoint`,
+    when given, receives after every timed run the report a stop there would return."""
     settings.check()
     control = control or GenerationControl()
     # The suffix drafter's past chats are the prompts' `recall` turns alone: replies of the
@@ -193,12 +196,17 @@ def run_benchmark(
         bench = Measurement.prepare(runtime, settings, progress, control)
         loaded = [d for d in settings.drafts if d.label in labels]
         phase = Phase(configs=_phase_configs(bench.configs, loaded))
+
+        def partial_report(so_far: RunsSoFar) -> BenchReport:
+            return _report(bench, so_far.whole_blocks, memory, failed, so_far)
+
+        runs_done = None if checkpoint is None else lambda s: checkpoint(partial_report(s))
         try:
-            runs = measure(bench, labels, phase)
+            runs = measure(bench, labels, phase, runs_done)
         except MeasurementStopped as stopped:
             if not keep_partial:
                 raise
-            return _report(bench, stopped.whole_blocks, memory, failed, stopped)
+            return partial_report(stopped.so_far)
         return _report(bench, runs, memory, failed)
     finally:
         runtime.close()

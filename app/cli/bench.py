@@ -58,7 +58,7 @@ from app.cli.bench_drafts import (
     with_suffix_modes,
     with_tree_modes,
 )
-from app.cli.contained import run_contained
+from app.cli.contained import keep_for_parent, parent_keeps_results, run_contained
 from app.cli.loading import draft_config, target_config
 from app.cli.output import STANDARD_OUTPUT, OutputError, write_output_file, write_stdout
 from app.cli.rpc_options import add_rpc_arguments, uses_rpc
@@ -247,9 +247,19 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.server:
         return bench_servers(args)
     if uses_rpc(args):
-        # llama.cpp aborts its process when a worker fails; keep that away from this one.
-        return run_contained(measure_and_report, args)
+        # llama.cpp aborts its process when a worker fails; keep that away from this one, and
+        # the runs finished before a worker was lost with it.
+        return run_contained(measure_and_report, args, salvage=lambda r: _salvage(args, r))
     return measure_and_report(args)
+
+
+def _salvage(args: argparse.Namespace, report: BenchReport) -> str:
+    """Write what a benchmark whose process died had finished, as a stopped one writes it."""
+    if not report.runs:
+        return NOTHING_WRITTEN
+    _write_files(args, report)
+    _write_table(args, format_table(report))
+    return f"the {len(report.runs)} runs completed before it are reported"
 
 
 def measure_and_report(args: argparse.Namespace) -> int:
@@ -280,6 +290,7 @@ def measure_and_report(args: argparse.Namespace) -> int:
                 control=control,
                 vet_draft=check_draft_file,
                 keep_partial=True,
+                checkpoint=keep_for_parent if parent_keeps_results() else None,
             )
         except Cancelled:
             if not caught.signum:

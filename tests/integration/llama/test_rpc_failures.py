@@ -10,12 +10,14 @@ HANDSHAKE_TIMEOUT_S, which bound each error to well under 10 s on an idle machin
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -231,3 +233,58 @@ def test_bench_on_a_worker_that_dies_ends_with_one_error_line(target: ModelConfi
     lines = err.strip().splitlines()
     assert lines[-1].startswith("error: an RPC worker")
     assert not any("ggml" in line for line in lines)  # llama.cpp's abort stays in its log
+
+
+@pytest.mark.model
+def test_bench_keeps_the_runs_finished_before_the_worker_died(
+    target: ModelConfig, tmp_path: Path
+) -> None:
+    out = tmp_path / "bench.json"
+    with running_worker() as worker:
+        proc = _cli(
+            [
+                "bench",
+                "--target",
+                target.path,
+                "--draft",
+                "ngram",
+                "--gamma",
+                "4",
+                "--prompts",
+                "builtin:code",  # two prompts: two blocks of runs
+                "--max-tokens",
+                "200",
+                "--threads",
+                "1",
+                "--n-ctx",
+                "512",
+                "--no-warmup",
+                "--json",
+                str(out),
+                "--rpc",
+                worker.spec,
+            ]
+        )
+        assert proc.stderr is not None
+        timer = threading.Timer(GUARD_S, proc.kill)
+        timer.start()
+        try:
+            progress = []  # one line as each run starts
+            while "code #2" not in (line := proc.stderr.readline()):
+                assert line, "the benchmark ended before its second prompt"
+                progress += [line] if line.startswith("[") else []
+            worker.kill()  # every configuration has finished the first prompt
+            table, err = proc.communicate()
+        finally:
+            timer.cancel()
+    assert proc.returncode == 1
+    assert "Traceback" not in err
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["interrupted"] is True
+    counted = [r for r in report["runs"] if r["counted"]]
+    assert len(counted) == len(progress)  # the first prompt's block, plain and the draft
+    assert len({r["prompt"] for r in counted}) == 1
+    assert err.strip().splitlines()[-1].endswith(
+        f"stopped answering; the {len(counted)} runs completed before it are reported"
+    )
+    assert "plain" in table
