@@ -83,11 +83,15 @@ class SpeculativeEngine:
         prompt_ids: Sequence[int],
         config: GenerationConfig,
         control: GenerationControl | None = None,
+        requested_at: float | None = None,
     ) -> Iterator[Event]:
         """Yield TokenEvents and RoundEvents as the reply grows, then one FinishEvent.
 
         Whether the reply speculates is decided here and only here: config.gamma off, or no
-        drafter, is plain decoding; control.speculative pauses drafting between rounds."""
+        drafter, is plain decoding; control.speculative pauses drafting between rounds.
+        requested_at, the clock's reading when the request came (default: when this starts),
+        is where the time to the first token counts from: the user waits for what ran before
+        the engine too."""
         config.validate()
         control = control or GenerationControl()
         if not prompt_ids:
@@ -96,6 +100,7 @@ class SpeculativeEngine:
             raise ContextOverflowError(len(prompt_ids), self.target.n_ctx)
         clock = self._clock
         t_request = clock()
+        t_asked = t_request if requested_at is None else requested_at
         rng = np.random.default_rng(config.sampling.seed)
         mode: DraftMode = "plain" if config.gamma.is_off else self.mode
         controller = self.gamma_controller(config) if mode != "plain" else None
@@ -212,7 +217,7 @@ class SpeculativeEngine:
                 emitted.append(token)
                 reply.append(token)
                 from_draft.append(is_draft := i < verdict.accepted)
-                ttft = clock() - t_request if ttft is None else ttft
+                ttft = clock() - t_asked if ttft is None else ttft
                 text = decoder.decode(self.target.token_bytes(token))
                 from_suffix = is_draft and i < draft.suffix_tokens
                 logprob = verdict.logprobs[i] if verdict.logprobs else None

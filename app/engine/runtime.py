@@ -352,10 +352,11 @@ class Runtime(TargetPrompts):
         control: GenerationControl | None = None,
     ) -> Iterator[Event]:
         engine = self._require_engine()
+        requested_at = self._clock()
         if self.history is not None and self.history.deleted_elsewhere():
             # Another window deleted chats: the index read before may hold them.
             self._rebuild_history()
-        events = engine.generate(prompt_ids, config, control)
+        events = engine.generate(prompt_ids, config, control, requested_at)
         if self.history is None or not self._remember_replies:
             return events
         return remembering(events, control, lambda reply: self.remember(prompt_ids, reply))

@@ -284,7 +284,9 @@ def test_bench_keeps_the_runs_finished_before_the_worker_died(
     counted = [r for r in report["runs"] if r["counted"]]
     assert len(counted) == len(progress)  # the first prompt's block, plain and the draft
     assert len({r["prompt"] for r in counted}) == 1
-    assert err.strip().splitlines()[-1].endswith(
-        f"stopped answering; the {len(counted)} runs completed before it are reported"
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .endswith(f"stopped answering; the {len(counted)} runs completed before it are reported")
     )
     assert "plain" in table

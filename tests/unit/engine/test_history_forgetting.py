@@ -10,6 +10,7 @@ from pathlib import Path
 
 from app.engine.config import GenerationConfig
 from app.engine.corpus_files import corpus_path
+from app.engine.events import FinishEvent
 from app.engine.gamma import OFF
 from app.engine.history_corpus import HistoryCorpus
 from app.engine.past_chats import HistoryTokens
@@ -167,3 +168,31 @@ def test_chats_deleted_in_another_window_never_draft_here_even_with_no_reply_add
     assert _drafts(history, SECRET[:5]) == ()
     assert _drafts(history, KEPT[:5]) == (205, 206, 207)
     list(events)
+
+
+def test_the_rebuild_before_a_reply_counts_in_its_time_to_first_token(tmp_path: Path) -> None:
+    now = [0.0]
+    chats = [SECRET, KEPT]
+
+    def slow_source(_tokens: HistoryTokens) -> Iterable[Sequence[int]]:
+        now[0] += 30.0  # reading a big history takes seconds the user waits for
+        return [list(chat) for chat in chats]
+
+    def runtime() -> Runtime:
+        return Runtime(
+            open_model=lambda config, progress=None: FakeModel(config, progress=progress, step_s=0),
+            history_dir=tmp_path,
+            history_source=slow_source,
+            clock=lambda: now[0],
+        )
+
+    here, there = runtime(), runtime()
+    here.load_target(TARGET)
+    chats.remove(SECRET)
+    there.forget_history()  # another window: this one rebuilds before its next reply
+
+    finish = list(here.generate([1, 2, 3], GenerationConfig(max_tokens=2, gamma=OFF)))[-1]
+    assert isinstance(finish, FinishEvent)
+    stats = finish.result.stats
+    assert stats.ttft_s == 30.0
+    assert stats.prompt_s == 0.0  # the prompt's reading is not the index's
