@@ -24,7 +24,9 @@ from models.library import save_library
 from ui.messages import describe
 from ui.settings import DRAFT_AUTO, DRAFT_NGRAM, DRAFT_NONE, Settings
 from ui.window.added_files import AddedFiles
+from ui.window.library_folders import keep_library_folders, library_folders
 from ui.window.load_settings import draft_choice, model_config, unapplied_note
+from ui.window.worker_return import WAITING_FOR_WORKERS, WORKERS_BACK, WorkerReturnWatch, workers_of
 from ui.workers.catalog import Catalog, library_catalog
 from ui.workers.engine_host import EngineHost
 from ui.workers.jobs import Jobs
@@ -71,8 +73,11 @@ class ModelSession(QObject):
         self._in_flight = 0
         self._reload_pending = False
         self._choice: tuple[str, str] | None = None
-        # What was held when an RPC worker died with the models: what a reload loads again.
+        # What was held when an RPC worker died with the models: what a reload loads again,
+        # by itself once the workers answer.
         self._lost: tuple[str, str] | None = None
+        self._workers_back = WorkerReturnWatch(ops, parent=self)
+        self._workers_back.answered.connect(self._on_workers_back)
         self._adder = AddedFiles(self, settings, ops)
         self._format_told: str | None = None  # the target last told of its chat format
         self._context_told: str | None = None  # the last LoadedState.context_note told
@@ -192,6 +197,7 @@ class ModelSession(QObject):
         return model_config(self._settings, path, draft=draft, warn=self.errorRaised.emit)
 
     def _request(self, target: str | None, draft_value: str, *, remember: bool = True) -> None:
+        self._workers_back.stop()  # the user's choice, or the reload it waited for
         ticket = LoadTicket()
         self._ticket = ticket
         # Remembered only once loaded: a file that fails (or takes the process down) while
@@ -217,10 +223,19 @@ class ModelSession(QObject):
         self._after_load(state)
 
     def _on_models_lost(self, state: LoadedState[DemoModels]) -> None:
-        if self._loaded is not None and self._loaded.target is not None:
-            self._lost = (self._loaded.target.path, self.draft_value)
+        held = self._loaded
+        if held is not None and held.target is not None:
+            self._lost = (held.target.path, self.draft_value)
+            self._workers_back.watch(workers_of(held))
         self._hold(state)
         self.modelsLoaded.emit(state)
+        if self._workers_back.watching:
+            self.statusMessage.emit(WAITING_FOR_WORKERS)
+
+    def _on_workers_back(self) -> None:
+        if self._lost is not None and self.target_path is None:
+            self.statusMessage.emit(WORKERS_BACK)
+            self.reload()
 
     def _hold(self, state: LoadedState[DemoModels]) -> None:
         self._loaded = state
@@ -344,15 +359,7 @@ class ModelSession(QObject):
     # -- the library's folders -----------------------------------------------------------------
 
     def library_folders(self) -> list[Path]:
-        """What the Models dialog searches besides the app's own folder: the user's folders
-        and the files added one by one (each file alone, never the rest of its folder)."""
-        places = [Path(f) for f in self._settings.get_list("models/extra_folders")]
-        for file in self._settings.get_list("models/extra_files"):
-            path = Path(file)
-            # The app's models folder is always scanned; listing it again would only duplicate.
-            if path not in places and not path.is_relative_to(self._models_folder):
-                places.append(path)
-        return places
+        return library_folders(self._settings, self._models_folder)
 
     def _on_setting_changed(self, key: str) -> None:
         if key in ("models/extra_files", "models/extra_folders"):
@@ -365,13 +372,7 @@ class ModelSession(QObject):
             self.statusMessage.emit(f"Could not save the library's folder list: {exc}")
 
     def keep_library_folders(self, places: list[Path]) -> None:
-        """The Models dialog's list of folders and files changed: keep exactly these."""
-        kept = [Path(p) for p in places]
-        files = self._settings.get_list("models/extra_files")
-        removed = [p for p in self.library_folders() if p not in kept]
-        self._settings.set("models/extra_files", [f for f in files if Path(f) not in removed])
-        added_files = {Path(f) for f in files}
-        self._settings.set("models/extra_folders", [str(p) for p in kept if p not in added_files])
+        keep_library_folders(self._settings, self._models_folder, places)
 
     # -- files the user adds ------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ and can lose its worker after some tokens, as an IsolatedRuntime does when a wor
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from tests.unit.ui.window.test_local_server_switch import in_thread, post
 from ui.settings import Settings
 from ui.widgets.metrics_panel import MetricsPanel
 from ui.widgets.remote_workers import RemoteWorkersBox
+from ui.window import worker_return
 from ui.window.compare import NOT_ON_WORKERS
 from ui.window.main_window import MainWindow, UiState
 
@@ -292,3 +294,48 @@ def test_the_local_server_answers_from_the_models_on_workers_once_they_moved_the
     assert answer["choices"][0]["message"]["content"]
     assert remotes.made[0].replies == 1  # served by the engine that holds the models now
     window.server_panel.switch.setChecked(False)
+
+
+def test_models_lost_with_a_worker_load_again_by_themselves_once_it_answers(
+    isolated_data_dir: Path,
+    files: dict[str, Path],
+    remotes: Remotes,
+    qtbot: QtBot,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(worker_return, "RELOAD_RETRY_S", 0.2)
+    endpoint = f"127.0.0.1:{free_port()}"
+    window = open_fake_window(isolated_data_dir, files, remote_runtime=remotes)
+    try:
+        with qtbot.waitSignal(window.catalogChanged, timeout=TIMEOUT_MS):
+            window.start()
+        with qtbot.waitSignal(window.modelsLoaded, timeout=TIMEOUT_MS):
+            _enter(qtbot, window.settings_panel.remote_workers, f"plain@{endpoint}")
+        remotes.made[0].die_after = 3
+        messages: list[str] = []
+        window.models.statusMessage.connect(messages.append)
+        window.prompt.setPlainText("Tell me a story")
+        with qtbot.waitSignal(window.replyFailed, timeout=TIMEOUT_MS):
+            qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: window.state == UiState.NoModel, timeout=TIMEOUT_MS)
+        assert messages == [worker_return.WAITING_FOR_WORKERS]
+        remotes.made[0].die_after = None
+        loads = len(remotes.opened)
+        qtbot.wait(1000)  # several tries while nothing listens: no load, no message
+        assert len(remotes.opened) == loads and window.models.target_path is None
+        assert messages == [worker_return.WAITING_FOR_WORKERS]
+
+        port = int(endpoint.rsplit(":", 1)[1])
+        # The worker is back: the next try finds it.
+        with (
+            socket.create_server(("127.0.0.1", port)),
+            qtbot.waitSignal(window.modelsLoaded, timeout=TIMEOUT_MS) as loaded,
+        ):
+            pass
+        assert loaded.args[0].target is not None and loaded.args[0].remote
+        assert loaded.args[0].target.rpc_servers == (endpoint,)
+        assert messages[-1] == worker_return.WORKERS_BACK
+        qtbot.waitUntil(lambda: window.state == UiState.Idle, timeout=TIMEOUT_MS)
+        send(qtbot, window, "Are you there?")
+    finally:
+        close_window(window)
