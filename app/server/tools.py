@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from app.engine.constraint import Grammar
 from app.engine.tool_calls import DESCRIBED, Tool, ToolDialect, ToolOffer
+from app.server.body import lone_surrogate_at
 from app.server.errors import invalid
 from app.server.structured import constrain_draft, response_constraint, schema_grammar
 
@@ -158,6 +159,14 @@ def earlier_calls(calls: Any, where: str) -> list[dict[str, Any]]:
             parsed = json.loads(arguments)
         except (ValueError, RecursionError):  # a string nested past Python's parser stays text
             parsed = arguments
+        # The arguments are JSON inside JSON: their own escapes can spell a lone surrogate,
+        # which the body's check could not see.
+        inner = lone_surrogate_at(parsed)
+        if inner is not None:
+            path = f"{where}[{i}].function.arguments"
+            at = f" at '{inner}'" if inner != "body" else ""
+            message = f"'{path}' holds a lone UTF-16 surrogate{at}, which is not text"
+            raise invalid(path, message)
         call_id = call.get("id")
         shape = {"type": "function", "function": {"name": name, "arguments": parsed}}
         out.append({**shape, "id": call_id} if isinstance(call_id, str) else shape)

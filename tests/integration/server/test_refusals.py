@@ -102,6 +102,18 @@ SURROGATES = [
     ("prompt list", COMPLETIONS, f'{{"prompt": ["a", {LONE}]}}', "prompt[1]"),
     # Not an escape: the surrogate's own bytes, which json.loads lets through.
     ("raw bytes", COMPLETIONS, b'{"prompt": "\xed\xa0\x80"}', "prompt"),
+    # JSON inside JSON: the arguments' own escape spells it, in a value or in a key.
+    *(
+        (f"tool arguments {kind}", CHAT, '{"messages": [{"role": "user", "content": "hi"}, '
+         '{"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function", '
+         f'"function": {{"name": "f", "arguments": "{arguments}"}}}}]}}, '
+         '{"role": "tool", "tool_call_id": "1", "content": "ok"}], "max_tokens": 2}',
+         "messages[1].tool_calls[0].function.arguments")
+        for kind, arguments in (
+            ("value", '{\\"a\\": \\"\\\\ud800\\"}'),
+            ("key", '{\\"\\\\udc00\\": 1}'),
+        )
+    ),
 ]  # fmt: skip
 
 
