@@ -89,7 +89,9 @@ class ReplyFormat:
                 self._finish_chunk("tool_calls"),
             ]
         else:
-            chunks = [self.text_chunk(held)] if held else []
+            # A token the reply was cut in has no text of its own (a character's first bytes)
+            # but has its log probability, which goes out with no text.
+            chunks = [self.text_chunk(held or "")] if held or self.logprobs else []
             chunks.append(self._finish_chunk(finish_reason(result.finish_reason, stop_hit)))
         if self._request.include_usage:
             last = self._envelope(self._chunk_object, None)

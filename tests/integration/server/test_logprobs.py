@@ -131,3 +131,38 @@ def test_a_reply_without_logprobs_reports_none(client: openai.OpenAI) -> None:
         model="any", messages=[{"role": "user", "content": "hi"}], temperature=0, max_tokens=4
     )
     assert completion.choices[0].logprobs is None
+
+
+def _cut_inside_a_character(entries: list[Entry]) -> int:
+    """A token count whose tokens end partway through a character of the reply."""
+    for count in range(1, len(entries)):
+        try:
+            bytes(b for e in entries[:count] for b in e["bytes"]).decode()
+        except UnicodeDecodeError:
+            return count
+    raise AssertionError("no token of the reply ends inside a character")
+
+
+def test_a_reply_cut_inside_a_character_streams_every_tokens_log_probability(
+    client: openai.OpenAI,
+) -> None:
+    common: dict[str, Any] = {
+        "model": "any",
+        "messages": [{"role": "user", "content": "Say hello in Japanese and Chinese, with emoji."}],
+        "temperature": 0,
+        "logprobs": True,
+    }
+    whole = client.chat.completions.create(**common, max_tokens=32).choices[0]
+    assert whole.logprobs is not None and whole.logprobs.content is not None
+    cut = _cut_inside_a_character([e.model_dump() for e in whole.logprobs.content])
+    entries: list[Entry] = []
+    usage = None
+    for chunk in client.chat.completions.create(
+        **common, max_tokens=cut, stream=True, stream_options={"include_usage": True}
+    ):
+        usage = chunk.usage or usage
+        for choice in chunk.choices:
+            if choice.logprobs is not None and choice.logprobs.content:
+                entries.extend(e.model_dump() for e in choice.logprobs.content)
+    assert usage is not None and usage.completion_tokens == cut
+    assert len(entries) == cut  # the last token, a character's first bytes, included
