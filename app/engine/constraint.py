@@ -28,6 +28,7 @@ from app.engine.config import SamplingConfig
 from app.engine.constraint_types import ConstraintSpec, Logits, TokenConstraint
 from app.engine.sampling import penalized_logits
 from app.errors import InvalidSettingError
+from app.llama.grammar_parse import grammar_sampler
 from app.llama.handle import ModelHandle
 
 # Greedy decoding first asks the grammar about this many of the best tokens, in one call; only
@@ -50,11 +51,7 @@ class Grammar:
             raise InvalidSettingError("a grammar needs a llama.cpp model to read its vocabulary")
         import llama_cpp  # noqa: PLC0415 - native library, loaded with the model
 
-        sampler = llama_cpp.llama_sampler_init_grammar(
-            vocab, self.gbnf.encode(), self.root.encode()
-        )
-        if not sampler:
-            raise InvalidSettingError("llama.cpp could not parse the grammar")
+        sampler = grammar_sampler(llama_cpp, vocab, self.gbnf, self.root)
         n_vocab = int(llama_cpp.llama_vocab_n_tokens(vocab))
         return LlamaGrammarState(llama_cpp, sampler, n_vocab)
 

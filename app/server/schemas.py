@@ -88,6 +88,9 @@ class ApiRequest:
 # is a server flag only.
 _REQUEST_FIELDS = {
     "max_tokens": "max_tokens",
+    # A grammar llama.cpp cannot parse: the client's own `grammar` (the ones made from
+    # response_format and json_schema parse by construction).
+    "constraint": "grammar",
     "p_min": "speculative.p_min",
     **{
         name: name
