@@ -162,7 +162,9 @@ class Ticket:
             self._done = True
 
 
-Outcome = Literal["served", "cancelled", "failed"]
+Outcome = Literal["served", "cancelled", "invalid", "failed"]
+"""invalid: refused for what the request asked (a prompt past the context, a grammar llama.cpp
+cannot parse), which no fault of the server's; failed: the engine or an RPC worker failed."""
 
 
 def job_events(
@@ -228,8 +230,9 @@ def drive(session: EngineSession, job: Job, sink: Sink, ticket: Ticket) -> Outco
         deliver(sink, ticket, Failed(user_message(exc), "cancelled", exc))
         return "cancelled"
     except SpecChatError as exc:
-        deliver(sink, ticket, Failed(user_message(exc), _failure_kind(exc), exc))
-        return "failed"
+        kind = _failure_kind(exc)
+        deliver(sink, ticket, Failed(user_message(exc), kind, exc))
+        return "failed" if kind == "unavailable" else "invalid"
     except Exception as exc:
         log.exception("request %d failed", ticket.job_id)
         deliver(sink, ticket, Failed(_INTERNAL, "internal", exc))
@@ -266,6 +269,8 @@ def _failure_kind(exc: SpecChatError) -> FailureKind:
 def outcome_of(event: FinishEvent | Failed, ticket: Ticket) -> Outcome:
     """How a job ended, from its last event: what drive returns, known as the event is sent."""
     if isinstance(event, Failed):
+        if event.kind in ("invalid", "context"):
+            return "invalid"
         return "cancelled" if event.kind == "cancelled" else "failed"
     stopped = event.result.finish_reason == "cancelled" and not ticket.completed
     return "cancelled" if stopped else "served"

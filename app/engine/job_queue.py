@@ -87,6 +87,7 @@ class OwnerStats:
     running: bool = False
     served: int = 0
     cancelled: int = 0
+    invalid: int = 0  # refused for what they asked: the client's to fix (job_driver.Outcome)
     failed: int = 0
     rejected: int = 0
     last_cancel: CancelRecord | None = None
@@ -191,6 +192,8 @@ class JobRunner:
                 self._stats.served += 1
             elif outcome == "failed":
                 self._stats.failed += 1
+            elif outcome == "invalid":
+                self._stats.invalid += 1
             else:
                 self._stats.cancelled += 1
                 if ticket.rounds_at_cancel is not None and ticket.cancelled_at is not None:

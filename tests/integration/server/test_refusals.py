@@ -134,6 +134,29 @@ def test_a_paired_surrogate_is_text(server: Server) -> None:
     assert status == 200, payload
 
 
+# -- grammars llama.cpp cannot parse ----------------------------------------------------------
+
+BAD_GRAMMARS = [
+    ('root ::= ( "x"\nsecret ::= "grammar text"\n', "expecting ')'"),
+    ("root ::= undefined-rule", "Undefined rule identifier 'undefined-rule'"),
+    ('start ::= "x"', "grammar does not contain a 'root' symbol"),
+]
+
+
+@pytest.mark.parametrize(("grammar", "reason"), BAD_GRAMMARS)
+def test_a_grammar_llama_cpp_cannot_parse_is_a_400_saying_why(
+    server: Server, grammar: str, reason: str
+) -> None:
+    before_log, before = len(server.log()), server.health()
+    body = {"messages": [{"role": "user", "content": HELLO}], "grammar": grammar, "max_tokens": 2}
+    message = assert_refused(server.request("POST", CHAT, body), 400, "invalid_value", "grammar")
+    assert message.startswith("llama.cpp could not parse the grammar: ") and reason in message
+    # The client's grammar is not echoed on the server's terminal.
+    assert "grammar text" not in server.log()[before_log:]
+    after = server.health()
+    assert (after["invalid"], after["failed"]) == (before["invalid"] + 1, before["failed"])
+
+
 # -- features the server lacks --------------------------------------------------------------------
 
 # For each unsupported field, a value that asks for the feature.

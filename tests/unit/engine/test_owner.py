@@ -300,14 +300,15 @@ def test_health_counts_a_job_before_its_receiver_hears_the_end(runtime: Scripted
                 seen.append(owner.health())
             super().__call__(event)
 
-    for job in (text_job("a"), text_job("x" * N_CTX)):  # served, then failed
+    # Served, then refused for a prompt past the context: the client's to fix, not a failure.
+    for job in (text_job("a"), text_job("x" * N_CTX)):
         sink = Reading()
         owner.submit(job, sink)
         sink.wait()
     owner.close()
-    assert [(h["served"], h["failed"], h["running"]) for h in seen] == [
-        (1, 0, False),
-        (1, 1, False),
+    assert [(h["served"], h["invalid"], h["failed"], h["running"]) for h in seen] == [
+        (1, 0, 0, False),
+        (1, 1, 0, False),
     ]
     assert owner.health()["served"] == 1  # counted once
 
