@@ -17,7 +17,7 @@ unless a validator is told to assert it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from app.server.errors import invalid
@@ -117,6 +117,39 @@ def _tuple_bounds(node: dict[str, Any], length: int) -> set[str]:
     low, high = node.get("minItems", 0), node.get("maxItems", length)
     fits = isinstance(low, int) and isinstance(high, int) and low <= length <= high
     return {"minItems", "maxItems"} if fits else set()
+
+
+# Keywords whose value is a schema, a list of schemas, or a map of names to schemas: the only
+# places a schema holds others (`enum`, `const`, `default` and `examples` hold data).
+_SCHEMA_VALUED = (
+    "items", "additionalProperties", "additionalItems", "contains", "not", "if", "then", "else",
+    "propertyNames", "unevaluatedItems", "unevaluatedProperties",
+)  # fmt: skip
+_SCHEMA_LISTS = ("items", "prefixItems", "anyOf", "oneOf", "allOf")
+_SCHEMA_MAPS = (*_DEFINITIONS, "properties", "patternProperties", "dependentSchemas")
+
+NodeRewrite = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+def rewrite_nodes(node: Any, rewrite: NodeRewrite, path: str = "#") -> Any:
+    """A copy of the schema with rewrite(pointer, node) applied to every schema node, inner ones
+    first; data inside it (an `enum` of objects, a `const`) and property names are left alone."""
+    if not isinstance(node, dict):
+        return node
+    out = dict(node)
+    for key, value in node.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {
+                name: rewrite_nodes(child, rewrite, f"{path}/{key}/{name}")
+                for name, child in value.items()
+            }
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [
+                rewrite_nodes(child, rewrite, f"{path}/{key}/{i}") for i, child in enumerate(value)
+            ]
+        elif key in _SCHEMA_VALUED:
+            out[key] = rewrite_nodes(value, rewrite, f"{path}/{key}")
+    return rewrite(path, out)
 
 
 def _nodes(node: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:

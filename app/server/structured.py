@@ -15,7 +15,8 @@ from typing import Any
 
 from app.engine.constraint import Grammar
 from app.server.errors import ApiError, finite_number, invalid
-from app.server.schema_support import check_supported
+from app.server.schema_support import check_supported, rewrite_nodes
+from app.server.string_patterns import JSON_STRING_CHAR, json_patterns
 
 # The converter leaves integer bounds out of its grammar; a bounded integer is written as the
 # list of its values instead, for ranges up to this size (a longer list slows every mask).
@@ -101,7 +102,7 @@ def schema_grammar(
     (functions that are not strict, app/server/tools.py)."""
     from llama_cpp.llama_grammar import json_schema_to_gbnf  # noqa: PLC0415 - native package
 
-    bounded = _bounded(schema, where, loose_bounds)
+    bounded = json_patterns(_bounded(schema, where, loose_bounds))
     check_supported(bounded, where)
     try:
         grammar: str = json_schema_to_gbnf(json.dumps(bounded))
@@ -116,49 +117,52 @@ def schema_grammar(
 # characters included, which JSON forbids: a sampled reply with a newline inside a string is
 # no JSON. llama.cpp's own converter (json-schema-to-grammar.cpp) leaves them out, as here.
 _CONVERTER_STRING_CHAR = r'[^"\\]'
-_JSON_STRING_CHAR = r'[^"\\\x7F\x00-\x1F]'
 
 
 def _json_string_chars(grammar: str) -> str:
-    return grammar.replace(_CONVERTER_STRING_CHAR, _JSON_STRING_CHAR)
+    return grammar.replace(_CONVERTER_STRING_CHAR, JSON_STRING_CHAR)
 
 
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
-def _bounded(node: Any, where: str, loose: bool) -> Any:
+def _bounded(schema: Any, where: str, loose: bool) -> Any:
     """The schema with each bounded integer replaced by the list of its values. `loose`: a
     bound the grammar cannot hold (on a number, or an integer range too wide to list) is left
     out of it instead of refused."""
-    if isinstance(node, list):
-        return [_bounded(item, where, loose) for item in node]
-    if not isinstance(node, dict):
+
+    def bound(path: str, node: dict[str, Any]) -> dict[str, Any]:
+        if not any(key in node for key in _BOUNDS):
+            return node
+        if node.get("type") == "integer":
+            held = _integer_range(node, where, loose, path)
+            if held is not None:
+                low, high = held
+                for key in (*_BOUNDS, "type"):
+                    node.pop(key, None)
+                node["enum"] = list(range(low, high + 1))
+                return node
+        elif not loose:
+            message = (
+                f"'{where}': the bounds at {path} are not supported: minimum and maximum are "
+                "supported on integers only"
+            )
+            raise invalid(where, message)
+        for key in _BOUNDS:
+            finite_number(node.pop(key, None), where, f"'{where}': '{key}' at {path}")
         return node
-    out = {key: _bounded(value, where, loose) for key, value in node.items()}
-    if not any(key in out for key in _BOUNDS):
-        return out
-    if out.get("type") == "integer":
-        held = _integer_range(out, where, loose)
-        if held is not None:
-            low, high = held
-            for key in (*_BOUNDS, "type"):
-                out.pop(key, None)
-            out["enum"] = list(range(low, high + 1))
-            return out
-    elif not loose:
-        message = f"'{where}': minimum and maximum are supported on integers only"
-        raise invalid(where, message)
-    for key in _BOUNDS:
-        finite_number(out.pop(key, None), where, f"'{where}': '{key}'")
-    return out
+
+    return rewrite_nodes(schema, bound)
 
 
-def _integer_range(schema: dict[str, Any], where: str, loose: bool) -> tuple[int, int] | None:
+def _integer_range(
+    schema: dict[str, Any], where: str, loose: bool, path: str
+) -> tuple[int, int] | None:
     def bound(key: str) -> float | None:
         value = schema.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
             return value  # exact: as a float, 2^53 + 1 reads as 2^53
-        return finite_number(value, where, f"'{where}': '{key}'")
+        return finite_number(value, where, f"'{where}': '{key}' at {path}")
 
     lows = [math.ceil(v) for v in (bound("minimum"),) if v is not None]
     lows += [math.floor(v) + 1 for v in (bound("exclusiveMinimum"),) if v is not None]
@@ -170,7 +174,7 @@ def _integer_range(schema: dict[str, Any], where: str, loose: bool) -> tuple[int
         if loose:
             return None
         message = (
-            f"'{where}': a bounded integer needs both bounds, at most "
+            f"'{where}': the integer at {path} needs both bounds, at most "
             f"{MAX_INTEGER_RANGE} values apart"
         )
         raise invalid(where, message)

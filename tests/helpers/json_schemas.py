@@ -1,8 +1,9 @@
-"""Ten JSON schemas for structured output, each with a prompt that asks for it.
+"""Twelve JSON schemas for structured output, each with a prompt that asks for it.
 
 Between them they hold nested objects, arrays (of strings, numbers and objects, and at the top
-level), enums, required and optional fields, and integers with minimum and maximum. Strings
-carry a maxLength so that a small model's reply ends within a test's token budget.
+level), enums, required and optional fields, integers with minimum and maximum, and string
+patterns. Strings carry a maxLength or a bounded pattern so that a small model's reply ends
+within a test's token budget (the unanchored pattern's reply ends on the demo target too).
 """
 
 from __future__ import annotations
@@ -138,6 +139,24 @@ SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
                 }
             },
             "required": ["config"],
+        },
+    ),
+    # JSON Schema matches a pattern anywhere in the string (Pydantic writes them so).
+    "airport-code": (
+        "What is the IATA code of the main airport of Paris?",
+        {
+            "type": "object",
+            "properties": {"airport": {"type": "string", "pattern": "[A-Z]{3}"}},
+            "required": ["airport"],
+        },
+    ),
+    # Printable ASCII takes in `"` and `\`, which a JSON string may only hold escaped.
+    "printable-quote": (
+        "Write a short quote by a famous person.",
+        {
+            "type": "object",
+            "properties": {"quote": {"type": "string", "pattern": "^[ -~]{1,40}$"}},
+            "required": ["quote"],
         },
     ),
 }

@@ -1,4 +1,4 @@
-"""`response_format` through a real `specchat serve` and the real `openai` client: ten JSON
+"""`response_format` through a real `specchat serve` and the real `openai` client: twelve JSON
 schemas, each answered with speculation on, with speculation off, and with the grammar on the
 target only; every reply parses and validates, and the three are the same greedy reply.
 

@@ -77,6 +77,30 @@ def test_integer_bounds_past_a_floats_precision_stay_exact() -> None:
     assert f'"{low - 1}"' not in gbnf and f'"{low + 3}"' not in gbnf
 
 
+def test_properties_named_like_keywords_and_data_in_enums_are_not_read_as_bounds() -> None:
+    # A weather reply with "minimum" and "maximum" fields was refused as numeric bounds, and a
+    # pattern inside an enum's object would have been rewritten.
+    value = {"minimum": 5, "pattern": "x"}
+    schema = {
+        "type": "object",
+        "properties": {
+            "minimum": {"type": "number"},
+            "maximum": {"type": "number"},
+            "kind": {"enum": [value]},
+        },
+        "required": ["minimum", "maximum", "kind"],
+    }
+    gbnf = grammar_of(chat(json_schema=schema)).gbnf
+    assert '\\"minimum\\"' in gbnf and '\\"pattern\\"' in gbnf and '\\"x\\"' in gbnf
+
+
+def test_a_bound_the_grammar_cannot_hold_is_refused_naming_where_it_stands() -> None:
+    price = {"type": "number", "exclusiveMinimum": 0}
+    schema = {"type": "object", "properties": {"a": {"type": "object", "properties": {"p": price}}}}
+    message = str(refusal(json_schema=schema))
+    assert "#/properties/a/properties/p" in message and "integers only" in message
+
+
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
