@@ -109,14 +109,21 @@ def create_app(owner: EngineOwner, settings: ServerSettings | SettingsSource) ->
             )
         return JSONResponse(_model_object(served))
 
-    routes = [
-        Route("/health", health, methods=["GET"]),
-        Route("/v1/models", models, methods=["GET"]),
-        # `path`: an id may hold a "/", as other servers' ids ("org/name") do.
-        Route("/v1/models/{model_id:path}", model, methods=["GET"]),
-        Route("/v1/chat/completions", _Completions(owner, current, chat=True), methods=["POST"]),
-        Route("/v1/completions", _Completions(owner, current, chat=False), methods=["POST"]),
-    ]
+    chat, completions = (
+        _Completions(owner, current, chat=True),
+        _Completions(owner, current, chat=False),
+    )
+    routes = [Route("/health", health, methods=["GET"])]
+    # Under /v1 and, as llama-server also answers them, without it: clients given a base URL
+    # without /v1 reach the same endpoints.
+    for prefix in ("/v1", ""):
+        routes += [
+            Route(f"{prefix}/models", models, methods=["GET"]),
+            # `path`: an id may hold a "/", as other servers' ids ("org/name") do.
+            Route(f"{prefix}/models/{{model_id:path}}", model, methods=["GET"]),
+            Route(f"{prefix}/chat/completions", chat, methods=["POST"]),
+            Route(f"{prefix}/completions", completions, methods=["POST"]),
+        ]
     # Outermost: a page on a foreign origin, or reaching the server through a foreign name,
     # learns nothing, not even whether a key is required.
     middleware = [Middleware(RequestGuard, hosts=door.allowed_hosts, origins=door.cors_origins)]
@@ -137,11 +144,16 @@ def create_app(owner: EngineOwner, settings: ServerSettings | SettingsSource) ->
         )
     if door.api_key:
         middleware.append(Middleware(BearerAuth, api_key=door.api_key))
-    return Starlette(
+    app = Starlette(
         routes=routes,
         middleware=middleware,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
     )
+    # A path with a trailing slash is a 404 in words: Starlette's 307 to the path without it
+    # has an empty body, and clients that do not follow redirects (httpx, so the openai SDK)
+    # report nothing useful.
+    app.router.redirect_slashes = False
+    return app
 
 
 def _model_object(served: ServerSettings) -> dict[str, object]:

@@ -31,6 +31,11 @@ UNSUPPORTED: dict[str, Unsupported] = {
     "echo": Unsupported("false", _is_false),
     "suffix": Unsupported('""', lambda v: v == ""),
     "best_of": Unsupported("1", lambda v: not isinstance(v, bool) and v == 1),
+    "modalities": Unsupported('["text"]', lambda v: v == ["text"]),
+    "audio": Unsupported("null", lambda _v: False),
+    # Effort is a reasoning model's setting in OpenAI's API, which refuses it for the others;
+    # a GGUF model's thinking follows its chat template, which this server does not steer.
+    "reasoning_effort": Unsupported("null", lambda _v: False),
 }
 
 

@@ -57,6 +57,7 @@ BAD_REQUESTS: list[tuple[str, str, str, bytes | dict[str, Any] | None, int, str]
     ("text prompt longer than the context", "POST", "/v1/completions",
      {"prompt": "word " * (2 * N_CTX)}, 400, "context_length_exceeded"),
     ("unknown route", "POST", "/v1/embeddings", chat(), 404, "not_found"),
+    ("a trailing slash", "POST", f"{CHAT}/", chat(), 404, "not_found"),
     ("wrong method", "GET", CHAT, None, 405, "method_not_allowed"),
     ("body too large", "POST", CHAT, b" " * (9 * 1024 * 1024), 413, "too_large"),
 ]  # fmt: skip
@@ -81,6 +82,17 @@ def test_server_answers_correctly_after_the_bad_requests(server: Server, referen
     assert status == 200, payload
     assert payload["choices"][0]["message"]["content"] == reference("Say hello.")
     assert "Traceback" not in server.log()
+
+
+def test_the_endpoints_answer_without_v1_too(server: Server) -> None:
+    # As llama-server's do: a client given the base URL without /v1 still reaches them.
+    status, payload = server.request("POST", "/chat/completions", chat(temperature=0, max_tokens=2))
+    assert status == 200 and payload["object"] == "chat.completion", payload
+    status, payload = server.request("POST", "/completions", {"prompt": "Hi", "max_tokens": 2})
+    assert status == 200 and payload["object"] == "text_completion", payload
+    status, payload = server.request("GET", "/models")
+    assert status == 200 and payload["data"], payload
+    assert server.request("POST", "/chat/completions", chat(), key=None)[0] == 401
 
 
 @pytest.mark.parametrize("key", [None, "wrong-key"], ids=["missing", "wrong"])

@@ -166,6 +166,9 @@ ASKING = {
     "echo": True,
     "suffix": "the end",
     "best_of": 2,
+    "modalities": ["text", "audio"],
+    "audio": {"voice": "alloy", "format": "wav"},
+    "reasoning_effort": "low",
 }
 
 
@@ -210,6 +213,7 @@ def test_off_values_are_accepted_and_change_nothing(client: openai.OpenAI, refer
         logit_bias={},
         presence_penalty=0,
         frequency_penalty=0.0,
+        modalities=["text"],
     )
     assert completion.choices[0].message.content == reference(HELLO)
     prompt = "The capital of France is"
