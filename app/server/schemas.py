@@ -328,9 +328,10 @@ def _stops(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
     stops = [value] if isinstance(value, str) else value
-    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
-        message = "'stop' must be a non-empty string or a list of them"
+    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+        message = "'stop' must be a string or a list of strings"
         raise invalid("stop", message, code="invalid_type")
     if len(stops) > MAX_STOPS:
         raise invalid("stop", f"'stop' takes at most {MAX_STOPS} strings")
-    return tuple(stops)
+    # An empty string stops nothing, as OpenAI reads it (clients send "" for "no stop").
+    return tuple(s for s in stops if s)

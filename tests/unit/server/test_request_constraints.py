@@ -287,3 +287,9 @@ def test_earlier_arguments_nested_past_the_parser_stay_text() -> None:
     assert request.messages is not None
     (earlier,) = request.messages[1]["tool_calls"]
     assert earlier["function"]["arguments"] == deep
+
+
+@pytest.mark.parametrize("stop", ["", [""], ["", "END"]])
+def test_an_empty_stop_string_stops_nothing(stop: Any) -> None:
+    # OpenAI takes "" as no stop; clients send it for "none".
+    assert chat(stop=stop).stops == (() if stop in ("", [""]) else ("END",))
