@@ -64,7 +64,10 @@ class FadingRounds:
 
     @property
     def rate(self) -> float | None:
-        if self.rounds < _MIN_MODEL_ROUNDS or self.seconds <= 0.0:
+        """Tokens a second; None until a few rounds have delivered tokens. Rounds that end the
+        reply on a drafted end of sequence deliver none (the end is no reply token): on their
+        own they measure nothing, and a rate of 0 would price the source out for good."""
+        if self.rounds < _MIN_MODEL_ROUNDS or self.seconds <= 0.0 or self.tokens <= 0.0:
             return None
         return self.tokens / self.seconds
 

@@ -444,3 +444,16 @@ def test_new_text_is_read_at_once_unless_the_prompt_asks_again() -> None:
     # index drafts the first round, and the model reads only if that pays.
     hybrid.prefill([*fresh, *fresh[:20]])
     assert model.tokens == fresh
+
+
+def test_rounds_that_end_replies_on_a_drafted_end_token_leave_the_model_usable() -> None:
+    # JSON replies whose last round drafts only the end of sequence: the target keeps it, and
+    # the round adds no token to the reply. Four of those made the model's measured rate 0,
+    # and the next model round divided by it, for every request after, until a restart.
+    _model, hybrid = fake_hybrid()
+    for i in range(4):
+        hybrid.learn(RoundRecord(i, "hybrid", 1, 1, 1, 0, 0.001, 0.02, 1))
+    hybrid.learn(RoundRecord(4, "hybrid", 4, 4, 4, 5, 0.004, 0.02, 4))
+    history = conversation(40, 0)
+    hybrid.prefill(history[:-1])
+    assert hybrid.propose(ask(history, 4)).tokens  # still drafts
