@@ -171,6 +171,8 @@ class ModelDrafter:
             tokens.append(token)
             probs.append(q)
             sequence.append(token)
+            if self.model.is_eog(token):
+                break  # kept, it ends the reply; refused, so is all after it: no pass pays
             if grammar is not None:
                 if self.constraint is not None and self.constraint.ends(token):
                     break  # the grammar is done, and nothing follows an end token

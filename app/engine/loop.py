@@ -152,7 +152,9 @@ class SpeculativeEngine:
             prompt_step = first_rows is not None
             under_auto = controller is not None and control.gamma is None
             paused = under_auto and mode == "draft" and self._paused(controller)
-            if prompt_unread and not prompt_step:
+            # With room for no draft token (the reply's last token, or the context's), the draft
+            # model would read the prompt for nothing.
+            if prompt_unread and not prompt_step and min(remaining - 1, room) > 0:
                 # A draft model γ auto paused reads nothing until a probe, and the probe only
                 # what PROBE_READ_LIMIT allows: the prompt may never be drafted after.
                 if paused:

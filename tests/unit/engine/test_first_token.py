@@ -117,3 +117,27 @@ def test_a_prompt_the_models_hold_already_drafts_from_its_first_round() -> None:
 
     assert log[:3] == ["token", "prefill", "propose"]
     assert finish.result.rounds[0].drafted == 3
+
+
+def test_a_reply_with_room_for_no_draft_token_never_has_the_draft_model_read_it() -> None:
+    # --max-tokens 2: the second token is the last, so no draft can go before it; reading the
+    # prompt cost 0.35-0.55 s against 0.05 s for the reply on the demo pair.
+    log: list[str] = []
+    engine = _engine(log)
+    config = GenerationConfig(max_tokens=2, gamma=fixed(3))
+    finish = list(engine.generate([1, 2, 3, 20, 21], config))[-1]
+    assert isinstance(finish, FinishEvent)
+    assert finish.result.token_ids == [22, 23]
+    assert "prefill" not in log and "propose" not in log
+    assert finish.result.stats.draft_prefill_s == 0.0
+
+
+def test_a_draft_model_stops_drafting_at_an_end_token() -> None:
+    # A drafted end of the reply is the last token that can be kept: passes after it are lost.
+    end = 30
+    draft = FakeLlama(count_up, N_VOCAB, name="draft.gguf", eog=(end,))
+    drafter = ModelDrafter(draft, N_VOCAB)
+    ask = DraftRequest([1, 2, 26], 8, GenerationConfig().sampling, np.random.default_rng(0), 0.0)
+    proposal = drafter.propose(ask)
+    assert proposal.tokens == [27, 28, 29, end]
+    assert proposal.steps == 4
