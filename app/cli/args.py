@@ -159,7 +159,13 @@ _SAMPLING_FLAGS: tuple[tuple[str, type[float] | type[int], str], ...] = (
     ("top_p", float, "nucleus sampling; 1 = off, 0 = the most likely token only"),
     ("min_p", float, "0 = off"),
     ("repeat_penalty", float, "1 = off"),
-    ("seed", int, f"0..{MAX_SEED} for a reproducible sampled reply (default: random)"),
+    (
+        "seed",
+        int,
+        f"0..{MAX_SEED} for a reproducible sampled reply (default: random); with a draft "
+        "model under --gamma auto, rounds follow measured times: the same distribution, not "
+        "always the same text",
+    ),
 )
 
 
