@@ -18,7 +18,7 @@ unless a validator is told to assert it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from app.server.errors import invalid
 
@@ -119,58 +119,96 @@ def _tuple_bounds(node: dict[str, Any], length: int) -> set[str]:
     return {"minItems", "maxItems"} if fits else set()
 
 
-# Keywords whose value is a schema, a list of schemas, or a map of names to schemas: the only
-# places a schema holds others (`enum`, `const`, `default` and `examples` hold data).
-_SCHEMA_VALUED = (
+# Where a schema holds other schemas: keywords whose value is one, a list of them, or a map of
+# names to them. `enum`, `const`, `default` and `examples` hold data; any other key may hold a
+# schema a `$ref` points at (OpenAPI's `components`), so it is searched for those.
+_SCHEMA_VALUED = frozenset({
     "items", "additionalProperties", "additionalItems", "contains", "not", "if", "then", "else",
     "propertyNames", "unevaluatedItems", "unevaluatedProperties",
-)  # fmt: skip
-_SCHEMA_LISTS = ("items", "prefixItems", "anyOf", "oneOf", "allOf")
-_SCHEMA_MAPS = (*_DEFINITIONS, "properties", "patternProperties", "dependentSchemas")
+})  # fmt: skip
+_SCHEMA_LISTS = frozenset({"items", "prefixItems", "anyOf", "oneOf", "allOf"})
+_SCHEMA_MAPS = frozenset({*_DEFINITIONS, "properties", "patternProperties", "dependentSchemas"})
+_DATA = frozenset({"enum", "const", "default", "examples"})
 
+# What a place in the schema holds: a schema, a map of names to schemas, a list of schemas,
+# data (left as it is), or something else, searched only for places a `$ref` points at.
+_Kind = Literal["schema", "map", "list", "data", "other"]
 NodeRewrite = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 
-def rewrite_nodes(node: Any, rewrite: NodeRewrite, path: str = "#") -> Any:
+def rewrite_nodes(schema: Any, rewrite: NodeRewrite) -> Any:
     """A copy of the schema with rewrite(pointer, node) applied to every schema node, inner ones
-    first; data inside it (an `enum` of objects, a `const`) and property names are left alone."""
-    if not isinstance(node, dict):
-        return node
-    out = dict(node)
-    for key, value in node.items():
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {
-                name: rewrite_nodes(child, rewrite, f"{path}/{key}/{name}")
-                for name, child in value.items()
+    first; data (an `enum` of objects, a `const`) and property names are left alone."""
+    refs = _local_refs(schema)
+
+    def walk(value: Any, path: str, kind: _Kind) -> Any:
+        if kind == "data":
+            return value
+        if isinstance(value, dict):
+            out = {
+                key: walk(child, child_path, child_kind)
+                for key, child, child_path, child_kind in _children(value, path, kind, refs)
             }
-        elif key in _SCHEMA_LISTS and isinstance(value, list):
-            out[key] = [
-                rewrite_nodes(child, rewrite, f"{path}/{key}/{i}") for i, child in enumerate(value)
-            ]
-        elif key in _SCHEMA_VALUED:
-            out[key] = rewrite_nodes(value, rewrite, f"{path}/{key}")
-    return rewrite(path, out)
+            return rewrite(path, out) if kind == "schema" else out
+        if isinstance(value, list):
+            return [walk(child, p, k) for _, child, p, k in _children(value, path, kind, refs)]
+        return value
+
+    return walk(schema, "#", "schema")
 
 
-def _nodes(node: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every schema node the converter may visit, with its JSON pointer."""
-    if not isinstance(node, dict):
-        return
-    yield path, node
-    for key in _DEFINITIONS:
-        defined = node.get(key)
-        if isinstance(defined, dict):
-            for name, child in defined.items():
-                yield from _nodes(child, f"{path}/{key}/{name}")
-    for key in ("properties", "patternProperties", "dependentSchemas"):
-        children = node.get(key)
-        if isinstance(children, dict):
-            for name, child in children.items():
-                yield from _nodes(child, f"{path}/{key}/{name}")
-    for key in ("items", "prefixItems", "anyOf", "oneOf", "allOf"):
-        children = node.get(key)
-        if isinstance(children, list):
-            for i, child in enumerate(children):
-                yield from _nodes(child, f"{path}/{key}/{i}")
-    for key in ("items", "additionalProperties", "additionalItems", "contains", "not"):
-        yield from _nodes(node.get(key), f"{path}/{key}")
+def _nodes(schema: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every schema node the converter may visit, with its JSON pointer, outer ones first."""
+    refs = _local_refs(schema)
+    pending: list[tuple[Any, str, _Kind]] = [(schema, path, "schema")]
+    while pending:
+        value, where, kind = pending.pop()
+        if kind == "schema" and isinstance(value, dict):
+            yield where, value
+        if kind != "data" and isinstance(value, dict | list):
+            children = _children(value, where, kind, refs)
+            pending.extend((child, p, k) for _, child, p, k in reversed(list(children)))
+
+
+def _children(
+    value: dict[str, Any] | list[Any], path: str, kind: _Kind, refs: frozenset[str]
+) -> Iterator[tuple[Any, Any, str, _Kind]]:
+    """(key or index, child, its pointer, what it holds) for every child."""
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, child in items:
+        where = f"{path}/{_pointer_part(str(key))}"
+        yield key, child, where, _child_kind(kind, key, child, where, refs)
+
+
+def _child_kind(kind: _Kind, key: Any, child: Any, where: str, refs: frozenset[str]) -> _Kind:
+    if kind == "map" or (kind == "list" and isinstance(key, int)):
+        return "schema"
+    if kind == "schema" and key in _DATA:
+        return "data"
+    if kind == "schema" and key in _SCHEMA_MAPS and isinstance(child, dict):
+        return "map"
+    if kind == "schema" and key in _SCHEMA_LISTS and isinstance(child, list):
+        return "list"
+    if kind == "schema" and key in _SCHEMA_VALUED:
+        return "schema"
+    return "schema" if where in refs else "other"
+
+
+def _pointer_part(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _local_refs(schema: Any) -> frozenset[str]:
+    """Every `$ref` within the document (`#/...`), wherever it stands."""
+    found: set[str] = set()
+    pending = [schema]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            ref = value.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#"):
+                found.add(ref)
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return frozenset(found)

@@ -88,8 +88,8 @@ class ApiRequest:
 # is a server flag only.
 _REQUEST_FIELDS = {
     "max_tokens": "max_tokens",
-    # A grammar llama.cpp cannot parse: the client's own `grammar` (the ones made from
-    # response_format and json_schema parse by construction).
+    # A grammar llama.cpp cannot parse: the client's own `grammar`, nearly always (a schema's
+    # is checked field by field before it is written: app/server/string_patterns.py).
     "constraint": "grammar",
     "p_min": "speculative.p_min",
     **{

@@ -16,7 +16,7 @@ from typing import Any
 from app.engine.constraint import Grammar
 from app.server.errors import ApiError, finite_number, invalid
 from app.server.schema_support import check_supported, rewrite_nodes
-from app.server.string_patterns import JSON_STRING_CHAR, json_patterns
+from app.server.string_patterns import JSON_STRING_CHAR, PatternError, json_patterns
 
 # The converter leaves integer bounds out of its grammar; a bounded integer is written as the
 # list of its values instead, for ranges up to this size (a longer list slows every mask).
@@ -102,7 +102,10 @@ def schema_grammar(
     (functions that are not strict, app/server/tools.py)."""
     from llama_cpp.llama_grammar import json_schema_to_gbnf  # noqa: PLC0415 - native package
 
-    bounded = json_patterns(_bounded(schema, where, loose_bounds))
+    try:
+        bounded = json_patterns(_bounded(schema, where, loose_bounds))
+    except PatternError as exc:
+        raise invalid(where, f"'{where}': {exc}") from None
     check_supported(bounded, where)
     try:
         grammar: str = json_schema_to_gbnf(json.dumps(bounded))

@@ -94,6 +94,18 @@ def test_properties_named_like_keywords_and_data_in_enums_are_not_read_as_bounds
     assert '\\"minimum\\"' in gbnf and '\\"pattern\\"' in gbnf and '\\"x\\"' in gbnf
 
 
+def test_bounds_a_ref_reaches_outside_the_schema_keywords_are_held() -> None:
+    # OpenAPI's components/schemas: a walk of the schema keywords alone left the bounds out,
+    # and any integer passed.
+    age = {"type": "integer", "minimum": 0, "maximum": 3}
+    schema = {
+        "$ref": "#/components/schemas/P",
+        "components": {"schemas": {"P": {"type": "object", "properties": {"age": age}}}},
+    }
+    gbnf = grammar_of(chat(json_schema=schema)).gbnf
+    assert all(f'"{n}"' in gbnf for n in range(4)) and '"4"' not in gbnf
+
+
 def test_a_bound_the_grammar_cannot_hold_is_refused_naming_where_it_stands() -> None:
     price = {"type": "number", "exclusiveMinimum": 0}
     schema = {"type": "object", "properties": {"a": {"type": "object", "properties": {"p": price}}}}
