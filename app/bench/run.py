@@ -203,7 +203,7 @@ def measure(
     records: list[RunRecord] = []
     for offset, (slot, pi, rep) in enumerate(schedule):
         if bench.control.stop_requested:
-            raise MeasurementStopped(RunsSoFar(records, len(chosen)))
+            raise MeasurementStopped(RunsSoFar(tuple(records), len(chosen)))
         ci = chosen[slot]
         config = bench.configs[ci]
         sequence = phase.first_sequence + offset
@@ -221,7 +221,7 @@ def measure(
         )
         result = outcome.result
         if result.finish_reason == "cancelled":
-            raise MeasurementStopped(RunsSoFar(records, len(chosen)))
+            raise MeasurementStopped(RunsSoFar(tuple(records), len(chosen)))
         rss, vram = _memory_now()
         stats = result.stats
         records.append(
@@ -245,7 +245,7 @@ def measure(
             )
         )
         if runs_done is not None:
-            runs_done(RunsSoFar(records, len(chosen)))
+            runs_done(RunsSoFar(tuple(records), len(chosen)))
     if bench.progress and phase.first_sequence + len(schedule) >= total:
         bench.progress(total, total, "done")
     return records

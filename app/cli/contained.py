@@ -47,8 +47,11 @@ def parent_keeps_results() -> bool:
 
 def keep_for_parent(results: object) -> None:
     """Hand results (picklable) to the parent, replacing what was handed before."""
-    for pipe in _to_parent:
-        pipe.send(results)
+    for pipe in list(_to_parent):
+        try:
+            pipe.send(results)
+        except OSError:  # the parent stopped listening (a signal ended it): work on without
+            _to_parent.remove(pipe)
 
 
 def _child(
@@ -107,14 +110,15 @@ def run_contained(
         with contextlib.suppress(OSError):
             os.unlink(log_path)
     afterwards = "the command was stopped and its results so far are not saved"
+    ended = f"the command's process stopped unexpectedly (signal {-code})"
     if salvage is not None and kept:
-        afterwards = salvage(kept[-1])
-    raise crash_error(
-        log,
-        endpoints,
-        afterwards=afterwards,
-        ended=f"the command's process stopped unexpectedly (signal {-code})",
-    )
+        try:
+            afterwards = salvage(kept[-1])
+        except SpecChatError as exc:  # the report could not be written: said, then why it ended
+            print_error(exc)
+        else:
+            ended = f"{ended}; {afterwards}"
+    raise crash_error(log, endpoints, afterwards=afterwards, ended=ended)
 
 
 def _last_kept(results: Connection) -> list[object]:
