@@ -171,17 +171,17 @@ class ModelDrafter:
             tokens.append(token)
             probs.append(q)
             sequence.append(token)
+            if stop is not None and margin is not None:
+                margins.append(margin)  # γ auto learns from every drafted token's margin
             if self.model.is_eog(token):
                 break  # kept, it ends the reply; refused, so is all after it: no pass pays
             if grammar is not None:
                 if self.constraint is not None and self.constraint.ends(token):
                     break  # the grammar is done, and nothing follows an end token
                 grammar.accept(token)
-            if stop is not None and margin is not None:
-                margins.append(margin)
-                # The token stays: its pass is paid, and a row to check it costs little.
-                if not stop(margin):
-                    break
+            # The token stays: its pass is paid, and a row to check it costs little.
+            if stop is not None and margin is not None and not stop(margin):
+                break
         if grammar is not None:
             grammar.close()
         seconds = self._clock() - start

@@ -137,7 +137,16 @@ def test_a_draft_model_stops_drafting_at_an_end_token() -> None:
     end = 30
     draft = FakeLlama(count_up, N_VOCAB, name="draft.gguf", eog=(end,))
     drafter = ModelDrafter(draft, N_VOCAB)
-    ask = DraftRequest([1, 2, 26], 8, GenerationConfig().sampling, np.random.default_rng(0), 0.0)
+    ask = DraftRequest(
+        [1, 2, 26],
+        8,
+        GenerationConfig().sampling,
+        np.random.default_rng(0),
+        0.0,
+        stop=lambda _margin: True,  # γ auto's confidence stop, here never stopping
+    )
     proposal = drafter.propose(ask)
     assert proposal.tokens == [27, 28, 29, end]
     assert proposal.steps == 4
+    # γ auto learns its stop from a margin per drafted token, the end token's too.
+    assert len(proposal.margins) == 4
