@@ -164,7 +164,7 @@ class Ticket:
 
 Outcome = Literal["served", "cancelled", "invalid", "failed"]
 """invalid: refused for what the request asked (a prompt past the context, a grammar llama.cpp
-cannot parse), which no fault of the server's; failed: the engine or an RPC worker failed."""
+cannot parse), which is no fault of the server's; failed: the engine or an RPC worker failed."""
 
 
 def job_events(
@@ -230,9 +230,9 @@ def drive(session: EngineSession, job: Job, sink: Sink, ticket: Ticket) -> Outco
         deliver(sink, ticket, Failed(user_message(exc), "cancelled", exc))
         return "cancelled"
     except SpecChatError as exc:
-        kind = _failure_kind(exc)
-        deliver(sink, ticket, Failed(user_message(exc), kind, exc))
-        return "failed" if kind == "unavailable" else "invalid"
+        failed = Failed(user_message(exc), _failure_kind(exc), exc)
+        deliver(sink, ticket, failed)
+        return outcome_of(failed, ticket)
     except Exception as exc:
         log.exception("request %d failed", ticket.job_id)
         deliver(sink, ticket, Failed(_INTERNAL, "internal", exc))

@@ -16,22 +16,28 @@ import contextlib
 import os
 import sys
 import tempfile
+import threading
 from typing import Any
 
 from app.errors import SettingValueError
 from app.llama.backend import recent_log_lines
 
 _MARKER = "error parsing grammar: "
+_stderr_lock = threading.Lock()
 # The parser's reason often ends with the rest of the grammar from where it stopped.
 _REASON_CHARS = 120
 
 
 def grammar_sampler(llama_cpp: Any, vocab: Any, gbnf: str, root: str) -> Any:
     """llama_sampler_init_grammar's sampler; SettingValueError("constraint") saying why not."""
-    recent_log_lines.clear()
-    sampler, written = _writing_stderr_aside(
-        lambda: llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode(), root.encode())
-    )
+    if "\0" in gbnf or "\0" in root:
+        # C reads the text to its first NUL: the grammar would be cut short, unseen.
+        raise SettingValueError("constraint", "a grammar cannot hold a NUL character")
+    with _stderr_lock:
+        recent_log_lines.clear()
+        sampler, written = _writing_stderr_aside(
+            lambda: llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode(), root.encode())
+        )
     reason, rest = _parse_error(written.decode("utf-8", "replace"), gbnf)
     _write_back(rest)
     if sampler:
@@ -58,13 +64,21 @@ def _parse_error(text: str, gbnf: str) -> tuple[str | None, str]:
 
 
 def _writing_stderr_aside(call: Any) -> tuple[Any, bytes]:
-    """call()'s result and what was written to fd 2 while it ran."""
-    try:
+    """call()'s result and what was written to fd 2 while it ran (fd 2 is the process's: two
+    of these at once would each restore the other's file, hence the caller's lock)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):  # no stderr to set aside (a windowed app)
+    try:
+        # Opened apart from its `with`: a failure here leaves llama.cpp writing as it will.
+        aside = tempfile.TemporaryFile()  # noqa: SIM115
+    except OSError:
         return call(), b""
-    with tempfile.TemporaryFile() as aside:
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to set aside (a windowed app)
+        aside.close()
+        return call(), b""
+    with aside:
         try:
             os.dup2(aside.fileno(), 2)
             try:
@@ -80,7 +94,7 @@ def _writing_stderr_aside(call: Any) -> tuple[Any, bytes]:
 
 
 def _write_back(text: str) -> None:
+    """Back to fd 2, where it was going (in a contained child, the log, not sys.stderr)."""
     if text.strip():
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            sys.stderr.write(text)
-            sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            os.write(2, text.encode("utf-8", "replace"))
