@@ -89,9 +89,8 @@ class SpeculativeEngine:
 
         Whether the reply speculates is decided here and only here: config.gamma off, or no
         drafter, is plain decoding; control.speculative pauses drafting between rounds.
-        requested_at, the clock's reading when the request came (default: when this starts),
-        is where the time to the first token counts from: the user waits for what ran before
-        the engine too."""
+        TTFT counts from requested_at (the clock when the request came; default: now): the
+        user waits for what ran before the engine too."""
         config.validate()
         control = control or GenerationControl()
         if not prompt_ids:
@@ -152,8 +151,7 @@ class SpeculativeEngine:
             prompt_step = first_rows is not None
             under_auto = controller is not None and control.gamma is None
             paused = under_auto and mode == "draft" and self._paused(controller)
-            # With room for no draft token (the reply's last token, or the context's), the draft
-            # model would read the prompt for nothing.
+            # No room for a draft token (the reply's or the context's last): no reading for it.
             if prompt_unread and not prompt_step and min(remaining - 1, room) > 0:
                 # A draft model γ auto paused reads nothing until a probe, and the probe only
                 # what PROBE_READ_LIMIT allows: the prompt may never be drafted after.
