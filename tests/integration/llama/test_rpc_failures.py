@@ -32,7 +32,7 @@ from app.llama.config import ModelConfig
 from app.llama.rpc_keys import PLAIN
 from app.llama.rpc_token import WorkerToken
 from models.compat import check_draft_file
-from tests.helpers.rpc_workers import REPO, fake_server, free_port, running_worker
+from tests.helpers.rpc_workers import REPO, Worker, fake_server, free_port, running_worker
 
 GUARD_S = 120  # a hang fails the test after this; the errors themselves come in seconds
 
@@ -193,31 +193,38 @@ def test_cli_keeps_the_partial_reply_when_the_worker_dies(target: ModelConfig) -
     assert (first + rest).strip()
 
 
+def _bench_on(worker: Worker, target: ModelConfig, *extra: str) -> subprocess.Popen[str]:
+    """A benchmark on the worker: the suffix index at γ 4 on the two code prompts (two blocks
+    of runs), 200 tokens each, long enough for a kill to land mid-run."""
+    return _cli(
+        [
+            "bench",
+            "--target",
+            target.path,
+            "--draft",
+            "ngram",
+            "--gamma",
+            "4",
+            "--prompts",
+            "builtin:code",
+            "--max-tokens",
+            "200",
+            "--threads",
+            "1",
+            "--n-ctx",
+            "512",
+            "--no-warmup",
+            *extra,
+            "--rpc",
+            worker.spec,
+        ]
+    )
+
+
 @pytest.mark.model
 def test_bench_on_a_worker_that_dies_ends_with_one_error_line(target: ModelConfig) -> None:
     with running_worker() as worker:
-        proc = _cli(
-            [
-                "bench",
-                "--target",
-                target.path,
-                "--draft",
-                "ngram",
-                "--gamma",
-                "4",
-                "--prompts",
-                "builtin:code",
-                "--max-tokens",
-                "200",
-                "--threads",
-                "1",
-                "--n-ctx",
-                "512",
-                "--no-warmup",
-                "--rpc",
-                worker.spec,
-            ]
-        )
+        proc = _bench_on(worker, target)
         assert proc.stderr is not None
         first_progress = proc.stderr.readline()  # runs have started on the worker
         worker.kill()
@@ -241,30 +248,7 @@ def test_bench_keeps_the_runs_finished_before_the_worker_died(
 ) -> None:
     out = tmp_path / "bench.json"
     with running_worker() as worker:
-        proc = _cli(
-            [
-                "bench",
-                "--target",
-                target.path,
-                "--draft",
-                "ngram",
-                "--gamma",
-                "4",
-                "--prompts",
-                "builtin:code",  # two prompts: two blocks of runs
-                "--max-tokens",
-                "200",
-                "--threads",
-                "1",
-                "--n-ctx",
-                "512",
-                "--no-warmup",
-                "--json",
-                str(out),
-                "--rpc",
-                worker.spec,
-            ]
-        )
+        proc = _bench_on(worker, target, "--json", str(out))
         assert proc.stderr is not None
         timer = threading.Timer(GUARD_S, proc.kill)
         timer.start()
